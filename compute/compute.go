@@ -1,0 +1,220 @@
+// Package compute is the contract between the engine and its backends: dtypes, device tensors, the
+// KV pool and the small op set a Llama/Qwen-family forward pass needs.
+//
+// The contract is shaped for GPUs. Tensors live in the backend's memory and are opaque to callers;
+// ops are enqueued and may run asynchronously; the only points where the host waits are ReadFloat32
+// and Sync. A forward works on rows: each row is one token of one session at an absolute position,
+// and rows of many sessions share every op.
+//
+// Batch invariance is part of the contract: the bits a row produces must not depend on how many
+// other rows share the op or where the row sits among them. Every reduction over a row (dot
+// products, norms, softmax) runs in one fixed order for that row alone; a backend never splits a
+// reduction differently because the row count changed.
+//
+// Backends register themselves by name, as database/sql drivers do, and are opened with Open.
+package compute
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// DType is the element type of a tensor.
+type DType uint8
+
+// The dtypes the contract knows. Weights may arrive as F32, F16 or BF16; activations are F32;
+// token ids and positions are I32.
+const (
+	F32 DType = iota + 1
+	F16
+	BF16
+	I32
+)
+
+// Size returns the bytes one element of d occupies.
+func (d DType) Size() int {
+	switch d {
+	case F32, I32:
+		return 4
+	case F16, BF16:
+		return 2
+	}
+	return 0
+}
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case F16:
+		return "F16"
+	case BF16:
+		return "BF16"
+	case I32:
+		return "I32"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Tensor is a row-major buffer in a backend's memory. It is only meaningful to the backend that
+// made it; passing it to another backend panics.
+type Tensor interface {
+	DType() DType
+	// Shape returns the tensor's dimensions, outermost first. The caller must not modify it.
+	Shape() []int
+}
+
+// KV is a pool of key/value slots for every layer of a model. A slot holds one token's keys and
+// values (kvHeads × headDim each) in every layer. Sessions are ranges of slots chosen by the
+// caller: a session that starts at slot base keeps position p in slot base+p.
+type KV interface {
+	// Slots returns the number of token slots in the pool.
+	Slots() int
+}
+
+// KVSpec describes a KV pool.
+type KVSpec struct {
+	Layers  int
+	KVHeads int
+	HeadDim int
+	Slots   int
+}
+
+// Bytes returns the memory the pool needs when each element occupies elem bytes.
+func (s KVSpec) Bytes(elem int) int64 {
+	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * int64(s.Slots) * int64(elem)
+}
+
+// Backend is one device that holds tensors and runs ops on them. A Backend is not safe for
+// concurrent use: one goroutine drives it (GPU contexts belong to one OS thread).
+//
+// In every op, rows counts the leading rows that take part; tensors may be allocated for more rows
+// than a given call uses (scratch sized for the largest round). Rows beyond rows are left alone.
+type Backend interface {
+	// Name returns the name the backend registered under.
+	Name() string
+	// Memory returns the bytes of memory this backend can give tensors: device memory for a GPU,
+	// RAM for the CPU.
+	Memory() uint64
+
+	// Upload copies a host tensor, stored little-endian in dtype, into the backend. The backend
+	// may keep it in a wider dtype (the CPU backend keeps F32). data is not retained.
+	Upload(dtype DType, shape []int, data []byte) (Tensor, error)
+	// Alloc returns a zeroed tensor of F32 or I32 for activations and row metadata.
+	Alloc(dtype DType, shape ...int) (Tensor, error)
+	// NewKV returns a zeroed KV pool.
+	NewKV(spec KVSpec) (KV, error)
+	// Free releases a tensor or KV pool. Using it afterwards is a bug.
+	Free(t any)
+
+	// WriteInt32 enqueues a copy of src into the first len(src) elements of the I32 tensor dst.
+	// The backend copies src before returning, so the caller may reuse it at once.
+	WriteInt32(dst Tensor, src []int32)
+	// ReadFloat32 waits for all enqueued work and copies the first len(dst) elements of the F32
+	// tensor src into dst.
+	ReadFloat32(src Tensor, dst []float32) error
+	// Sync waits for all enqueued work and reports the first error it met, if any.
+	Sync() error
+	// Close releases the backend and everything it allocated.
+	Close() error
+
+	Ops
+}
+
+// Ops is the op set of a forward pass. All float math is F32 with F32 accumulation whatever the
+// weight dtype. Vectors are packed rows of the tensor they live in; "n vectors" counts them.
+type Ops interface {
+	// Embed writes table[tokens[r]] into x[r] for r < rows. table is [vocab, dim], x is [*, dim].
+	Embed(x, table, tokens Tensor, rows int)
+	// RMSNorm writes dst[i] = x[i] / sqrt(mean(x[i]²) + eps) * w for n vectors of len(w) each.
+	// dst and x may be the same tensor. With len(w) = headDim and n = rows×heads it is the
+	// per-head q/k norm.
+	RMSNorm(dst, x, w Tensor, n int, eps float32)
+	// AddRMSNorm adds x into residual (residual[i] += x[i]) and then writes
+	// dst[i] = RMSNorm(residual[i]) * w, for n vectors of len(w) each.
+	AddRMSNorm(dst, residual, x, w Tensor, n int, eps float32)
+	// MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows. w is [out, in] (the
+	// checkpoint's layout); bias is nil or [out].
+	MatMul(dst, x, w, bias Tensor, rows int)
+	// RoPE rotates, in place, each of the heads in x[r] (x is [*, heads×headDim]) by the angles
+	// positions[r]·invFreq[j], pairing element j with element j+headDim/2 ("rotate half"). invFreq
+	// is [headDim/2] F32.
+	RoPE(x, positions, invFreq Tensor, rows, heads int)
+	// KVWrite stores k[r] and v[r] (each [*, kvHeads×headDim]) into slot bases[r]+positions[r] of
+	// the given layer.
+	KVWrite(kv KV, layer int, k, v, bases, positions Tensor, rows int)
+	// Attention writes, for each row r and query head h, the softmax(scale·q·K)-weighted sum of V
+	// over the slots bases[r] .. bases[r]+positions[r] inclusive of the given layer, reading KV head
+	// h / (heads/kvHeads) (grouped-query attention). q and dst are [*, heads×headDim]. Keys are
+	// visited in position order so each row's result is independent of the others.
+	Attention(dst, q Tensor, kv KV, layer int, bases, positions Tensor, rows, heads int, scale float32)
+	// SiLUMul writes dst[r] = silu(gate[r]) ⊙ up[r] for r < rows.
+	SiLUMul(dst, gate, up Tensor, rows int)
+	// Add writes dst[r] = a[r] + b[r] for r < rows.
+	Add(dst, a, b Tensor, rows int)
+	// Gather writes dst[i] = src[index[i]] for i < rows (whole rows).
+	Gather(dst, src, index Tensor, rows int)
+	// CopyKV copies n slots starting at src to the slots starting at dst, in every layer: the
+	// bits move unchanged (a session moving to a larger one).
+	CopyKV(kv KV, dst, src, n int)
+}
+
+// Driver opens a backend.
+type Driver interface {
+	// Open returns a ready backend, or an error that says what is missing on this machine.
+	Open() (Backend, error)
+}
+
+// ErrUnknownBackend is returned (wrapped) by Open for a name no driver registered under.
+var ErrUnknownBackend = errors.New("compute: unknown backend")
+
+var (
+	driversMu sync.Mutex // guards drivers
+	drivers   = map[string]Driver{}
+)
+
+// Register makes a backend driver available under name. It panics if driver is nil, the name is
+// empty, or the name is taken; backends call it from init.
+func Register(name string, driver Driver) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if driver == nil {
+		panic("compute: Register driver is nil")
+	}
+	if name == "" {
+		panic("compute: Register with an empty name")
+	}
+	if _, dup := drivers[name]; dup {
+		panic("compute: Register called twice for backend " + name)
+	}
+	drivers[name] = driver
+}
+
+// Drivers returns the sorted names of the registered backends.
+func Drivers() []string {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	names := make([]string, 0, len(drivers))
+	for name := range drivers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open opens the backend registered under name.
+func Open(name string) (Backend, error) {
+	driversMu.Lock()
+	driver, ok := drivers[name]
+	driversMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q (registered: %v)", ErrUnknownBackend, name, Drivers())
+	}
+	b, err := driver.Open()
+	if err != nil {
+		return nil, fmt.Errorf("compute: open %s backend: %w", name, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,43 @@
+package scheduler
+
+import "context"
+
+// Row is one token of one session in a forward.
+type Row struct {
+	// Base is the session's first KV slot; the token's keys and values go to slot Base+Pos.
+	Base int
+	// Pos is the token's absolute position in its sequence.
+	Pos int
+	// Token is the input token id.
+	Token int32
+	// Logits asks for this row's logits.
+	Logits bool
+}
+
+// Model is what the scheduler needs of the engine: one forward over rows of many sessions.
+type Model interface {
+	// Forward runs the rows (at most MaxRows) and returns the logits of the rows that asked for
+	// them, in row order, as one slice of n×Vocab() values. The slice is owned by the model and
+	// valid until the next call. A row's logits are the same bits whatever rows share the call.
+	Forward(ctx context.Context, rows []Row) ([]float32, error)
+	// Vocab returns the length of a logits row.
+	Vocab() int
+	// MaxRows returns the most rows one Forward takes.
+	MaxRows() int
+	// Slots returns the KV slots available to sessions.
+	Slots() int
+	// Context returns the longest sequence (prompt plus reply) the model runs.
+	Context() int
+}
+
+// Host admits requests and runs them on a model.
+type Host interface {
+	// Submit queues req and returns the channel its events arrive on; the channel is closed after
+	// the event with Done set. The stream is cancelled when ctx ends. Submit fails at once with
+	// ErrQueueFull, ErrClosed or *PromptTooLongError. The caller must read the channel until it
+	// is closed: the terminal event is always delivered.
+	Submit(ctx context.Context, req Request) (<-chan Event, error)
+	// Close stops admitting, lets running streams finish until ctx ends, then cancels the rest;
+	// it returns when every stream has ended.
+	Close(ctx context.Context) error
+}

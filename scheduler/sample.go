@@ -1,0 +1,139 @@
+package scheduler
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// A sampler picks one token from a row of logits. Its choice depends only on the logits, the
+// settings and the token's absolute position (through the keyed noise), never on other rows or on
+// drafting, so a reply can be replayed from its seed. A sampler reuses its buffers and is not safe
+// for concurrent use.
+type sampler struct {
+	cands []candidate
+}
+
+type candidate struct {
+	id    int32
+	score float64 // logit, then logit/temperature
+}
+
+// better orders candidates by score, highest first, ties to the lower token id.
+func better(a, b candidate) int {
+	if a.score != b.score {
+		if a.score > b.score {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// pick returns the token chosen at absolute position pos from logits.
+//
+// Greedy settings take the argmax. Otherwise the filters run in a fixed order — top_k,
+// temperature, top_p, min_p — and the token is the argmax, over those kept, of the scaled logit
+// plus Gumbel noise keyed by (seed, pos, id): a draw from the filtered softmax that is a pure
+// function of its inputs.
+func (s *sampler) pick(logits []float32, set Sampling, pos int) int32 {
+	if set.Greedy() {
+		return argmax(logits)
+	}
+	cands := s.filter(logits, set)
+	best, bestKey := cands[0].id, math.Inf(-1)
+	for _, c := range cands {
+		key := c.score + gumbel(set.Seed, pos, c.id)
+		if key > bestKey || (key == bestKey && c.id < best) {
+			best, bestKey = c.id, key
+		}
+	}
+	return best
+}
+
+// filter returns the candidates left by top_k, temperature, top_p and min_p, sorted best first,
+// with temperature-scaled scores.
+func (s *sampler) filter(logits []float32, set Sampling) []candidate {
+	cands := s.cands[:0]
+	for id, l := range logits {
+		cands = append(cands, candidate{id: int32(id), score: float64(l)})
+	}
+	s.cands = cands
+	slices.SortFunc(cands, better)
+	if set.TopK > 0 && set.TopK < len(cands) {
+		cands = cands[:set.TopK]
+	}
+	t := float64(set.Temperature)
+	for i := range cands {
+		cands[i].score /= t
+	}
+	if set.TopP > 0 && set.TopP < 1 {
+		cands = cands[:topPCount(cands, float64(set.TopP))]
+	}
+	if set.MinP > 0 {
+		// p_i ≥ min_p·p_max ⇔ score_i − score_max ≥ ln(min_p).
+		floor := cands[0].score + math.Log(float64(set.MinP))
+		n := 1
+		for n < len(cands) && cands[n].score >= floor {
+			n++
+		}
+		cands = cands[:n]
+	}
+	return cands
+}
+
+// topPCount returns how many of the sorted candidates make the smallest prefix whose softmax
+// probability reaches p (at least one).
+func topPCount(cands []candidate, p float64) int {
+	top := cands[0].score
+	var total float64
+	for _, c := range cands {
+		total += math.Exp(c.score - top)
+	}
+	var sum float64
+	for i, c := range cands {
+		sum += math.Exp(c.score-top) / total
+		if sum >= p {
+			return i + 1
+		}
+	}
+	return len(cands)
+}
+
+// argmax returns the index of the largest logit, ties to the lowest index.
+func argmax(logits []float32) int32 {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// logprob returns the natural log of token's softmax probability over the raw logits.
+func logprob(logits []float32, token int32) float32 {
+	top := float64(logits[argmax(logits)])
+	var total float64
+	for _, l := range logits {
+		total += math.Exp(float64(l) - top)
+	}
+	return float32(float64(logits[token]) - top - math.Log(total))
+}
+
+// gumbel returns standard Gumbel noise for token id at absolute position pos under seed, from a
+// counter-based hash: the same arguments always give the same noise.
+func gumbel(seed uint64, pos int, id int32) float64 {
+	h := mix(mix(mix(seed)^uint64(pos)) ^ uint64(uint32(id)))
+	// 53 random bits → u in (0, 1), never 0 or 1.
+	u := (float64(h>>11) + 0.5) / (1 << 53)
+	return -math.Log(-math.Log(u))
+}
+
+// mix is splitmix64's finaliser: a bijection on 64 bits with good avalanche.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}

@@ -1,0 +1,82 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sampling holds one stream's sampling settings. The zero value is greedy decoding.
+type Sampling struct {
+	// Temperature scales logits; 0 means greedy (argmax, ties to the lowest token id).
+	Temperature float32
+	// TopK keeps the K most likely tokens; 0 keeps all.
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probability reaches TopP; 0 or 1
+	// keeps all.
+	TopP float32
+	// MinP drops tokens less likely than MinP times the most likely one; 0 keeps all.
+	MinP float32
+	// Seed keys the noise of the sampled draws: the token drawn at absolute position p depends only
+	// on (Seed, p) and the row's logits.
+	Seed uint64
+}
+
+// Greedy reports whether s picks the argmax.
+func (s Sampling) Greedy() bool { return s.Temperature == 0 }
+
+// Request is one reply to be made.
+type Request struct {
+	// Prompt holds the prompt's token ids; it must not be empty.
+	Prompt []int32
+	// MaxTokens bounds the tokens generated; it must be positive.
+	MaxTokens int
+	Sampling  Sampling
+	// StopTokens end the reply when generated (the model's EOS ids); the stop token itself is
+	// reported in the final event and is not part of the text.
+	StopTokens []int32
+	// Logprobs asks for the log-probability of each generated token.
+	Logprobs bool
+}
+
+// FinishReason says why a stream ended.
+type FinishReason string
+
+// The ways a stream ends. Every stream ends exactly once.
+const (
+	FinishStop      FinishReason = "stop"      // a stop token was generated
+	FinishLength    FinishReason = "length"    // MaxTokens reached, or the context is full
+	FinishCancelled FinishReason = "cancelled" // the request's context ended
+	FinishError     FinishReason = "error"     // Event.Err says what went wrong
+)
+
+// Event is one step of a stream: a generated token, or the end.
+type Event struct {
+	// Token is the generated token id; valid when Done is false.
+	Token int32
+	// Logprob is the natural-log probability of Token under the model's (unfiltered, temperature 1)
+	// distribution, when the request asked for it.
+	Logprob float32
+	// Done marks the last event of the stream; Reason (and Err for FinishError) say why.
+	Done   bool
+	Reason FinishReason
+	Err    error
+	// StopToken is the stop token that ended the stream when Reason is FinishStop.
+	StopToken int32
+}
+
+// ErrQueueFull is returned by Host.Submit when the admission queue is at its bound; the caller
+// should retry later (HTTP 503 with Retry-After).
+var ErrQueueFull = errors.New("scheduler: queue full")
+
+// ErrClosed is returned by Host.Submit after the host has been closed.
+var ErrClosed = errors.New("scheduler: host closed")
+
+// PromptTooLongError is returned by Host.Submit when a prompt cannot fit any session.
+type PromptTooLongError struct {
+	Prompt  int // tokens in the prompt
+	Context int // the most tokens a session holds
+}
+
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("scheduler: the prompt has %d tokens and the context holds %d: shorten the prompt", e.Prompt, e.Context)
+}
