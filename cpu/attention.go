@@ -1,0 +1,268 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+
+	"tfd/compute"
+)
+
+// KVWrite stores k[r] and v[r] (rows of kvHeads×headDim) into slot bases[r]+positions[r] of the
+// layer. A row whose slot falls outside the pool is skipped and reported by the next Sync.
+func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compute.Tensor, rows int) {
+	p := asKV(kv, "KVWrite", layer)
+	st := p.stride()
+	kf := f32(k, "KVWrite", "k", rows*st)
+	vf := f32(v, "KVWrite", "v", rows*st)
+	bs := i32(bases, "KVWrite", "bases", rows)
+	ps := i32(positions, "KVWrite", "positions", rows)
+	for r := range rows {
+		slot, ok := p.slot(bs[r], ps[r])
+		if !ok {
+			b.fail("KVWrite: row %d: slot %d+%d is outside the pool's %d slots", r, bs[r], ps[r], p.spec.Slots)
+			continue
+		}
+		copy(p.k[layer][slot*st:(slot+1)*st], kf[r*st:(r+1)*st])
+		copy(p.v[layer][slot*st:(slot+1)*st], vf[r*st:(r+1)*st])
+	}
+}
+
+// slot returns base+pos and whether it is a slot of the pool.
+func (kv *kvPool) slot(base, pos int32) (int, bool) {
+	s := int(base) + int(pos)
+	return s, base >= 0 && pos >= 0 && s < kv.spec.Slots
+}
+
+// CopyKV copies n slots from src to dst in every layer, bits unchanged. Ranges outside the pool
+// are reported by the next Sync and nothing is copied.
+func (b *backend) CopyKV(kv compute.KV, dst, src, n int) {
+	p := asKV(kv, "CopyKV", 0)
+	if n <= 0 {
+		return
+	}
+	if dst < 0 || src < 0 || dst+n > p.spec.Slots || src+n > p.spec.Slots {
+		b.fail("CopyKV: %d slots from %d to %d do not fit the pool's %d slots", n, src, dst, p.spec.Slots)
+		return
+	}
+	st := p.stride()
+	t := &b.ckv
+	*t = copyKVTask{kv: p, dst: dst * st, src: src * st, n: n * st}
+	b.run(t, 2*p.spec.Layers, 1, parFor(2*p.spec.Layers*n*st/8))
+	*t = copyKVTask{}
+}
+
+// copyKVTask copies one range of elements; item 2l is layer l's keys, 2l+1 its values.
+type copyKVTask struct {
+	kv          *kvPool
+	dst, src, n int
+}
+
+func (t *copyKVTask) run(_ *scratch, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		s := t.kv.k[i/2]
+		if i%2 == 1 {
+			s = t.kv.v[i/2]
+		}
+		copy(s[t.dst:t.dst+t.n], s[t.src:t.src+t.n])
+	}
+}
+
+// Attention writes, for row r and query head h, softmax(scale·q·K)·V over slots bases[r] ..
+// bases[r]+positions[r] of the layer, with K and V of head h/(heads/kvHeads). Each (row, head)
+// reads only its own keys, in position order:
+//
+//	s_j = dot(q, k_j)·scale      (dot in the fixed order)
+//	m   = max_j s_j
+//	e_j = exp(s_j − m)           (exp.go)
+//	sum = Σ_j e_j                (element j into lane j%8, the lanes in the fixed tree)
+//	out = (Σ_j e_j·v_j) / sum    (per element, in j order)
+//
+// An item of work is a few consecutive rows of one session (a prefill chunk), one kv head and a
+// few of its query heads; it goes through the keys in blocks, so that each block is read from
+// memory once for all of them. How rows and heads are grouped changes no bits: every score is the
+// same dot product, and the weighted sums continue across blocks exactly where they stopped. A
+// row whose slots fall outside the pool gets zeros and is reported by the next Sync.
+func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
+	p := asKV(kv, "Attention", layer)
+	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
+	if heads <= 0 || heads%kvh != 0 {
+		panic(fmt.Sprintf("cpu: Attention: %d query heads is not a multiple of the pool's %d kv heads", heads, kvh))
+	}
+	t := &b.att
+	*t = attentionTask{
+		dst:       f32(dst, "Attention", "dst", rows*heads*hd),
+		q:         f32(q, "Attention", "q", rows*heads*hd),
+		k:         p.k[layer],
+		v:         p.v[layer],
+		bases:     i32(bases, "Attention", "bases", rows),
+		positions: i32(positions, "Attention", "positions", rows),
+		kv:        p,
+		heads:     heads,
+		group:     heads / kvh,
+		scale:     scale,
+		groups:    t.groups,
+	}
+	work, longest := 0, 0
+	for r := range rows {
+		if _, ok := p.slot(t.bases[r], t.positions[r]); !ok {
+			b.fail("Attention: row %d: slots %d..%d+%d are outside the pool's %d slots", r, t.bases[r], t.bases[r], t.positions[r], p.spec.Slots)
+			continue
+		}
+		n := int(t.positions[r]) + 1
+		work += n * heads * hd * 2
+		longest = max(longest, n)
+	}
+	// Group as much as keeps every goroutine busy: rows first, then heads.
+	busy := 2 * runtime.GOMAXPROCS(0)
+	t.chunk = min(attMaxHeads, t.group)
+	t.chunks = (t.group + t.chunk - 1) / t.chunk
+	t.groupRows(rows, attMaxRows)
+	if len(t.groups)*kvh*t.chunks < busy {
+		t.groupRows(rows, 1)
+		if rows*kvh*t.chunks < busy {
+			t.chunk, t.chunks = 1, t.group
+		}
+	}
+	b.pool.reserve(attMaxRows * t.chunk * longest)
+	b.run(t, len(t.groups)*kvh*t.chunks, 1, parFor(work))
+	*t = attentionTask{groups: t.groups[:0]}
+}
+
+// Limits of an attention item: the rows of one session, and the query heads of one kv head, that
+// share each block of keys. attMaxHeads matches the assembly kernel's three rows.
+const (
+	attMaxRows  = 4
+	attMaxHeads = 3
+)
+
+type attentionTask struct {
+	dst, q, k, v     []float32
+	bases, positions []int32
+	kv               *kvPool
+	heads, group     int
+	chunk, chunks    int // query heads per item, items per kv head
+	scale            float32
+	groups           []rowGroup
+}
+
+// rowGroup is a run of consecutive rows of one session that share items: rows first..first+n-1.
+type rowGroup struct{ first, n int }
+
+// groupRows groups up to most consecutive rows that read the same session. A row with slots
+// outside the pool stays alone.
+func (t *attentionTask) groupRows(rows, most int) {
+	t.groups = t.groups[:0]
+	for r := range rows {
+		_, ok := t.kv.slot(t.bases[r], t.positions[r])
+		if g := len(t.groups) - 1; ok && g >= 0 {
+			last := &t.groups[g]
+			_, lastOK := t.kv.slot(t.bases[last.first], t.positions[last.first])
+			if lastOK && last.n < most && t.bases[last.first] == t.bases[r] {
+				last.n++
+				continue
+			}
+		}
+		t.groups = append(t.groups, rowGroup{r, 1})
+	}
+}
+
+func (t *attentionTask) run(s *scratch, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		rg, c := t.groups[i/(t.kv.spec.KVHeads*t.chunks)], i%(t.kv.spec.KVHeads*t.chunks)
+		g := c / t.chunks                    // kv head
+		h0 := g*t.group + c%t.chunks*t.chunk // first query head
+		nh := min(t.chunk, (g+1)*t.group-h0) // query heads in this item
+		t.item(s, rg, g, h0, nh)
+	}
+}
+
+// item computes query heads h0..h0+nh-1 of kv head g for the rows of rg.
+func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
+	hd, st := t.kv.spec.HeadDim, t.kv.stride()
+	n8 := hd &^ 7
+	base := int(t.bases[rg.first])
+	if _, ok := t.kv.slot(t.bases[rg.first], t.positions[rg.first]); !ok {
+		clear(t.dst[(rg.first*t.heads+h0)*hd : (rg.first*t.heads+h0+nh)*hd])
+		return
+	}
+	// keys(r) is the number of keys row r reads; e holds the scores of (row i, head h) at
+	// e[(i·nh+h)·width:].
+	keys := func(i int) int { return int(t.positions[rg.first+i]) + 1 }
+	width := 0
+	for i := range rg.n {
+		width = max(width, keys(i))
+	}
+	e := s.floats(rg.n * nh * width)
+	k := t.k[base*st+g*hd:] // key 0 of kv head g
+	v := t.v[base*st+g*hd:]
+	q := func(i, h int) []float32 { // row i's query head h0+h
+		o := ((rg.first+i)*t.heads + h0 + h) * hd
+		return t.q[o : o+hd]
+	}
+	out := func(i, h int) []float32 {
+		o := ((rg.first+i)*t.heads + h0 + h) * hd
+		return t.dst[o : o+hd]
+	}
+	block := max(8, attBlockBytes/(4*hd))
+
+	// Scores, block by block of keys: the nh heads of a row are the rows of one vdots.
+	for j0 := 0; j0 < width; j0 += block {
+		for i := range rg.n {
+			if n := keys(i); j0 < n {
+				o := ((rg.first+i)*t.heads + h0) * hd
+				vdots(e[i*nh*width+j0:], width, t.q[o:o+nh*hd], hd, nh, k[j0*st:], st, min(block, n-j0), n8)
+			}
+		}
+	}
+	// Softmax of each (row, head).
+	var sums [attMaxRows * attMaxHeads]float32
+	for i := range rg.n {
+		for h := range nh {
+			ee := e[(i*nh+h)*width : (i*nh+h)*width+keys(i)]
+			sums[i*nh+h] = t.softmax(ee, q(i, h), k, st)
+		}
+	}
+	// Weighted sums of the values, block by block of keys, then the division.
+	for j0 := 0; j0 < width; j0 += block {
+		for i := range rg.n {
+			if n := keys(i); j0 < n {
+				for h := range nh {
+					ee := e[(i*nh+h)*width+j0 : (i*nh+h)*width+min(j0+block, n)]
+					wsum(out(i, h), ee, v[j0*st:], st, j0 > 0)
+				}
+			}
+		}
+	}
+	for i := range rg.n {
+		for h := range nh {
+			o, sum := out(i, h), sums[i*nh+h]
+			for d := range o {
+				o[d] /= sum
+			}
+		}
+	}
+}
+
+// attBlockBytes is the size of a block of keys (or values) of one kv head: small enough to stay
+// in the L1 or L2 cache while every row and head of an item passes over it.
+var attBlockBytes = 32 << 10
+
+// softmax turns the lane parts of one (row, head)'s scores in e into exponentials and returns
+// their sum: it adds the dot products' tails, scales, subtracts the maximum and exponentiates.
+func (t *attentionTask) softmax(e, q, k []float32, st int) float32 {
+	hd := len(q)
+	n8 := hd &^ 7
+	m := float32(math.Inf(-1))
+	for j, sj := range e {
+		if n8 < hd {
+			sj = dotTail(sj, q[n8:], k[j*st+n8:j*st+hd])
+		}
+		sj *= t.scale
+		e[j] = sj
+		if sj > m {
+			m = sj
+		}
+	}
+	return softmaxExp(e, m)
+}

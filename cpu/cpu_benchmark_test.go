@@ -1,0 +1,80 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkMatMul reports, per shape and row count, the weight bytes streamed per second (b.SetBytes:
+// the MB/s column, and GB/s) and the arithmetic rate (GFLOP/s, 2 per multiply-add).
+func BenchmarkMatMul(b *testing.B) {
+	for _, s := range []struct{ in, out int }{{384, 1024}, {384, 8192}, {1024, 384}, {4096, 4096}} {
+		for _, rows := range []int{1, 64} {
+			b.Run(fmt.Sprintf("%dx%d/rows=%d", s.out, s.in, rows), func(b *testing.B) {
+				benchMatMul(b, s.in, s.out, rows)
+			})
+		}
+	}
+}
+
+// BenchmarkMatMulGo is BenchmarkMatMul's first shape with the pure-Go kernels, which are what
+// machines without AVX2/FMA (and arm64) run.
+func BenchmarkMatMulGo(b *testing.B) {
+	saved := useAsm
+	useAsm = false
+	defer func() { useAsm = saved }()
+	for _, rows := range []int{1, 64} {
+		b.Run(fmt.Sprintf("1024x384/rows=%d", rows), func(b *testing.B) { benchMatMul(b, 384, 1024, rows) })
+	}
+}
+
+func benchMatMul(b *testing.B, in, out, rows int) {
+	be := newTest(b)
+	x, w := ften(b, be, randn(1, rows*in), rows, in), ften(b, be, randn(2, out*in), out, in)
+	dst := ften(b, be, nil, rows, out)
+	b.SetBytes(int64(4 * in * out))
+	b.ResetTimer()
+	for b.Loop() {
+		be.MatMul(dst, x, w, nil, rows)
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(4*in*out)/sec/1e9, "GB/s")
+	b.ReportMetric(float64(2*in*out*rows)/sec/1e9, "GFLOP/s")
+}
+
+// BenchmarkAttention is one layer's attention of a 14-head, 2-kv-head, 64-dim model: one decode row
+// at position ctx-1, or a 64-row prefill chunk ending there.
+func BenchmarkAttention(b *testing.B) {
+	for _, ctx := range []int{512, 4096} {
+		for _, rows := range []int{1, 64} {
+			b.Run(fmt.Sprintf("ctx=%d/rows=%d", ctx, rows), func(b *testing.B) {
+				be := newTest(b)
+				const kvHeads, heads, hd = 2, 14, 64
+				kvi, _ := be.NewKV(kvSpec(1, kvHeads, hd, ctx))
+				for l := range kvi.(*kvPool).k {
+					copy(kvi.(*kvPool).k[l], randn(1, ctx*kvHeads*hd))
+					copy(kvi.(*kvPool).v[l], randn(2, ctx*kvHeads*hd))
+				}
+				q, dst := ften(b, be, randn(3, rows*heads*hd), rows, heads*hd), ften(b, be, nil, rows, heads*hd)
+				pos := make([]int32, rows)
+				for r := range pos {
+					pos[r] = int32(ctx - rows + r)
+				}
+				bases, positions := iten(b, be, make([]int32, rows), rows), iten(b, be, pos, rows)
+				for b.Loop() {
+					be.Attention(dst, q, kvi, 0, bases, positions, rows, heads, 0.125)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSmallOp measures the fixed cost of an op that wakes the pool: an Add of 64 Ki floats.
+func BenchmarkSmallOp(b *testing.B) {
+	be := newTest(b)
+	const n = 1 << 16
+	x := ften(b, be, randn(1, n), 1, n)
+	for b.Loop() {
+		be.Add(x, x, x, 1)
+	}
+}

@@ -1,0 +1,53 @@
+package cpu
+
+import xcpu "golang.org/x/sys/cpu"
+
+// asmSupported reports whether the AVX2/FMA kernels of kernels_amd64.s can run here (x/sys/cpu
+// also checks that the OS saves the YMM registers).
+var asmSupported = xcpu.X86.HasAVX2 && xcpu.X86.HasFMA
+
+// The assembly kernels. Lengths and strides count float32 elements; n8 is a positive multiple of
+// 8; the caller (vdots, dot, wsum) has checked that every element they touch is in bounds. Each
+// lane accumulates with fused multiply-adds from zero, and lanes combine as
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+
+// gemm3x4 computes the lane dot products of rows x, x+xstride, x+2·xstride with the 4·groups
+// vectors w, w+wstride, …, over n8 elements. With mode&accStore it stores the raw lanes of group g
+// to acc[96g:96(g+1)] (12 vectors of 8, row-major); without, it writes the dot products to
+// out[r·ostride+c]. With mode&accLoad the lanes start from acc instead of zero. So a long dot
+// product can be computed in pieces of K with the same bits as in one piece.
+//
+//go:noescape
+func gemm3x4(out *float32, ostride int, x *float32, xstride int, w *float32, wstride int, groups int, n8 int, acc *float32, mode int)
+
+// gemm3x4 modes.
+const (
+	accLoad  = 1
+	accStore = 2
+)
+
+// gemm1x4 writes the lane dot products of x with the 4·groups vectors w, w+wstride, … into out[c].
+//
+//go:noescape
+func gemm1x4(out *float32, x *float32, w *float32, wstride int, groups int, n8 int)
+
+// dot1 returns the lane dot product of x and w.
+//
+//go:noescape
+func dot1(x *float32, w *float32, n8 int) float32
+
+// wsumAsm writes out[d] = Σ_{j<keys} p[j]·v[j·vstride+d] for d < n8, one fused multiply-add per
+// key in key order, starting from zero, or from out[d] when accumulate is 1.
+//
+//go:noescape
+func wsumAsm(out *float32, p *float32, v *float32, vstride int, keys int, n8 int, accumulate int)
+
+// expSumAsm replaces e[j] with exp(e[j]−m) for j < n8 (positive) and adds e[j] into lanes[j%8].
+//
+//go:noescape
+func expSumAsm(e *float32, n8 int, m float32, lanes *[8]float32)
+
+// siluMulAsm writes dst[i] = gate[i]/(1+exp(−gate[i]))·up[i] for i < n8 (positive).
+//
+//go:noescape
+func siluMulAsm(dst *float32, gate *float32, up *float32, n8 int)

@@ -1,0 +1,35 @@
+//go:build !amd64
+
+package cpu
+
+// asmSupported is false: this architecture has only the pure-Go kernels.
+const asmSupported = false
+
+const (
+	accLoad  = 1
+	accStore = 2
+)
+
+func gemm3x4(out *float32, ostride int, x *float32, xstride int, w *float32, wstride int, groups int, n8 int, acc *float32, mode int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func gemm1x4(out *float32, x *float32, w *float32, wstride int, groups int, n8 int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func dot1(x *float32, w *float32, n8 int) float32 {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func wsumAsm(out *float32, p *float32, v *float32, vstride int, keys int, n8 int, accumulate int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func expSumAsm(e *float32, n8 int, m float32, lanes *[8]float32) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func siluMulAsm(dst *float32, gate *float32, up *float32, n8 int) {
+	panic("cpu: no assembly kernels on this architecture")
+}

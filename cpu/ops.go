@@ -1,0 +1,215 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"tfd/compute"
+)
+
+// Embed writes table[tokens[r]] into x[r] for r < rows. A token outside the table gets a zero row
+// and is reported by the next Sync.
+func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
+	tt := asTensor(table, "Embed", "table")
+	if len(tt.shape) != 2 {
+		panic(fmt.Sprintf("cpu: Embed: table has shape %v, want [vocab, dim]", tt.shape))
+	}
+	vocab, dim := tt.shape[0], tt.shape[1]
+	tab := f32(table, "Embed", "table", vocab*dim)
+	xf := f32(x, "Embed", "x", rows*dim)
+	ids := i32(tokens, "Embed", "tokens", rows)
+	for r, id := range ids[:rows] {
+		row := xf[r*dim : (r+1)*dim]
+		if id < 0 || int(id) >= vocab {
+			b.fail("Embed: token %d of row %d is outside the vocabulary of %d", id, r, vocab)
+			clear(row)
+			continue
+		}
+		copy(row, tab[int(id)*dim:])
+	}
+}
+
+// Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
+// outside src gets a zero row and is reported by the next Sync.
+func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
+	st := asTensor(src, "Gather", "src")
+	if len(st.shape) == 0 {
+		panic("cpu: Gather: src has no rows")
+	}
+	n, w := st.shape[0], st.rowLen()
+	s := f32(src, "Gather", "src", n*w)
+	d := f32(dst, "Gather", "dst", rows*w)
+	idx := i32(index, "Gather", "index", rows)
+	for i, j := range idx[:rows] {
+		row := d[i*w : (i+1)*w]
+		if j < 0 || int(j) >= n {
+			b.fail("Gather: index %d of row %d is outside src's %d rows", j, i, n)
+			clear(row)
+			continue
+		}
+		copy(row, s[int(j)*w:])
+	}
+}
+
+// RMSNorm writes dst[i] = w·(x[i]·rsqrt(mean(x[i]²)+eps)) for n vectors of len(w) each, as Hugging
+// Face computes it in F32: the sum of squares in the fixed dot order, divided by len(w), eps added,
+// the reciprocal square root rounded to F32, x scaled by it and rounded, then multiplied by w.
+// dst and x may be the same tensor.
+func (b *backend) RMSNorm(dst, x, w compute.Tensor, n int, eps float32) {
+	b.addRMSNorm("RMSNorm", dst, nil, x, w, n, eps)
+}
+
+// AddRMSNorm adds x into residual and then writes dst[i] = RMSNorm(residual[i])·w, for n vectors
+// of len(w) each. dst may be x.
+func (b *backend) AddRMSNorm(dst, residual, x, w compute.Tensor, n int, eps float32) {
+	b.addRMSNorm("AddRMSNorm", dst, residual, x, w, n, eps)
+}
+
+func (b *backend) addRMSNorm(op string, dst, residual, x, w compute.Tensor, n int, eps float32) {
+	wt := asTensor(w, op, "w")
+	d := len(f32(w, op, "w", 0))
+	if d == 0 {
+		panic(fmt.Sprintf("cpu: %s: w %v is empty", op, wt.shape))
+	}
+	t := &b.norm
+	*t = normTask{
+		dst: f32(dst, op, "dst", n*d),
+		x:   f32(x, op, "x", n*d),
+		w:   wt.f,
+		eps: eps,
+	}
+	if residual != nil {
+		t.residual = f32(residual, op, "residual", n*d)
+	}
+	b.run(t, n, max(1, 4096/d), parFor(n*d*4))
+	*t = normTask{}
+}
+
+// normTask normalises vectors; item i is vector i.
+type normTask struct {
+	dst, residual, x, w []float32 // residual is nil for a plain RMSNorm
+	eps                 float32
+}
+
+func (t *normTask) run(_ *scratch, lo, hi int) {
+	d := len(t.w)
+	for i := lo; i < hi; i++ {
+		x := t.x[i*d : (i+1)*d]
+		if t.residual != nil {
+			r := t.residual[i*d : (i+1)*d]
+			for j, xj := range x {
+				r[j] += xj
+			}
+			x = r
+		}
+		mean := dot(x, x) / float32(d)
+		scale := float32(1 / math.Sqrt(float64(mean+t.eps)))
+		out := t.dst[i*d : (i+1)*d]
+		w := t.w[:d]
+		for j, xj := range x {
+			out[j] = w[j] * float32(xj*scale)
+		}
+	}
+}
+
+// RoPE rotates each head of x[r] in place by the angles positions[r]·invFreq[j] (an F32 product),
+// pairing element j with j+headDim/2: x_j' = x_j·cos − x_{j+h}·sin, x_{j+h}' = x_{j+h}·cos + x_j·sin,
+// each product rounded to F32 as Hugging Face's q·cos + rotate_half(q)·sin does. cos and sin are
+// the F32 roundings of the F64 functions of the F32 angle.
+func (b *backend) RoPE(x, positions, invFreq compute.Tensor, rows, heads int) {
+	half := len(f32(invFreq, "RoPE", "invFreq", 0))
+	hd := 2 * half
+	t := &b.rope
+	*t = ropeTask{
+		x:         f32(x, "RoPE", "x", rows*heads*hd),
+		positions: i32(positions, "RoPE", "positions", rows),
+		invFreq:   asTensor(invFreq, "RoPE", "invFreq").f,
+		heads:     heads,
+	}
+	b.pool.reserve(hd)
+	b.run(t, rows, 1, parFor(rows*(heads*hd+half*16)))
+	*t = ropeTask{}
+}
+
+// ropeTask rotates rows; item r is row r, whose cos and sin are computed once for all its heads.
+type ropeTask struct {
+	x         []float32
+	positions []int32
+	invFreq   []float32
+	heads     int
+}
+
+func (t *ropeTask) run(s *scratch, lo, hi int) {
+	half := len(t.invFreq)
+	hd := 2 * half
+	cs := s.floats(hd)
+	cos, sin := cs[:half], cs[half:]
+	for r := lo; r < hi; r++ {
+		pos := float32(t.positions[r])
+		for j, f := range t.invFreq {
+			a := float64(pos * f)
+			cos[j], sin[j] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+		row := t.x[r*t.heads*hd : (r+1)*t.heads*hd]
+		for h := range t.heads {
+			x0 := row[h*hd : h*hd+half]
+			x1 := row[h*hd+half : (h+1)*hd]
+			for j, c := range cos {
+				a, b, sn := x0[j], x1[j], sin[j]
+				x0[j] = float32(a*c) - float32(b*sn)
+				x1[j] = float32(b*c) + float32(a*sn)
+			}
+		}
+	}
+}
+
+// SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows (rows of dst's row length), with
+// silu(g) = g/(1+exp(−g)) in F32 (exp as in exp.go).
+func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
+	b.elementwise("SiLUMul", opSiLUMul, dst, gate, up, rows)
+}
+
+// Add writes dst[r] = a[r] + b[r] for r < rows (rows of dst's row length).
+func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
+	b.elementwise("Add", opAdd, dst, x, y, rows)
+}
+
+const (
+	opAdd = iota
+	opSiLUMul
+)
+
+func (b *backend) elementwise(op string, kind int, dst, x, y compute.Tensor, rows int) {
+	n := rows * asTensor(dst, op, "dst").rowLen()
+	t := &b.elem
+	*t = elemTask{
+		kind: kind,
+		dst:  f32(dst, op, "dst", n),
+		a:    f32(x, op, "a", n),
+		b:    f32(y, op, "b", n),
+	}
+	cost := 1
+	if kind == opSiLUMul {
+		cost = 16
+	}
+	b.run(t, n, 1<<13, parFor(n*cost))
+	*t = elemTask{}
+}
+
+// elemTask is an elementwise op; item i is element i.
+type elemTask struct {
+	kind      int
+	dst, a, b []float32
+}
+
+func (t *elemTask) run(_ *scratch, lo, hi int) {
+	dst, a, b := t.dst[lo:hi], t.a[lo:hi], t.b[lo:hi]
+	switch t.kind {
+	case opAdd:
+		for i := range dst {
+			dst[i] = a[i] + b[i]
+		}
+	case opSiLUMul:
+		siluMul(dst, a, b)
+	}
+}

@@ -1,0 +1,210 @@
+package cpu
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// A task is the body of one parallel op. run computes items [lo, hi) using the scratch space of
+// the goroutine that runs it. Which goroutine runs which items is decided at run time, so an item's
+// result must depend only on the item.
+type task interface {
+	run(s *scratch, lo, hi int)
+}
+
+// scratch is per-goroutine working memory that grows to the largest size asked and is kept.
+type scratch struct {
+	buf []float32
+}
+
+// floats returns n floats of scratch; their contents are undefined. A task that needs scratch
+// has the pool reserve it first (see pool.reserve), so that this does not allocate.
+func (s *scratch) floats(n int) []float32 {
+	s.reserve(n)
+	return s.buf[:n]
+}
+
+// reserve makes room for n floats, generously, so that growing stops after a few calls.
+func (s *scratch) reserve(n int) {
+	if cap(s.buf) < n {
+		s.buf = make([]float32, max(n+n/2, 4096))
+	}
+}
+
+// pool is a persistent set of worker goroutines that run one task at a time together with the
+// goroutine that submits it. It is driven by one goroutine (the backend's); it allocates only when
+// GOMAXPROCS grows past the number of workers it has.
+//
+// Ops come back to back during a forward, so a worker that finishes a task keeps polling for the
+// next one for a while (poll) before it parks: handing it the next task then costs no OS wake-up.
+// The submitting goroutine waits for the last worker the same way.
+type pool struct {
+	workers []*worker
+	self    scratch // the submitting goroutine's scratch
+	done    waiter  // signalled by the worker that finishes a task last
+	closed  atomic.Bool
+
+	// The current task. Written by run before it signals workers and read by them afterwards;
+	// the signal orders the two.
+	job   task
+	n     int
+	grain int
+
+	need int // floats of scratch every goroutine gets before the next task; see reserve
+
+	next atomic.Int64 // the first item not yet claimed
+	left atomic.Int32 // signalled workers that have not finished the current task
+}
+
+type worker struct {
+	start waiter
+	s     scratch
+}
+
+// poll is how long a waiter polls before it parks: longer than the gap between two ops of a
+// forward, short enough that an idle daemon's workers are soon asleep.
+var poll = 200 * time.Microsecond
+
+// newPool returns a pool able to run tasks on procs goroutines (procs-1 workers and the caller).
+func newPool(procs int) *pool {
+	p := &pool{done: newWaiter()}
+	p.grow(procs - 1)
+	return p
+}
+
+// grow starts workers until there are at least n.
+func (p *pool) grow(n int) {
+	for len(p.workers) < n {
+		w := &worker{start: newWaiter()}
+		p.workers = append(p.workers, w)
+		go p.serve(w)
+	}
+}
+
+func (p *pool) serve(w *worker) {
+	for {
+		w.start.wait()
+		if p.closed.Load() {
+			return
+		}
+		p.work(&w.s)
+		if p.left.Add(-1) == 0 {
+			p.done.signal()
+		}
+	}
+}
+
+// work claims chunks of the current task until none are left.
+func (p *pool) work(s *scratch) {
+	grain := int64(p.grain)
+	for {
+		lo := p.next.Add(grain) - grain
+		if lo >= int64(p.n) {
+			return
+		}
+		p.job.run(s, int(lo), int(min(lo+grain, int64(p.n))))
+	}
+}
+
+// reserve makes every goroutine that runs the next task have n floats of scratch, allocated here
+// rather than by whichever goroutine first meets a large item.
+func (p *pool) reserve(n int) {
+	p.need = n
+}
+
+// run runs items [0, n) of t in chunks of grain on up to par goroutines, never more than
+// GOMAXPROCS, and returns when all are done.
+func (p *pool) run(t task, n, grain, par int) {
+	need := p.need
+	p.need = 0
+	if n <= 0 {
+		return
+	}
+	grain = max(grain, 1)
+	helpers := min(par, runtime.GOMAXPROCS(0), (n+grain-1)/grain) - 1
+	p.self.reserve(need)
+	if helpers <= 0 {
+		t.run(&p.self, 0, n)
+		return
+	}
+	p.grow(helpers)
+	for _, w := range p.workers[:helpers] {
+		w.s.reserve(need) // the worker is idle: its scratch is ours to touch
+	}
+	p.job, p.n, p.grain = t, n, grain
+	p.next.Store(0)
+	p.left.Store(int32(helpers))
+	for _, w := range p.workers[:helpers] {
+		w.start.signal()
+	}
+	p.work(&p.self)
+	p.done.wait()
+	p.job = nil
+}
+
+// close stops the workers.
+func (p *pool) close() {
+	p.closed.Store(true)
+	for _, w := range p.workers {
+		w.start.signal()
+	}
+	p.workers = nil
+}
+
+// A waiter lets one goroutine wait for a signal from another. The waiting goroutine polls for a
+// while (yielding its P each time, so other goroutines still run), then parks on a channel; the
+// state word makes sure that exactly one of the two sides decides whether the channel is used,
+// so no signal is lost and none is left over.
+type waiter struct {
+	signalled atomic.Bool
+	state     atomic.Int32 // polling, parked or woken
+	ch        chan struct{}
+}
+
+const (
+	polling = iota // the waiter polls signalled (or is not waiting)
+	parked         // the waiter is about to receive, or receives, from ch
+	woken          // the signaller has sent on ch
+)
+
+func newWaiter() waiter { return waiter{ch: make(chan struct{}, 1)} }
+
+// wait returns once signal has been called, and readies the waiter for the next signal. Only one
+// goroutine waits on a waiter, and a signal is sent only while a wait is due.
+func (w *waiter) wait() {
+	var deadline time.Time
+	if poll == 0 && !w.signalled.Load() {
+		w.park()
+	}
+	for i := 0; !w.signalled.Load(); i++ {
+		if i%64 == 63 {
+			if now := time.Now(); deadline.IsZero() {
+				deadline = now.Add(poll)
+			} else if now.After(deadline) {
+				w.park()
+				break
+			}
+		}
+		runtime.Gosched()
+	}
+	w.signalled.Store(false)
+	w.state.Store(polling)
+}
+
+// park blocks on the channel unless the signal arrived after the last poll.
+func (w *waiter) park() {
+	w.state.Store(parked)
+	if w.signalled.Load() && w.state.CompareAndSwap(parked, polling) {
+		return // the signaller saw polling and will not send
+	}
+	<-w.ch
+}
+
+// signal wakes the waiter, with a channel send only if it has parked.
+func (w *waiter) signal() {
+	w.signalled.Store(true)
+	if w.state.CompareAndSwap(parked, woken) {
+		w.ch <- struct{}{}
+	}
+}

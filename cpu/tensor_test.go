@@ -1,0 +1,285 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+
+	"tfd/compute"
+)
+
+func TestRegistered(t *testing.T) {
+	be, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if be.Name() != "cpu" {
+		t.Errorf("Name() = %q", be.Name())
+	}
+	if runtime.GOOS == "linux" || runtime.GOOS == "darwin" {
+		if m := be.Memory(); m < 1<<28 {
+			t.Errorf("Memory() = %d, want the machine's RAM", m)
+		}
+	}
+}
+
+// halfRef decodes a binary16 (ebits = 5, mbits = 10) or bfloat16 (8, 7) value from its fields
+// with float64 arithmetic, independently of the bit manipulation under test.
+func halfRef(h uint16, ebits, mbits uint) float64 {
+	sign := 1.0
+	if h>>15 == 1 {
+		sign = -1
+	}
+	e := int(h>>mbits) & (1<<ebits - 1)
+	m := float64(h & (1<<mbits - 1))
+	bias := 1<<(ebits-1) - 1
+	switch e {
+	case 1<<ebits - 1:
+		if m == 0 {
+			return math.Inf(int(sign))
+		}
+		return math.NaN()
+	case 0:
+		return sign * m * math.Pow(2, float64(1-bias)-float64(mbits))
+	}
+	return sign * (1 + m/float64(uint(1)<<mbits)) * math.Pow(2, float64(e-bias))
+}
+
+func TestUploadHalfExact(t *testing.T) {
+	b := newTest(t)
+	for _, c := range []struct {
+		dtype        compute.DType
+		ebits, mbits uint
+	}{{compute.F16, 5, 10}, {compute.BF16, 8, 7}} {
+		t.Run(c.dtype.String(), func(t *testing.T) {
+			data := make([]byte, 2*65536)
+			for i := range 65536 {
+				binary.LittleEndian.PutUint16(data[2*i:], uint16(i))
+			}
+			tt, err := b.Upload(c.dtype, []int{256, 256}, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.DType() != compute.F32 {
+				t.Fatalf("DType() = %v, want F32", tt.DType())
+			}
+			got := tt.(*tensor).f
+			for i := range 65536 {
+				want := halfRef(uint16(i), c.ebits, c.mbits)
+				g := got[i]
+				if math.IsNaN(want) {
+					// A NaN keeps its sign and payload, top-aligned.
+					payload := uint32(i) & (1<<c.mbits - 1)
+					wantBits := uint32(i>>15)<<31 | 0x7f800000 | payload<<(23-c.mbits)
+					if math.Float32bits(g) != wantBits {
+						t.Errorf("%#04x: got %#08x, want NaN %#08x", i, math.Float32bits(g), wantBits)
+					}
+					continue
+				}
+				if float64(g) != want || math.Signbit(float64(g)) != math.Signbit(want) {
+					t.Errorf("%#04x: got %v, want %v", i, g, want)
+				}
+			}
+		})
+	}
+}
+
+func TestUploadF32AndI32(t *testing.T) {
+	b := newTest(t)
+	f := []float32{1.5, float32(math.Inf(-1)), math.Float32frombits(1), -0}
+	data := make([]byte, 16)
+	for i, v := range f {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	tf, err := b.Upload(compute.F32, []int{2, 2}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "f32", tf.(*tensor).f, f)
+	got := make([]float32, 4)
+	if err := b.ReadFloat32(tf, got); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "read", got, f)
+	ti, err := b.Upload(compute.I32, []int{4}, data)
+	if err != nil || ti.DType() != compute.I32 || ti.(*tensor).i[0] != int32(math.Float32bits(1.5)) {
+		t.Fatalf("I32 upload: %v %v", err, ti)
+	}
+	if _, err := b.Upload(compute.F32, []int{3}, data); err == nil || !strings.HasPrefix(err.Error(), "cpu:") {
+		t.Errorf("short data: err = %v", err)
+	}
+	if _, err := b.Alloc(compute.F16, 3); err == nil {
+		t.Error("Alloc(F16) succeeded")
+	}
+}
+
+func TestKVRoundTrip(t *testing.T) {
+	b := newTest(t)
+	const layers, kvHeads, hd, slots = 3, 2, 5, 40
+	st := kvHeads * hd
+	kvi, err := b.NewKV(kvSpec(layers, kvHeads, hd, slots))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := kvi.(*kvPool)
+	ks, vs := randn(1, 4*st), randn(2, 4*st)
+	bases, pos := []int32{0, 0, 10, 10}, []int32{0, 3, 1, 2}
+	for l := range layers {
+		b.KVWrite(kv, l, ften(t, b, ks, 4, st), ften(t, b, vs, 4, st), iten(t, b, bases, 4), iten(t, b, pos, 4), 4)
+	}
+	b.CopyKV(kv, 20, 10, 3) // session at 10 moves to 20
+	for l := range layers {
+		for r := range bases {
+			s := int(bases[r] + pos[r])
+			sameBits(t, name("k", l, r), kv.k[l][s*st:(s+1)*st], ks[r*st:(r+1)*st])
+			sameBits(t, name("v", l, r), kv.v[l][s*st:(s+1)*st], vs[r*st:(r+1)*st])
+		}
+		sameBits(t, name("copied k", l), kv.k[l][20*st:23*st], kv.k[l][10*st:13*st])
+		sameBits(t, name("copied v", l), kv.v[l][20*st:23*st], kv.v[l][10*st:13*st])
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Data errors (a bad token, index or slot) are reported by Sync once, and the backend goes on.
+func TestDataErrors(t *testing.T) {
+	b := newTest(t)
+	table := ften(t, b, randn(1, 12), 4, 3)
+	x := ften(t, b, []float32{9, 9, 9}, 1, 3)
+	b.Embed(x, table, iten(t, b, []int32{4}, 1), 1)
+	if err := b.Sync(); err == nil || !strings.HasPrefix(err.Error(), "cpu: Embed") {
+		t.Errorf("Sync after a bad token: %v", err)
+	}
+	if x.f[0] != 0 {
+		t.Error("bad token's row not zeroed")
+	}
+	if err := b.Sync(); err != nil {
+		t.Errorf("second Sync: %v", err)
+	}
+	kv := newKV(t, b, 1, 1, 4, 8)
+	one := ften(t, b, nil, 1, 4)
+	b.KVWrite(kv, 0, one, one, iten(t, b, []int32{6}, 1), iten(t, b, []int32{2}, 1), 1)
+	b.CopyKV(kv, 6, 0, 3)
+	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "KVWrite") {
+		t.Errorf("Sync after a bad slot: %v", err)
+	}
+}
+
+type foreign struct{}
+
+func (foreign) DType() compute.DType { return compute.F32 }
+func (foreign) Shape() []int         { return []int{1} }
+
+func TestForeignTensorPanics(t *testing.T) {
+	b := newTest(t)
+	defer func() {
+		msg, _ := recover().(string)
+		if !strings.Contains(msg, "not a tensor of the cpu backend") {
+			t.Errorf("panic %q", msg)
+		}
+	}()
+	x := ften(t, b, nil, 1, 1)
+	b.Add(x, x, foreign{}, 1)
+}
+
+// The ops allocate nothing in steady state, inline (AllocsPerRun runs with GOMAXPROCS 1) and on
+// the pool (GOMAXPROCS > 1), where only allocations made by this package's code count: waking
+// workers can make the runtime start threads, which allocates.
+func TestNoAllocs(t *testing.T) {
+	b := newTest(t)
+	const in, out, rows, heads, kvHeads, hd = 256, 512, 16, 4, 2, 64
+	x, w := ften(t, b, randn(1, rows*in), rows, in), ften(t, b, randn(2, out*in), out, in)
+	dst := ften(t, b, nil, rows, out)
+	nw := ften(t, b, randn(3, in), in)
+	kv := newKV(t, b, 1, kvHeads, hd, 256)
+	q, att := ften(t, b, randn(4, rows*heads*hd), rows, heads*hd), ften(t, b, nil, rows, heads*hd)
+	bases, pos := iten(t, b, make([]int32, rows), rows), iten(t, b, nil, rows)
+	for r := range rows {
+		pos.i[r] = int32(200 + r)
+	}
+	inv := ften(t, b, randn(5, hd/2), hd/2)
+	forward := func() {
+		b.MatMul(dst, x, w, nil, rows)
+		b.RMSNorm(x, x, nw, rows, 1e-6)
+		b.AddRMSNorm(x, dst, x, nw, rows, 1e-6)
+		b.RoPE(q, pos, inv, rows, heads)
+		b.Attention(att, q, kv, 0, bases, pos, rows, heads, 0.125)
+		b.SiLUMul(dst, dst, dst, rows)
+		b.Add(dst, dst, dst, rows)
+	}
+	if n := testing.AllocsPerRun(10, forward); n != 0 {
+		t.Errorf("inline: %v allocations per forward", n)
+	}
+	withProcs(4, func() {
+		forward() // let scratch grow and workers start
+		if n := packageAllocs(func() {
+			for range 20 {
+				forward()
+			}
+		}); n != 0 {
+			t.Errorf("pool: %d allocations in 20 forwards", n)
+		}
+	})
+}
+
+// packageAllocs returns the number of allocations made while f runs by functions of this package
+// other than tests, from a memory profile that records every allocation.
+func packageAllocs(f func()) int64 {
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	runtime.MemProfileRate = 1
+	before := allocSites()
+	f()
+	var n int64
+	for site, count := range allocSites() {
+		n += count - before[site]
+	}
+	return n
+}
+
+// allocSites returns the allocation count of every profiled stack whose allocating function
+// (below the runtime's allocation entry points) is this package's non-test code. Allocations the
+// runtime makes for itself are left out: blocking on a channel may allocate a sudog, for one,
+// after a collection has emptied the runtime's cache of them.
+func allocSites() map[[32]uintptr]int64 {
+	runtime.GC() // the profile is published at the end of a cycle
+	runtime.GC()
+	recs := make([]runtime.MemProfileRecord, 256)
+	for {
+		n, ok := runtime.MemProfile(recs, true)
+		if ok {
+			recs = recs[:n]
+			break
+		}
+		recs = make([]runtime.MemProfileRecord, n+256)
+	}
+	sites := map[[32]uintptr]int64{}
+	for _, r := range recs {
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			fr, more := frames.Next()
+			if allocEntry(fr.Function) && more {
+				continue
+			}
+			if strings.HasPrefix(fr.Function, "tfd/cpu.") && !strings.HasSuffix(fr.File, "_test.go") {
+				sites[r.Stack0] += r.AllocObjects
+			}
+			break
+		}
+	}
+	return sites
+}
+
+// allocEntry reports whether fn is one of the runtime functions that compiled code calls to
+// allocate (make, new, append, conversions to interfaces).
+func allocEntry(fn string) bool {
+	for _, p := range []string{"mallocgc", "newobject", "makeslice", "growslice", "makemap", "convT", "newarray", "makechan"} {
+		if strings.HasPrefix(fn, "runtime."+p) {
+			return true
+		}
+	}
+	return false
+}

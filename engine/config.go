@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Config is the part of a Hugging Face config.json the forward pass needs, normalised across the
+// families: derived sizes are filled in and family defaults applied.
+type Config struct {
+	Architecture  string
+	Hidden        int
+	Intermediate  int
+	Layers        int
+	Heads         int
+	KVHeads       int
+	HeadDim       int
+	Vocab         int
+	NormEps       float32
+	MaxPositions  int
+	TieEmbeddings bool
+
+	// AttentionBias adds a bias to the q, k and v projections; OutputBias to o_proj too.
+	AttentionBias bool
+	OutputBias    bool
+	MLPBias       bool
+	// QKNorm applies a per-head RMSNorm to queries and keys before RoPE (Qwen3).
+	QKNorm bool
+
+	Rope RopeConfig
+
+	// MTPLayers is the number of multi-token-prediction layers stored under mtp.* (0: none).
+	MTPLayers int
+}
+
+// RopeConfig is the rotary embedding's base and optional scaling.
+type RopeConfig struct {
+	Theta float64
+	// Type is "default" or "llama3"; the fields below apply to llama3.
+	Type                    string
+	Factor                  float64
+	LowFreqFactor           float64
+	HighFreqFactor          float64
+	OriginalMaxPositionEmbs int
+}
+
+// family says how one architecture name maps onto Config.
+type family struct {
+	// apply sets what the architecture fixes, from the raw config.
+	apply func(c *Config, raw *rawConfig)
+}
+
+var families = map[string]family{
+	"LlamaForCausalLM": {apply: func(c *Config, raw *rawConfig) {
+		c.AttentionBias = raw.AttentionBias
+		c.OutputBias = raw.AttentionBias
+		c.MLPBias = raw.MLPBias
+	}},
+	"Qwen2ForCausalLM": {apply: func(c *Config, raw *rawConfig) {
+		// Qwen2 always has q/k/v biases and none on o_proj.
+		c.AttentionBias = true
+	}},
+	"Qwen3ForCausalLM": {apply: func(c *Config, raw *rawConfig) {
+		c.AttentionBias = raw.AttentionBias
+		c.OutputBias = raw.AttentionBias
+		c.QKNorm = true
+	}},
+}
+
+// Architectures returns the sorted architecture names the engine runs.
+func Architectures() []string {
+	names := make([]string, 0, len(families))
+	for name := range families {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// rawConfig mirrors the config.json keys we read. transformers 5 moved rope_theta and rope_scaling
+// into rope_parameters; both spellings are accepted.
+type rawConfig struct {
+	Architectures         []string    `json:"architectures"`
+	HiddenSize            int         `json:"hidden_size"`
+	IntermediateSize      int         `json:"intermediate_size"`
+	NumHiddenLayers       int         `json:"num_hidden_layers"`
+	NumAttentionHeads     int         `json:"num_attention_heads"`
+	NumKeyValueHeads      int         `json:"num_key_value_heads"`
+	HeadDim               int         `json:"head_dim"`
+	VocabSize             int         `json:"vocab_size"`
+	RMSNormEps            float64     `json:"rms_norm_eps"`
+	MaxPositionEmbeddings int         `json:"max_position_embeddings"`
+	TieWordEmbeddings     *bool       `json:"tie_word_embeddings"`
+	AttentionBias         bool        `json:"attention_bias"`
+	MLPBias               bool        `json:"mlp_bias"`
+	RopeTheta             float64     `json:"rope_theta"`
+	RopeScaling           *ropeParams `json:"rope_scaling"`
+	RopeParameters        *ropeParams `json:"rope_parameters"`
+	MTPNumHiddenLayers    int         `json:"mtp_num_hidden_layers"`
+	HiddenAct             string      `json:"hidden_act"`
+}
+
+type ropeParams struct {
+	RopeType                      string  `json:"rope_type"`
+	Type                          string  `json:"type"` // older spelling of rope_type
+	RopeTheta                     float64 `json:"rope_theta"`
+	Factor                        float64 `json:"factor"`
+	LowFreqFactor                 float64 `json:"low_freq_factor"`
+	HighFreqFactor                float64 `json:"high_freq_factor"`
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
+}
+
+// ParseConfig reads a config.json and checks that the engine can run it. An architecture it
+// cannot run is refused with the list of those it can.
+func ParseConfig(data []byte) (Config, error) {
+	var raw rawConfig
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return Config{}, fmt.Errorf("engine: config.json: %w", err)
+	}
+	if len(raw.Architectures) != 1 {
+		return Config{}, fmt.Errorf("engine: config.json: architectures = %v, want exactly one of %s",
+			raw.Architectures, strings.Join(Architectures(), ", "))
+	}
+	arch := raw.Architectures[0]
+	fam, ok := families[arch]
+	if !ok {
+		return Config{}, fmt.Errorf("engine: config.json: architecture %s is not supported; tfd runs %s",
+			arch, strings.Join(Architectures(), ", "))
+	}
+	c := Config{
+		Architecture: arch,
+		Hidden:       raw.HiddenSize,
+		Intermediate: raw.IntermediateSize,
+		Layers:       raw.NumHiddenLayers,
+		Heads:        raw.NumAttentionHeads,
+		KVHeads:      raw.NumKeyValueHeads,
+		HeadDim:      raw.HeadDim,
+		Vocab:        raw.VocabSize,
+		NormEps:      float32(raw.RMSNormEps),
+		MaxPositions: raw.MaxPositionEmbeddings,
+		// The families' classes default tie_word_embeddings to false and save_pretrained omits
+		// defaults; the weights loader ties anyway when the checkpoint has no lm_head.weight.
+		TieEmbeddings: raw.TieWordEmbeddings != nil && *raw.TieWordEmbeddings,
+		MTPLayers:     raw.MTPNumHiddenLayers,
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	if c.NormEps == 0 {
+		c.NormEps = 1e-6
+	}
+	fam.apply(&c, &raw)
+	rope, err := parseRope(&raw)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Rope = rope
+	if raw.HiddenAct != "" && raw.HiddenAct != "silu" {
+		return Config{}, fmt.Errorf("engine: config.json: hidden_act %q is not supported (tfd runs silu)", raw.HiddenAct)
+	}
+	return c, c.validate()
+}
+
+func parseRope(raw *rawConfig) (RopeConfig, error) {
+	p := raw.RopeParameters
+	if p == nil {
+		p = raw.RopeScaling
+	}
+	r := RopeConfig{Theta: raw.RopeTheta, Type: "default"}
+	if p != nil {
+		if p.RopeTheta != 0 {
+			r.Theta = p.RopeTheta
+		}
+		typ := p.RopeType
+		if typ == "" {
+			typ = p.Type
+		}
+		if typ != "" {
+			r.Type = typ
+		}
+		r.Factor = p.Factor
+		r.LowFreqFactor = p.LowFreqFactor
+		r.HighFreqFactor = p.HighFreqFactor
+		r.OriginalMaxPositionEmbs = p.OriginalMaxPositionEmbeddings
+	}
+	if r.Theta == 0 {
+		r.Theta = 10000
+	}
+	switch r.Type {
+	case "default":
+	case "llama3":
+		if r.Factor <= 0 || r.HighFreqFactor <= r.LowFreqFactor || r.OriginalMaxPositionEmbs <= 0 {
+			return r, fmt.Errorf("engine: config.json: llama3 rope scaling needs factor > 0, high_freq_factor > low_freq_factor and original_max_position_embeddings > 0; got %+v", *p)
+		}
+	default:
+		return r, fmt.Errorf("engine: config.json: rope type %q is not supported (tfd runs default and llama3)", r.Type)
+	}
+	return r, nil
+}
+
+func (c Config) validate() error {
+	positive := []struct {
+		key string
+		v   int
+	}{
+		{"hidden_size", c.Hidden}, {"intermediate_size", c.Intermediate},
+		{"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads},
+		{"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
+		{"vocab_size", c.Vocab}, {"max_position_embeddings", c.MaxPositions},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return fmt.Errorf("engine: config.json: %s must be positive, got %d", p.key, p.v)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("engine: config.json: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)", c.Heads, c.KVHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return fmt.Errorf("engine: config.json: head_dim %d must be even for RoPE", c.HeadDim)
+	}
+	return nil
+}

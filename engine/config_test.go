@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestParseConfigFamilies(t *testing.T) {
+	base := `"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+		"max_position_embeddings": 256, "rms_norm_eps": 1e-5`
+	tests := []struct {
+		name, json string
+		check      func(c Config) bool
+	}{
+		{"qwen2 has q/k/v bias, no o bias", `{"architectures": ["Qwen2ForCausalLM"], ` + base + `}`,
+			func(c Config) bool { return c.AttentionBias && !c.OutputBias && !c.QKNorm && c.HeadDim == 16 }},
+		{"qwen3 has q/k norm and an explicit head_dim", `{"architectures": ["Qwen3ForCausalLM"], "head_dim": 32, ` + base + `}`,
+			func(c Config) bool { return c.QKNorm && !c.AttentionBias && c.HeadDim == 32 }},
+		{"llama attention_bias covers o_proj", `{"architectures": ["LlamaForCausalLM"], "attention_bias": true, ` + base + `}`,
+			func(c Config) bool { return c.AttentionBias && c.OutputBias }},
+		{"transformers 5 rope_parameters", `{"architectures": ["LlamaForCausalLM"], ` + base + `,
+			"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000, "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}}`,
+			func(c Config) bool { return c.Rope.Type == "llama3" && c.Rope.Theta == 500000 && c.Rope.OriginalMaxPositionEmbs == 64 }},
+		{"transformers 4 rope_theta + rope_scaling", `{"architectures": ["LlamaForCausalLM"], "rope_theta": 1000, ` + base + `,
+			"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}}`,
+			func(c Config) bool { return c.Rope.Type == "llama3" && c.Rope.Theta == 1000 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(c) {
+				t.Fatalf("config %+v", c)
+			}
+		})
+	}
+}
+
+func TestParseConfigRefusals(t *testing.T) {
+	tests := []struct{ name, json, wantInErr string }{
+		{"unknown architecture lists the known", `{"architectures": ["MambaForCausalLM"]}`, "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"},
+		{"not JSON", `{`, "config.json"},
+		{"heads not a multiple of kv heads", `{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 1,
+			"num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 8, "max_position_embeddings": 8}`, "multiple of num_key_value_heads"},
+		{"missing size", `{"architectures": ["Qwen2ForCausalLM"]}`, "hidden_size must be positive"},
+		{"unsupported rope", `{"architectures": ["Qwen2ForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, `rope type "yarn"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tt.json))
+			if err == nil || !strings.Contains(err.Error(), tt.wantInErr) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.wantInErr)
+			}
+		})
+	}
+}
+
+func TestLlama3ScalingBands(t *testing.T) {
+	r := RopeConfig{Theta: 500000, Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbs: 64}
+	plain := invFreq(RopeConfig{Theta: 500000, Type: "default"}, 16)
+	scaled := invFreq(r, 16)
+	for i := range plain {
+		wavelen := 2 * math.Pi / float64(plain[i])
+		switch {
+		case wavelen < 64.0/4:
+			if scaled[i] != plain[i] {
+				t.Errorf("freq %d (wavelength %.1f, high band) changed: %v → %v", i, wavelen, plain[i], scaled[i])
+			}
+		case wavelen > 64:
+			if want := plain[i] / 8; scaled[i] != want {
+				t.Errorf("freq %d (wavelength %.1f, low band): %v, want %v", i, wavelen, scaled[i], want)
+			}
+		default:
+			if !(scaled[i] < plain[i] && scaled[i] > plain[i]/8) {
+				t.Errorf("freq %d (wavelength %.1f, blended): %v not between %v and %v", i, wavelen, scaled[i], plain[i]/8, plain[i])
+			}
+		}
+	}
+}

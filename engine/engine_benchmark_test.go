@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"tfd/scheduler"
+)
+
+// The bundled model's prefill and decode speed on the CPU backend:
+//
+//	go test ./engine -run '^$' -bench . -benchtime 3x
+const bundledDir = "../models/gopher"
+
+// BenchmarkPrefill runs a 256-token prompt in one forward and reports prompt tokens per second.
+func BenchmarkPrefill(b *testing.B) {
+	m := loadCPU(b, bundledDir, Options{MaxRows: 256})
+	rows := make([]scheduler.Row, 256)
+	for i := range rows {
+		rows[i] = scheduler.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := m.Forward(context.Background(), rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(rows)*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkDecode runs single-row forwards, each one token further, after a 128-token prompt
+// (positions wrap back to 128 at the end of the context), and reports tokens per second.
+func BenchmarkDecode(b *testing.B) {
+	m := loadCPU(b, bundledDir, Options{MaxRows: 128})
+	const promptLen = 128
+	rows := make([]scheduler.Row, promptLen)
+	for i := range rows {
+		rows[i] = scheduler.Row{Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
+	}
+	logits, err := m.Forward(context.Background(), rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pos := promptLen
+	b.ResetTimer()
+	for range b.N {
+		row := []scheduler.Row{{Pos: pos, Token: argmaxRow(logits), Logits: true}}
+		if logits, err = m.Forward(context.Background(), row); err != nil {
+			b.Fatal(err)
+		}
+		if pos++; pos == m.Context() {
+			pos = promptLen
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"tfd/compute"
+	"tfd/scheduler"
+)
+
+// activations are the forward's scratch tensors, allocated once for maxRows rows; the forward
+// allocates nothing.
+type activations struct {
+	tokens, positions, bases, wanted compute.Tensor // I32 [maxRows]
+
+	x      compute.Tensor // [maxRows, hidden]: the residual stream
+	h      compute.Tensor // [maxRows, hidden]: the normed residual fed to each block
+	q      compute.Tensor // [maxRows, heads·headDim]
+	k, v   compute.Tensor // [maxRows, kvHeads·headDim]
+	attn   compute.Tensor // [maxRows, heads·headDim]
+	out    compute.Tensor // [maxRows, hidden]: a block's output before the residual add
+	gate   compute.Tensor // [maxRows, inter]
+	up     compute.Tensor // [maxRows, inter]
+	final  compute.Tensor // [maxRows, hidden]: the rows whose logits are wanted, normed
+	logits compute.Tensor // [maxRows, vocab]
+
+	// Host staging, reused every call.
+	hostTokens, hostPositions, hostBases, hostWanted []int32
+	hostLogits                                       []float32
+}
+
+func newActivations(b compute.Backend, c Config, maxRows int) (*activations, error) {
+	a := &activations{
+		hostTokens:    make([]int32, maxRows),
+		hostPositions: make([]int32, maxRows),
+		hostBases:     make([]int32, maxRows),
+		hostWanted:    make([]int32, maxRows),
+		hostLogits:    make([]float32, maxRows*c.Vocab),
+	}
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	specs := []struct {
+		dst   *compute.Tensor
+		dtype compute.DType
+		width int
+	}{
+		{&a.tokens, compute.I32, 1}, {&a.positions, compute.I32, 1},
+		{&a.bases, compute.I32, 1}, {&a.wanted, compute.I32, 1},
+		{&a.x, compute.F32, c.Hidden}, {&a.h, compute.F32, c.Hidden},
+		{&a.q, compute.F32, q}, {&a.k, compute.F32, kv}, {&a.v, compute.F32, kv},
+		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
+		{&a.gate, compute.F32, c.Intermediate}, {&a.up, compute.F32, c.Intermediate},
+		{&a.final, compute.F32, c.Hidden}, {&a.logits, compute.F32, c.Vocab},
+	}
+	for _, s := range specs {
+		shape := []int{maxRows, s.width}
+		if s.width == 1 {
+			shape = shape[:1]
+		}
+		t, err := b.Alloc(s.dtype, shape...)
+		if err != nil {
+			a.free(b)
+			return nil, fmt.Errorf("engine: allocate activations for %d rows: %w", maxRows, err)
+		}
+		*s.dst = t
+	}
+	return a, nil
+}
+
+func (a *activations) free(b compute.Backend) {
+	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.x, a.h, a.q,
+		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits} {
+		if t != nil {
+			b.Free(t)
+		}
+	}
+}
+
+// Forward runs one batched forward over rows of any sessions and returns the logits of the rows
+// that asked for them, n×Vocab values in row order, valid until the next call. It implements
+// scheduler.Model. Forward is not safe for concurrent use.
+func (m *Model) Forward(ctx context.Context, rows []scheduler.Row) ([]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n, err := m.stageRows(rows)
+	if err != nil {
+		return nil, err
+	}
+	m.forwardRows(len(rows), n)
+	logits := m.act.hostLogits[:n*m.cfg.Vocab]
+	if n == 0 {
+		return logits, m.backend.Sync()
+	}
+	if err := m.backend.ReadFloat32(m.act.logits, logits); err != nil {
+		return nil, fmt.Errorf("engine: forward of %d rows: %w", len(rows), err)
+	}
+	return logits, nil
+}
+
+// stageRows checks the rows and uploads their metadata; it returns how many want logits.
+func (m *Model) stageRows(rows []scheduler.Row) (int, error) {
+	if len(rows) == 0 || len(rows) > m.maxRows {
+		return 0, fmt.Errorf("engine: a forward takes 1 to %d rows, got %d", m.maxRows, len(rows))
+	}
+	a := m.act
+	n := 0
+	for i, r := range rows {
+		switch {
+		case r.Token < 0 || int(r.Token) >= m.cfg.Vocab:
+			return 0, fmt.Errorf("engine: row %d: token %d outside the vocabulary of %d", i, r.Token, m.cfg.Vocab)
+		case r.Pos < 0 || r.Pos >= m.context:
+			return 0, fmt.Errorf("engine: row %d: position %d outside the context of %d", i, r.Pos, m.context)
+		case r.Base < 0 || r.Base+r.Pos >= m.slots:
+			return 0, fmt.Errorf("engine: row %d: KV slot %d+%d outside the pool of %d", i, r.Base, r.Pos, m.slots)
+		}
+		a.hostTokens[i] = r.Token
+		a.hostPositions[i] = int32(r.Pos)
+		a.hostBases[i] = int32(r.Base)
+		if r.Logits {
+			a.hostWanted[n] = int32(i)
+			n++
+		}
+	}
+	m.backend.WriteInt32(a.tokens, a.hostTokens[:len(rows)])
+	m.backend.WriteInt32(a.positions, a.hostPositions[:len(rows)])
+	m.backend.WriteInt32(a.bases, a.hostBases[:len(rows)])
+	m.backend.WriteInt32(a.wanted, a.hostWanted[:n])
+	return n, nil
+}
+
+// forwardRows enqueues the whole forward: embed, the decoder layers, the final norm over the
+// wanted rows, and the logits head.
+func (m *Model) forwardRows(rows, wanted int) {
+	b, c, w, a := m.backend, m.cfg, &m.w, m.act
+	b.Embed(a.x, w.embed, a.tokens, rows)
+	b.RMSNorm(a.h, a.x, w.layers[0].inputNorm, rows, c.NormEps)
+	for i := range w.layers {
+		l := &w.layers[i]
+		m.attention(i, l, rows)
+		// residual += attention; h = post_attention_layernorm(residual)
+		b.AddRMSNorm(a.h, a.x, a.out, l.postNorm, rows, c.NormEps)
+		m.mlp(l, rows)
+		if i+1 < len(w.layers) {
+			// residual += mlp; h = the next layer's input_layernorm(residual)
+			b.AddRMSNorm(a.h, a.x, a.out, w.layers[i+1].inputNorm, rows, c.NormEps)
+		}
+	}
+	if wanted == 0 {
+		return
+	}
+	// Only the wanted rows go on: residual += mlp; final norm; logits.
+	b.Add(a.x, a.x, a.out, rows)
+	b.Gather(a.h, a.x, a.wanted, wanted)
+	b.RMSNorm(a.final, a.h, w.norm, wanted, c.NormEps)
+	b.MatMul(a.logits, a.final, w.head, nil, wanted)
+}
+
+// attention runs one layer's self-attention on a.h into a.out.
+func (m *Model) attention(layer int, l *layerWeights, rows int) {
+	b, c, a := m.backend, m.cfg, m.act
+	// q, k, v projections: [rows, hidden] → heads of headDim.
+	b.MatMul(a.q, a.h, l.q, l.qBias, rows)
+	b.MatMul(a.k, a.h, l.k, l.kBias, rows)
+	b.MatMul(a.v, a.h, l.v, l.vBias, rows)
+	if l.qNorm != nil {
+		// Qwen3: RMSNorm over each head's vector before RoPE.
+		b.RMSNorm(a.q, a.q, l.qNorm, rows*c.Heads, c.NormEps)
+		b.RMSNorm(a.k, a.k, l.kNorm, rows*c.KVHeads, c.NormEps)
+	}
+	b.RoPE(a.q, a.positions, m.invFreq, rows, c.Heads)
+	b.RoPE(a.k, a.positions, m.invFreq, rows, c.KVHeads)
+	// Every row's keys land before any row attends, so rows of one session in this forward see
+	// each other causally through their positions.
+	b.KVWrite(m.kv, layer, a.k, a.v, a.bases, a.positions, rows)
+	b.Attention(a.attn, a.q, m.kv, layer, a.bases, a.positions, rows, c.Heads, m.attnScale)
+	b.MatMul(a.out, a.attn, l.o, l.oBias, rows)
+}
+
+// mlp runs one layer's SwiGLU feed-forward on a.h into a.out.
+func (m *Model) mlp(l *layerWeights, rows int) {
+	b, a := m.backend, m.act
+	b.MatMul(a.gate, a.h, l.gate, l.gateBias, rows)
+	b.MatMul(a.up, a.h, l.up, l.upBias, rows)
+	b.SiLUMul(a.gate, a.gate, a.up, rows)
+	b.MatMul(a.out, a.gate, l.down, l.downBias, rows)
+}
+
+// attentionScale is the softmax scale of the Llama/Qwen families, 1/√headDim, as float32.
+func attentionScale(headDim int) float32 {
+	return float32(1 / math.Sqrt(float64(headDim)))
+}

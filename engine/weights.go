@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"tfd/compute"
+	"tfd/engine/safetensors"
+)
+
+// layerWeights holds one decoder layer. Matrices are [out, in] as checkpoints store them; biases
+// and the q/k norms are nil where the family has none.
+type layerWeights struct {
+	inputNorm compute.Tensor // [hidden]
+	postNorm  compute.Tensor // [hidden]
+
+	q, k, v, o                 compute.Tensor // [heads·headDim, hidden], [kvHeads·headDim, hidden] ×2, [hidden, heads·headDim]
+	qBias, kBias, vBias, oBias compute.Tensor
+	qNorm, kNorm               compute.Tensor // [headDim] (Qwen3)
+
+	gate, up, down             compute.Tensor // [inter, hidden] ×2, [hidden, inter]
+	gateBias, upBias, downBias compute.Tensor
+}
+
+// weights is a whole model on the backend.
+type weights struct {
+	embed  compute.Tensor // [vocab, hidden]
+	layers []layerWeights
+	norm   compute.Tensor // [hidden]
+	head   compute.Tensor // [vocab, hidden]: lm_head, or embed when the embeddings are tied
+}
+
+// checkpoint is what loading needs of a set of safetensors files.
+type checkpoint interface {
+	Tensor(name string) (safetensors.Tensor, bool)
+}
+
+// uploader moves checkpoint tensors onto a backend, checking each one's shape, and remembers what
+// it uploaded so a failed load can free it.
+type uploader struct {
+	ckpt     checkpoint
+	backend  compute.Backend
+	uploaded []compute.Tensor
+}
+
+var dtypes = map[string]compute.DType{"F32": compute.F32, "F16": compute.F16, "BF16": compute.BF16}
+
+// tensor uploads the named tensor, which must have the given shape.
+func (u *uploader) tensor(name string, shape ...int) (compute.Tensor, error) {
+	t, ok := u.ckpt.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", name)
+	}
+	return u.upload(t, shape)
+}
+
+// optional uploads the named tensor if the checkpoint has it; want says whether the family
+// expects it, so a missing expected tensor is still an error.
+func (u *uploader) optional(name string, want bool, shape ...int) (compute.Tensor, error) {
+	t, ok := u.ckpt.Tensor(name)
+	switch {
+	case !ok && want:
+		return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", name)
+	case !ok:
+		return nil, nil
+	}
+	return u.upload(t, shape)
+}
+
+func (u *uploader) upload(t safetensors.Tensor, shape []int) (compute.Tensor, error) {
+	if !slices.Equal(t.Shape, shape) {
+		return nil, fmt.Errorf("engine: tensor %s has shape %v, config.json implies %v", t.Name, t.Shape, shape)
+	}
+	dt, ok := dtypes[t.DType]
+	if !ok {
+		return nil, fmt.Errorf("engine: tensor %s has dtype %s; tfd reads F32, F16 and BF16", t.Name, t.DType)
+	}
+	ct, err := u.backend.Upload(dt, shape, t.Data)
+	if err != nil {
+		return nil, fmt.Errorf("engine: upload %s: %w", t.Name, err)
+	}
+	u.uploaded = append(u.uploaded, ct)
+	return ct, nil
+}
+
+// loadWeights uploads every tensor of the model described by c. progress, if not nil, is called
+// after each layer with the layers done and the total.
+func loadWeights(u *uploader, c Config, progress func(done, total int)) (weights, error) {
+	var w weights
+	var err error
+	if w.embed, err = u.tensor("model.embed_tokens.weight", c.Vocab, c.Hidden); err != nil {
+		return w, err
+	}
+	w.layers = make([]layerWeights, c.Layers)
+	for i := range w.layers {
+		if err := loadLayer(u, c, fmt.Sprintf("model.layers.%d.", i), &w.layers[i]); err != nil {
+			return w, err
+		}
+		if progress != nil {
+			progress(i+1, c.Layers)
+		}
+	}
+	if w.norm, err = u.tensor("model.norm.weight", c.Hidden); err != nil {
+		return w, err
+	}
+	// Tie when the checkpoint says so or stores no head (save_pretrained omits a tied lm_head).
+	if w.head, err = u.optional("lm_head.weight", false, c.Vocab, c.Hidden); err != nil {
+		return w, err
+	}
+	if w.head == nil || c.TieEmbeddings {
+		w.head = w.embed
+	}
+	return w, nil
+}
+
+func loadLayer(u *uploader, c Config, prefix string, l *layerWeights) error {
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	steps := []struct {
+		dst   *compute.Tensor
+		name  string
+		want  bool
+		shape []int
+	}{
+		{&l.inputNorm, "input_layernorm.weight", true, []int{c.Hidden}},
+		{&l.postNorm, "post_attention_layernorm.weight", true, []int{c.Hidden}},
+		{&l.q, "self_attn.q_proj.weight", true, []int{q, c.Hidden}},
+		{&l.k, "self_attn.k_proj.weight", true, []int{kv, c.Hidden}},
+		{&l.v, "self_attn.v_proj.weight", true, []int{kv, c.Hidden}},
+		{&l.o, "self_attn.o_proj.weight", true, []int{c.Hidden, q}},
+		{&l.qBias, "self_attn.q_proj.bias", c.AttentionBias, []int{q}},
+		{&l.kBias, "self_attn.k_proj.bias", c.AttentionBias, []int{kv}},
+		{&l.vBias, "self_attn.v_proj.bias", c.AttentionBias, []int{kv}},
+		{&l.oBias, "self_attn.o_proj.bias", c.OutputBias, []int{c.Hidden}},
+		{&l.qNorm, "self_attn.q_norm.weight", c.QKNorm, []int{c.HeadDim}},
+		{&l.kNorm, "self_attn.k_norm.weight", c.QKNorm, []int{c.HeadDim}},
+		{&l.gate, "mlp.gate_proj.weight", true, []int{c.Intermediate, c.Hidden}},
+		{&l.up, "mlp.up_proj.weight", true, []int{c.Intermediate, c.Hidden}},
+		{&l.down, "mlp.down_proj.weight", true, []int{c.Hidden, c.Intermediate}},
+		{&l.gateBias, "mlp.gate_proj.bias", c.MLPBias, []int{c.Intermediate}},
+		{&l.upBias, "mlp.up_proj.bias", c.MLPBias, []int{c.Intermediate}},
+		{&l.downBias, "mlp.down_proj.bias", c.MLPBias, []int{c.Hidden}},
+	}
+	for _, s := range steps {
+		t, err := u.optional(prefix+s.name, s.want, s.shape...)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			continue
+		}
+		if !s.want {
+			// A tensor the family does not use would silently change nothing: refuse rather than
+			// serve a model that differs from its checkpoint.
+			return fmt.Errorf("engine: the checkpoint has %s%s, which %s does not use; check config.json's attention_bias/mlp_bias", prefix, s.name, c.Architecture)
+		}
+		*s.dst = t
+	}
+	return nil
+}
