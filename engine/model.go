@@ -226,3 +226,12 @@ func (m *Model) Slots() int { return m.slots }
 
 // Context returns the longest sequence the model runs.
 func (m *Model) Context() int { return m.context }
+
+// MoveKV copies n KV slots from src to dst in every layer; it implements scheduler.Model.
+func (m *Model) MoveKV(dst, src, n int) error {
+	if n < 0 || src < 0 || dst < 0 || src+n > m.slots || dst+n > m.slots {
+		return fmt.Errorf("engine: move %d KV slots from %d to %d: outside the pool of %d", n, src, dst, m.slots)
+	}
+	m.backend.CopyKV(m.kv, dst, src, n)
+	return nil
+}

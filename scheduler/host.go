@@ -28,6 +28,9 @@ type Model interface {
 	Slots() int
 	// Context returns the longest sequence (prompt plus reply) the model runs.
 	Context() int
+	// MoveKV copies the keys and values of n slots starting at src to the slots starting at dst,
+	// bits unchanged: a session moving to a larger one.
+	MoveKV(dst, src, n int) error
 }
 
 // Host admits requests and runs them on a model.

@@ -64,6 +64,11 @@ func (m *toyModel) MaxRows() int { return 4 }
 func (m *toyModel) Slots() int   { return m.context }
 func (m *toyModel) Context() int { return m.context }
 
+func (m *toyModel) MoveKV(dst, src, n int) error {
+	copy(m.slots[dst:dst+n], m.slots[src:src+n])
+	return nil
+}
+
 // collect reads a stream to its end.
 func collect(t *testing.T, events <-chan Event) ([]int32, Event) {
 	t.Helper()

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCommandLine(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "tfd.toml")
+	os.WriteFile(config, []byte("[sessions]\ngrow = 512\n"), 0o644)
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string // substrings
+		stderr string
+	}{
+		{args: nil, code: exitUsage, stderr: "Usage:"},
+		{args: []string{"frobnicate"}, code: exitUsage, stderr: `unknown command "frobnicate"`},
+		{args: []string{"install"}, code: exitUsage, stderr: `unknown command "install"`},
+		{args: []string{"version"}, code: 0, stdout: "tfd "},
+		{args: []string{"help"}, code: 0, stdout: "tfd serve"},
+		{args: []string{"config", "--config", config, "--parallel", "3"}, code: 0,
+			stdout: "grow = 512      # file " + config},
+		{args: []string{"config", "--config", config, "--parallel", "3"}, code: 0, stdout: `parallel = "3"  # flag --parallel`},
+		{args: []string{"config", "--config", filepath.Join(t.TempDir(), "none.toml")}, code: exitUsage, stderr: "does not exist"},
+		{args: []string{"config", "--listen", "nowhere"}, code: exitUsage, stderr: `tfd: config: server.listen = "nowhere" (flag --listen)`},
+		{args: []string{"serve", "--bogus"}, code: exitUsage, stderr: "flag provided but not defined"},
+		{args: []string{"serve", "extra"}, code: exitUsage, stderr: `unexpected argument "extra"`},
+	}
+	for _, tc := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("tfd %q: exit %d, want %d\nstdout: %s\nstderr: %s", tc.args, code, tc.code, stdout.String(), stderr.String())
+		}
+	}
+}

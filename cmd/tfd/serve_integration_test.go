@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// tfdField is the tfd object of a response.
+type tfdField struct {
+	TFD struct {
+		Seed       uint64 `json:"seed"`
+		TokensHash string `json:"tokens_hash"`
+		Drafted    int    `json:"drafted"`
+		Accepted   int    `json:"accepted"`
+	} `json:"tfd"`
+}
+
+func tfdOf(t *testing.T, raw string) tfdField {
+	t.Helper()
+	var f tfdField
+	if err := json.Unmarshal([]byte(raw), &f); err != nil || len(f.TFD.TokensHash) != 16 {
+		t.Fatalf("no tfd object in %s (%v)", raw, err)
+	}
+	return f
+}
+
+// TestServe builds tfd, serves the bundled model on a free port and talks to it with the
+// official OpenAI Go client: a streamed chat, a whole chat, a completion, a repeated greedy
+// request; then SIGINT must stop the process cleanly.
+func TestServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tfd and serves the bundled model; skipped with -short")
+	}
+	srv := startServer(t)
+	stderr := srv.log
+	client := openai.NewClient(option.WithBaseURL("http://"+srv.addr+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	const maxTokens = 24
+	chat := openai.ChatCompletionNewParams{
+		Model:       "gopher",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write a function that reverses a slice of ints.")},
+		Temperature: openai.Float(0),
+		MaxTokens:   openai.Int(maxTokens),
+	}
+
+	// Streamed chat, with usage in a last chunk.
+	streamed := chat
+	streamed.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := client.Chat.Completions.NewStreaming(ctx, streamed)
+	var acc openai.ChatCompletionAccumulator
+	var streamHash string
+	for stream.Next() {
+		chunk := stream.Current()
+		acc.AddChunk(chunk)
+		if strings.Contains(chunk.RawJSON(), `"tfd"`) {
+			streamHash = tfdOf(t, chunk.RawJSON()).TFD.TokensHash
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("streamed chat: %v\n%s", err, stderr)
+	}
+	streamText := acc.Choices[0].Message.Content
+	checkReply(t, "streamed chat", streamText, acc.Choices[0].FinishReason, acc.Usage, maxTokens)
+
+	// The same request whole: the same greedy reply.
+	whole, err := client.Chat.Completions.New(ctx, chat)
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, stderr)
+	}
+	checkReply(t, "chat", whole.Choices[0].Message.Content, whole.Choices[0].FinishReason, whole.Usage, maxTokens)
+	wholeTFD := tfdOf(t, whole.RawJSON())
+	if whole.Choices[0].Message.Content != streamText || wholeTFD.TFD.TokensHash != streamHash {
+		t.Errorf("streamed and whole greedy replies differ: %q (%s) vs %q (%s)", streamText, streamHash, whole.Choices[0].Message.Content, wholeTFD.TFD.TokensHash)
+	}
+
+	// A completion, twice: the same greedy tokens.
+	completion := openai.CompletionNewParams{
+		Model:       "gopher",
+		Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("package main\n\nimport (\n")},
+		Temperature: openai.Float(0),
+		MaxTokens:   openai.Int(16),
+	}
+	var hashes []string
+	for range 2 {
+		c, err := client.Completions.New(ctx, completion)
+		if err != nil {
+			t.Fatalf("completion: %v\n%s", err, stderr)
+		}
+		checkReply(t, "completion", c.Choices[0].Text, string(c.Choices[0].FinishReason), c.Usage, 16)
+		hashes = append(hashes, tfdOf(t, c.RawJSON()).TFD.TokensHash)
+	}
+	if hashes[0] != hashes[1] {
+		t.Errorf("the same greedy completion gave tokens_hash %s then %s", hashes[0], hashes[1])
+	}
+
+	// An unknown model is a 404 the client reports as an API error.
+	bad := completion
+	bad.Model = "gpt-4o"
+	var apiErr *openai.Error
+	if _, err := client.Completions.New(ctx, bad); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+		t.Errorf("unknown model: %v", err)
+	}
+
+	srv.stop(t)
+}
+
+// checkReply checks a reply's text, finish reason and usage against each other.
+func checkReply(t *testing.T, what, text, finish string, u openai.CompletionUsage, maxTokens int64) {
+	t.Helper()
+	if strings.TrimSpace(text) == "" {
+		t.Errorf("%s: empty text", what)
+	}
+	if u.PromptTokens <= 0 || u.CompletionTokens <= 0 || u.CompletionTokens > maxTokens || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+		t.Errorf("%s: inconsistent usage %+v", what, u)
+	}
+	switch {
+	case finish == "length" && u.CompletionTokens != maxTokens,
+		finish == "stop" && u.CompletionTokens >= maxTokens,
+		finish != "length" && finish != "stop":
+		t.Errorf("%s: finish_reason %q with %d of %d tokens", what, finish, u.CompletionTokens, maxTokens)
+	}
+	t.Logf("%s (%s, %d tokens): %q", what, finish, u.CompletionTokens, text)
+}
+
+// server is a running `tfd serve`.
+type server struct {
+	addr   string
+	cmd    *exec.Cmd
+	exited chan error
+	log    *syncBuffer
+}
+
+// startServer builds tfd and starts `tfd serve` on a free port with a config file of its own
+// and no TFD_* variables, then waits for /health.
+func startServer(t *testing.T) *server {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tfd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	config := filepath.Join(dir, "tfd.toml")
+	if err := os.WriteFile(config, []byte("[sessions]\nparallel = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{addr: freeAddr(t), exited: make(chan error, 1), log: &syncBuffer{}}
+	s.cmd = exec.Command(bin, "serve", "--config", config, "--listen", s.addr)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TFD_") {
+			s.cmd.Env = append(s.cmd.Env, kv)
+		}
+	}
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.exited <- s.cmd.Wait() }()
+	t.Cleanup(func() { s.cmd.Process.Kill() }) // harmless once it has exited
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		select {
+		case err := <-s.exited:
+			t.Fatalf("tfd serve exited before it was healthy: %v\n%s", err, s.log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if resp, err := http.Get("http://" + s.addr + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tfd serve not healthy after 2 minutes\n%s", s.log)
+		}
+	}
+}
+
+// stop sends SIGINT and expects a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Errorf("tfd serve exited with %v after SIGINT\n%s", err, s.log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tfd serve still running 30 s after SIGINT\n%s", s.log)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer collects the server's output from its copying goroutine while tests read it.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

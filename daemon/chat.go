@@ -1,0 +1,242 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"tfd/engine/chattemplate"
+)
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	sampleParams
+	Messages            []json.RawMessage `json:"messages"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Logprobs            *bool             `json:"logprobs"`
+	TopLogprobs         *int              `json:"top_logprobs"`
+	Tools               []json.RawMessage `json:"tools"`
+	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+}
+
+// chatRoles are the message roles a request may use; developer is OpenAI's newer name for
+// system, and templates see it as system.
+var chatRoles = map[string]string{"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+// chatCompletions answers POST /v1/chat/completions.
+func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if e := decodeBody(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	j, e := h.chatJob(&req)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	h.serveReply(w, r, j, &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.model.Name, logprobs: j.req.Logprobs})
+}
+
+// chatJob validates req, renders its messages with the model's template and tokenizes them.
+func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
+	if e := h.checkModel(req.Model); e != nil {
+		return nil, e
+	}
+	if e := checkMaxTokens("max_completion_tokens", req.MaxCompletionTokens); e != nil {
+		return nil, e
+	}
+	if req.MaxCompletionTokens != nil {
+		req.MaxTokens = req.MaxCompletionTokens // the newer name wins
+	}
+	if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
+		return nil, badRequest("top_logprobs", "top_logprobs is not supported: tfd reports the logprob of each chosen token only (set logprobs to true and leave top_logprobs out or 0)")
+	}
+	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
+		return nil, badRequest("response_format", "response_format %q is not supported: tfd does not constrain output; only \"text\" is accepted", rf.Type)
+	}
+	msgs, e := parseMessages(req.Messages)
+	if e != nil {
+		return nil, e
+	}
+	if h.model.Template == nil {
+		return nil, badRequest("messages", "the model %q has no chat template: use /v1/completions with a prompt", h.model.Name)
+	}
+	prompt, err := h.model.Template.Render(msgs, chattemplate.Options{AddGenerationPrompt: true, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs})
+	if err != nil {
+		return nil, badRequest("messages", "the model's chat template rejected the messages: %v", err)
+	}
+	j, e := h.newJob(&req.sampleParams, h.model.Tokenizer.Encode(prompt), "messages")
+	if e != nil {
+		return nil, e
+	}
+	j.req.Logprobs = req.Logprobs != nil && *req.Logprobs
+	return j, nil
+}
+
+// chatMessageIn is one message of a request.
+type chatMessageIn struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	ToolCalls        json.RawMessage `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
+	Name             string          `json:"name"`
+}
+
+// parseMessages reads the messages field: at least one message, each with a known role and
+// content that is a string, null, or an array of text parts (joined with newlines). Tool calls,
+// tool call ids, names and reasoning content pass through to the template.
+func parseMessages(raws []json.RawMessage) ([]chattemplate.Message, *apiError) {
+	if len(raws) == 0 {
+		return nil, badRequest("messages", "messages must hold at least one message")
+	}
+	msgs := make([]chattemplate.Message, len(raws))
+	for i, raw := range raws {
+		param := fmt.Sprintf("messages[%d]", i)
+		var m chatMessageIn
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, jsonError(param, err)
+		}
+		role, ok := chatRoles[m.Role]
+		if !ok {
+			if m.Role == "" {
+				return nil, badRequest(param+".role", "%s.role is missing: want system, developer, user, assistant or tool", param)
+			}
+			return nil, badRequest(param+".role", "%s.role %q is unknown: want system, developer, user, assistant or tool", param, m.Role)
+		}
+		content, e := parseContent(param+".content", m.Content)
+		if e != nil {
+			return nil, e
+		}
+		msgs[i] = chattemplate.Message{Role: role, Content: content, ReasoningContent: m.ReasoningContent,
+			ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
+	}
+	return msgs, nil
+}
+
+// parseContent reads a message's content: a string, null, or an array of text parts.
+func parseContent(param string, raw json.RawMessage) (string, *apiError) {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return "", nil
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return text, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(param, "%s must be a string or an array of text parts ({\"type\":\"text\",\"text\":\"…\"})", param)
+	}
+	texts := make([]string, len(parts))
+	for i, p := range parts {
+		if p.Type != "text" {
+			return "", badRequest(fmt.Sprintf("%s[%d].type", param, i), "%s[%d] is a %q part: tfd serves a text model, so only text parts are supported", param, i, p.Type)
+		}
+		if p.Text == nil {
+			return "", badRequest(fmt.Sprintf("%s[%d].text", param, i), "%s[%d].text is missing", param, i)
+		}
+		texts[i] = *p.Text
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// chatFormat shapes chat completion responses and chunks.
+type chatFormat struct {
+	id       string
+	created  int64
+	model    string
+	logprobs bool
+}
+
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage,omitempty"`
+	TFD     *tfdInfo     `json:"tfd,omitempty"`
+}
+
+// chatChoice is a choice of a whole response (Message set) or of a chunk (Delta set).
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      *chatMessage  `json:"message,omitempty"`
+	Delta        *chatMessage  `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type chatMessage struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatLogprobs struct {
+	Content []chatTokenLogprob `json:"content"`
+}
+
+type chatTokenLogprob struct {
+	Token       string             `json:"token"`
+	Logprob     float32            `json:"logprob"`
+	Bytes       []int              `json:"bytes"`
+	TopLogprobs []chatTokenLogprob `json:"top_logprobs"`
+}
+
+func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
+	if !f.logprobs {
+		return nil
+	}
+	out := &chatLogprobs{Content: make([]chatTokenLogprob, len(lps))}
+	for i, lp := range lps {
+		b := make([]int, len(lp.token))
+		for k := range len(lp.token) {
+			b[k] = int(lp.token[k])
+		}
+		out.Content[i] = chatTokenLogprob{Token: lp.token, Logprob: lp.logprob, Bytes: b, TopLogprobs: []chatTokenLogprob{}}
+	}
+	return out
+}
+
+func (f *chatFormat) chunkOf(choices []chatChoice) *chatCompletion {
+	return &chatCompletion{ID: f.id, Object: "chat.completion.chunk", Created: f.created, Model: f.model, Choices: choices}
+}
+
+func (f *chatFormat) first() any {
+	empty := ""
+	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}})
+}
+
+func (f *chatFormat) chunk(text string, lps []tokenLogprob) any {
+	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})
+}
+
+func (f *chatFormat) final(finish string, info tfdInfo) any {
+	c := f.chunkOf([]chatChoice{{Delta: &chatMessage{}, FinishReason: &finish}})
+	c.TFD = &info
+	return c
+}
+
+func (f *chatFormat) usage(u usage, info tfdInfo) any {
+	c := f.chunkOf([]chatChoice{})
+	c.Usage, c.TFD = &u, &info
+	return c
+}
+
+func (f *chatFormat) whole(text string, lps []tokenLogprob, finish string, u usage, info tfdInfo) any {
+	return &chatCompletion{
+		ID: f.id, Object: "chat.completion", Created: f.created, Model: f.model,
+		Choices: []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &text}, Logprobs: f.logprobsOf(lps), FinishReason: &finish}},
+		Usage:   &u, TFD: &info,
+	}
+}

@@ -1,0 +1,183 @@
+package daemon
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tfd.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestConfigDefaults(t *testing.T) {
+	eff, err := LoadConfig(Sources{File: filepath.Join(t.TempDir(), "absent.toml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.Config != Default() || eff.File != "" {
+		t.Errorf("config %+v from %q, want the defaults", eff.Config, eff.File)
+	}
+	for key, o := range eff.Origins {
+		if o.Layer != LayerDefault {
+			t.Errorf("%s from %s, want default", key, o)
+		}
+	}
+	if err := Default().Validate(); err != nil {
+		t.Errorf("the defaults are invalid: %v", err)
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	path := writeFile(t, `
+[server]
+listen = "127.0.0.1:9000"
+[sessions]
+parallel = 4
+grow = 100
+layout = "4096x2"
+[residency]
+keep_warm = 60
+`)
+	eff, err := LoadConfig(Sources{
+		File:    path,
+		Environ: []string{"TFD_SESSIONS_PARALLEL=2", "TFD_SESSIONS_GROW=200", "TFD_PROMPT_CACHE_GIB=1.5", "HOME=/root"},
+		Flags:   []Flag{{Name: "--parallel", Key: "sessions.parallel", Value: "1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := eff.Config
+	if c.Server.Listen != "127.0.0.1:9000" || c.Sessions.Parallel != "1" || c.Sessions.Grow != 200 ||
+		c.Sessions.Layout != "4096x2" || c.PromptCache.GiB != 1.5 || c.Residency.KeepWarm != time.Minute || c.Sampling.MaxTokens != 4096 {
+		t.Errorf("config %+v", c)
+	}
+	for key, want := range map[string]string{
+		"server.listen":       "file " + path,
+		"sessions.parallel":   "flag --parallel",
+		"sessions.grow":       "env TFD_SESSIONS_GROW",
+		"prompt_cache.gib":    "env TFD_PROMPT_CACHE_GIB",
+		"sampling.max_tokens": "default",
+	} {
+		if got := eff.Origins[key].String(); got != want {
+			t.Errorf("%s from %q, want %q", key, got, want)
+		}
+	}
+}
+
+func TestEnvKey(t *testing.T) {
+	for name, want := range map[string]string{
+		"TFD_SESSIONS_PARALLEL":      "sessions.parallel",
+		"TFD_SERVER_API_KEYS_FILE":   "server.api_keys_file",
+		"TFD_PROMPT_CACHE_SPILL_DIR": "prompt_cache.spill_dir",
+		"TFD_LOG_LEVEL":              "log.level",
+		"TFD_NOSECTION":              "nosection",
+		"TFD_FOO_BAR_BAZ":            "foo.bar_baz",
+	} {
+		if got := EnvKey(name); got != want {
+			t.Errorf("EnvKey(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		env     []string
+		flags   []Flag
+		missing bool     // name a file that does not exist, as --config does
+		want    []string // substrings of the error
+	}{
+		{name: "missing explicit file", missing: true, want: []string{"absent.toml does not exist"}},
+		{name: "TOML syntax", file: "[server\nlisten=", want: []string{"config: read", "tfd.toml"}},
+		{name: "unknown key in file", file: "[server]\nlisten_addr = \"x\"", want: []string{"unknown key server.listen_addr (file", "server.listen, server.api_keys_file"}},
+		{name: "unknown section", file: "[sever]\nlisten = \"x\"", want: []string{"unknown key sever.listen", "[server]"}},
+		{name: "unknown env", env: []string{"TFD_SESSION_PARALLEL=2"}, want: []string{"unknown key session.parallel (env TFD_SESSION_PARALLEL)"}},
+		{name: "wrong type", env: []string{"TFD_SESSIONS_GROW=lots"}, want: []string{`sessions.grow = "lots" (env TFD_SESSIONS_GROW): want a whole number`}},
+		{name: "wrong bool", file: "[drafts]\nenabled = \"maybe\"", want: []string{`drafts.enabled = "maybe"`, "want true or false"}},
+		{name: "bad duration", file: "[residency]\nkeep_warm = \"soon\"", want: []string{"residency.keep_warm", "duration"}},
+		{name: "parallel zero", flags: []Flag{{"--parallel", "sessions.parallel", "0"}}, want: []string{`sessions.parallel = "0" (flag --parallel): want "auto" or a whole number ≥ 1`}},
+		{name: "listen without port", flags: []Flag{{"--listen", "server.listen", "localhost"}}, want: []string{`server.listen = "localhost" (flag --listen): want host:port`}},
+		{name: "backend", env: []string{"TFD_MODEL_BACKEND=tpu"}, want: []string{`model.backend = "tpu"`, "auto, metal, cuda, cpu"}},
+		{name: "several at once", file: "[sampling]\ntemperature = 3\ntop_p = 0\n[log]\nlevel = \"loud\"\n[sessions]\nlayout = \"100x0\"",
+			want: []string{"sampling.temperature = 3", "sampling.top_p = 0", `log.level = "loud"`, "sessions.layout", "NxCOUNT"}},
+		{name: "negative context", file: "[model]\ncontext = -5", want: []string{"model.context = -5", "positive number of tokens"}},
+		{name: "prompt cache", file: "[prompt_cache]\ngib = -2", want: []string{"prompt_cache.gib = -2", "-1 (a default share)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := Sources{Environ: tc.env, Flags: tc.flags, FileRequired: true}
+			switch {
+			case tc.missing:
+				src.File = filepath.Join(t.TempDir(), "absent.toml")
+			case tc.file != "":
+				src.File = writeFile(t, tc.file)
+			}
+			_, err := LoadConfig(src)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestWriteTOML(t *testing.T) {
+	path := writeFile(t, "[model]\nname = \"gopher \\\"x\\\"\"\n[residency]\nkeep_warm = \"90m\"\n")
+	src := Sources{File: path, Environ: []string{"TFD_SAMPLING_TEMPERATURE=0.7"}, Flags: []Flag{{"--listen", "server.listen", "127.0.0.1:1"}}}
+	eff, err := LoadConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := WriteTOML(&out, eff); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"[server]\nlisten ",
+		`listen = "127.0.0.1:1"    # flag --listen`,
+		`name = "gopher \"x\""  # file ` + path,
+		`temperature = 0.7  # env TFD_SAMPLING_TEMPERATURE`,
+		`keep_warm = "1h30m"  # file`,
+		`max_tokens = 4096  # default`,
+		"[prompt_cache]",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	// The output is a config file that gives the same values.
+	again, err := LoadConfig(Sources{File: writeFile(t, text), FileRequired: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Config != eff.Config {
+		t.Errorf("round trip: %+v, want %+v", again.Config, eff.Config)
+	}
+}
+
+func TestParseLayout(t *testing.T) {
+	got, err := ParseLayout("8, 4x2")
+	if err != nil || len(got) != 3 || got[0] != 8 || got[2] != 4 {
+		t.Errorf("ParseLayout = %v, %v", got, err)
+	}
+	for _, bad := range []string{"x", "4x", "0", "4x-1", "1x5000"} {
+		if _, err := ParseLayout(bad); err == nil {
+			t.Errorf("ParseLayout(%q) accepted", bad)
+		}
+	}
+}

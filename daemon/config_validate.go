@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// problem is one invalid value: its key and what the key allows.
+type problem struct {
+	key  string
+	want string
+}
+
+// Validate checks c as a whole and reports every invalid value, each naming its key, the value
+// and what is allowed. [LoadConfig] validates already, adding where each value came from.
+func (c Config) Validate() error {
+	var errs []error
+	for _, p := range c.problems() {
+		errs = append(errs, fmt.Errorf("config: %s: %s", p.key, p.want))
+	}
+	return errors.Join(errs...)
+}
+
+// problems lists the invalid values of c in schema order.
+func (c Config) problems() []problem {
+	var ps []problem
+	check := func(ok bool, key, want string) {
+		if !ok {
+			ps = append(ps, problem{key, want})
+		}
+	}
+	check(validListen(c.Server.Listen), "server.listen", `want host:port with a port from 0 to 65535, e.g. "127.0.0.1:8417"`)
+	check(c.Server.ShutdownTimeout >= 0, "server.shutdown_timeout", "want a duration ≥ 0")
+
+	check(oneOf(c.Model.Backend, "auto", "metal", "cuda", "cpu"), "model.backend", "want one of auto, metal, cuda, cpu")
+	check(c.Model.Context >= 0, "model.context", "want 0 (the model's window) or a positive number of tokens")
+
+	_, _, err := c.Sessions.ParallelN()
+	check(err == nil, "sessions.parallel", `want "auto" or a whole number ≥ 1`)
+	_, err = ParseLayout(c.Sessions.Layout)
+	check(err == nil, "sessions.layout", `want empty or a comma-separated list of capacities, each N or NxCOUNT, e.g. "65536,32768x3,16384x11"`)
+	check(c.Sessions.Grow > 0, "sessions.grow", "want a positive number of tokens")
+
+	check(c.Memory.LoadLimitGB >= 0, "memory.load_limit_gb", "want 0 (70% of memory) or a positive number of GB")
+	check(c.Memory.MarginGB >= 0, "memory.margin_gb", "want a number of GB ≥ 0")
+
+	check(c.PromptCache.GiB == -1 || c.PromptCache.GiB >= 0, "prompt_cache.gib", "want -1 (a default share), 0 (off) or a positive number of GiB")
+	check(c.PromptCache.SpillGiB >= 0, "prompt_cache.spill_gib", "want a number of GiB ≥ 0")
+
+	check(c.Drafts.MTPMax >= 0 && c.Drafts.MTPMax <= 16, "drafts.mtp_max", "want a whole number from 0 to 16")
+
+	s := c.Sampling
+	check(s.Temperature == -1 || (s.Temperature >= 0 && s.Temperature <= 2), "sampling.temperature", "want -1 (unset) or a number from 0 to 2")
+	check(s.TopP == -1 || (s.TopP > 0 && s.TopP <= 1), "sampling.top_p", "want -1 (unset) or a number in (0, 1]")
+	check(s.TopK >= -1, "sampling.top_k", "want -1 (unset), 0 (off) or a positive whole number")
+	check(s.MinP == -1 || (s.MinP >= 0 && s.MinP <= 1), "sampling.min_p", "want -1 (unset) or a number from 0 to 1")
+	check(s.MaxTokens > 0, "sampling.max_tokens", "want a positive number of tokens")
+
+	check(c.Residency.KeepWarm >= 0, "residency.keep_warm", "want a duration ≥ 0")
+	check(oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "want one of debug, info, warn, error")
+	return ps
+}
+
+// ParallelN reads sessions.parallel: auto reports true for "auto", else n is the number of
+// replies that run at once (≥ 1).
+func (s SessionsConfig) ParallelN() (n int, auto bool, err error) {
+	if strings.EqualFold(strings.TrimSpace(s.Parallel), "auto") {
+		return 0, true, nil
+	}
+	n, err = strconv.Atoi(strings.TrimSpace(s.Parallel))
+	if err != nil || n < 1 {
+		return 0, false, fmt.Errorf(`sessions.parallel %q: want "auto" or a whole number ≥ 1`, s.Parallel)
+	}
+	return n, false, nil
+}
+
+// maxSessions bounds a layout's session count, far above what any machine holds.
+const maxSessions = 4096
+
+// ParseLayout reads a session layout such as "65536,32768x3,16384x11" into one capacity per
+// session, largest as written. An empty layout returns nil: sizes come from memory.
+func ParseLayout(layout string) ([]int, error) {
+	layout = strings.TrimSpace(layout)
+	if layout == "" {
+		return nil, nil
+	}
+	var sizes []int
+	for part := range strings.SplitSeq(layout, ",") {
+		capStr, countStr, hasCount := strings.Cut(strings.TrimSpace(part), "x")
+		capacity, err := strconv.Atoi(capStr)
+		count := 1
+		if err == nil && hasCount {
+			count, err = strconv.Atoi(countStr)
+		}
+		if err != nil || capacity < 1 || count < 1 {
+			return nil, fmt.Errorf("session layout %q: bad entry %q: want N or NxCOUNT with positive numbers", layout, part)
+		}
+		if count > maxSessions-len(sizes) {
+			return nil, fmt.Errorf("session layout %q: more than %d sessions", layout, maxSessions)
+		}
+		for range count {
+			sizes = append(sizes, capacity)
+		}
+	}
+	return sizes, nil
+}
+
+func validListen(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p >= 0 && p <= 65535
+}
+
+func oneOf(s string, allowed ...string) bool { return slices.Contains(allowed, s) }

@@ -1,0 +1,188 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxBodyBytes bounds a request body when HandlerOptions.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 8 << 20
+
+// HandlerOptions configure a [Handler].
+type HandlerOptions struct {
+	// Sampling holds the [sampling] defaults for requests that set none.
+	Sampling SamplingConfig
+	// APIKeys are the bearer keys accepted; empty: no authentication.
+	APIKeys []string
+	// Logger receives one line per request; nil: slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body; 0: DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Seed returns a fresh seed for a request without one; nil: a random 53-bit number (exact
+	// in every JSON client). A test hook.
+	Seed func() uint64
+}
+
+// Handler serves tfd's OpenAI-compatible HTTP API for one model. It is safe for concurrent use.
+type Handler struct {
+	model Model
+	opts  HandlerOptions
+	mux   *http.ServeMux
+}
+
+// NewHandler returns the API handler for m. m.Tokenizer and m.Host must be set, and m.Context
+// must be positive.
+func NewHandler(m Model, opts HandlerOptions) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Sampling.MaxTokens <= 0 {
+		opts.Sampling.MaxTokens = Default().Sampling.MaxTokens
+	}
+	h := &Handler{model: m, opts: opts, mux: http.NewServeMux()}
+	h.route("GET /health", h.health)
+	h.route("GET /v1/models", h.listModels)
+	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"
+	h.route("POST /v1/chat/completions", h.chatCompletions)
+	h.route("POST /v1/completions", h.completions)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: http.StatusNotFound, typ: errInvalidRequest, code: "unknown_url",
+			message: "unknown path " + r.URL.Path + ": tfd serves /v1/models, /v1/chat/completions, /v1/completions and /health"})
+	})
+	return h
+}
+
+// route registers handler for "METHOD /path" and answers other methods on the path with 405.
+func (h *Handler) route(pattern string, handler http.HandlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	h.mux.HandleFunc(pattern, handler)
+	h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", method)
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: errInvalidRequest, code: "method_not_allowed",
+			message: r.Method + " is not allowed on " + r.URL.Path + "; use " + method})
+	})
+}
+
+// ServeHTTP logs the request, checks its key and bounds its body, then routes it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	stats := &requestStats{}
+	rec := &statusRecorder{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), statsKey{}, stats))
+	defer func() { h.logRequest(r, rec.status(), stats, time.Since(start)) }()
+	if !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(rec, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
+			message: "missing or wrong API key: send the header Authorization: Bearer <key>, with a key from the server's api_keys_file"})
+		return
+	}
+	r.Body = http.MaxBytesReader(rec, r.Body, h.opts.MaxBodyBytes)
+	h.mux.ServeHTTP(rec, r)
+}
+
+// authorized reports whether r may use the API: always without keys, and for /health, which
+// monitors poll without credentials.
+func (h *Handler) authorized(r *http.Request) bool {
+	if len(h.opts.APIKeys) == 0 || r.URL.Path == "/health" {
+		return true
+	}
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	key = strings.TrimSpace(key)
+	var match int
+	for _, k := range h.opts.APIKeys {
+		match |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
+	}
+	return match == 1
+}
+
+func (h *Handler) logRequest(r *http.Request, status int, stats *requestStats, elapsed time.Duration) {
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", elapsed),
+	}
+	if prompt, completion := stats.prompt.Load(), stats.completion.Load(); prompt > 0 {
+		attrs = append(attrs, slog.Int64("prompt_tokens", prompt), slog.Int64("completion_tokens", completion))
+	}
+	if stats.clientGone.Load() {
+		attrs = append(attrs, slog.Bool("client_gone", true))
+	}
+	h.opts.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// newSeed returns a seed for a request that gave none.
+func (h *Handler) newSeed() uint64 {
+	if h.opts.Seed != nil {
+		return h.opts.Seed()
+	}
+	return mrand.Uint64() >> 11
+}
+
+// newID returns a response id such as "chatcmpl-…".
+func newID(prefix string) string { return prefix + "-" + strings.ToLower(rand.Text()) }
+
+// requestStats carries a request's token counts from its handler to the request log.
+type requestStats struct {
+	prompt, completion atomic.Int64
+	clientGone         atomic.Bool // the client left before the reply ended
+}
+
+func statsOf(ctx context.Context) *requestStats {
+	if s, ok := ctx.Value(statsKey{}).(*requestStats); ok {
+		return s
+	}
+	return &requestStats{} // a handler used without ServeHTTP, in tests
+}
+
+type statsKey struct{}
+
+// noteTokens records a request's token counts for its log line.
+func noteTokens(ctx context.Context, prompt, completion int) {
+	s := statsOf(ctx)
+	s.prompt.Store(int64(prompt))
+	s.completion.Store(int64(completion))
+}
+
+// statusRecorder remembers the status a handler wrote, for the request log.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (Flush, read deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) status() int {
+	if s.code == 0 {
+		return http.StatusOK
+	}
+	return s.code
+}

@@ -1,0 +1,281 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"tfd/scheduler"
+)
+
+// sampleParams are the request fields both completion endpoints share.
+type sampleParams struct {
+	Model         string          `json:"model"`
+	MaxTokens     *int            `json:"max_tokens"`
+	Temperature   *float64        `json:"temperature"`
+	TopP          *float64        `json:"top_p"`
+	TopK          *int            `json:"top_k"`
+	MinP          *float64        `json:"min_p"`
+	Seed          json.RawMessage `json:"seed"`
+	Stop          json.RawMessage `json:"stop"`
+	N             *int            `json:"n"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	// Draft false turns speculative drafting off; the reply is the same either way.
+	Draft *bool `json:"draft"`
+}
+
+// job is a validated request, ready for the host.
+type job struct {
+	req          scheduler.Request
+	promptParam  string // the request field the prompt came from, for errors
+	stops        []string
+	stream       bool
+	includeUsage bool
+}
+
+// maxStops is the most stop strings a request may give, as OpenAI allows.
+const maxStops = 4
+
+// bodyReadTimeout bounds reading a request body; it is not a write timeout, so replies may
+// stream for as long as they take.
+const bodyReadTimeout = 30 * time.Second
+
+// decodeBody reads r's body, bounded by the handler's body limit, into dst.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any) *apiError {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) // not every ResponseWriter supports it
+	body, err := io.ReadAll(r.Body)
+	rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, typ: errInvalidRequest, code: "request_too_large",
+				message: fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit)}
+		}
+		return badRequest("", "could not read the request body: %v", err)
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		return jsonError("", err)
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a 400 naming the field at fault; prefix is the path of
+// the value being decoded ("messages[2]"), empty for the whole body.
+func jsonError(prefix string, err error) *apiError {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		// encoding/json names a promoted field by its embedded struct too; the client knows
+		// only the JSON name.
+		param := joinParam(prefix, strings.TrimPrefix(typeErr.Field, "sampleParams."))
+		if param == "" {
+			return badRequest("", "the request body must be a JSON object, not a JSON %s", typeErr.Value)
+		}
+		return badRequest(param, "%s must be %s, not a JSON %s", param, jsonKind(typeErr.Type), typeErr.Value)
+	}
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		return badRequest("", "the request body is not valid JSON (at byte %d): %v", syntaxErr.Offset, err)
+	}
+	return badRequest(prefix, "the request body is not valid JSON: %v", err)
+}
+
+func joinParam(prefix, field string) string {
+	switch {
+	case prefix == "":
+		return field
+	case field == "":
+		return prefix
+	}
+	return prefix + "." + field
+}
+
+// jsonKind names the JSON a Go type decodes from, for error messages.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int32, reflect.Int64, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		return "an array"
+	}
+	return "an object"
+}
+
+// checkModel accepts an empty name (the served model) or the served model's name.
+func (h *Handler) checkModel(name string) *apiError {
+	if name == "" || name == h.model.Name {
+		return nil
+	}
+	return &apiError{status: http.StatusNotFound, typ: errInvalidRequest, param: "model", code: "model_not_found",
+		message: fmt.Sprintf("the model %q does not exist: this server serves %q", name, h.model.Name)}
+}
+
+// newJob validates p's fields and builds the job for prompt; promptParam names the prompt's
+// field for errors. A reply bound that would pass the context is lowered to fit, so the reply
+// ends with "length" where the context ends.
+func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*job, *apiError) {
+	if p.N != nil && *p.N != 1 {
+		return nil, badRequest("n", "n must be 1: tfd makes one reply per request (send several requests, with different seeds, for more)")
+	}
+	sampling, e := h.sampling(p)
+	if e != nil {
+		return nil, e
+	}
+	stops, e := parseStops(p.Stop)
+	if e != nil {
+		return nil, e
+	}
+	if len(prompt) == 0 {
+		return nil, badRequest(promptParam, "the prompt is empty: %s must hold some text", promptParam)
+	}
+	ctxLen := h.model.Context
+	if len(prompt) >= ctxLen {
+		return nil, &apiError{status: http.StatusBadRequest, typ: errInvalidRequest, param: promptParam, code: "context_length_exceeded",
+			message: fmt.Sprintf("the prompt is %d tokens but the model's context holds %d tokens for prompt and reply together: shorten the %s (or serve a larger model.context, if the model allows it)", len(prompt), ctxLen, promptParam)}
+	}
+	maxTokens := h.opts.Sampling.MaxTokens
+	if p.MaxTokens != nil {
+		maxTokens = *p.MaxTokens
+	}
+	maxTokens = min(maxTokens, ctxLen-len(prompt))
+	return &job{
+		req: scheduler.Request{
+			Prompt:     prompt,
+			MaxTokens:  maxTokens,
+			Sampling:   sampling,
+			StopTokens: h.model.EOS,
+		},
+		promptParam:  promptParam,
+		stops:        stops,
+		stream:       p.Stream,
+		includeUsage: p.Stream && p.StreamOptions != nil && p.StreamOptions.IncludeUsage,
+	}, nil
+}
+
+// checkMaxTokens rejects a reply bound below 1.
+func checkMaxTokens(param string, n *int) *apiError {
+	if n != nil && *n < 1 {
+		return badRequest(param, "%s must be at least 1, got %d", param, *n)
+	}
+	return nil
+}
+
+// sampling validates p's sampling fields and fills the unset ones: the config's [sampling]
+// defaults first, then the model's generation_config, then OpenAI's (temperature 1, top_p 1).
+func (h *Handler) sampling(p *sampleParams) (scheduler.Sampling, *apiError) {
+	if e := checkMaxTokens("max_tokens", p.MaxTokens); e != nil {
+		return scheduler.Sampling{}, e
+	}
+	checks := []struct {
+		param string
+		v     *float64
+		ok    func(float64) bool
+		want  string
+	}{
+		{"temperature", p.Temperature, func(x float64) bool { return x >= 0 && x <= 2 }, "from 0 to 2 (0 is greedy)"},
+		{"top_p", p.TopP, func(x float64) bool { return x > 0 && x <= 1 }, "in (0, 1]"},
+		{"min_p", p.MinP, func(x float64) bool { return x >= 0 && x <= 1 }, "from 0 to 1"},
+	}
+	for _, c := range checks {
+		if c.v != nil && !c.ok(*c.v) {
+			return scheduler.Sampling{}, badRequest(c.param, "%s must be %s, got %g", c.param, c.want, *c.v)
+		}
+	}
+	if p.TopK != nil && *p.TopK < -1 {
+		return scheduler.Sampling{}, badRequest("top_k", "top_k must be -1 or 0 (off) or a positive number, got %d", *p.TopK)
+	}
+	seed, e := h.parseSeed(p.Seed)
+	if e != nil {
+		return scheduler.Sampling{}, e
+	}
+	cfg, model := h.opts.Sampling, h.model.Defaults
+	return scheduler.Sampling{
+		Temperature: float32(pick(p.Temperature, cfg.Temperature, model.Temperature, 1)),
+		TopP:        float32(pick(p.TopP, cfg.TopP, model.TopP, 1)),
+		MinP:        float32(pick(p.MinP, cfg.MinP, model.MinP, 0)),
+		TopK:        max(0, int(pick(intPtrToFloat(p.TopK), float64(cfg.TopK), float64(model.TopK), 0))),
+		Seed:        seed,
+	}, nil
+}
+
+// pick returns the request's value if set, else the first set (non-negative) default, else
+// fallback.
+func pick(req *float64, cfg, model, fallback float64) float64 {
+	switch {
+	case req != nil:
+		return *req
+	case cfg >= 0:
+		return cfg
+	case model >= 0:
+		return model
+	}
+	return fallback
+}
+
+func intPtrToFloat(p *int) *float64 {
+	if p == nil {
+		return nil
+	}
+	f := float64(*p)
+	return &f
+}
+
+// parseSeed reads the seed field: an integer from 0 to 2^64-1. Absent, null or -1 (llama.cpp's
+// "random") draws a fresh seed, reported back in the response.
+func (h *Handler) parseSeed(raw json.RawMessage) (uint64, *apiError) {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" || s == "-1" {
+		return h.newSeed(), nil
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && f >= 0 && f < math.MaxUint64 && f == math.Trunc(f) {
+			return uint64(f), nil // 1e3 and 5.0 are whole numbers too
+		}
+		return 0, badRequest("seed", "seed must be an integer from 0 to 18446744073709551615 (or -1 for a random one), got %s", s)
+	}
+	return seed, nil
+}
+
+// parseStops reads the stop field: a string or an array of up to maxStops non-empty strings.
+func parseStops(raw json.RawMessage) ([]string, *apiError) {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return nil, nil
+	}
+	var stops []string
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		stops = []string{one}
+	} else if err := json.Unmarshal(raw, &stops); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(stops) > maxStops {
+		return nil, badRequest("stop", "stop holds %d strings; at most %d are allowed", len(stops), maxStops)
+	}
+	for i, st := range stops {
+		if st == "" {
+			return nil, badRequest("stop", "stop[%d] is empty; a stop string needs at least one character", i)
+		}
+	}
+	return stops, nil
+}

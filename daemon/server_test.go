@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestServe(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	env := newTestEnv(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, ln, env.h, env.host, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	url := "http://" + ln.Addr().String()
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "Hello, world!") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	if !env.host.closed {
+		t.Error("Serve did not close the host")
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Error("the listener is still open")
+	}
+}
+
+func TestReadAPIKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keys")
+	os.WriteFile(path, []byte("# clients\nsk-one\n\n  sk-two  \n"), 0o600)
+	keys, err := ReadAPIKeys(path)
+	if err != nil || !reflect.DeepEqual(keys, []string{"sk-one", "sk-two"}) {
+		t.Errorf("keys %q, %v", keys, err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("# none yet\n"), 0o600)
+	if _, err := ReadAPIKeys(empty); err == nil || !strings.Contains(err.Error(), "holds no keys") {
+		t.Errorf("empty file: %v", err)
+	}
+	if _, err := ReadAPIKeys(filepath.Join(dir, "absent")); err == nil || !strings.Contains(err.Error(), "server.api_keys_file") {
+		t.Errorf("missing file: %v", err)
+	}
+}
