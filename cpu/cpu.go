@@ -105,6 +105,6 @@ func (b *backend) run(t task, n, grain, par int) {
 // parFor returns how many goroutines work of the given size (in multiply-adds or element
 // touches) deserves: one per minWork, at least one.
 func parFor(work int) int {
-	const minWork = 1 << 15 // about 10 µs of work: less is not worth a wake-up
+	const minWork = 1 << 16 // some 10 µs of work: less is not worth another goroutine
 	return max(1, work/minWork)
 }

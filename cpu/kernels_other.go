@@ -10,6 +10,8 @@ const (
 	accStore = 2
 )
 
+// Stand-ins for the assembly kernels of kernels_amd64.s, never called since useAsm is false.
+
 func gemm3x4(out *float32, ostride int, x *float32, xstride int, w *float32, wstride int, groups int, n8 int, acc *float32, mode int) {
 	panic("cpu: no assembly kernels on this architecture")
 }

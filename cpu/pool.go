@@ -53,6 +53,7 @@ type pool struct {
 
 	need int // floats of scratch every goroutine gets before the next task; see reserve
 
+	_    [64]byte     // the counters below change while workers read the fields above
 	next atomic.Int64 // the first item not yet claimed
 	left atomic.Int32 // signalled workers that have not finished the current task
 }
@@ -60,11 +61,12 @@ type pool struct {
 type worker struct {
 	start waiter
 	s     scratch
+	_     [64]byte // keep the waiter, polled by this worker, off other workers' cache lines
 }
 
 // poll is how long a waiter polls before it parks: longer than the gap between two ops of a
 // forward, short enough that an idle daemon's workers are soon asleep.
-var poll = 200 * time.Microsecond
+const poll = 50 * time.Microsecond
 
 // newPool returns a pool able to run tasks on procs goroutines (procs-1 workers and the caller).
 func newPool(procs int) *pool {
@@ -153,7 +155,7 @@ func (p *pool) close() {
 }
 
 // A waiter lets one goroutine wait for a signal from another. The waiting goroutine polls for a
-// while (yielding its P each time, so other goroutines still run), then parks on a channel; the
+// while, then parks on a channel; the
 // state word makes sure that exactly one of the two sides decides whether the channel is used,
 // so no signal is lost and none is left over.
 type waiter struct {
@@ -172,19 +174,21 @@ func newWaiter() waiter { return waiter{ch: make(chan struct{}, 1)} }
 
 // wait returns once signal has been called, and readies the waiter for the next signal. Only one
 // goroutine waits on a waiter, and a signal is sent only while a wait is due.
+//
+// The poll is a plain loop on an atomic load, yielding the P only now and then: a loop that
+// yields every time sends each waiting goroutine through the scheduler's global run queue, whose
+// lock a dozen such loops contend for.
 func (w *waiter) wait() {
 	var deadline time.Time
-	if poll == 0 && !w.signalled.Load() {
-		w.park()
-	}
-	for i := 0; !w.signalled.Load(); i++ {
-		if i%64 == 63 {
-			if now := time.Now(); deadline.IsZero() {
-				deadline = now.Add(poll)
-			} else if now.After(deadline) {
-				w.park()
-				break
-			}
+	for i := 1; !w.signalled.Load(); i++ {
+		if i%256 != 0 {
+			continue
+		}
+		if now := time.Now(); deadline.IsZero() {
+			deadline = now.Add(poll)
+		} else if now.After(deadline) {
+			w.park()
+			break
 		}
 		runtime.Gosched()
 	}

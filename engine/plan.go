@@ -1,0 +1,488 @@
+package engine
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"slices"
+	"strings"
+
+	"tfd/engine/safetensors"
+)
+
+// The memory plan decides, before any weight is loaded, how the memory under the load limit is
+// shared: weights, the forward's scratch, a margin, and the KV sessions. It is pure arithmetic
+// over a model's config.json, the safetensors headers and the machine's memory, so `tfd plan`
+// can show it without loading anything, and tests can run it on made-up machines.
+
+// GiB is the unit of memory.load_limit_gb and memory.margin_gb: 2³⁰ bytes, the unit in which
+// machines' memory is sold ("a 128 GB Mac" has 128 GiB).
+const GiB = 1 << 30
+
+// DefaultAutoCap bounds the sessions "auto" makes when PlanInput.AutoCap is 0: past it, rounds
+// grow wider than a small machine drives well and the memory is better left to other programs.
+const DefaultAutoCap = 16
+
+// DefaultLimitShare is the share of the machine's memory the plan uses when no load limit is set.
+const DefaultLimitShare = 0.70
+
+// minContext is the smallest context the plan lowers an unset context to before it gives up.
+const minContext = 256
+
+// PlanInput is what the memory plan is computed from.
+type PlanInput struct {
+	// Model is the model's normalised config.json.
+	Model Config
+	// WeightBytes is the memory the weights take as the backend stores them: the CPU keeps F32 (4
+	// bytes a parameter), GPUs keep the file's dtype.
+	WeightBytes int64
+	// DeviceMemory is the backend's memory in bytes (RAM for the CPU and Metal, device memory for
+	// CUDA); 0 when unknown, and then LoadLimitGB must be set.
+	DeviceMemory uint64
+	// LoadLimitGB caps the plan, in GiB, itself capped at DeviceMemory; 0: DefaultLimitShare of it.
+	LoadLimitGB float64
+	// MarginGB is kept free under the limit, in GiB.
+	MarginGB float64
+	// Context is the longest sequence a session holds; 0: the model's window, lowered to what
+	// memory allows. A larger value than the window is lowered to the window.
+	Context int
+	// Parallel is the number of context-sized sessions; 0: auto, as many as fit up to AutoCap.
+	Parallel int
+	// Grow is the tokens beyond its prompt a stream's session must hold; it is reported, and a
+	// layout whose largest session cannot hold Grow tokens is refused.
+	Grow int
+	// Layout, if not empty, gives the session capacities in tokens and overrides Parallel.
+	Layout []int
+	// MaxRows is the most rows one forward takes; 0: 256, as Load defaults.
+	MaxRows int
+	// KVBytesPerElem is the size of one stored key or value element; 0: 4 (F32).
+	KVBytesPerElem int
+	// AutoCap bounds the sessions auto makes; 0: DefaultAutoCap.
+	AutoCap int
+}
+
+// Plan is a computed memory plan. All sizes are bytes.
+type Plan struct {
+	Limit   int64 // what the plan works within
+	Weights int64
+	Scratch int64 // activations and logits for MaxRows rows
+	Margin  int64
+	KV      int64 // all sessions
+	Left    int64 // Limit minus the rest; never negative
+
+	// LimitFrom says how the limit was chosen, e.g. "70% of 24.0 GiB".
+	LimitFrom string
+	// Context is the longest sequence a session holds, after any lowering.
+	Context int
+	// Layout lists the session capacities in tokens, largest first.
+	Layout []int
+	// Parallel is "auto", "layout" or the number asked for, as the plan read its input.
+	Parallel string
+	// MaxRows is the rows the scratch is sized for.
+	MaxRows int
+	// KVPerToken is the KV memory of one token of one session.
+	KVPerToken int64
+	// Notes say what the plan decided that a person may not expect (a lowered context, the serial
+	// host chosen by auto), one sentence each.
+	Notes []string
+}
+
+// Slots returns the KV pool size the plan needs: the sum of its session capacities.
+func (p Plan) Slots() int {
+	n := 0
+	for _, s := range p.Layout {
+		n += s
+	}
+	return n
+}
+
+// Serial reports whether the plan has one session: one reply at a time.
+func (p Plan) Serial() bool { return len(p.Layout) == 1 }
+
+// MakePlan computes the memory plan for in, or explains why nothing fits: the error names the
+// numbers and the settings that would make it fit.
+func MakePlan(in PlanInput) (Plan, error) {
+	in = in.withDefaults()
+	if err := in.check(); err != nil {
+		return Plan{}, err
+	}
+	p := Plan{MaxRows: in.MaxRows, KVPerToken: kvPerToken(in.Model, in.KVBytesPerElem)}
+	var err error
+	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
+		return Plan{}, err
+	}
+	p.Weights = in.WeightBytes
+	p.Scratch = ScratchBytes(in.Model, in.MaxRows)
+	p.Margin = int64(in.MarginGB * GiB)
+	avail := p.Limit - p.Weights - p.Scratch - p.Margin
+	if avail <= 0 {
+		return Plan{}, fmt.Errorf("memory: the weights (%s), scratch for %d rows (%s) and margin (%s) need %s, more than the %s limit: raise memory.load_limit_gb, lower memory.margin_gb, or serve a smaller model",
+			FormatBytes(p.Weights), in.MaxRows, FormatBytes(p.Scratch), FormatBytes(p.Margin),
+			FormatBytes(p.Weights+p.Scratch+p.Margin), FormatBytes(p.Limit))
+	}
+	if err := p.sessions(in, avail); err != nil {
+		return Plan{}, err
+	}
+	p.KV = int64(p.Slots()) * p.KVPerToken
+	p.Left = avail - p.KV
+	return p, nil
+}
+
+func (in PlanInput) withDefaults() PlanInput {
+	if in.MaxRows <= 0 {
+		in.MaxRows = 256
+	}
+	if in.KVBytesPerElem <= 0 {
+		in.KVBytesPerElem = 4
+	}
+	if in.AutoCap <= 0 {
+		in.AutoCap = DefaultAutoCap
+	}
+	return in
+}
+
+func (in PlanInput) check() error {
+	switch {
+	case in.Model.Layers <= 0 || in.Model.KVHeads <= 0 || in.Model.HeadDim <= 0 || in.Model.MaxPositions <= 0:
+		return errors.New("memory: the model's config has no layers, KV heads, head size or window to plan for")
+	case in.WeightBytes < 0 || in.LoadLimitGB < 0 || in.MarginGB < 0 || in.Context < 0 || in.Parallel < 0 || in.Grow < 0:
+		return fmt.Errorf("memory: negative plan input %+v", in)
+	}
+	for _, s := range in.Layout {
+		if s <= 0 {
+			return fmt.Errorf("memory: session capacity %d in the layout: want positive numbers of tokens", s)
+		}
+	}
+	return nil
+}
+
+// limit returns the bytes the plan works within and how they were chosen.
+func (in PlanInput) limit() (int64, string, error) {
+	device := int64(min(in.DeviceMemory, math.MaxInt64))
+	if in.LoadLimitGB > 0 {
+		asked := int64(in.LoadLimitGB * GiB)
+		if device > 0 && asked > device {
+			return device, fmt.Sprintf("memory.load_limit_gb = %g, capped at the %s of memory", in.LoadLimitGB, FormatBytes(device)), nil
+		}
+		return asked, fmt.Sprintf("memory.load_limit_gb = %g", in.LoadLimitGB), nil
+	}
+	if device == 0 {
+		return 0, "", errors.New("memory: this machine's memory size is unknown: set memory.load_limit_gb")
+	}
+	return int64(float64(device) * DefaultLimitShare), fmt.Sprintf("%.0f%% of %s", DefaultLimitShare*100, FormatBytes(device)), nil
+}
+
+// sessions fills p.Context, p.Layout, p.Parallel and p.Notes from in, within avail bytes.
+func (p *Plan) sessions(in PlanInput, avail int64) error {
+	window := in.Model.MaxPositions
+	p.Context = window
+	if in.Context > 0 && in.Context < window {
+		p.Context = in.Context
+	}
+	fits := func(tokens int) bool { return int64(tokens)*p.KVPerToken <= avail }
+	switch {
+	case len(in.Layout) > 0:
+		return p.explicitLayout(in, avail, fits)
+	case in.Parallel > 0:
+		p.Parallel = fmt.Sprint(in.Parallel)
+		if !fits(in.Parallel*p.Context) && in.Context == 0 {
+			p.lowerContext(in.Parallel, avail)
+		}
+		if !fits(in.Parallel * p.Context) {
+			return p.refuse(in.Parallel, p.Context, avail, "use fewer sessions, a smaller context")
+		}
+		p.Layout = repeat(p.Context, in.Parallel)
+	default:
+		p.Parallel = "auto"
+		p.autoLayout(in, avail, fits)
+		if len(p.Layout) == 0 {
+			return p.refuse(1, p.Context, avail, "use a smaller context")
+		}
+	}
+	return nil
+}
+
+// autoLayout makes as many context-sized sessions as fit, up to in.AutoCap; one when fewer than
+// two fit (the serial host), with the context lowered when even one does not fit and the context
+// was left to the plan.
+func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(int) bool) {
+	n := int(min(avail/(int64(p.Context)*p.KVPerToken), int64(in.AutoCap)))
+	switch {
+	case n >= 2:
+		p.Layout = repeat(p.Context, n)
+		if n == in.AutoCap {
+			p.Notes = append(p.Notes, fmt.Sprintf("auto: %d sessions, the most auto makes; set sessions.parallel or sessions.layout for more", n))
+		}
+		return
+	case n == 0 && in.Context == 0:
+		p.lowerContext(1, avail)
+		if !fits(p.Context) {
+			return
+		}
+	case n == 0:
+		return
+	}
+	p.Layout = []int{p.Context}
+	p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so tfd serves one reply at a time (the serial host); lower model.context or raise memory.load_limit_gb for more", p.Context))
+}
+
+// lowerContext lowers p.Context, which the user left to the plan, until n sessions of it fit in
+// avail: to a multiple of 1024 tokens where it can, and never below minContext.
+func (p *Plan) lowerContext(n int, avail int64) {
+	per := avail / int64(n) / p.KVPerToken
+	lowered := int(min(per, int64(p.Context)))
+	if lowered >= 1024 {
+		lowered -= lowered % 1024
+	}
+	if lowered < minContext {
+		return // the caller refuses with the window's numbers
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("context lowered from the model's window of %d to %d tokens so that %d session(s) fit", p.Context, lowered, n))
+	p.Context = lowered
+}
+
+// explicitLayout checks a layout the user gave.
+func (p *Plan) explicitLayout(in PlanInput, avail int64, fits func(int) bool) error {
+	p.Parallel = "layout"
+	p.Layout = slices.Clone(in.Layout)
+	slices.SortFunc(p.Layout, func(a, b int) int { return b - a })
+	if in.Parallel > 0 && in.Parallel != len(p.Layout) {
+		p.Notes = append(p.Notes, fmt.Sprintf("sessions.layout gives %d sessions; it overrides sessions.parallel = %d", len(p.Layout), in.Parallel))
+	}
+	if p.Layout[0] > p.Context {
+		return fmt.Errorf("memory: sessions.layout has a session of %d tokens, more than the context of %d: use sessions no larger than the context, or raise model.context", p.Layout[0], p.Context)
+	}
+	if in.Grow > 0 && p.Layout[0] <= in.Grow {
+		return fmt.Errorf("memory: the largest session in sessions.layout holds %d tokens, not more than sessions.grow = %d: use larger sessions or a smaller sessions.grow", p.Layout[0], in.Grow)
+	}
+	if !fits(p.Slots()) {
+		need := int64(p.Slots()) * p.KVPerToken
+		return fmt.Errorf("memory: sessions.layout %s needs %s, %s is left under the %s limit: use fewer or smaller sessions, or raise memory.load_limit_gb",
+			layoutString(p.Layout), FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit))
+	}
+	return nil
+}
+
+// refuse explains that n sessions of tokens each do not fit in avail.
+func (p *Plan) refuse(n, tokens int, avail int64, ways string) error {
+	need := int64(n) * int64(tokens) * p.KVPerToken
+	what := fmt.Sprintf("%d sessions of %d tokens need", n, tokens)
+	if n == 1 {
+		what = fmt.Sprintf("1 session of %d tokens needs", tokens)
+	}
+	return fmt.Errorf("memory: %s %s, %s is left under the %s limit: %s, or raise memory.load_limit_gb",
+		what, FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit), ways)
+}
+
+// kvPerToken is the KV memory one token takes in one session: keys and values in every layer.
+func kvPerToken(c Config, elem int) int64 {
+	return 2 * int64(c.Layers) * int64(c.KVHeads) * int64(c.HeadDim) * int64(elem)
+}
+
+// ScratchBytes estimates the forward's scratch for maxRows rows: the F32 activations Load
+// allocates (hidden states, q, k, v, attention output, the MLP's gate and up, logits, row
+// metadata) plus the host's copy of the logits.
+func ScratchBytes(c Config, maxRows int) int64 {
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	perRow := 4 + 5*c.Hidden + 2*q + 2*kv + 2*c.Intermediate + 2*c.Vocab
+	return int64(maxRows) * int64(perRow) * 4
+}
+
+func repeat(v, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// layoutString writes a layout the way sessions.layout reads it: "65536,32768x3".
+func layoutString(sizes []int) string {
+	var parts []string
+	for i := 0; i < len(sizes); {
+		j := i
+		for j < len(sizes) && sizes[j] == sizes[i] {
+			j++
+		}
+		if j-i == 1 {
+			parts = append(parts, fmt.Sprint(sizes[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%dx%d", sizes[i], j-i))
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
+}
+
+// FormatBytes writes n in the largest binary unit that keeps it at least 1, one decimal: "4.1 GiB".
+func FormatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	x, i := float64(n), 0
+	for math.Abs(x) >= 1024 && i < len(units)-1 {
+		x /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", x, units[i])
+}
+
+// String writes the plan as one readable block, as `tfd plan` and the startup log show it.
+func (p Plan) String() string {
+	var b strings.Builder
+	row := func(name string, n int64, why string) {
+		fmt.Fprintf(&b, "  %-9s %10s  %s\n", name, FormatBytes(n), why)
+	}
+	fmt.Fprintf(&b, "memory plan\n")
+	row("limit", p.Limit, p.LimitFrom)
+	row("weights", p.Weights, "as the backend stores them")
+	row("scratch", p.Scratch, fmt.Sprintf("activations and logits for %d rows", p.MaxRows))
+	row("margin", p.Margin, "memory.margin_gb")
+	host := "shared host"
+	if p.Serial() {
+		host = "serial host: one reply at a time"
+	}
+	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s a token", layoutString(p.Layout), host, p.Parallel, FormatBytes(p.KVPerToken)))
+	row("left", p.Left, "")
+	fmt.Fprintf(&b, "  context   %d tokens\n", p.Context)
+	fmt.Fprintf(&b, "  prompt cache: not built yet (prompt_cache.gib is kept for it; nothing reserved)\n")
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	return b.String()
+}
+
+// LayoutString writes the plan's layout as sessions.layout reads it.
+func (p Plan) LayoutString() string { return layoutString(p.Layout) }
+
+// WeightInfo describes a checkpoint's tensors from their headers alone.
+type WeightInfo struct {
+	// Params counts the elements of every tensor.
+	Params int64
+	// FileBytes is the tensors' size as stored in the files (their dtype).
+	FileBytes int64
+	// DTypes lists the dtypes the tensors use, sorted.
+	DTypes []string
+}
+
+// Inspect reads a model folder's config.json and the headers of its safetensors files, and
+// nothing else: `tfd plan` sizes a model this way without loading its weights. Every tensor is
+// counted, including any the engine does not run yet (an MTP head), so the plan errs on the
+// side of memory.
+func Inspect(src Source) (Config, WeightInfo, error) {
+	fsys, name, err := src.open()
+	if err != nil {
+		return Config{}, WeightInfo{}, err
+	}
+	raw, err := fs.ReadFile(fsys, "config.json")
+	if err != nil {
+		return Config{}, WeightInfo{}, fmt.Errorf("engine: %s: %w", name, err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return Config{}, WeightInfo{}, err
+	}
+	files, err := weightFiles(fsys)
+	if err != nil {
+		return Config{}, WeightInfo{}, fmt.Errorf("engine: %s: %w", name, err)
+	}
+	var info WeightInfo
+	for _, f := range files {
+		if err := info.addHeader(fsys, f); err != nil {
+			return Config{}, WeightInfo{}, fmt.Errorf("engine: %s: %w", name, err)
+		}
+	}
+	slices.Sort(info.DTypes)
+	return cfg, info, nil
+}
+
+// weightFiles lists the safetensors files of a folder: the single file when there is one, as
+// transformers prefers, else the shards the index names.
+func weightFiles(fsys fs.FS) ([]string, error) {
+	if _, err := fs.Stat(fsys, safetensors.SingleFile); err == nil {
+		return []string{safetensors.SingleFile}, nil
+	}
+	raw, err := fs.ReadFile(fsys, safetensors.IndexFile)
+	if err != nil {
+		return nil, fmt.Errorf("no %s and no %s: %w", safetensors.SingleFile, safetensors.IndexFile, err)
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("%s: %w", safetensors.IndexFile, err)
+	}
+	var files []string
+	for _, f := range idx.WeightMap {
+		if !slices.Contains(files, f) {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// headerLimit bounds a header read, as the safetensors package does.
+const headerLimit = 100_000_000
+
+// addHeader adds the tensors of one safetensors file, reading its header only.
+func (w *WeightInfo) addHeader(fsys fs.FS, name string) error {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var n uint64
+	if err := binary.Read(f, binary.LittleEndian, &n); err != nil {
+		return fmt.Errorf("%s: read the header length: %w", name, err)
+	}
+	if n > headerLimit {
+		return fmt.Errorf("%s: header of %d bytes: not a safetensors file", name, n)
+	}
+	header := make([]byte, n)
+	if _, err := io.ReadFull(f, header); err != nil {
+		return fmt.Errorf("%s: read the header: %w", name, err)
+	}
+	var entries map[string]json.RawMessage
+	if err := json.Unmarshal(header, &entries); err != nil {
+		return fmt.Errorf("%s: header: %w", name, err)
+	}
+	for tname, raw := range entries {
+		if tname == "__metadata__" {
+			continue
+		}
+		var e struct {
+			DType       string  `json:"dtype"`
+			Shape       []int64 `json:"shape"`
+			DataOffsets []int64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil || len(e.DataOffsets) != 2 {
+			return fmt.Errorf("%s: tensor %s: bad header entry", name, tname)
+		}
+		elems := int64(1)
+		for _, d := range e.Shape {
+			elems *= d
+		}
+		w.Params += elems
+		w.FileBytes += e.DataOffsets[1] - e.DataOffsets[0]
+		if !slices.Contains(w.DTypes, e.DType) {
+			w.DTypes = append(w.DTypes, e.DType)
+		}
+	}
+	return nil
+}
+
+// StoredBytes returns the memory the weights take on a backend that keeps elemBytes bytes a
+// parameter (the CPU keeps F32: 4), or their file size when elemBytes is 0 (GPUs keep the file's
+// dtype).
+func (w WeightInfo) StoredBytes(elemBytes int) int64 {
+	if elemBytes <= 0 {
+		return w.FileBytes
+	}
+	return w.Params * int64(elemBytes)
+}

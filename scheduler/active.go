@@ -1,0 +1,118 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+)
+
+// stream is a submitted request and the channel its events go to.
+type stream struct {
+	ctx    context.Context
+	req    Request
+	events chan Event
+}
+
+// eventBuffer is the room in a stream's channel. A stream whose reader falls this far behind
+// pauses (keeps its session, skips rounds) instead of blocking the lane; one slot always stays
+// free for the terminal event, so ending a stream never blocks.
+const eventBuffer = 32
+
+// active is a stream that holds a session: its sequence so far and how much of it the model has
+// seen. Only the lane goroutine touches it.
+type active struct {
+	*stream
+	ctx      context.Context // the request's context, also ended when the host gives up on Close
+	cancel   context.CancelFunc
+	stopHost func() bool // detaches ctx from the host's context
+	sess     *session
+	tokens   []int32 // the prompt, then the generated tokens
+	fed      int     // tokens whose keys and values are in the session
+	produced int
+	done     bool
+}
+
+func newActive(st *stream, sess *session, host context.Context) *active {
+	ctx, cancel := context.WithCancel(st.ctx)
+	a := &active{
+		stream:   st,
+		ctx:      ctx,
+		cancel:   cancel,
+		stopHost: context.AfterFunc(host, cancel),
+		sess:     sess,
+		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
+	}
+	sess.holder = a
+	return a
+}
+
+// decoding reports whether only the newest token is left to feed: the stream makes one token a
+// round. Before that it is prefilling its prompt.
+func (a *active) decoding() bool { return a.fed == len(a.tokens)-1 }
+
+// canEmit reports whether the reader has left room for another token and the terminal event.
+func (a *active) canEmit() bool { return cap(a.events)-len(a.events) >= 2 }
+
+// needsRoom reports whether the stream has filled its session and must move to a larger one
+// before it can feed another token.
+func (a *active) needsRoom() bool { return a.fed == a.sess.capacity && a.fed < len(a.tokens) }
+
+// ready reports whether the stream can take part in the next forward.
+func (a *active) ready() bool { return !a.done && a.canEmit() && !a.needsRoom() }
+
+// step takes the logits that follow the stream's newest token, picks the next token and sends
+// it. It ends the stream on a stop token, at its token limit, or at the end of the context.
+func (a *active) step(smp *sampler, logits []float32, context int) {
+	req := &a.req
+	pos := len(a.tokens)
+	tok := smp.pick(logits, req.Sampling, pos)
+	if isStop(tok, req.StopTokens) {
+		a.end(Event{Done: true, Reason: FinishStop, StopToken: tok})
+		return
+	}
+	ev := Event{Token: tok}
+	if req.Logprobs {
+		ev.Logprob = logprob(logits, tok)
+	}
+	a.events <- ev // canEmit held when the stream joined the forward
+	a.tokens = append(a.tokens, tok)
+	a.produced++
+	if a.produced == req.MaxTokens || len(a.tokens) >= context {
+		a.end(Event{Done: true, Reason: FinishLength})
+	}
+}
+
+// end delivers the terminal event, closes the channel and frees the session.
+func (a *active) end(ev Event) {
+	if a.done {
+		return
+	}
+	a.done = true
+	a.events <- ev
+	close(a.events)
+	a.sess.holder = nil
+	a.stopHost()
+	a.cancel()
+}
+
+// endCancelledOrFailed ends the stream after err: cancelled when its context ended, else an error.
+func (a *active) endCancelledOrFailed(err error) {
+	if a.ctx.Err() != nil {
+		a.end(Event{Done: true, Reason: FinishCancelled})
+		return
+	}
+	a.end(Event{Done: true, Reason: FinishError, Err: err})
+}
+
+// outgrown is the error of a stream longer than the largest session.
+func outgrown(tokens, largest int) error {
+	return fmt.Errorf("scheduler: the reply reached %d tokens and the largest session holds %d: the tokens sent stand; use a session layout with a larger session (sessions.layout) or a shorter reply", tokens, largest)
+}
+
+func isStop(tok int32, stops []int32) bool {
+	for _, s := range stops {
+		if tok == s {
+			return true
+		}
+	}
+	return false
+}

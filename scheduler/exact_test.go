@@ -1,0 +1,308 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"tfd/compute"
+	_ "tfd/cpu"
+	"tfd/engine"
+	"tfd/models"
+	"tfd/scheduler"
+)
+
+// These tests hold the scheduler to its promise on the bundled model: a reply is the same tokens,
+// bit for bit, whether it ran alone or beside others, moved sessions, or was handed from the lone
+// driver to shared rounds.
+
+func loadBundled(t testing.TB, slots int) *engine.Model {
+	t.Helper()
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(context.Background(), engine.Source{FS: models.FS(), Name: models.Name}, b,
+		engine.Options{Context: 512, MaxRows: 64, Slots: slots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); b.Close() })
+	return m
+}
+
+// requests returns n varied requests: prompts of different lengths, greedy and sampled.
+func requests(m *engine.Model, n int) []scheduler.Request {
+	tok := m.Tokenizer()
+	texts := []string{
+		"package main\n\nimport \"fmt\"\n\nfunc main() {\n",
+		"// Reverse returns a copy of s with its elements in reverse order.\nfunc Reverse",
+		"func (b *Buffer) Write(p []byte) (n int, err error) {\n\t",
+		"// Package sort provides primitives for sorting slices.",
+		"type Reader interface {\n",
+		"if err != nil {\n\treturn",
+		"<|im_start|>user\nWrite a function that sums a slice.<|im_end|>\n<|im_start|>assistant\n",
+		"for i := range n {\n\t\t",
+	}
+	reqs := make([]scheduler.Request, n)
+	for i := range reqs {
+		reqs[i] = scheduler.Request{
+			Prompt:     tok.Encode(texts[i%len(texts)]),
+			MaxTokens:  24 + 5*i,
+			StopTokens: m.Generation().EOS,
+		}
+		if i%2 == 1 {
+			reqs[i].Sampling = scheduler.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, MinP: 0.02, Seed: uint64(1000 + i)}
+		}
+	}
+	return reqs
+}
+
+type reply struct {
+	tokens []int32
+	end    scheduler.Event
+}
+
+func drain(events <-chan scheduler.Event) reply {
+	var r reply
+	for ev := range events {
+		if ev.Done {
+			r.end = ev
+			continue
+		}
+		r.tokens = append(r.tokens, ev.Token)
+	}
+	return r
+}
+
+// solo runs each request alone on a serial host.
+func solo(t *testing.T, m *engine.Model, reqs []scheduler.Request) []reply {
+	t.Helper()
+	h := scheduler.NewSerial(m, scheduler.SerialOptions{})
+	defer h.Close(context.Background())
+	out := make([]reply, len(reqs))
+	for i, req := range reqs {
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = drain(events)
+	}
+	return out
+}
+
+func sameReply(t *testing.T, name string, got, want reply) {
+	t.Helper()
+	if !slices.Equal(got.tokens, want.tokens) || got.end.Reason != want.end.Reason {
+		t.Errorf("%s: %d tokens ending %q, solo gave %d ending %q\n got %v\nwant %v",
+			name, len(got.tokens), got.end.Reason, len(want.tokens), want.end.Reason, got.tokens, want.tokens)
+	}
+}
+
+// TestStaggeredStreamsEqualSolo starts 8 streams one after another, each once the previous one has
+// sent a few tokens, so the first begins on the lone driver and is handed to shared rounds when
+// the second arrives, and later streams prefill while earlier ones decode.
+func TestStaggeredStreamsEqualSolo(t *testing.T) {
+	m := loadBundled(t, 8*512)
+	reqs := requests(m, 8)
+	want := solo(t, m, reqs)
+
+	rec := &recorder{Model: m}
+	h, err := scheduler.NewShared(rec, scheduler.SharedOptions{Layout: repeat(512, 8), Grow: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	got := make([]reply, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Take the stream's first tokens here, so the next request arrives mid-reply.
+		var head []int32
+		for ev := range events {
+			if ev.Done {
+				t.Fatalf("stream %d ended after %d tokens before the next arrived; make its reply longer", i, len(head))
+			}
+			if head = append(head, ev.Token); len(head) == 3 {
+				break
+			}
+		}
+		wg.Go(func() {
+			rest := drain(events)
+			got[i] = reply{tokens: append(head, rest.tokens...), end: rest.end}
+		})
+	}
+	wg.Wait()
+	for i := range reqs {
+		sameReply(t, fmt.Sprintf("stream %d (sampled %v)", i, !reqs[i].Sampling.Greedy()), got[i], want[i])
+	}
+	if s := h.Stats(); s.SessionsInUse != 0 || s.Waiting != 0 {
+		t.Errorf("after every stream ended: %+v", s)
+	}
+	if rec.maxSessions < 6 || !rec.mixed {
+		t.Errorf("the rounds never shared much: at most %d sessions in one forward, prefill beside decode: %v", rec.maxSessions, rec.mixed)
+	}
+}
+
+// recorder passes forwards through to the model and notes how the rounds were made up.
+type recorder struct {
+	*engine.Model
+	maxSessions int  // the most sessions one forward held
+	mixed       bool // a forward held a prompt chunk beside a decoding row
+}
+
+func (r *recorder) Forward(ctx context.Context, rows []scheduler.Row) ([]float32, error) {
+	perSession := map[int]int{}
+	for _, row := range rows {
+		perSession[row.Base]++
+	}
+	r.maxSessions = max(r.maxSessions, len(perSession))
+	var chunk, single bool
+	for _, n := range perSession {
+		chunk, single = chunk || n > 1, single || n == 1
+	}
+	r.mixed = r.mixed || chunk && single
+	return r.Model.Forward(ctx, rows)
+}
+
+// TestMigratedStreamEqualsSolo makes streams outgrow small sessions and move to larger ones
+// mid-reply, two of them competing for the one large session.
+func TestMigratedStreamEqualsSolo(t *testing.T) {
+	m := loadBundled(t, 2*40+512+256)
+	reqs := requests(m, 3)
+	for i := range reqs {
+		reqs[i].MaxTokens = 60
+		reqs[i].StopTokens = nil // run the whole length, past the small sessions
+	}
+	want := solo(t, m, reqs)
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: []int{40, 40, 512, 256}, Grow: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	var chans []<-chan scheduler.Event
+	for _, req := range reqs {
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, events)
+	}
+	// Read all streams at once, as real clients do: a stream whose reader stops keeps its
+	// session, and sessions are what a migrating stream waits for.
+	got := drainAll(chans)
+	for i := range got {
+		sameReply(t, fmt.Sprintf("stream %d", i), got[i], want[i])
+	}
+}
+
+func drainAll(chans []<-chan scheduler.Event) []reply {
+	got := make([]reply, len(chans))
+	var wg sync.WaitGroup
+	for i, events := range chans {
+		wg.Go(func() { got[i] = drain(events) })
+	}
+	wg.Wait()
+	return got
+}
+
+// TestOutgrownStreamEndsWithError: a reply longer than the largest session ends with an error
+// that says so, and the tokens it sent stand (they equal the solo reply's start).
+func TestOutgrownStreamEndsWithError(t *testing.T) {
+	m := loadBundled(t, 512)
+	req := requests(m, 1)[0]
+	req.MaxTokens, req.StopTokens = 100, nil
+	want := solo(t, m, []scheduler.Request{req})[0]
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: []int{40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	events, err := h.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := drain(events)
+	if got.end.Reason != scheduler.FinishError || got.end.Err == nil || len(req.Prompt)+len(got.tokens) != 41 {
+		t.Fatalf("ended %+v after %d tokens, want an error once prompt+reply pass 40 tokens", got.end, len(got.tokens))
+	}
+	if !slices.Equal(got.tokens, want.tokens[:len(got.tokens)]) {
+		t.Fatalf("tokens before the error differ from the solo reply")
+	}
+}
+
+// TestBurstBeyondQueue: past the queue bound requests are refused at once with ErrQueueFull, and
+// every admitted request completes.
+func TestBurstBeyondQueue(t *testing.T) {
+	m := loadBundled(t, 2*512)
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 2), Queue: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	req := requests(m, 1)[0]
+	req.MaxTokens, req.StopTokens = 8, nil
+	var admitted []<-chan scheduler.Event
+	refused := 0
+	for range 20 {
+		events, err := h.Submit(context.Background(), req)
+		switch {
+		case errors.Is(err, scheduler.ErrQueueFull):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		default:
+			admitted = append(admitted, events)
+		}
+	}
+	if refused == 0 || len(admitted) < 3 {
+		t.Fatalf("20 requests at once with a queue of 3: %d admitted, %d refused", len(admitted), refused)
+	}
+	for i, r := range drainAll(admitted) {
+		if r.end.Reason != scheduler.FinishLength || len(r.tokens) != 8 {
+			t.Errorf("admitted request %d: %d tokens ending %q", i, len(r.tokens), r.end.Reason)
+		}
+	}
+}
+
+// TestCancelledStreamFreesItsSession: a stream whose client goes away ends cancelled, its session
+// is free by the next round, and the streams beside it are untouched.
+func TestCancelledStreamFreesItsSession(t *testing.T) {
+	m := loadBundled(t, 2*512)
+	reqs := requests(m, 2)
+	for i := range reqs {
+		reqs[i].MaxTokens, reqs[i].StopTokens = 40, nil
+	}
+	want := solo(t, m, reqs[1:])
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	gone, _ := h.Submit(ctx, reqs[0])
+	kept, _ := h.Submit(context.Background(), reqs[1])
+	<-gone
+	cancel()
+	if r := drain(gone); r.end.Reason != scheduler.FinishCancelled {
+		t.Fatalf("cancelled stream ended %q", r.end.Reason)
+	}
+	sameReply(t, "the stream beside it", drain(kept), want[0])
+	if s := h.Stats(); s.SessionsInUse != 0 {
+		t.Fatalf("sessions still held: %+v", s)
+	}
+}
+
+func repeat(n, count int) []int {
+	out := make([]int, count)
+	for i := range out {
+		out[i] = n
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ParseLayout reads a session layout such as "65536,32768x3,16384x11": a comma-separated list of
+// session capacities in tokens, each optionally repeated with xN. The result is sorted from the
+// smallest session to the largest.
+func ParseLayout(s string) ([]int, error) {
+	var sizes []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		size, count := part, "1"
+		if i := strings.IndexByte(part, 'x'); i >= 0 {
+			size, count = part[:i], part[i+1:]
+		}
+		n, err1 := strconv.Atoi(size)
+		k, err2 := strconv.Atoi(count)
+		if err1 != nil || err2 != nil || n <= 0 || k <= 0 {
+			return nil, fmt.Errorf("scheduler: session layout %q: %q is not TOKENS or TOKENSxCOUNT with positive numbers (e.g. \"65536,32768x3\")", s, part)
+		}
+		for range k {
+			sizes = append(sizes, n)
+		}
+	}
+	slices.Sort(sizes)
+	return sizes, nil
+}
+
+// FormatLayout writes sizes back in ParseLayout's form, largest first, with runs folded: the
+// inverse of ParseLayout up to order.
+func FormatLayout(sizes []int) string {
+	sorted := slices.Clone(sizes)
+	slices.Sort(sorted)
+	slices.Reverse(sorted)
+	var parts []string
+	for i := 0; i < len(sorted); {
+		j := i
+		for j < len(sorted) && sorted[j] == sorted[i] {
+			j++
+		}
+		if j-i == 1 {
+			parts = append(parts, strconv.Itoa(sorted[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%dx%d", sorted[i], j-i))
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
+}
+
+// session is a range of KV slots that one stream holds at a time.
+type session struct {
+	base, capacity int
+	holder         *active // nil when free
+}
+
+// sessionPool places sessions side by side in the model's KV pool, smallest first.
+type sessionPool struct {
+	sessions []*session
+}
+
+func newSessionPool(sizes []int) *sessionPool {
+	p := &sessionPool{}
+	base := 0
+	for _, n := range sizes {
+		p.sessions = append(p.sessions, &session{base: base, capacity: n})
+		base += n
+	}
+	return p
+}
+
+// largest returns the capacity of the largest session.
+func (p *sessionPool) largest() int { return p.sessions[len(p.sessions)-1].capacity }
+
+// smallestFree returns the smallest free session holding at least need tokens, or nil.
+func (p *sessionPool) smallestFree(need int) *session {
+	for _, s := range p.sessions { // sorted by capacity
+		if s.holder == nil && s.capacity >= need {
+			return s
+		}
+	}
+	return nil
+}
+
+// inUse counts the sessions held by a stream.
+func (p *sessionPool) inUse() int {
+	n := 0
+	for _, s := range p.sessions {
+		if s.holder != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,118 @@
+package scheduler
+
+// round runs one batched forward over every ready stream: each decoding stream feeds its newest
+// token, and prefilling streams feed chunks of their prompts with what is left of the round.
+func (l *laneState) round() {
+	l.migrate()
+	l.plan()
+	if len(l.rows) == 0 {
+		l.idle()
+		return
+	}
+	logits, err := l.h.model.Forward(l.h.hostCtx, l.rows)
+	if err != nil {
+		for _, s := range l.shares {
+			s.a.endCancelledOrFailed(err)
+		}
+		return
+	}
+	l.conclude(logits)
+}
+
+// plan builds the round's rows. Decoding streams come first, one row each, so they move every
+// round; prompts share the rest, capped at prefillChunk rows while anyone decodes.
+func (l *laneState) plan() {
+	l.rows, l.shares, l.logitRows = l.rows[:0], l.shares[:0], 0
+	budget := l.h.model.MaxRows()
+	for _, a := range l.active {
+		if budget > 0 && a.ready() && a.decoding() {
+			l.add(a, 1)
+			budget--
+		}
+	}
+	if len(l.rows) > 0 {
+		budget = min(budget, l.prefillChunk)
+	}
+	for _, a := range l.active {
+		if budget > 0 && a.ready() && !a.decoding() {
+			n := min(budget, len(a.tokens)-a.fed, a.sess.capacity-a.fed)
+			l.add(a, n)
+			budget -= n
+		}
+	}
+}
+
+// add puts rows for the next n unfed tokens of a into the round; the row of its newest token asks
+// for logits.
+func (l *laneState) add(a *active, n int) {
+	s := share{a: a, n: n, logits: -1}
+	for pos := a.fed; pos < a.fed+n; pos++ {
+		newest := pos == len(a.tokens)-1
+		if newest {
+			s.logits = l.logitRows
+			l.logitRows++
+		}
+		l.rows = append(l.rows, Row{Base: a.sess.base, Pos: pos, Token: a.tokens[pos], Logits: newest})
+	}
+	l.shares = append(l.shares, s)
+}
+
+// conclude advances each stream of the round and samples for those whose newest token was fed.
+func (l *laneState) conclude(logits []float32) {
+	vocab, context := l.h.model.Vocab(), l.h.model.Context()
+	for _, s := range l.shares {
+		s.a.fed += s.n
+		if s.logits >= 0 {
+			s.a.step(&l.smp, logits[s.logits*vocab:(s.logits+1)*vocab], context)
+		}
+	}
+}
+
+// migrate moves each stream that has filled its session to a larger free one: its keys and
+// values are copied bit for bit, so its reply continues as if it had never moved. A stream with
+// no larger free session waits; one that already holds the largest ends with an error.
+func (l *laneState) migrate() {
+	for _, a := range l.active {
+		if a.done || !a.needsRoom() {
+			continue
+		}
+		from := a.sess
+		if from.capacity >= l.pool.largest() {
+			a.end(Event{Done: true, Reason: FinishError, Err: outgrown(len(a.tokens), l.pool.largest())})
+			continue
+		}
+		to := l.pool.smallestFree(min(len(a.tokens)+l.grow, l.pool.largest()))
+		if to == nil || to.capacity <= from.capacity {
+			if to = l.pool.smallestFree(from.capacity + 1); to == nil {
+				continue // waits for a larger session to free up
+			}
+		}
+		if err := l.h.model.MoveKV(to.base, from.base, a.fed); err != nil {
+			a.endCancelledOrFailed(err)
+			continue
+		}
+		from.holder, to.holder, a.sess = nil, a, to
+	}
+}
+
+// driveLone runs a stream that is alone on the host, token by token without building rounds,
+// checking between tokens for an arrival; then it returns and the stream joins shared rounds with
+// the same state, so its future tokens are the same.
+func (l *laneState) driveLone(a *active) {
+	row := make([]Row, 1)
+	vocab, context := l.h.model.Vocab(), l.h.model.Context()
+	for !a.done && !l.arrived() && a.ctx.Err() == nil && !l.h.pendingReconfig() {
+		if !a.decoding() || a.needsRoom() || !a.canEmit() {
+			l.round() // prefill, migration and a slow reader take the general path
+			continue
+		}
+		row[0] = Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
+		logits, err := l.h.model.Forward(a.ctx, row)
+		if err != nil {
+			a.endCancelledOrFailed(err)
+			return
+		}
+		a.fed++
+		a.step(&l.smp, logits[:vocab], context)
+	}
+}

@@ -1,0 +1,220 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// SharedOptions configures a shared host.
+type SharedOptions struct {
+	// Layout lists the session capacities in tokens, in any order; their sum must not exceed the
+	// model's KV slots.
+	Layout []int
+	// Grow is how many tokens beyond its prompt a new stream's session should hold; 0 means 2048.
+	Grow int
+	// Queue bounds the streams waiting for a session; 0 means 64.
+	Queue int
+	// PrefillChunk caps the prompt rows a round takes while other streams decode, so replies keep
+	// moving while a long prompt fills; 0 means a quarter of the model's MaxRows.
+	PrefillChunk int
+}
+
+// SerialOptions configures a serial host.
+type SerialOptions struct {
+	// Queue bounds the requests waiting behind the running one; 0 means 64.
+	Queue int
+}
+
+// Stats is a snapshot of a host's load.
+type Stats struct {
+	Waiting       int   // streams submitted and not yet holding a session
+	Active        int   // streams holding a session
+	SessionsInUse int   // equals Active
+	Sessions      int   // sessions in the layout
+	Layout        []int // session capacities, smallest first
+}
+
+// Shared is the shared host: streams hold sessions of a layout and run together in rounds, one
+// batched forward each (continuous batching). A stream alone runs on the lone driver. Because the
+// forward is batch-invariant and sampling is keyed by position, a reply is the same bits whether
+// it ran alone or beside others. With a one-session layout it is the serial host.
+type Shared struct {
+	model   Model
+	hostCtx context.Context    // ends when Close gives up waiting
+	stopAll context.CancelFunc // cancels hostCtx
+	done    chan struct{}      // closed when the lane goroutine has ended
+
+	mu       sync.Mutex // guards closed, sends on arrivals, and the two fields below
+	closed   bool
+	arrivals chan *stream // Submit → lane; closed by Close
+	reconfig *SharedOptions
+
+	waiting  atomic.Int64 // streams submitted and not yet admitted
+	queueMax atomic.Int64
+	largest  atomic.Int64 // the largest session of the current layout
+
+	statsMu sync.Mutex // guards stats
+	stats   Stats
+
+	lane laneState // owned by the lane goroutine
+}
+
+// NewShared starts a shared host on m. Close stops it.
+func NewShared(m Model, opts SharedOptions) (*Shared, error) {
+	if err := checkLayout(opts.Layout, m); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Shared{
+		model:    m,
+		hostCtx:  ctx,
+		stopAll:  cancel,
+		done:     make(chan struct{}),
+		arrivals: make(chan *stream, 1024),
+	}
+	h.lane.init(h)
+	h.apply(opts)
+	go h.run()
+	return h, nil
+}
+
+// NewSerial starts the serial host on m: one session spanning the model's context, so one reply
+// runs at a time and later requests wait in arrival order.
+func NewSerial(m Model, opts SerialOptions) *Shared {
+	h, err := NewShared(m, SharedOptions{Layout: []int{min(m.Context(), m.Slots())}, Queue: opts.Queue})
+	if err != nil {
+		panic("scheduler: a one-session layout of the model's own size must fit: " + err.Error())
+	}
+	return h
+}
+
+func checkLayout(layout []int, m Model) error {
+	if len(layout) == 0 {
+		return errors.New("scheduler: the session layout is empty")
+	}
+	total := 0
+	for _, n := range layout {
+		if n <= 0 {
+			return fmt.Errorf("scheduler: session capacity %d must be positive", n)
+		}
+		total += n
+	}
+	if total > m.Slots() {
+		return fmt.Errorf("scheduler: the session layout %s needs %d KV slots and the model has %d: use fewer or smaller sessions", FormatLayout(layout), total, m.Slots())
+	}
+	return nil
+}
+
+// apply makes opts the routing for new admissions; the lane calls it when no session is held.
+func (h *Shared) apply(opts SharedOptions) {
+	if opts.Grow <= 0 {
+		opts.Grow = 2048
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = 64
+	}
+	if opts.PrefillChunk <= 0 {
+		opts.PrefillChunk = max(1, h.model.MaxRows()/4)
+	}
+	layout := slices.Sorted(slices.Values(opts.Layout))
+	h.lane.pool = newSessionPool(layout)
+	h.lane.grow, h.lane.prefillChunk = opts.Grow, opts.PrefillChunk
+	h.queueMax.Store(int64(opts.Queue))
+	h.largest.Store(int64(layout[len(layout)-1]))
+	h.statsMu.Lock()
+	h.stats.Sessions, h.stats.Layout = len(layout), layout
+	h.statsMu.Unlock()
+}
+
+// Reconfigure swaps the routing: streams already admitted finish in their sessions; new
+// admissions wait until they have, then use the new layout.
+func (h *Shared) Reconfigure(opts SharedOptions) error {
+	if err := checkLayout(opts.Layout, h.model); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ErrClosed
+	}
+	h.reconfig = &opts
+	select {
+	case h.arrivals <- nil: // wakes an idle lane; nil is not a stream
+	default:
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the host's load; it is safe for concurrent use.
+func (h *Shared) Stats() Stats {
+	h.statsMu.Lock()
+	defer h.statsMu.Unlock()
+	s := h.stats
+	s.Waiting = int(h.waiting.Load())
+	s.Layout = slices.Clone(s.Layout)
+	return s
+}
+
+// Submit implements Host.
+func (h *Shared) Submit(ctx context.Context, req Request) (<-chan Event, error) {
+	if err := checkRequest(req, h.model, int(h.largest.Load())); err != nil {
+		return nil, err
+	}
+	st := &stream{ctx: ctx, req: req, events: make(chan Event, eventBuffer)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if h.waiting.Load() >= h.queueMax.Load() {
+		return nil, ErrQueueFull
+	}
+	select {
+	case h.arrivals <- st:
+		h.waiting.Add(1)
+		return st.events, nil
+	default:
+		return nil, ErrQueueFull
+	}
+}
+
+// Close implements Host.
+func (h *Shared) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.arrivals)
+	}
+	h.mu.Unlock()
+	select {
+	case <-h.done:
+		return nil
+	case <-ctx.Done():
+	}
+	h.stopAll()
+	<-h.done
+	return ctx.Err()
+}
+
+// checkRequest refuses what no session could run.
+func checkRequest(req Request, m Model, largest int) error {
+	limit := min(m.Context(), largest)
+	switch {
+	case len(req.Prompt) == 0:
+		return errors.New("scheduler: empty prompt")
+	case req.MaxTokens <= 0:
+		return fmt.Errorf("scheduler: max tokens must be positive, got %d", req.MaxTokens)
+	case len(req.Prompt) >= limit:
+		return &PromptTooLongError{Prompt: len(req.Prompt), Context: limit}
+	}
+	for _, t := range req.Prompt {
+		if t < 0 || int(t) >= m.Vocab() {
+			return fmt.Errorf("scheduler: prompt token %d outside the vocabulary of %d", t, m.Vocab())
+		}
+	}
+	return nil
+}
