@@ -22,7 +22,9 @@ func TestParseConfigFamilies(t *testing.T) {
 			func(c Config) bool { return c.AttentionBias && c.OutputBias }},
 		{"transformers 5 rope_parameters", `{"architectures": ["LlamaForCausalLM"], ` + base + `,
 			"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000, "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}}`,
-			func(c Config) bool { return c.Rope.Type == "llama3" && c.Rope.Theta == 500000 && c.Rope.OriginalMaxPositionEmbs == 64 }},
+			func(c Config) bool {
+				return c.Rope.Type == "llama3" && c.Rope.Theta == 500000 && c.Rope.OriginalMaxPositionEmbs == 64
+			}},
 		{"transformers 4 rope_theta + rope_scaling", `{"architectures": ["LlamaForCausalLM"], "rope_theta": 1000, ` + base + `,
 			"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}}`,
 			func(c Config) bool { return c.Rope.Type == "llama3" && c.Rope.Theta == 1000 }},
