@@ -124,11 +124,17 @@ type Backend interface {
 }
 
 // Ops is the op set of a forward pass. All float math is F32 with F32 accumulation whatever the
-// weight dtype. Vectors are packed rows of the tensor they live in; "n vectors" counts them.
+// weight dtype. Vectors are packed back to back: a row's stride is the op's natural length (in,
+// out, dim, heads×headDim), not the tensor's last dimension, so scratch tensors need only enough
+// elements. "n vectors" counts them. Outputs must not overlap inputs unless an op says so.
+//
+// Ops return no errors: misuse (a foreign tensor, a wrong dtype, a tensor too small) panics, and
+// bad data (a token, index or slot out of range) is reported by the next Sync or ReadFloat32.
 type Ops interface {
 	// Embed writes table[tokens[r]] into x[r] for r < rows. table is [vocab, dim], x is [*, dim].
 	Embed(x, table, tokens Tensor, rows int)
-	// RMSNorm writes dst[i] = x[i] / sqrt(mean(x[i]²) + eps) * w for n vectors of len(w) each.
+	// RMSNorm writes dst[i] = w ⊙ (x[i] · rsqrt(mean(x[i]²) + eps)) for n vectors of len(w) each,
+	// in that order of operations (as transformers computes it).
 	// dst and x may be the same tensor. With len(w) = headDim and n = rows×heads it is the
 	// per-head q/k norm.
 	RMSNorm(dst, x, w Tensor, n int, eps float32)
@@ -150,9 +156,9 @@ type Ops interface {
 	// h / (heads/kvHeads) (grouped-query attention). q and dst are [*, heads×headDim]. Keys are
 	// visited in position order so each row's result is independent of the others.
 	Attention(dst, q Tensor, kv KV, layer int, bases, positions Tensor, rows, heads int, scale float32)
-	// SiLUMul writes dst[r] = silu(gate[r]) ⊙ up[r] for r < rows.
+	// SiLUMul writes dst[r] = silu(gate[r]) ⊙ up[r] for r < rows; dst may be gate.
 	SiLUMul(dst, gate, up Tensor, rows int)
-	// Add writes dst[r] = a[r] + b[r] for r < rows.
+	// Add writes dst[r] = a[r] + b[r] for r < rows; dst may be a or b.
 	Add(dst, a, b Tensor, rows int)
 	// Gather writes dst[i] = src[index[i]] for i < rows (whole rows).
 	Gather(dst, src, index Tensor, rows int)
