@@ -1,7 +1,10 @@
 # tfd: make run serves the bundled model on 127.0.0.1:8417; make test runs the tests.
 GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release targets: Apple silicon Macs, and Linux on x86-64.
+RELEASES := darwin/arm64 linux/amd64
 
-.PHONY: run test vet build darwin
+.PHONY: run test vet build darwin release clean test-cuda
 
 run:
 	$(GO) run ./cmd/tfd serve
@@ -21,3 +24,25 @@ build:
 darwin:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./...
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
+
+# test-cuda builds the CUDA test binary here (the GPU machine has no Go); run it there from the
+# repository root as cuda/README.md shows. Elsewhere its GPU tests skip and say why.
+test-cuda:
+	CGO_ENABLED=0 $(GO) test -c -o bin/cuda.test ./cuda
+
+# release builds dist/tfd-VERSION-OS-ARCH.tar.gz for each of RELEASES: the static binary, the
+# documented default config, the service files install writes, and the README.
+release: $(foreach r,$(RELEASES),dist/tfd-$(VERSION)-$(subst /,-,$(r)).tar.gz)
+
+dist/tfd-$(VERSION)-%.tar.gz: FORCE
+	@set -e; os=$$(echo $* | cut -d- -f1); arch=$$(echo $* | cut -d- -f2); \
+	stage=dist/tfd-$(VERSION)-$*; rm -rf $$stage; mkdir -p $$stage; \
+	GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath \
+		-ldflags "-s -w -X main.buildVersion=$(VERSION)" -o $$stage/tfd ./cmd/tfd; \
+	cp README.md configs/tfd.toml $$stage/; cp -R packaging $$stage/; \
+	tar -C dist -czf $@ tfd-$(VERSION)-$*; rm -rf $$stage; echo "built $@"
+
+FORCE:
+
+clean:
+	rm -rf bin dist

@@ -29,6 +29,11 @@ type active struct {
 	fed      int     // tokens whose keys and values are in the session
 	produced int
 	done     bool
+
+	ngram    ngramIndex
+	drafts   []int32 // this round's proposals, fed after the newest token
+	drafted  int
+	accepted int
 }
 
 func newActive(st *stream, sess *session, host context.Context) *active {
@@ -50,7 +55,11 @@ func newActive(st *stream, sess *session, host context.Context) *active {
 func (a *active) decoding() bool { return a.fed == len(a.tokens)-1 }
 
 // canEmit reports whether the reader has left room for another token and the terminal event.
-func (a *active) canEmit() bool { return cap(a.events)-len(a.events) >= 2 }
+func (a *active) canEmit() bool { return a.room() >= 1 }
+
+// room returns how many tokens the stream may send before its reader must catch up, keeping a
+// slot for the terminal event.
+func (a *active) room() int { return cap(a.events) - len(a.events) - 1 }
 
 // needsRoom reports whether the stream has filled its session and must move to a larger one
 // before it can feed another token.
@@ -60,14 +69,15 @@ func (a *active) needsRoom() bool { return a.fed == a.sess.capacity && a.fed < l
 func (a *active) ready() bool { return !a.done && a.canEmit() && !a.needsRoom() }
 
 // step takes the logits that follow the stream's newest token, picks the next token and sends
-// it. It ends the stream on a stop token, at its token limit, or at the end of the context.
-func (a *active) step(smp *sampler, logits []float32, context int) {
+// it; it reports the token and whether the stream goes on. It ends the stream on a stop token, at
+// its token limit, or at the end of the context.
+func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool) {
 	req := &a.req
 	pos := len(a.tokens)
 	tok := smp.pick(logits, req.Sampling, pos)
 	if isStop(tok, req.StopTokens) {
 		a.end(Event{Done: true, Reason: FinishStop, StopToken: tok})
-		return
+		return tok, false
 	}
 	ev := Event{Token: tok}
 	if req.Logprobs {
@@ -78,6 +88,25 @@ func (a *active) step(smp *sampler, logits []float32, context int) {
 	a.produced++
 	if a.produced == req.MaxTokens || len(a.tokens) >= context {
 		a.end(Event{Done: true, Reason: FinishLength})
+		return tok, false
+	}
+	return tok, true
+}
+
+// verify runs after a forward that fed the newest token and then the drafts: row i of logits
+// follows draft i-1. It picks the target's token after each row and keeps going while the
+// target's pick equals the draft just fed, so the reply is the one it would be without drafts;
+// the first mismatch is replaced by the target's own token.
+func (a *active) verify(smp *sampler, logits []float32, vocab, context int) {
+	a.fed++ // the newest token
+	a.drafted += len(a.drafts)
+	for i := 0; ; i++ {
+		tok, running := a.step(smp, logits[i*vocab:(i+1)*vocab], context)
+		if !running || i == len(a.drafts) || tok != a.drafts[i] {
+			return
+		}
+		a.accepted++
+		a.fed++ // draft i was right: its row's keys and values stand
 	}
 }
 
@@ -87,6 +116,7 @@ func (a *active) end(ev Event) {
 		return
 	}
 	a.done = true
+	ev.Drafted, ev.Accepted = a.drafted, a.accepted
 	a.events <- ev
 	close(a.events)
 	a.sess.holder = nil

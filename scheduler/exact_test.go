@@ -306,3 +306,47 @@ func repeat(n, count int) []int {
 	}
 	return out
 }
+
+// TestDraftedEqualsUndrafted: with n-gram drafts the replies are the tokens they are without,
+// greedy and sampled, alone and in shared rounds, and some drafts do land.
+func TestDraftedEqualsUndrafted(t *testing.T) {
+	m := loadBundled(t, 4*512)
+	reqs := requests(m, 4)
+	for i := range reqs {
+		reqs[i].MaxTokens, reqs[i].StopTokens = 80, nil
+	}
+	want := solo(t, m, reqs)
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 4), NGramDepth: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	var chans []<-chan scheduler.Event
+	for _, req := range reqs {
+		req.Draft = true
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, events)
+	}
+	drafted, accepted := 0, 0
+	for i, r := range drainAll(chans) {
+		sameReply(t, fmt.Sprintf("stream %d (sampled %v)", i, !reqs[i].Sampling.Greedy()), r, want[i])
+		drafted, accepted = drafted+r.end.Drafted, accepted+r.end.Accepted
+	}
+	// Alone, on the lone driver's path.
+	req := reqs[0]
+	req.Draft = true
+	events, err := h.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := drain(events)
+	sameReply(t, "stream 0 alone", r, want[0])
+	drafted, accepted = drafted+r.end.Drafted, accepted+r.end.Accepted
+	t.Logf("drafts: %d proposed, %d accepted", drafted, accepted)
+	if accepted == 0 || accepted > drafted {
+		t.Fatalf("drafts: %d proposed, %d accepted: want some accepted", drafted, accepted)
+	}
+}

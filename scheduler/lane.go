@@ -12,6 +12,7 @@ type laneState struct {
 	pool         *sessionPool
 	grow         int
 	prefillChunk int
+	ngramDepth   int
 	waiting      []*stream // admitted in arrival order
 	active       []*active
 	closed       bool // arrivals has been closed: finish what is here, then stop

@@ -26,8 +26,9 @@ func (l *laneState) plan() {
 	budget := l.h.model.MaxRows()
 	for _, a := range l.active {
 		if budget > 0 && a.ready() && a.decoding() {
+			l.propose(a, budget-1)
 			l.add(a, 1)
-			budget--
+			budget -= 1 + len(a.drafts)
 		}
 	}
 	if len(l.rows) > 0 {
@@ -42,17 +43,37 @@ func (l *laneState) plan() {
 	}
 }
 
-// add puts rows for the next n unfed tokens of a into the round; the row of its newest token asks
-// for logits.
+// propose sets a decoding stream's drafts for this round: at most spare rows, and no more than
+// its session, the context, its token limit and its reader's room allow.
+func (l *laneState) propose(a *active, spare int) {
+	a.drafts = a.drafts[:0]
+	if !a.req.Draft || l.ngramDepth == 0 {
+		return
+	}
+	k := min(l.ngramDepth, spare,
+		a.sess.capacity-len(a.tokens), // rows at positions up to len(tokens)-1+k
+		l.h.model.Context()-len(a.tokens),
+		a.req.MaxTokens-a.produced-1, // the target's own token comes on top
+		a.room()-1)
+	a.drafts = a.ngram.propose(a.drafts, a.tokens, k)
+}
+
+// add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its
+// newest token and each draft's row ask for logits.
 func (l *laneState) add(a *active, n int) {
 	s := share{a: a, n: n, logits: -1}
 	for pos := a.fed; pos < a.fed+n; pos++ {
 		newest := pos == len(a.tokens)-1
 		if newest {
 			s.logits = l.logitRows
-			l.logitRows++
+			l.logitRows += 1 + len(a.drafts)
 		}
 		l.rows = append(l.rows, Row{Base: a.sess.base, Pos: pos, Token: a.tokens[pos], Logits: newest})
+	}
+	if s.logits >= 0 {
+		for i, tok := range a.drafts {
+			l.rows = append(l.rows, Row{Base: a.sess.base, Pos: len(a.tokens) + i, Token: tok, Logits: true})
+		}
 	}
 	l.shares = append(l.shares, s)
 }
@@ -61,10 +82,12 @@ func (l *laneState) add(a *active, n int) {
 func (l *laneState) conclude(logits []float32) {
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
 	for _, s := range l.shares {
-		s.a.fed += s.n
-		if s.logits >= 0 {
-			s.a.step(&l.smp, logits[s.logits*vocab:(s.logits+1)*vocab], context)
+		if s.logits < 0 {
+			s.a.fed += s.n // a prompt chunk short of the newest token
+			continue
 		}
+		s.a.fed += s.n - 1
+		s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context)
 	}
 }
 
@@ -102,8 +125,8 @@ func (l *laneState) driveLone(a *active) {
 	row := make([]Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
 	for !a.done && !l.arrived() && a.ctx.Err() == nil && !l.h.pendingReconfig() {
-		if !a.decoding() || a.needsRoom() || !a.canEmit() {
-			l.round() // prefill, migration and a slow reader take the general path
+		if !a.decoding() || a.needsRoom() || !a.canEmit() || (a.req.Draft && l.ngramDepth > 0) {
+			l.round() // prefill, migration, drafts and a slow reader take the general path
 			continue
 		}
 		row[0] = Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}

@@ -36,6 +36,9 @@ type Request struct {
 	StopTokens []int32
 	// Logprobs asks for the log-probability of each generated token.
 	Logprobs bool
+	// Draft lets the host speculate: propose tokens (copies from the stream's own context) and
+	// verify them in one forward. The reply is the same bits either way; only its speed differs.
+	Draft bool
 }
 
 // FinishReason says why a stream ended.
@@ -62,6 +65,9 @@ type Event struct {
 	Err    error
 	// StopToken is the stop token that ended the stream when Reason is FinishStop.
 	StopToken int32
+	// Drafted and Accepted count, on the terminal event, the draft tokens proposed for the stream
+	// and those the model confirmed.
+	Drafted, Accepted int
 }
 
 // ErrQueueFull is returned by Host.Submit when the admission queue is at its bound; the caller

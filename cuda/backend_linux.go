@@ -1,0 +1,316 @@
+//go:build amd64 || arm64
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"tfd/compute"
+	"tfd/kernels"
+)
+
+// backend is the CUDA implementation of compute.Backend, on device 0. It is driven by one
+// goroutine at a time (the contract's rule); its worker owns the driver calls.
+type backend struct {
+	w *worker
+
+	// Fixed at Open.
+	dev          cuDevice
+	ctx          cuContext
+	module       cuModule
+	device, arch string
+	sms          int
+	total        uint64
+	k            kernelSet
+
+	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
+	// same time: the worker touches them only while the backend's goroutine waits.
+	errWord devPtr    // [4]int32 on the device: the kernels' error word (kernels/common.h)
+	hostErr *[4]int32 // pinned copy of the error word, refreshed at every sync
+	arena   []byte    // pinned staging for WriteInt32, reset at every sync
+	arenaAt int       // bytes of arena in use
+	stage   []byte    // pinned staging for ReadFloat32
+
+	live    map[any]struct{} // tensors and pools not yet freed; Close frees them
+	pending error            // a data error found while recording, for the next Sync
+	closed  bool
+}
+
+// kernelSet holds every kernel the ops launch, resolved once at Open.
+type kernelSet struct {
+	matmul    [3][len(matmulRows)]*kernel // [weight dtype][row group]
+	embed     [3]*kernel                  // [table dtype]
+	rmsnorm   *kernel
+	gather    *kernel
+	rope      *kernel
+	kvWrite   *kernel
+	attention *kernel
+	siluMul   *kernel
+	add       *kernel
+}
+
+// kernel is a loaded kernel function.
+type kernel struct {
+	name    string
+	fn      cuFunction
+	threads int
+	params  int
+}
+
+// The weight dtypes the kernels come in, by index, and their suffix in kernel names.
+var weightSuffix = [3]string{"bf16", "f16", "f32"}
+
+func weightIndex(d compute.DType) int {
+	switch d {
+	case compute.BF16:
+		return 0
+	case compute.F16:
+		return 1
+	case compute.F32:
+		return 2
+	}
+	return -1
+}
+
+// matmulRows are the row-group sizes of the matmul kernels (the R of matmul_W_R).
+var matmulRows = [...]int{1, 2, 4, 8, 16}
+
+const (
+	arenaBytes = 1 << 20
+	stageBytes = 1 << 20
+)
+
+func open() (compute.Backend, error) {
+	if err := loadDriver(); err != nil {
+		return nil, err
+	}
+	b := &backend{w: newWorker(), live: map[any]struct{}{}}
+	if err := b.w.start(b.init); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// init runs on the worker's thread: it picks device 0, compiles or reuses the kernels, makes the
+// primary context current, and allocates the backend's own buffers.
+func (b *backend) init() (err error) {
+	defer func() {
+		if err != nil {
+			b.release()
+		}
+	}()
+	var n int32
+	if err := check("cuDeviceGetCount", cuDeviceGetCount(&n)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("cuda: the driver sees no CUDA device")
+	}
+	if err := check("cuDeviceGet", cuDeviceGet(&b.dev, 0)); err != nil {
+		return err
+	}
+	var major, minor, sms int32
+	for _, a := range []struct {
+		v    *int32
+		attr int32
+	}{{&major, attrComputeCapabilityMajor}, {&minor, attrComputeCapabilityMinor}, {&sms, attrMultiprocessorCount}} {
+		if err := check("cuDeviceGetAttribute", cuDeviceGetAttribute(a.v, a.attr, b.dev)); err != nil {
+			return err
+		}
+	}
+	b.arch, b.sms = fmt.Sprintf("sm_%d%d", major, minor), int(sms)
+	var name [256]byte
+	if err := check("cuDeviceGetName", cuDeviceGetName(&name[0], int32(len(name)), b.dev)); err != nil {
+		return err
+	}
+	b.device = goString(&name[0])
+	if err := check("cuDeviceTotalMem", cuDeviceTotalMem(&b.total, b.dev)); err != nil {
+		return err
+	}
+	cubin, err := compile(b.arch)
+	if err != nil {
+		return err
+	}
+	if err := check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&b.ctx, b.dev)); err != nil {
+		return err
+	}
+	if err := check("cuCtxSetCurrent", cuCtxSetCurrent(b.ctx)); err != nil {
+		return err
+	}
+	if err := check("cuStreamCreate", cuStreamCreate(&b.w.stream, cuStreamNonBlocking)); err != nil {
+		return err
+	}
+	if err := check("cuModuleLoadData", cuModuleLoadData(&b.module, &cubin[0])); err != nil {
+		return err
+	}
+	if err := b.resolve(); err != nil {
+		return err
+	}
+	if b.errWord, err = deviceAlloc(16); err != nil {
+		return err
+	}
+	if err := b.zeroNow(b.errWord, 16); err != nil {
+		return err
+	}
+	var host unsafe.Pointer
+	if host, err = hostAlloc(16); err != nil {
+		return err
+	}
+	b.hostErr = (*[4]int32)(host)
+	*b.hostErr = [4]int32{}
+	if b.arena, err = hostSlice(arenaBytes); err != nil {
+		return err
+	}
+	if b.stage, err = hostSlice(stageBytes); err != nil {
+		return err
+	}
+	b.w.onSync = b.collectErrors
+	return nil
+}
+
+// resolve looks up every kernel the ops launch.
+func (b *backend) resolve() error {
+	get := func(name string) (*kernel, error) {
+		def, ok := kernels.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("cuda: tfd/kernels has no kernel %s", name)
+		}
+		k := &kernel{name: name, threads: def.Threads, params: len(def.Params)}
+		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&k.fn, b.module, name)); err != nil {
+			return nil, err
+		}
+		return k, nil
+	}
+	var err error
+	for w, suffix := range weightSuffix {
+		for r, rows := range matmulRows {
+			if b.k.matmul[w][r], err = get(fmt.Sprintf("matmul_%s_%d", suffix, rows)); err != nil {
+				return err
+			}
+		}
+		if b.k.embed[w], err = get("embed_" + suffix); err != nil {
+			return err
+		}
+	}
+	for _, s := range []struct {
+		k    **kernel
+		name string
+	}{
+		{&b.k.rmsnorm, "rmsnorm"}, {&b.k.gather, "gather"}, {&b.k.rope, "rope"},
+		{&b.k.kvWrite, "kv_write"}, {&b.k.attention, "attention"}, {&b.k.siluMul, "silu_mul"}, {&b.k.add, "add"},
+	} {
+		if *s.k, err = get(s.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release frees everything the backend holds, on the worker's thread: its tensors and pools, its
+// buffers, the module and stream, and its reference to the primary context.
+func (b *backend) release() error {
+	var errs []error
+	keep := func(call string, r cuResult) { errs = append(errs, check(call, r)) }
+	for t := range b.live {
+		keep("cuMemFree", cuMemFree(ptrOf(t)))
+	}
+	clear(b.live)
+	if b.errWord != 0 {
+		keep("cuMemFree", cuMemFree(b.errWord))
+	}
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(b.hostErr), sliceData(b.arena), sliceData(b.stage)} {
+		if p != nil {
+			keep("cuMemFreeHost", cuMemFreeHost(p))
+		}
+	}
+	b.errWord, b.hostErr, b.arena, b.stage = 0, nil, nil, nil
+	if b.module != 0 {
+		keep("cuModuleUnload", cuModuleUnload(b.module))
+		b.module = 0
+	}
+	if b.w.stream != 0 {
+		keep("cuStreamDestroy", cuStreamDestroy(b.w.stream))
+		b.w.stream = 0
+	}
+	if b.ctx != 0 {
+		keep("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease(b.dev))
+		b.ctx = 0
+	}
+	return errors.Join(errs...)
+}
+
+func (b *backend) Name() string { return "cuda" }
+
+// Memory returns the device's memory in bytes (cuDeviceTotalMem).
+func (b *backend) Memory() uint64 { return b.total }
+
+// Describe names the device, its architecture and size, for logs.
+func (b *backend) Describe() string {
+	return fmt.Sprintf("%s (%s, %d SMs, %.1f GiB)", b.device, b.arch, b.sms, float64(b.total)/(1<<30))
+}
+
+// Sync waits for all recorded work and returns, and forgets, the first error since the last
+// Sync: a failed launch or copy, or a data error (a token, index or slot out of range) that a
+// kernel or the recording side found.
+func (b *backend) Sync() error {
+	if b.closed {
+		return errors.New("cuda: Sync on a closed backend")
+	}
+	c := b.w.record()
+	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(b.hostErr))), uint64(b.errWord), 16}}
+	err := b.w.wait(true, nil)
+	b.arenaAt = 0
+	if b.pending != nil {
+		err = errors.Join(b.pending, err)
+		b.pending = nil
+	}
+	return err
+}
+
+// collectErrors runs on the worker's thread after a sync: it turns the error word, copied to
+// hostErr by the sync's last command, into an error, and clears it on both sides.
+func (b *backend) collectErrors() error {
+	e := *b.hostErr
+	if e[0] == 0 {
+		return nil
+	}
+	*b.hostErr = [4]int32{}
+	if err := b.zeroNow(b.errWord, 16); err != nil {
+		return err
+	}
+	switch e[0] {
+	case 1:
+		return fmt.Errorf("cuda: Embed: token %d of row %d is outside the vocabulary", e[2], e[1])
+	case 2:
+		return fmt.Errorf("cuda: Gather: index %d of row %d is outside src", e[2], e[1])
+	case 3:
+		return fmt.Errorf("cuda: KVWrite: row %d: slot %d is outside the pool", e[1], e[2])
+	case 4:
+		return fmt.Errorf("cuda: Attention: row %d: slot %d is outside the pool", e[1], e[2])
+	}
+	return fmt.Errorf("cuda: a kernel reported error %d (%d, %d)", e[0], e[1], e[2])
+}
+
+// Close waits for recorded work, frees everything the backend allocated, and ends its worker.
+func (b *backend) Close() error {
+	if b.closed {
+		return errors.New("cuda: backend closed twice")
+	}
+	err := b.w.stop(b.release)
+	b.closed = true
+	return err
+}
+
+// zeroNow clears bytes at p and waits; worker thread only.
+func (b *backend) zeroNow(p devPtr, bytes int) error {
+	c := command{kind: cmdZero, args: [maxArgs]uint64{uint64(p), uint64(bytes)}}
+	b.w.exec(&c)
+	w := b.w
+	if err := w.err; err != nil {
+		w.err = nil
+		return err
+	}
+	return check("cuStreamSynchronize", cuStreamSynchronize(w.stream))
+}

@@ -1,0 +1,154 @@
+package cuda
+
+import (
+	"context"
+	"testing"
+
+	"tfd/compute"
+	"tfd/engine"
+	"tfd/scheduler"
+)
+
+// Speed on the GPU, reported, never asserted:
+//
+//	./bin/cuda.test -test.run '^$' -test.bench . -test.benchtime 2s
+
+const bundledDir = "models/gopher"
+
+// BenchmarkDecode runs single-row forwards of the bundled model, each one token further, after a
+// 128-token prompt, and reports tokens per second.
+func BenchmarkDecode(b *testing.B) {
+	m := loadModel(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 128})
+	const promptLen = 128
+	rows := make([]scheduler.Row, promptLen)
+	for i := range rows {
+		rows[i] = scheduler.Row{Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
+	}
+	logits, err := m.Forward(context.Background(), rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pos := promptLen
+	b.ResetTimer()
+	for range b.N {
+		row := []scheduler.Row{{Pos: pos, Token: argmax(logits), Logits: true}}
+		if logits, err = m.Forward(context.Background(), row); err != nil {
+			b.Fatal(err)
+		}
+		if pos++; pos == m.Context() {
+			pos = promptLen
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkDecode8 runs forwards of 8 rows, one decode row for each of 8 sessions, and reports
+// tokens per second over all of them.
+func BenchmarkDecode8(b *testing.B) {
+	const sessions, promptLen, span = 8, 128, 256
+	m := loadModel(b, openCUDA(b), bundledDir, engine.Options{MaxRows: promptLen, Slots: sessions * span})
+	for s := range sessions {
+		rows := make([]scheduler.Row, promptLen)
+		for i := range rows {
+			rows[i] = scheduler.Row{Base: s * span, Pos: i, Token: int32((i*7 + s) % m.Vocab())}
+		}
+		if _, err := m.Forward(context.Background(), rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows := make([]scheduler.Row, sessions)
+	pos := promptLen
+	b.ResetTimer()
+	for n := range b.N {
+		for s := range rows {
+			rows[s] = scheduler.Row{Base: s * span, Pos: pos, Token: int32((n + s) % m.Vocab()), Logits: true}
+		}
+		if _, err := m.Forward(context.Background(), rows); err != nil {
+			b.Fatal(err)
+		}
+		if pos++; pos == span {
+			pos = promptLen
+		}
+	}
+	b.ReportMetric(float64(sessions*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkLaunch records 1000 one-element Adds and waits for them: the cost of one op on the
+// worker and the GPU, which bounds a forward of many small kernels.
+func BenchmarkLaunch(b *testing.B) {
+	g := openCUDA(b)
+	x := uploadF32(b, g, []float32{1}, 1, 1)
+	b.ResetTimer()
+	for range b.N {
+		for range 1000 {
+			g.Add(x, x, x, 1)
+		}
+		if err := g.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(1000*b.N)*1e6, "µs/op")
+}
+
+// BenchmarkPrefill runs a 256-token prompt of the bundled model in one forward and reports prompt
+// tokens per second.
+func BenchmarkPrefill(b *testing.B) {
+	m := loadModel(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 256})
+	rows := make([]scheduler.Row, 256)
+	for i := range rows {
+		rows[i] = scheduler.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := m.Forward(context.Background(), rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(rows)*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkMatVec multiplies an 8192×8192 BF16 matrix by one row, the decode case, and reports
+// the weights' bytes read per second. The run ends with one Sync, so launches overlap.
+func BenchmarkMatVec(b *testing.B) {
+	benchMatMul(b, compute.BF16, 8192, 8192, 1)
+}
+
+// BenchmarkMatMul16 and BenchmarkMatMul256 are the same matrix against 16 and 256 rows.
+func BenchmarkMatMul16(b *testing.B)  { benchMatMul(b, compute.BF16, 8192, 8192, 16) }
+func BenchmarkMatMul256(b *testing.B) { benchMatMul(b, compute.BF16, 8192, 8192, 256) }
+
+// benchWeights caches the encoded random weights of each shape: making them takes longer than
+// the benchmark, which runs several times.
+var benchWeights = map[[3]int][]byte{}
+
+func benchMatMul(b *testing.B, dt compute.DType, out, in, rows int) {
+	g := openCUDA(b)
+	key := [3]int{int(dt), out, in}
+	if benchWeights[key] == nil {
+		benchWeights[key] = encode(dt, randn(1, out*in))
+	}
+	w, err := g.Upload(dt, []int{out, in}, benchWeights[key])
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := uploadF32(b, g, randn(2, rows*in), rows, in)
+	dst, err := g.Alloc(compute.F32, rows, out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g.MatMul(dst, x, w, nil, rows) // warm up
+	if err := g.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		g.MatMul(dst, x, w, nil, rows)
+	}
+	if err := g.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	s := b.Elapsed().Seconds()
+	bytes := float64(out * in * dt.Size())
+	b.ReportMetric(bytes*float64(b.N)/s/1e9, "GB/s")
+	b.ReportMetric(2*float64(out*in*rows)*float64(b.N)/s/1e12, "TFLOP/s")
+}

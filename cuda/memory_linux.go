@@ -1,0 +1,312 @@
+//go:build amd64 || arm64
+
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"tfd/compute"
+)
+
+// tensor is the backend's compute.Tensor: a device allocation of n elements of dtype.
+type tensor struct {
+	b     *backend
+	ptr   devPtr
+	dtype compute.DType
+	shape []int
+	n     int
+}
+
+func (t *tensor) DType() compute.DType { return t.dtype }
+func (t *tensor) Shape() []int         { return t.shape }
+
+// rowLen returns the elements of one row: the product of all but the first dimension.
+func (t *tensor) rowLen() int {
+	n := 1
+	for _, d := range t.shape[1:] {
+		n *= d
+	}
+	return n
+}
+
+// kvPool is the backend's compute.KV: one allocation holding, for each layer l, its keys at
+// [2l] and its values at [2l+1], each [slots, kvHeads, headDim] F32.
+type kvPool struct {
+	b    *backend
+	ptr  devPtr
+	spec compute.KVSpec
+}
+
+func (kv *kvPool) Slots() int { return kv.spec.Slots }
+
+// stride returns the elements of one slot in one layer.
+func (kv *kvPool) stride() int { return kv.spec.KVHeads * kv.spec.HeadDim }
+
+// layer returns the addresses of layer l's keys and values.
+func (kv *kvPool) layer(l int) (k, v devPtr) {
+	per := devPtr(kv.spec.Slots) * devPtr(kv.stride()) * 4
+	return kv.ptr + devPtr(2*l)*per, kv.ptr + devPtr(2*l+1)*per
+}
+
+func ptrOf(t any) devPtr {
+	switch t := t.(type) {
+	case *tensor:
+		return t.ptr
+	case *kvPool:
+		return t.ptr
+	}
+	return 0
+}
+
+// elements returns the product of shape, or an error for a negative dimension or one past what
+// the kernels index with 32-bit ints in a row.
+func elements(shape []int) (int, error) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/4/d) {
+			return 0, fmt.Errorf("cuda: bad tensor shape %v", shape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// Upload copies data to the device. 2-D and larger F16 and BF16 tensors (weight matrices,
+// embedding tables) stay 16-bit; 1-D ones (norm weights, biases) are widened to F32 exactly; F32
+// and I32 stay as they are. It waits until the copy is done, so data may be reused at once.
+func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
+	n, err := elements(shape)
+	if err != nil {
+		return nil, err
+	}
+	if dtype.Size() == 0 {
+		return nil, fmt.Errorf("cuda: Upload of unknown dtype %v", dtype)
+	}
+	if len(data) != n*dtype.Size() {
+		return nil, fmt.Errorf("cuda: Upload of %v %v needs %d bytes, got %d", dtype, shape, n*dtype.Size(), len(data))
+	}
+	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {
+		data, dtype = widen(dtype, data), compute.F32
+	}
+	t := &tensor{b: b, dtype: dtype, shape: append([]int(nil), shape...), n: n}
+	if n == 0 {
+		return t, nil
+	}
+	err = b.w.wait(false, func() error {
+		p, err := deviceAlloc(len(data))
+		if err != nil {
+			return err
+		}
+		t.ptr = p
+		if err := check("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(p, unsafe.Pointer(&data[0]), uintptr(len(data)), b.w.stream)); err != nil {
+			return err
+		}
+		return check("cuStreamSynchronize", cuStreamSynchronize(b.w.stream))
+	})
+	if t.ptr != 0 {
+		b.live[t] = struct{}{}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cuda: Upload of %v %v: %w", dtype, shape, err)
+	}
+	return t, nil
+}
+
+// widen converts F16 or BF16 data to F32 bytes, exactly.
+func widen(dtype compute.DType, data []byte) []byte {
+	out := make([]byte, 2*len(data))
+	for i := range len(data) / 2 {
+		h := binary.LittleEndian.Uint16(data[2*i:])
+		var f uint32
+		if dtype == compute.BF16 {
+			f = uint32(h) << 16
+		} else {
+			f = math.Float32bits(f16ToF32(h))
+		}
+		binary.LittleEndian.PutUint32(out[4*i:], f)
+	}
+	return out
+}
+
+// Alloc returns a zeroed F32 or I32 tensor.
+func (b *backend) Alloc(dtype compute.DType, shape ...int) (compute.Tensor, error) {
+	if dtype != compute.F32 && dtype != compute.I32 {
+		return nil, fmt.Errorf("cuda: Alloc of %v: only F32 and I32 tensors can be allocated", dtype)
+	}
+	n, err := elements(shape)
+	if err != nil {
+		return nil, err
+	}
+	t := &tensor{b: b, dtype: dtype, shape: append([]int(nil), shape...), n: n}
+	if n == 0 {
+		return t, nil
+	}
+	if t.ptr, err = b.alloc(4 * n); err != nil {
+		return nil, fmt.Errorf("cuda: Alloc of %v %v: %w", dtype, shape, err)
+	}
+	b.live[t] = struct{}{}
+	return t, nil
+}
+
+// NewKV returns a zeroed pool.
+func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
+	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Slots <= 0 {
+		return nil, fmt.Errorf("cuda: NewKV: every dimension of %+v must be positive", spec)
+	}
+	if spec.HeadDim%4 != 0 || spec.HeadDim > 256 {
+		return nil, fmt.Errorf("cuda: NewKV: head size %d: the attention kernel takes multiples of 4 up to 256", spec.HeadDim)
+	}
+	n, err := elements([]int{2, spec.Layers, spec.Slots, spec.KVHeads, spec.HeadDim})
+	if err != nil || spec.Slots > math.MaxInt32/(spec.KVHeads*spec.HeadDim) {
+		return nil, fmt.Errorf("cuda: NewKV: %+v is too large", spec)
+	}
+	kv := &kvPool{b: b, spec: spec}
+	if kv.ptr, err = b.alloc(4 * n); err != nil {
+		return nil, fmt.Errorf("cuda: NewKV of %.1f GiB: %w", float64(spec.Bytes(4))/(1<<30), err)
+	}
+	b.live[kv] = struct{}{}
+	return kv, nil
+}
+
+// alloc allocates bytes on the device and records their zeroing on the stream, ahead of any op
+// that could use them.
+func (b *backend) alloc(bytes int) (devPtr, error) {
+	var p devPtr
+	err := b.w.wait(false, func() (err error) {
+		p, err = deviceAlloc(bytes)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	c := b.w.record()
+	*c = command{kind: cmdZero, args: [maxArgs]uint64{uint64(p), uint64(bytes)}}
+	return p, nil
+}
+
+// Free releases a tensor or pool once the work recorded so far is done with it.
+func (b *backend) Free(t any) {
+	switch t := t.(type) {
+	case nil:
+		return
+	case *tensor:
+		if t.b != b {
+			panic("cuda: Free of a tensor another backend made")
+		}
+	case *kvPool:
+		if t.b != b {
+			panic("cuda: Free of a KV pool another backend made")
+		}
+	default:
+		panic(fmt.Sprintf("cuda: Free of %T, which the cuda backend did not make", t))
+	}
+	if _, ok := b.live[t]; !ok {
+		return // empty, or freed already
+	}
+	delete(b.live, t)
+	p := ptrOf(t)
+	err := b.w.wait(true, func() error { return check("cuMemFree", cuMemFree(p)) })
+	b.arenaAt = 0
+	if err != nil && b.pending == nil {
+		b.pending = err
+	}
+	switch t := t.(type) {
+	case *tensor:
+		t.ptr = 0
+	case *kvPool:
+		t.ptr = 0
+	}
+}
+
+// WriteInt32 copies src into the pinned arena now and records its copy to the device.
+func (b *backend) WriteInt32(dst compute.Tensor, src []int32) {
+	d := b.tensorOf(dst, "WriteInt32", "dst", compute.I32, len(src))
+	bytes := 4 * len(src)
+	if bytes == 0 {
+		return
+	}
+	if b.arenaAt+bytes > len(b.arena) {
+		// The arena's copies are done after a sync; an error it meets waits for the next Sync.
+		if err := b.Sync(); err != nil && b.pending == nil {
+			b.pending = err
+		}
+		if bytes > len(b.arena) {
+			b.replaceHost(&b.arena, bytes)
+		}
+	}
+	copy(unsafe.Slice((*int32)(unsafe.Pointer(&b.arena[b.arenaAt])), len(src)), src)
+	c := b.w.record()
+	*c = command{kind: cmdHtoD, args: [maxArgs]uint64{uint64(d.ptr), uint64(uintptr(unsafe.Pointer(&b.arena[b.arenaAt]))), uint64(bytes)}}
+	b.arenaAt += (bytes + 255) &^ 255
+}
+
+// ReadFloat32 waits for all recorded work and copies the first len(dst) elements of src into
+// dst, through pinned memory.
+func (b *backend) ReadFloat32(src compute.Tensor, dst []float32) error {
+	s := b.tensorOf(src, "ReadFloat32", "src", compute.F32, len(dst))
+	bytes := 4 * len(dst)
+	if bytes == 0 {
+		return b.Sync()
+	}
+	if bytes > len(b.stage) {
+		b.replaceHost(&b.stage, bytes)
+	}
+	c := b.w.record()
+	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(&b.stage[0]))), uint64(s.ptr), uint64(bytes)}}
+	err := b.Sync()
+	copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(&b.stage[0])), len(dst)))
+	return err
+}
+
+// replaceHost swaps a pinned buffer for one of at least bytes, after the recorded work is done.
+func (b *backend) replaceHost(buf *[]byte, bytes int) {
+	bytes = (bytes + stageBytes - 1) &^ (stageBytes - 1)
+	err := b.w.wait(true, func() error {
+		if err := check("cuMemFreeHost", cuMemFreeHost(sliceData(*buf))); err != nil {
+			return err
+		}
+		var err error
+		*buf, err = hostSlice(bytes)
+		return err
+	})
+	b.arenaAt = 0
+	if err != nil {
+		panic(fmt.Sprintf("cuda: cannot allocate %d bytes of pinned host memory: %v", bytes, err))
+	}
+}
+
+// deviceAlloc allocates device memory; worker thread only.
+func deviceAlloc(bytes int) (devPtr, error) {
+	var p devPtr
+	if err := check(fmt.Sprintf("cuMemAlloc of %d bytes", bytes), cuMemAlloc(&p, uintptr(bytes))); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
+
+// hostAlloc allocates pinned host memory; worker thread only.
+func hostAlloc(bytes int) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if err := check(fmt.Sprintf("cuMemAllocHost of %d bytes", bytes), cuMemAllocHost(&p, uintptr(bytes))); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func hostSlice(bytes int) ([]byte, error) {
+	p, err := hostAlloc(bytes)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), bytes), nil
+}
+
+func sliceData(b []byte) unsafe.Pointer {
+	if b == nil {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(b))
+}

@@ -1,0 +1,265 @@
+//go:build amd64 || arm64
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"tfd/compute"
+)
+
+// Every op checks its arguments (a misuse panics, as on the CPU backend) and records one or a
+// few commands; none waits. The kernels and the orders of their reductions are in tfd/kernels.
+
+// Embed writes table[tokens[r]] into x[r] for r < rows. A token outside the table gets a zero row
+// and is reported by the next Sync.
+func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
+	tt := b.asTensor(table, "Embed", "table")
+	wi := weightIndex(tt.dtype)
+	if len(tt.shape) != 2 || wi < 0 {
+		panic(fmt.Sprintf("cuda: Embed: table is %v %v, want [vocab, dim] of F32, F16 or BF16", tt.dtype, tt.shape))
+	}
+	vocab, dim := tt.shape[0], tt.shape[1]
+	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
+	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
+	b.launch(b.k.embed[wi], rows, 1, ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim), uint64(b.errWord))
+}
+
+// Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
+// outside src gets a zero row and is reported by the next Sync.
+func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
+	st := b.tensorOf(src, "Gather", "src", compute.F32, 0)
+	if len(st.shape) == 0 {
+		panic("cuda: Gather: src has no rows")
+	}
+	n, w := st.shape[0], st.rowLen()
+	d := b.tensorOf(dst, "Gather", "dst", compute.F32, rows*w)
+	idx := b.tensorOf(index, "Gather", "index", compute.I32, rows)
+	b.launch(b.k.gather, rows, 1, ptr(d), ptr(st), ptr(idx), i32(n), i32(w), uint64(b.errWord))
+}
+
+// RMSNorm writes dst[i] = w·(x[i]·rsqrt(mean(x[i]²)+eps)) for n vectors of len(w) each. dst may
+// be x.
+func (b *backend) RMSNorm(dst, x, w compute.Tensor, n int, eps float32) {
+	b.rmsnorm("RMSNorm", dst, nil, x, w, n, eps)
+}
+
+// AddRMSNorm adds x into residual, then writes dst[i] = RMSNorm(residual[i])·w, for n vectors of
+// len(w) each. dst may be x.
+func (b *backend) AddRMSNorm(dst, residual, x, w compute.Tensor, n int, eps float32) {
+	b.rmsnorm("AddRMSNorm", dst, residual, x, w, n, eps)
+}
+
+func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, eps float32) {
+	wt := b.tensorOf(w, op, "w", compute.F32, 0)
+	d := wt.n
+	if d == 0 {
+		panic(fmt.Sprintf("cuda: %s: w %v is empty", op, wt.shape))
+	}
+	dt := b.tensorOf(dst, op, "dst", compute.F32, n*d)
+	xt := b.tensorOf(x, op, "x", compute.F32, n*d)
+	rt, add := xt, uint64(0)
+	if residual != nil {
+		rt, add = b.tensorOf(residual, op, "residual", compute.F32, n*d), 1
+	}
+	b.launch(b.k.rmsnorm, ceilDiv(n, 4), 1, ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add)
+}
+
+// MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
+// F16 or BF16; bias is nil or [out]. dst must not overlap x. Rows go in groups of up to 16 that
+// share each weight load; the group size changes no bits (see kernels/src/matmul.kern).
+func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
+	wt := b.asTensor(w, "MatMul", "w")
+	wi := weightIndex(wt.dtype)
+	if len(wt.shape) != 2 || wi < 0 {
+		panic(fmt.Sprintf("cuda: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wt.dtype, wt.shape))
+	}
+	out, in := wt.shape[0], wt.shape[1]
+	dt := b.tensorOf(dst, "MatMul", "dst", compute.F32, rows*out)
+	xt := b.tensorOf(x, "MatMul", "x", compute.F32, rows*in)
+	var bp, hasBias uint64
+	if bias != nil {
+		bp, hasBias = ptr(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
+	}
+	g := len(matmulRows) - 1
+	for g > 0 && matmulRows[g-1] >= rows {
+		g--
+	}
+	b.launch(b.k.matmul[wi][g], ceilDiv(out, 4), ceilDiv(rows, matmulRows[g]),
+		ptr(dt), ptr(xt), ptr(wt), bp, i32(rows), i32(in), i32(out), hasBias)
+}
+
+// RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
+// j+headDim/2. headDim/2 is at most 256.
+func (b *backend) RoPE(x, positions, invFreq compute.Tensor, rows, heads int) {
+	ft := b.tensorOf(invFreq, "RoPE", "invFreq", compute.F32, 0)
+	half := ft.n
+	if half == 0 || half > 256 {
+		panic(fmt.Sprintf("cuda: RoPE: invFreq has %d elements; the kernel takes 1 to 256", half))
+	}
+	xt := b.tensorOf(x, "RoPE", "x", compute.F32, rows*heads*2*half)
+	pt := b.tensorOf(positions, "RoPE", "positions", compute.I32, rows)
+	b.launch(b.k.rope, rows, 1, ptr(xt), ptr(pt), ptr(ft), i32(heads), i32(half))
+}
+
+// KVWrite stores k[r] and v[r] into slot bases[r]+positions[r] of the layer. A row whose slot
+// falls outside the pool is skipped and reported by the next Sync.
+func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compute.Tensor, rows int) {
+	p := b.asKV(kv, "KVWrite", layer)
+	st := p.stride()
+	kt := b.tensorOf(k, "KVWrite", "k", compute.F32, rows*st)
+	vt := b.tensorOf(v, "KVWrite", "v", compute.F32, rows*st)
+	bt := b.tensorOf(bases, "KVWrite", "bases", compute.I32, rows)
+	pt := b.tensorOf(positions, "KVWrite", "positions", compute.I32, rows)
+	kd, vd := p.layer(layer)
+	b.launch(b.k.kvWrite, rows, 1, uint64(kd), uint64(vd), ptr(kt), ptr(vt), ptr(bt), ptr(pt),
+		i32(p.spec.Slots), i32(st), uint64(b.errWord))
+}
+
+// Attention writes, for each row r and query head h, softmax(scale·q·K)·V over the slots
+// bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). One block per
+// (row, head), keys in position order. A row whose slots fall outside the pool gets zeros and is
+// reported by the next Sync.
+func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
+	p := b.asKV(kv, "Attention", layer)
+	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
+	if heads <= 0 || heads%kvh != 0 {
+		panic(fmt.Sprintf("cuda: Attention: %d query heads is not a multiple of the pool's %d kv heads", heads, kvh))
+	}
+	dt := b.tensorOf(dst, "Attention", "dst", compute.F32, rows*heads*hd)
+	qt := b.tensorOf(q, "Attention", "q", compute.F32, rows*heads*hd)
+	bt := b.tensorOf(bases, "Attention", "bases", compute.I32, rows)
+	pt := b.tensorOf(positions, "Attention", "positions", compute.I32, rows)
+	kd, vd := p.layer(layer)
+	b.launch(b.k.attention, heads, rows, ptr(dt), ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt),
+		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), uint64(b.errWord))
+}
+
+// SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.
+func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
+	b.elementwise("SiLUMul", b.k.siluMul, dst, gate, up, rows)
+}
+
+// Add writes dst[r] = a[r] + b[r] for r < rows, rows of dst's row length.
+func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
+	b.elementwise("Add", b.k.add, dst, x, y, rows)
+}
+
+func (b *backend) elementwise(op string, k *kernel, dst, x, y compute.Tensor, rows int) {
+	n := rows * b.asTensor(dst, op, "dst").rowLen()
+	if n > math.MaxInt32-256 {
+		panic(fmt.Sprintf("cuda: %s of %d elements: past the kernels' 32-bit index", op, n))
+	}
+	dt := b.tensorOf(dst, op, "dst", compute.F32, n)
+	at := b.tensorOf(x, op, "a", compute.F32, n)
+	bt := b.tensorOf(y, op, "b", compute.F32, n)
+	b.launch(k, ceilDiv(n, 256), 1, ptr(dt), ptr(at), ptr(bt), i32(n))
+}
+
+// CopyKV copies n slots from src to dst in every layer, bits unchanged; the ranges may overlap.
+// Ranges outside the pool are reported by the next Sync and nothing is copied.
+func (b *backend) CopyKV(kv compute.KV, dst, src, n int) {
+	p := b.asKV(kv, "CopyKV", 0)
+	if n <= 0 || dst == src {
+		return
+	}
+	if dst < 0 || src < 0 || dst+n > p.spec.Slots || src+n > p.spec.Slots {
+		if b.pending == nil {
+			b.pending = fmt.Errorf("cuda: CopyKV: %d slots from %d to %d do not fit the pool's %d slots", n, src, dst, p.spec.Slots)
+		}
+		return
+	}
+	// Overlapping ranges go in pieces no longer than the distance between them, in the
+	// direction that reads each source slot before it is overwritten: each piece is a copy of
+	// disjoint memory, which is all cuMemcpyDtoDAsync promises.
+	gap := max(dst-src, src-dst)
+	piece := min(n, gap)
+	slot := devPtr(p.stride()) * 4
+	for l := range p.spec.Layers {
+		k, v := p.layer(l)
+		for _, base := range [...]devPtr{k, v} {
+			for done := 0; done < n; done += piece {
+				m := min(piece, n-done)
+				off := done
+				if dst > src {
+					off = n - done - m // from the end backwards
+				}
+				c := b.w.record()
+				*c = command{kind: cmdDtoD, args: [maxArgs]uint64{
+					uint64(base + devPtr(dst+off)*slot), uint64(base + devPtr(src+off)*slot), uint64(devPtr(m) * slot)}}
+			}
+		}
+	}
+}
+
+// launch records a launch of k on a gx × gy grid of k.threads-thread blocks. Nothing is recorded
+// for an empty grid.
+func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {
+	if b.closed {
+		panic("cuda: op on a closed backend")
+	}
+	if len(args) != k.params {
+		panic(fmt.Sprintf("cuda: %s takes %d arguments, got %d", k.name, k.params, len(args)))
+	}
+	if gx <= 0 || gy <= 0 {
+		return
+	}
+	if gy > 65535 {
+		panic(fmt.Sprintf("cuda: %s: %d rows of blocks is past CUDA's 65535", k.name, gy))
+	}
+	c := b.w.record()
+	c.kind, c.k, c.nargs = cmdLaunch, k, uint8(len(args))
+	c.grid = [3]uint32{uint32(gx), uint32(gy), 1}
+	c.block = uint32(k.threads)
+	copy(c.args[:], args)
+}
+
+// asTensor returns t as this backend's tensor, or panics naming the op and argument.
+func (b *backend) asTensor(t compute.Tensor, op, arg string) *tensor {
+	ct, ok := t.(*tensor)
+	if !ok || ct == nil {
+		panic(fmt.Sprintf("cuda: %s: %s is a %T, not a tensor of the cuda backend", op, arg, t))
+	}
+	if ct.b != b {
+		panic(fmt.Sprintf("cuda: %s: %s belongs to another cuda backend", op, arg))
+	}
+	return ct
+}
+
+// tensorOf returns t as this backend's tensor of dtype with at least n elements, or panics.
+func (b *backend) tensorOf(t compute.Tensor, op, arg string, dtype compute.DType, n int) *tensor {
+	ct := b.asTensor(t, op, arg)
+	if ct.dtype != dtype {
+		panic(fmt.Sprintf("cuda: %s: %s is %v, want %v", op, arg, ct.dtype, dtype))
+	}
+	if ct.n < n {
+		panic(fmt.Sprintf("cuda: %s: %s %v has %d elements, the op needs %d", op, arg, ct.shape, ct.n, n))
+	}
+	if n > 0 && ct.ptr == 0 {
+		panic(fmt.Sprintf("cuda: %s: %s was freed", op, arg))
+	}
+	return ct
+}
+
+// asKV returns kv as this backend's pool, or panics; layer must be one of its layers.
+func (b *backend) asKV(kv compute.KV, op string, layer int) *kvPool {
+	p, ok := kv.(*kvPool)
+	if !ok || p == nil || p.b != b {
+		panic(fmt.Sprintf("cuda: %s: the pool is a %T, not a KV pool of this cuda backend", op, kv))
+	}
+	if layer < 0 || layer >= p.spec.Layers {
+		panic(fmt.Sprintf("cuda: %s: layer %d of a pool of %d layers", op, layer, p.spec.Layers))
+	}
+	if p.ptr == 0 {
+		panic(fmt.Sprintf("cuda: %s: the pool was freed", op))
+	}
+	return p
+}
+
+// Kernel argument encodings: 8 bytes each, a 4-byte parameter in the low half.
+func ptr(t *tensor) uint64 { return uint64(t.ptr) }
+func i32(v int) uint64     { return uint64(uint32(int32(v))) }
+func f32(v float32) uint64 { return uint64(math.Float32bits(v)) }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,0 +1,33 @@
+// Shared by both backends, after their prelude: written only in the dialect.
+
+// Weight storage types, by the dtype suffix of a kernel variant.
+typedef ushort wt_bf16;
+typedef ushort wt_f16;
+typedef float wt_f32;
+
+FUNC float bf16_lo(uint u) { return AS_FLOAT(u << 16); }
+FUNC float bf16_hi(uint u) { return AS_FLOAT(u & 0xffff0000u); }
+FUNC float f16_lo(uint u) { return f16_to_f32((ushort)(u & 0xffffu)); }
+FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
+
+// LOAD1_W(p, i) is element i of a weight of dtype W, widened exactly to F32.
+#define LOAD1_bf16(p, i) AS_FLOAT((uint)(p)[i] << 16)
+#define LOAD1_f16(p, i) f16_to_f32((p)[i])
+#define LOAD1_f32(p, i) ((p)[i])
+
+// LOAD8_W(p, i, o) sets o[0..7] to elements i..i+7 with one or two 16-byte loads; i is a multiple
+// of 8 and p is 16-byte aligned.
+#define LOAD8_bf16(p, i, o) { uint4 u_ = VLOAD(uint4, (p) + (i)); \
+	o[0] = bf16_lo(u_.x); o[1] = bf16_hi(u_.x); o[2] = bf16_lo(u_.y); o[3] = bf16_hi(u_.y); \
+	o[4] = bf16_lo(u_.z); o[5] = bf16_hi(u_.z); o[6] = bf16_lo(u_.w); o[7] = bf16_hi(u_.w); }
+#define LOAD8_f16(p, i, o) { uint4 u_ = VLOAD(uint4, (p) + (i)); \
+	o[0] = f16_lo(u_.x); o[1] = f16_hi(u_.x); o[2] = f16_lo(u_.y); o[3] = f16_hi(u_.y); \
+	o[4] = f16_lo(u_.z); o[5] = f16_hi(u_.z); o[6] = f16_lo(u_.w); o[7] = f16_hi(u_.w); }
+#define LOAD8_f32(p, i, o) { float4 a_ = VLOAD(float4, (p) + (i)); float4 b_ = VLOAD(float4, (p) + (i) + 4); \
+	o[0] = a_.x; o[1] = a_.y; o[2] = a_.z; o[3] = a_.w; o[4] = b_.x; o[5] = b_.y; o[6] = b_.z; o[7] = b_.w; }
+
+// Error codes written to the error word; the backends turn them into messages.
+#define ERR_EMBED 1
+#define ERR_GATHER 2
+#define ERR_KVWRITE 3
+#define ERR_ATTENTION 4

@@ -1,0 +1,318 @@
+// Package kernels holds tfd's GPU kernels, each defined once in a small dialect of C and emitted
+// as CUDA C (for NVRTC) and as Metal Shading Language. See README.md for the dialect.
+//
+// A kernel is declared in a .kern file under src/ by a header line and a body:
+//
+//	kernel add(out float dst, in float a, in float b, int n) threads(256)
+//	{
+//		int i = GROUP_X * 256 + LOCAL_X;
+//		if (i < n) dst[i] = ADD(a[i], b[i]);
+//	}
+//
+// The generator writes each backend's signature from the header (buffer address spaces, Metal's
+// buffer indices and thread-position arguments, CUDA's extern "C" and launch bounds); the body is
+// copied as written and compiled against the backend's prelude (prelude.cuh, prelude.metal), which
+// defines the dialect's names, followed by common.h. A header may end with
+// variants(NAME: v1 v2 …; …): the kernel is emitted once per combination, with $NAME replaced by
+// the value in the name, the parameters and the body.
+package kernels
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+//go:embed prelude.cuh prelude.metal common.h src/*.kern
+var files embed.FS
+
+// ParamKind says how a kernel parameter is passed.
+type ParamKind uint8
+
+const (
+	// Out is a buffer the kernel may write.
+	Out ParamKind = iota + 1
+	// In is a buffer the kernel only reads.
+	In
+	// Scalar is a value of 4 or 8 bytes (int, uint, float, ulong).
+	Scalar
+	// Err is the error word, four int32: [code, a, b, unused]; the first report wins.
+	Err
+)
+
+// Param is one kernel parameter.
+type Param struct {
+	Kind ParamKind
+	Type string // the element type of a buffer, or the scalar's type; "" for Err
+	Name string
+}
+
+// Kernel is one emitted kernel: a variant of a definition, with its variables substituted.
+type Kernel struct {
+	Name    string
+	Params  []Param
+	Threads int    // the threadgroup size every launch uses
+	Body    string // the body, braces included
+	File    string // the .kern file it came from
+}
+
+var scalarTypes = map[string]bool{"int": true, "uint": true, "float": true, "ulong": true}
+
+var (
+	loadOnce sync.Once
+	all      []Kernel
+	loadErr  error
+)
+
+// All returns every kernel, in name order. It panics if the embedded sources do not parse, which
+// the package's tests rule out.
+func All() []Kernel {
+	loadOnce.Do(func() { all, loadErr = parseAll(files) })
+	if loadErr != nil {
+		panic(loadErr)
+	}
+	return all
+}
+
+// Lookup returns the kernel with the given name.
+func Lookup(name string) (Kernel, bool) {
+	ks := All()
+	i := sort.Search(len(ks), func(i int) bool { return ks[i].Name >= name })
+	if i < len(ks) && ks[i].Name == name {
+		return ks[i], true
+	}
+	return Kernel{}, false
+}
+
+// CUDA returns the whole CUDA C translation unit: the prelude, common.h and every kernel.
+func CUDA() string {
+	return emit("prelude.cuh", cudaSignature)
+}
+
+// Metal returns the whole Metal Shading Language source: the prelude, common.h and every kernel.
+// It has never been compiled by Metal's compiler (see README.md).
+func Metal() string {
+	return emit("prelude.metal", metalSignature)
+}
+
+// Prelude returns the named backend prelude or common.h, as embedded.
+func Prelude(name string) string {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		panic("kernels: missing embedded file " + name) // fixed at build time
+	}
+	return string(b)
+}
+
+func emit(prelude string, signature func(Kernel) string) string {
+	var b strings.Builder
+	b.WriteString(Prelude(prelude))
+	b.WriteString("\n")
+	b.WriteString(Prelude("common.h"))
+	for _, k := range All() {
+		fmt.Fprintf(&b, "\n// %s, from %s\n%s\n%s\n", k.Name, k.File, signature(k), k.Body)
+	}
+	return b.String()
+}
+
+func cudaSignature(k Kernel) string {
+	params := make([]string, len(k.Params))
+	for i, p := range k.Params {
+		switch p.Kind {
+		case Out:
+			params[i] = p.Type + "* " + p.Name
+		case In:
+			params[i] = "const " + p.Type + "* " + p.Name
+		case Scalar:
+			params[i] = p.Type + " " + p.Name
+		case Err:
+			params[i] = "ERRPTR " + p.Name
+		}
+	}
+	return fmt.Sprintf("extern \"C\" __global__ void __launch_bounds__(%d) %s(%s)", k.Threads, k.Name, strings.Join(params, ", "))
+}
+
+// metalSignature binds parameter i to [[buffer(i)]]: scalars are set with setBytes, buffers with
+// setBuffer, in declaration order.
+func metalSignature(k Kernel) string {
+	params := make([]string, 0, len(k.Params)+3)
+	for i, p := range k.Params {
+		var s string
+		switch p.Kind {
+		case Out:
+			s = "device " + p.Type + "* " + p.Name
+		case In:
+			s = "const device " + p.Type + "* " + p.Name
+		case Scalar:
+			s = "constant " + p.Type + "& " + p.Name
+		case Err:
+			s = "ERRPTR " + p.Name
+		}
+		params = append(params, fmt.Sprintf("%s [[buffer(%d)]]", s, i))
+	}
+	params = append(params,
+		"uint3 tfd_group [[threadgroup_position_in_grid]]",
+		"uint3 tfd_local [[thread_position_in_threadgroup]]",
+		"uint3 tfd_size [[threads_per_threadgroup]]")
+	return fmt.Sprintf("[[max_total_threads_per_threadgroup(%d)]] kernel void %s(%s)", k.Threads, k.Name, strings.Join(params, ", "))
+}
+
+var (
+	headerRE  = regexp.MustCompile(`^kernel\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*\((.*)\)\s*threads\((\d+)\)\s*(?:variants\((.*)\))?\s*$`)
+	variantRE = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*`)
+	identRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+)
+
+func parseAll(fsys fs.FS) ([]Kernel, error) {
+	names, err := fs.Glob(fsys, "src/*.kern")
+	if err != nil {
+		return nil, err
+	}
+	var ks []Kernel
+	for _, name := range names {
+		src, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		got, err := parseFile(name, string(src))
+		if err != nil {
+			return nil, err
+		}
+		ks = append(ks, got...)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
+	for i := 1; i < len(ks); i++ {
+		if ks[i].Name == ks[i-1].Name {
+			return nil, fmt.Errorf("kernels: %s is defined twice (%s, %s)", ks[i].Name, ks[i-1].File, ks[i].File)
+		}
+	}
+	return ks, nil
+}
+
+// parseFile reads the kernels of one .kern file. A definition is a header line starting with
+// "kernel", then a body from a line "{" to the next line "}" (both at the start of the line).
+func parseFile(file, src string) ([]Kernel, error) {
+	lines := strings.Split(src, "\n")
+	var ks []Kernel
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimRight(lines[i], " \t\r")
+		if !strings.HasPrefix(line, "kernel ") {
+			continue
+		}
+		where := fmt.Sprintf("%s:%d", file, i+1)
+		m := headerRE.FindStringSubmatch(line)
+		if m == nil {
+			return nil, fmt.Errorf("kernels: %s: bad kernel header %q", where, line)
+		}
+		if i+1 >= len(lines) || strings.TrimRight(lines[i+1], " \t\r") != "{" {
+			return nil, fmt.Errorf("kernels: %s: kernel %s: the body must start with a line \"{\"", where, m[1])
+		}
+		end := -1
+		for j := i + 2; j < len(lines); j++ {
+			if strings.TrimRight(lines[j], " \t\r") == "}" {
+				end = j
+				break
+			}
+		}
+		if end < 0 {
+			return nil, fmt.Errorf("kernels: %s: kernel %s: no closing line \"}\"", where, m[1])
+		}
+		body := strings.Join(lines[i+1:end+1], "\n")
+		threads, _ := strconv.Atoi(m[3])
+		if threads <= 0 || threads > 1024 {
+			return nil, fmt.Errorf("kernels: %s: kernel %s: threads(%d) outside 1..1024", where, m[1], threads)
+		}
+		variants, err := parseVariants(m[4])
+		if err != nil {
+			return nil, fmt.Errorf("kernels: %s: kernel %s: %w", where, m[1], err)
+		}
+		for _, env := range variants {
+			k, err := instantiate(file, m[1], m[2], body, threads, env)
+			if err != nil {
+				return nil, fmt.Errorf("kernels: %s: %w", where, err)
+			}
+			ks = append(ks, k)
+		}
+		i = end
+	}
+	return ks, nil
+}
+
+// parseVariants turns "W: bf16 f16; R: 1 2" into every combination of the variables' values; no
+// variants is one empty combination.
+func parseVariants(spec string) ([]map[string]string, error) {
+	combos := []map[string]string{{}}
+	if strings.TrimSpace(spec) == "" {
+		return combos, nil
+	}
+	for _, part := range strings.Split(spec, ";") {
+		name, values, ok := strings.Cut(part, ":")
+		name = strings.TrimSpace(name)
+		vals := strings.Fields(values)
+		if !ok || !identRE.MatchString(name) || len(vals) == 0 {
+			return nil, fmt.Errorf("bad variants %q: want NAME: v1 v2 …; …", part)
+		}
+		var next []map[string]string
+		for _, c := range combos {
+			for _, v := range vals {
+				n := make(map[string]string, len(c)+1)
+				for k, x := range c {
+					n[k] = x
+				}
+				n[name] = v
+				next = append(next, n)
+			}
+		}
+		combos = next
+	}
+	return combos, nil
+}
+
+// instantiate substitutes env's variables ($NAME) into the name, parameters and body. Longer names
+// go first, so that $WX is never read as $W followed by X.
+func instantiate(file, name, params, body string, threads int, env map[string]string) (Kernel, error) {
+	vars := make([]string, 0, len(env))
+	for v := range env {
+		vars = append(vars, v)
+	}
+	sort.Slice(vars, func(i, j int) bool { return len(vars[i]) > len(vars[j]) })
+	subst := func(s string) string {
+		for _, v := range vars {
+			s = strings.ReplaceAll(s, "$"+v, env[v])
+		}
+		return s
+	}
+	k := Kernel{Name: subst(name), Threads: threads, Body: subst(body), File: file}
+	for _, p := range strings.Split(subst(params), ",") {
+		f := strings.Fields(p)
+		var q Param
+		switch {
+		case len(f) == 3 && (f[0] == "out" || f[0] == "in"):
+			q = Param{Kind: Out, Type: f[1], Name: f[2]}
+			if f[0] == "in" {
+				q.Kind = In
+			}
+		case len(f) == 2 && f[0] == "err":
+			q = Param{Kind: Err, Name: f[1]}
+		case len(f) == 2 && scalarTypes[f[0]]:
+			q = Param{Kind: Scalar, Type: f[0], Name: f[1]}
+		default:
+			return Kernel{}, fmt.Errorf("kernel %s: bad parameter %q: want \"out T name\", \"in T name\", \"err name\" or a scalar \"int|uint|float|ulong name\"", k.Name, strings.TrimSpace(p))
+		}
+		if !identRE.MatchString(q.Name) || (q.Type != "" && !identRE.MatchString(q.Type)) {
+			return Kernel{}, fmt.Errorf("kernel %s: bad parameter %q", k.Name, strings.TrimSpace(p))
+		}
+		k.Params = append(k.Params, q)
+	}
+	for _, s := range []string{k.Name, k.Body, params} {
+		if v := variantRE.FindString(subst(s)); v != "" {
+			return Kernel{}, fmt.Errorf("kernel %s: undefined variant variable %s", k.Name, v)
+		}
+	}
+	return k, nil
+}

@@ -1,0 +1,149 @@
+package kernels
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The CUDA emission is compiled by NVRTC in tfd/cuda's tests. The Metal emission cannot be
+// compiled here (no Mac): these tests check what can be checked on any machine.
+
+// TestEveryKernelIsEmittedTwice checks that each kernel appears in both emissions with its
+// parameters in the same order.
+func TestEveryKernelIsEmittedTwice(t *testing.T) {
+	cuda, metal := CUDA(), Metal()
+	if len(All()) == 0 {
+		t.Fatal("no kernels")
+	}
+	for _, k := range All() {
+		if !strings.Contains(cuda, `extern "C" __global__ void __launch_bounds__(`) || !strings.Contains(cuda, " "+k.Name+"(") {
+			t.Errorf("%s: missing from the CUDA emission", k.Name)
+		}
+		at := strings.Index(metal, "kernel void "+k.Name+"(")
+		if at < 0 {
+			t.Errorf("%s: missing from the Metal emission", k.Name)
+			continue
+		}
+		sig, _, _ := strings.Cut(metal[at:], "\n")
+		last := -1
+		for i, p := range k.Params {
+			at := strings.Index(sig, " "+p.Name+" [[buffer(")
+			if at < 0 || at < last || !strings.Contains(sig, p.Name+" [[buffer("+strconv.Itoa(i)+")]]") {
+				t.Errorf("%s: parameter %s is not buffer(%d) in order: %s", k.Name, p.Name, i, sig)
+			}
+			last = at
+		}
+	}
+}
+
+// TestPreludesDefineTheDialect checks that every upper-case name the kernel bodies and common.h
+// use is defined by both preludes (or by common.h, or by the body itself), so the Metal prelude
+// substitutes every macro the CUDA one does.
+func TestPreludesDefineTheDialect(t *testing.T) {
+	defines := func(src string) map[string]bool {
+		m := map[string]bool{}
+		for _, d := range regexp.MustCompile(`(?m)^\s*#define\s+([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(src, -1) {
+			m[d[1]] = true
+		}
+		return m
+	}
+	cudaDefs, metalDefs, commonDefs := defines(Prelude("prelude.cuh")), defines(Prelude("prelude.metal")), defines(Prelude("common.h"))
+	for name := range cudaDefs {
+		if !metalDefs[name] {
+			t.Errorf("prelude.cuh defines %s, prelude.metal does not", name)
+		}
+	}
+	for name := range metalDefs {
+		if !cudaDefs[name] {
+			t.Errorf("prelude.metal defines %s, prelude.cuh does not", name)
+		}
+	}
+	upper := regexp.MustCompile(`\b[A-Z][A-Z0-9_]*[A-Z0-9]\b`)
+	// Names that are not macros of the dialect: none so far.
+	check := func(where, src string, local map[string]bool) {
+		for _, name := range upper.FindAllString(src, -1) {
+			if !cudaDefs[name] && !commonDefs[name] && !local[name] {
+				t.Errorf("%s uses %s, which no prelude defines", where, name)
+			}
+		}
+	}
+	check("common.h", code(Prelude("common.h")), commonDefs)
+	for _, k := range All() {
+		check(k.Name, code(k.Body), defines(k.Body))
+	}
+}
+
+// TestBackendsKeepToTheirDialect checks that neither emission carries the other's spellings: a
+// body that used CUDA's names directly would compile for CUDA and fail on Metal.
+func TestBackendsKeepToTheirDialect(t *testing.T) {
+	cudaOnly := []string{"__global__", "__shared__", "__syncthreads", "threadIdx", "blockIdx", "blockDim", "atomicCAS", "__shfl", "asm(", "__fmaf_rn", "__uint_as_float", "expf("}
+	metalOnly := []string{"threadgroup", "device ", "simd_", "metal_stdlib", "as_type", "precise::", "[[buffer"}
+	var bodies strings.Builder
+	bodies.WriteString(code(Prelude("common.h")))
+	for _, k := range All() {
+		bodies.WriteString(code(k.Body))
+	}
+	for _, s := range append(slices.Clone(cudaOnly), metalOnly...) {
+		if strings.Contains(bodies.String(), s) {
+			t.Errorf("a kernel body or common.h uses %q: write it in the dialect", s)
+		}
+	}
+	metal := code(Metal())
+	for _, s := range cudaOnly {
+		if strings.Contains(metal, s) {
+			t.Errorf("the Metal emission contains %q", s)
+		}
+	}
+	cuda := code(CUDA())
+	for _, s := range metalOnly {
+		if strings.Contains(cuda, s) {
+			t.Errorf("the CUDA emission contains %q", s)
+		}
+	}
+}
+
+func TestVariants(t *testing.T) {
+	for _, name := range []string{"matmul_bf16_1", "matmul_f16_16", "matmul_f32_4", "embed_bf16", "attention", "rmsnorm"} {
+		k, ok := Lookup(name)
+		if !ok {
+			t.Errorf("no kernel %s", name)
+			continue
+		}
+		if strings.Contains(k.Body, "$") || strings.Contains(k.Name, "$") {
+			t.Errorf("%s: variables left after substitution", name)
+		}
+	}
+	if _, ok := Lookup("matmul_$W_$R"); ok {
+		t.Error("the unexpanded definition is listed")
+	}
+	k, _ := Lookup("matmul_bf16_8")
+	if !strings.Contains(k.Body, "float acc[8];") || !strings.Contains(k.Body, "LOAD8_bf16(") {
+		t.Errorf("matmul_bf16_8 body not substituted:\n%s", k.Body)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, c := range []struct{ name, src, want string }{
+		{"header", "kernel f(int n)\n{\n}\n", "bad kernel header"},
+		{"param", "kernel f(inout float x) threads(32)\n{\n}\n", "bad parameter"},
+		{"brace", "kernel f(int n) threads(32)\n  {\n}\n", "must start with a line"},
+		{"unclosed", "kernel f(int n) threads(32)\n{\n  x;\n", "no closing line"},
+		{"variable", "kernel f_$X(int n) threads(32)\n{\n}\n", "undefined variant variable"},
+		{"threads", "kernel f(int n) threads(2048)\n{\n}\n", "outside 1..1024"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseFile("x.kern", c.src)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// code returns src without its // comments.
+func code(src string) string {
+	return regexp.MustCompile(`//[^\n]*`).ReplaceAllString(src, "")
+}

@@ -1,0 +1,52 @@
+// The dialect for Metal Shading Language. UNVERIFIED: written to the MSL specification, never
+// compiled (no Mac where it was written). Compile with fast math off (MTLMathModeSafe) so that
+// the bodies' explicit operations keep their order.
+#include <metal_stdlib>
+using namespace metal;
+
+// Threads: the generator appends tfd_group, tfd_local and tfd_size to every kernel's parameters.
+// Apple GPUs run SIMD groups of 32, the width LANE and WARP assume.
+#define GROUP_X ((int)tfd_group.x)
+#define GROUP_Y ((int)tfd_group.y)
+#define LOCAL_X ((int)tfd_local.x)
+#define GROUP_SIZE_X ((int)tfd_size.x)
+#define LANE (LOCAL_X & 31)
+#define WARP (LOCAL_X >> 5)
+
+// Memory and synchronisation.
+#define GLOBAL device
+#define SHARED threadgroup
+#define BARRIER() threadgroup_barrier(mem_flags::mem_threadgroup)
+#define SHFL_XOR(v, m) simd_shuffle_xor((v), (ushort)(m))
+#define VLOAD(T, p) (*(const device T*)(p))
+#define FUNC static inline
+#define UNROLL _Pragma("unroll")
+
+// Arithmetic. Metal has no F64: COS, SIN and RSQRT use the precise F32 functions, which may
+// differ from the CUDA and CPU backends in the last bit.
+#define FMA(a, b, c) fma((a), (b), (c))
+#define MUL(a, b) ((a) * (b))
+#define ADD(a, b) ((a) + (b))
+#define SUB(a, b) ((a) - (b))
+#define DIV(a, b) ((a) / (b))
+#define FMAX(a, b) fmax((a), (b))
+#define EXP(x) precise::exp(x)
+#define COS(a) precise::cos(a)
+#define SIN(a) precise::sin(a)
+#define RSQRT(v) (1.0f / precise::sqrt(v))
+#define NEG_INF (-INFINITY)
+#define AS_FLOAT(u) as_type<float>((uint)(u))
+
+FUNC float f16_to_f32(ushort h) {
+	return float(as_type<half>(h));
+}
+
+// The error word: [code, a, b, unused]. The first report wins.
+#define ERRPTR device atomic_int*
+FUNC void report(ERRPTR err, int code, int a, int b) {
+	int zero = 0;
+	if (atomic_compare_exchange_weak_explicit(err, &zero, code, memory_order_relaxed, memory_order_relaxed)) {
+		atomic_store_explicit(err + 1, a, memory_order_relaxed);
+		atomic_store_explicit(err + 2, b, memory_order_relaxed);
+	}
+}
