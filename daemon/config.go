@@ -52,6 +52,8 @@ type SessionsConfig struct {
 	Layout string `koanf:"layout"`
 	// Grow is how many tokens past its prompt a stream's session must hold when it is admitted.
 	Grow int `koanf:"grow"`
+	// Queue bounds the requests waiting for a session; past it requests are answered 503.
+	Queue int `koanf:"queue"`
 }
 
 // MemoryConfig is the [memory] section: the budget the memory plan works within.
@@ -115,6 +117,7 @@ func Default() Config {
 		Sessions: SessionsConfig{
 			Parallel: "auto",
 			Grow:     2048,
+			Queue:    64,
 		},
 		Memory:      MemoryConfig{MarginGB: 2},
 		PromptCache: PromptCacheConfig{GiB: -1},
@@ -125,11 +128,10 @@ func Default() Config {
 	}
 }
 
-// DefaultConfigPath returns where tfd looks for its config file when --config is not given. The
-// file lives in a folder of its own so that watching the folder stays cheap.
+// DefaultConfigPath returns where tfd looks for its config file when --config is not given:
+// Homebrew's etc on macOS (/opt/homebrew/etc/tfd/tfd.toml on Apple silicon, else
+// /usr/local/etc/tfd/tfd.toml), /etc/tfd/tfd.toml on Linux. The file lives in a folder of its
+// own so that watching the folder stays cheap. `tfd install` writes the service to use it.
 func DefaultConfigPath() string {
-	if runtime.GOOS == "darwin" {
-		return "/usr/local/etc/tfd/tfd.toml"
-	}
-	return "/etc/tfd/tfd.toml"
+	return DefaultServicePaths(runtime.GOOS, runtime.GOARCH, "").ConfigFile()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"time"
 
 	"tfd/scheduler"
 )
@@ -78,6 +79,7 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 	}()
 	tok := h.model.Tokenizer
 	dec := tok.NewDecoder()
+	timing := statsOf(ctx)
 	stops := stopMatcher{stops: j.stops}
 	var res result
 	var pending []tokenLogprob // logprobs of tokens whose text has not been emitted yet
@@ -87,6 +89,7 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 			break
 		}
 		res.tokens = append(res.tokens, ev.Token)
+		timing.noteToken(time.Now())
 		if j.req.Logprobs {
 			pending = append(pending, tokenLogprob{token: tok.Decode([]int32{ev.Token}), logprob: ev.Logprob})
 		}

@@ -8,6 +8,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -28,13 +29,28 @@ type HandlerOptions struct {
 	// Seed returns a fresh seed for a request without one; nil: a random 53-bit number (exact
 	// in every JSON client). A test hook.
 	Seed func() uint64
+	// Metrics, if set, counts every request.
+	Metrics *Metrics
+}
+
+// Routing is the part of a Handler's settings that a config reload changes while it serves.
+type Routing struct {
+	// Sampling holds the [sampling] defaults for requests that set none.
+	Sampling SamplingConfig
+	// APIKeys are the bearer keys accepted; empty: no authentication.
+	APIKeys []string
 }
 
 // Handler serves tfd's OpenAI-compatible HTTP API for one model. It is safe for concurrent use.
 type Handler struct {
-	model Model
-	opts  HandlerOptions
-	mux   *http.ServeMux
+	model   Model
+	opts    HandlerOptions
+	mux     *http.ServeMux
+	routing atomic.Pointer[Routing] // replaced whole by SetRouting; each request reads it once
+
+	// inflight counts the requests this handler is serving, so that a model switch can wait
+	// for them (see liveHandler).
+	inflight sync.WaitGroup
 }
 
 // NewHandler returns the API handler for m. m.Tokenizer and m.Host must be set, and m.Context
@@ -50,6 +66,7 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 		opts.Sampling.MaxTokens = Default().Sampling.MaxTokens
 	}
 	h := &Handler{model: m, opts: opts, mux: http.NewServeMux()}
+	h.SetRouting(Routing{Sampling: opts.Sampling, APIKeys: opts.APIKeys})
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)
 	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"
@@ -57,9 +74,18 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 	h.route("POST /v1/completions", h.completions)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: errInvalidRequest, code: "unknown_url",
-			message: "unknown path " + r.URL.Path + ": tfd serves /v1/models, /v1/chat/completions, /v1/completions and /health"})
+			message: "unknown path " + r.URL.Path + ": tfd serves /v1/models, /v1/chat/completions, /v1/completions, /v1/tfd/status, /metrics and /health"})
 	})
 	return h
+}
+
+// SetRouting replaces the sampling defaults and API keys; requests that started before keep the
+// ones they began with. A zero Sampling.MaxTokens becomes the default.
+func (h *Handler) SetRouting(r Routing) {
+	if r.Sampling.MaxTokens <= 0 {
+		r.Sampling.MaxTokens = Default().Sampling.MaxTokens
+	}
+	h.routing.Store(&r)
 }
 
 // route registers handler for "METHOD /path" and answers other methods on the path with 405.
@@ -79,7 +105,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stats := &requestStats{}
 	rec := &statusRecorder{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), statsKey{}, stats))
-	defer func() { h.logRequest(r, rec.status(), stats, time.Since(start)) }()
+	defer func() {
+		elapsed := time.Since(start)
+		h.logRequest(r, rec.status(), stats, elapsed)
+		if r.Method == http.MethodPost { // the completion endpoints; /health and /v1/models are not counted
+			h.opts.Metrics.observeRequest(rec.status(), stats, start)
+		}
+	}()
 	if !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeError(rec, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
@@ -93,7 +125,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorized reports whether r may use the API: always without keys, and for /health, which
 // monitors poll without credentials.
 func (h *Handler) authorized(r *http.Request) bool {
-	if len(h.opts.APIKeys) == 0 || r.URL.Path == "/health" {
+	keys := h.routing.Load().APIKeys
+	if len(keys) == 0 || r.URL.Path == "/health" {
 		return true
 	}
 	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -102,7 +135,7 @@ func (h *Handler) authorized(r *http.Request) bool {
 	}
 	key = strings.TrimSpace(key)
 	var match int
-	for _, k := range h.opts.APIKeys {
+	for _, k := range keys {
 		match |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
 	}
 	return match == 1
@@ -135,10 +168,17 @@ func (h *Handler) newSeed() uint64 {
 // newID returns a response id such as "chatcmpl-…".
 func newID(prefix string) string { return prefix + "-" + strings.ToLower(rand.Text()) }
 
-// requestStats carries a request's token counts from its handler to the request log.
+// requestStats carries a request's token counts from its handler to the request log and the
+// metrics.
 type requestStats struct {
 	prompt, completion atomic.Int64
-	clientGone         atomic.Bool // the client left before the reply ended
+	clientGone         atomic.Bool  // the client left before the reply ended
+	lateStatus         atomic.Int32 // the status of an error sent inside a stream that began with 200
+
+	// firstToken and lastToken time the reply's first and last generated tokens; zero when
+	// none came. Written by the request's goroutine only.
+	firstToken, lastToken time.Time
+	tokens                int
 }
 
 func statsOf(ctx context.Context) *requestStats {
@@ -185,4 +225,13 @@ func (s *statusRecorder) status() int {
 		return http.StatusOK
 	}
 	return s.code
+}
+
+// noteToken records the arrival of a generated token.
+func (s *requestStats) noteToken(at time.Time) {
+	if s.tokens == 0 {
+		s.firstToken = at
+	}
+	s.lastToken = at
+	s.tokens++
 }

@@ -93,6 +93,7 @@ func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, events <-c
 		return
 	}
 	if res.err != nil {
+		statsOf(r.Context()).lateStatus.Store(int32(res.err.status))
 		s.send(res.err.body())
 		s.done()
 		return

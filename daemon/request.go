@@ -136,7 +136,8 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 	if p.N != nil && *p.N != 1 {
 		return nil, badRequest("n", "n must be 1: tfd makes one reply per request (send several requests, with different seeds, for more)")
 	}
-	sampling, e := h.sampling(p)
+	rt := h.routing.Load() // once, so one request sees one config
+	sampling, e := h.sampling(p, rt.Sampling)
 	if e != nil {
 		return nil, e
 	}
@@ -152,7 +153,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 		return nil, &apiError{status: http.StatusBadRequest, typ: errInvalidRequest, param: promptParam, code: "context_length_exceeded",
 			message: fmt.Sprintf("the prompt is %d tokens but the model's context holds %d tokens for prompt and reply together: shorten the %s (or serve a larger model.context, if the model allows it)", len(prompt), ctxLen, promptParam)}
 	}
-	maxTokens := h.opts.Sampling.MaxTokens
+	maxTokens := rt.Sampling.MaxTokens
 	if p.MaxTokens != nil {
 		maxTokens = *p.MaxTokens
 	}
@@ -181,7 +182,7 @@ func checkMaxTokens(param string, n *int) *apiError {
 
 // sampling validates p's sampling fields and fills the unset ones: the config's [sampling]
 // defaults first, then the model's generation_config, then OpenAI's (temperature 1, top_p 1).
-func (h *Handler) sampling(p *sampleParams) (scheduler.Sampling, *apiError) {
+func (h *Handler) sampling(p *sampleParams, cfg SamplingConfig) (scheduler.Sampling, *apiError) {
 	if e := checkMaxTokens("max_tokens", p.MaxTokens); e != nil {
 		return scheduler.Sampling{}, e
 	}
@@ -207,7 +208,7 @@ func (h *Handler) sampling(p *sampleParams) (scheduler.Sampling, *apiError) {
 	if e != nil {
 		return scheduler.Sampling{}, e
 	}
-	cfg, model := h.opts.Sampling, h.model.Defaults
+	model := h.model.Defaults
 	return scheduler.Sampling{
 		Temperature: float32(pick(p.Temperature, cfg.Temperature, model.Temperature, 1)),
 		TopP:        float32(pick(p.TopP, cfg.TopP, model.TopP, 1)),

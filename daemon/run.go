@@ -5,29 +5,79 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
-	"tfd/compute"
-	"tfd/engine"
-	"tfd/engine/tokenizer"
-	"tfd/models"
 	"tfd/scheduler"
 )
 
-// Run serves cfg until ctx ends: it reads the API keys, binds server.listen, opens the backend,
-// loads the model (the bundled one when model.path is empty), starts the scheduler host and
-// serves the HTTP API. It returns nil after a clean shutdown, or the error that stopped it. The
-// backends it may open are those registered with compute (cmd/tfd imports them).
-func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	var keys []string
-	if cfg.Server.APIKeysFile != "" {
-		var err error
-		if keys, err = ReadAPIKeys(cfg.Server.APIKeysFile); err != nil {
-			return err
-		}
+// RunOptions are what Run needs besides the config.
+type RunOptions struct {
+	// Sources are the layers the config was built from; a reload reads them all again, and
+	// Sources.File is the file watched.
+	Sources Sources
+	// Logger receives one line per event.
+	Logger *slog.Logger
+	// Level, if set, is Logger's level: Run sets it from log.level at start and on every reload.
+	Level *slog.LevelVar
+	// Report receives the memory plan at startup as one readable block; nil: the log only.
+	Report io.Writer
+	// Debounce is how long the config file must be quiet before a reload; 0: 200 ms.
+	Debounce time.Duration
+	// Ready, if set, is called with the bound address once requests are served. A test hook.
+	Ready func(addr net.Addr)
+}
+
+// server is a running daemon: the config in force, the served instance, and the instances being
+// retired after a model switch. Reloads run one at a time on the watcher's goroutine; mu guards
+// the state they change against the status endpoint, the metrics and the shutdown.
+type server struct {
+	src     Sources
+	opts    RunOptions
+	logger  *slog.Logger
+	metrics *Metrics
+	http    *liveHandler
+	started time.Time
+	retired sync.WaitGroup // one per instance being retired
+
+	mu         sync.Mutex // guards the fields below
+	cfg        Config
+	file       string
+	gen        int
+	routing    Routing
+	cur        *instance   // nil only while a switch is between models
+	retiring   []*instance // switched away from; they finish their replies, then are freed
+	pending    []string    // changed settings that wait for a restart
+	lastReload reloadRecord
+	closed     bool
+}
+
+// reloadRecord is the last reload's outcome, for the status endpoint.
+type reloadRecord struct {
+	At      time.Time `json:"at"`
+	Outcome string    `json:"outcome"`
+	Summary string    `json:"summary"`
+}
+
+// Run serves eff until ctx ends: it reads the API keys, binds server.listen, plans memory, loads
+// the model (the bundled one when model.path is empty), starts the scheduler host, serves the
+// HTTP API and applies edits of the config file as they happen. When ctx ends it stops
+// admitting, lets running replies finish for server.shutdown_timeout, cancels the rest, and
+// returns nil; otherwise it returns the error that stopped it. The backends it may open are
+// those registered with compute (cmd/tfd imports them).
+func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
+	cfg := eff.Config
+	s := &server{src: opts.Sources, opts: opts, logger: opts.Logger, started: time.Now(), cfg: cfg, file: eff.File, gen: 1}
+	if opts.Level != nil {
+		opts.Level.Set(logLevel(cfg.Log.Level))
+	}
+	var err error
+	if s.routing, err = readRouting(cfg); err != nil {
+		return err
 	}
 	// Bind before loading, so a taken port fails at once rather than after the weights load.
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -35,100 +85,135 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("daemon: server.listen: %w", err)
 	}
 	defer ln.Close()
-
-	backend, err := openBackend(cfg.Model.Backend, logger)
+	s.metrics = NewMetrics(s.hostStats)
+	in, err := startInstance(ctx, cfg, nil, s.routing, s.handlerOptions(), s.logger)
 	if err != nil {
 		return err
 	}
-	defer backend.Close()
-	m, err := loadModel(ctx, cfg.Model, backend, logger)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
+	s.cur = in
+	s.metrics.setPlan(in.plan, s.gen)
+	s.reportPlan(in)
+	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport)
 
-	host := newHost(m, cfg.Sessions, logger) // Serve closes it
-	handler := NewHandler(servedModel(m, cfg.Model, host), HandlerOptions{Sampling: cfg.Sampling, APIKeys: keys, Logger: logger})
-	logger.Info("serving", "url", "http://"+ln.Addr().String()+"/v1", "model", m.Name(), "backend", backend.Name(),
-		"context", m.Context(), "auth", len(keys) > 0)
-	return Serve(ctx, ln, handler, host, cfg.Server.ShutdownTimeout, logger)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched, armed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watch(watchCtx, sync.OnceFunc(func() { close(armed) }))
+	}()
+	<-armed
+	s.logger.Info("serving", "url", "http://"+ln.Addr().String()+"/v1", "model", in.model.Name(), "backend", in.backend.Name(),
+		"context", in.plan.Context, "sessions", in.plan.LayoutString(), "auth", len(s.routing.APIKeys) > 0, "took", in.loadTime.Round(time.Millisecond))
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr())
+	}
+	err = Serve(ctx, ln, s.http, closerFunc(s.shutdown), s.grace, s.logger)
+	stopWatch()
+	<-watched
+	s.retired.Wait()
+	s.mu.Lock()
+	last := s.cur
+	s.mu.Unlock()
+	if last != nil {
+		err = errors.Join(err, ignoreCancel(last.close(context.Background())))
+	}
+	return err
 }
 
-// backendPreference is the order "auto" tries backends in: GPUs first.
-var backendPreference = []string{"metal", "cuda", "cpu"}
+// handlerOptions are the options every instance's Handler shares.
+func (s *server) handlerOptions() HandlerOptions {
+	return HandlerOptions{Logger: s.logger, Metrics: s.metrics}
+}
 
-// openBackend opens the named backend, or for "auto" the first registered one that opens.
-func openBackend(name string, logger *slog.Logger) (compute.Backend, error) {
-	if name != "auto" {
-		b, err := compute.Open(name)
+// reportPlan shows the plan at startup: one block on Report, one line in the log.
+func (s *server) reportPlan(in *instance) {
+	if s.opts.Report != nil {
+		fmt.Fprint(s.opts.Report, in.plan.String())
+	}
+	s.logger.Info("memory plan", "limit", in.plan.LimitFrom, "sessions", in.plan.LayoutString(), "context", in.plan.Context,
+		"serial", in.plan.Serial(), "notes", len(in.plan.Notes))
+}
+
+// grace returns server.shutdown_timeout as it is now (a reload may have changed it).
+func (s *server) grace() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Server.ShutdownTimeout
+}
+
+// hostStats returns the current host's load; zero between models.
+func (s *server) hostStats() scheduler.Stats {
+	s.mu.Lock()
+	in := s.cur
+	s.mu.Unlock()
+	return in.stats()
+}
+
+// shutdown stops every host: running replies have until ctx ends, then they are cancelled with
+// a terminal event. Requests waiting on a model switch are answered 503. No reload applies after.
+func (s *server) shutdown(ctx context.Context) error {
+	s.http.close()
+	s.mu.Lock()
+	s.closed = true
+	hosts := slices.Clone(s.retiring)
+	if s.cur != nil {
+		hosts = append(hosts, s.cur)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, len(hosts))
+	for i, in := range hosts {
+		wg.Go(func() { errs[i] = in.host.Close(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// retire lets in finish the requests it is serving, then frees it.
+func (s *server) retire(in *instance) {
+	s.retired.Go(func() {
+		drain(in.handler)
+		if err := in.close(context.Background()); err != nil {
+			s.logger.Warn("freeing the previous model", "err", err)
+		}
+		s.mu.Lock()
+		s.retiring = slices.DeleteFunc(s.retiring, func(x *instance) bool { return x == in })
+		s.mu.Unlock()
+		s.logger.Info("previous model freed", "model", in.model.Name())
+	})
+}
+
+// closerFunc adapts a function to Serve's host parameter.
+type closerFunc func(ctx context.Context) error
+
+func (f closerFunc) Close(ctx context.Context) error { return f(ctx) }
+
+func ignoreCancel(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// readRouting reads the settings that apply without reloading weights and may fail: the keys
+// file.
+func readRouting(cfg Config) (Routing, error) {
+	r := Routing{Sampling: cfg.Sampling}
+	if cfg.Server.APIKeysFile != "" {
+		keys, err := ReadAPIKeys(cfg.Server.APIKeysFile)
 		if err != nil {
-			return nil, fmt.Errorf("daemon: model.backend %q: %w", name, err)
+			return Routing{}, err
 		}
-		return b, nil
+		r.APIKeys = keys
 	}
-	registered := compute.Drivers()
-	var errs []error
-	for _, n := range backendPreference {
-		if !slices.Contains(registered, n) {
-			continue
-		}
-		b, err := compute.Open(n)
-		if err == nil {
-			return b, nil
-		}
-		logger.Info("backend unavailable, trying the next", "backend", n, "err", err)
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("daemon: model.backend auto: no backend opened (registered: %v): %w", registered, errors.Join(errs...))
+	return r, nil
 }
 
-// loadModel loads the configured model folder, or the bundled model when mc.Path is empty.
-func loadModel(ctx context.Context, mc ModelConfig, backend compute.Backend, logger *slog.Logger) (*engine.Model, error) {
-	src := engine.Source{Dir: mc.Path, Name: mc.Name}
-	if mc.Path == "" {
-		src = engine.Source{FS: models.FS(), Name: cmp.Or(mc.Name, models.Name)}
+// logLevel reads log.level (validated with the config).
+func logLevel(name string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(cmp.Or(name, "info"))); err != nil {
+		return slog.LevelInfo
 	}
-	start := time.Now()
-	m, err := engine.Load(ctx, src, backend, engine.Options{Context: mc.Context})
-	if err != nil {
-		if mc.Path == "" {
-			return nil, fmt.Errorf("daemon: load the bundled model: %w", err)
-		}
-		return nil, fmt.Errorf("daemon: load model.path %s: %w", mc.Path, err)
-	}
-	logger.Info("model loaded", "model", m.Name(), "path", mc.Path, "context", m.Context(), "took", time.Since(start).Round(time.Millisecond))
-	return m, nil
+	return l
 }
-
-// newHost starts the scheduler host that sessions.parallel asks for.
-func newHost(m *engine.Model, sc SessionsConfig, logger *slog.Logger) scheduler.Host {
-	n, auto, _ := sc.ParallelN() // validated with the config
-	if auto || n > 1 {
-		logger.Info("one reply at a time: the shared host is not built yet", "sessions.parallel", sc.Parallel)
-	}
-	return scheduler.NewSerial(m, scheduler.SerialOptions{})
-}
-
-// servedModel is what the HTTP layer sees of m.
-func servedModel(m *engine.Model, mc ModelConfig, host scheduler.Host) Model {
-	g := m.Generation()
-	sm := Model{
-		Name:      m.Name(),
-		Tokenizer: engineTokenizer{m.Tokenizer()},
-		EOS:       g.EOS,
-		Context:   m.Context(),
-		Defaults: SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
-			TopK: g.TopK, MinP: float64(g.MinP)},
-		Host:    host,
-		Created: time.Now().Unix(),
-	}
-	if t := m.Template(); t != nil { // a nil *Template must not become a non-nil interface
-		sm.Template = t
-	}
-	return sm
-}
-
-// engineTokenizer adapts the engine's tokenizer to the Tokenizer interface.
-type engineTokenizer struct{ *tokenizer.Tokenizer }
-
-func (t engineTokenizer) NewDecoder() Decoder { return t.Tokenizer.NewDecoder() }

@@ -12,15 +12,24 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"tfd/scheduler"
 )
 
+// lastWordsTimeout bounds how long, after the grace, handlers have to send the terminal event of
+// a cancelled reply before their connections are closed.
+const lastWordsTimeout = 2 * time.Second
+
+// Closer is what Serve needs of the host: scheduler.Host's Close.
+type Closer interface {
+	// Close stops admitting, lets running streams finish until ctx ends, then cancels the rest.
+	Close(ctx context.Context) error
+}
+
 // Serve answers HTTP on ln with handler until ctx ends, then shuts down in order: it stops
-// accepting connections, closes host so that running replies have up to grace to finish (they
-// are cancelled after), and waits for the handlers. It returns nil after a shutdown asked for by
-// ctx, or the error that stopped serving. Either way ln and host are closed when it returns.
-func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host scheduler.Host, grace time.Duration, logger *slog.Logger) error {
+// accepting connections, closes host so that running replies have up to grace() to finish (they
+// are cancelled after, each with a terminal event), and waits for the handlers. It returns nil
+// after a shutdown asked for by ctx, or the error that stopped serving. Either way ln and host
+// are closed when it returns. grace is read when the shutdown begins.
+func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host Closer, grace func() time.Duration, logger *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -37,9 +46,10 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host sche
 	case serveErr = <-served:
 		logger.Error("serving failed", "err", serveErr)
 	case <-ctx.Done():
-		logger.Info("shutting down", "grace", grace)
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), grace)
+	g := grace()
+	logger.Info("shutting down: running replies have the grace to finish", "grace", g)
+	stopCtx, cancel := context.WithTimeout(context.Background(), g)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -48,7 +58,14 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host sche
 		}
 	})
 	if err := srv.Shutdown(stopCtx); err != nil {
-		srv.Close() // the grace is over: drop the connections that are left
+		// The grace is over and the host is cancelling what still runs: once every stream has
+		// had its terminal event, give the handlers a moment to send it, then drop what is left.
+		wg.Wait()
+		lastCtx, cancelLast := context.WithTimeout(context.Background(), lastWordsTimeout)
+		if srv.Shutdown(lastCtx) != nil {
+			srv.Close()
+		}
+		cancelLast()
 	}
 	wg.Wait()
 	if serveErr != nil {

@@ -26,7 +26,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ln, env.h, env.host, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		served <- Serve(ctx, ln, env.h, env.host, func() time.Duration { return time.Second }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	url := "http://" + ln.Addr().String()
 	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hi"}`))

@@ -2,22 +2,20 @@
 //
 //	tfd serve [--config FILE] [--listen ADDR] [--model PATH] [--parallel N|auto]
 //	tfd config [the same flags]   print the effective config and where each value came from
+//	tfd plan [the same flags]     print the memory plan without loading the model
+//	tfd install | uninstall | start | stop | restart | status   the system service
 //	tfd version
 package main
 
 import (
-	"cmp"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"syscall"
 
 	_ "tfd/cpu" // registers the "cpu" backend
 	"tfd/daemon"
@@ -32,18 +30,24 @@ const (
 const usage = `tfd serves a local language model over an OpenAI-compatible HTTP API.
 
 Usage:
-  tfd serve [flags]     serve the model until interrupted
+  tfd serve [flags]     serve the model until interrupted (SIGINT, SIGTERM)
   tfd config [flags]    print the effective config as TOML, with where each value came from
+  tfd plan [flags]      print the memory plan for the config, without loading the model
+  tfd install           install and start the system service (launchd on macOS, systemd on Linux)
+  tfd uninstall         stop and remove the service; the config and models stay
+  tfd start | stop | restart
+  tfd status            installed? running? the model, config generation and memory plan
   tfd version           print the version
 
-Flags of serve and config:
+Flags of serve, config and plan:
   --config FILE         the config file (default %s, if it exists)
   --listen ADDR         server.listen, e.g. 127.0.0.1:8417
   --model PATH          model.path, a Hugging Face model folder (default: the bundled model)
   --parallel N|auto     sessions.parallel
 
 Settings come from the defaults, then the config file, then TFD_* environment variables
-(TFD_SESSIONS_PARALLEL sets sessions.parallel), then flags.
+(TFD_SESSIONS_PARALLEL sets sessions.parallel), then flags. A running tfd applies edits of its
+config file as they are saved.
 `
 
 func main() {
@@ -52,6 +56,12 @@ func main() {
 
 // run runs the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runWith(args, stdout, stderr, newServiceManager)
+}
+
+// runWith is run with the service manager the service commands use: tests give one that
+// touches nothing of the system's.
+func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) int {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath())
 		return exitUsage
@@ -61,6 +71,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "config":
 		return printConfig(args[1:], stdout, stderr)
+	case "plan":
+		return printPlan(args[1:], stdout, stderr)
+	case "install", "uninstall", "start", "stop", "restart", "status":
+		return serviceCommand(args[0], args[1:], stdout, stderr, newManager)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0
@@ -72,25 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-func serve(args []string, stderr io.Writer) int {
-	eff, code := loadConfig("serve", args, stderr)
-	if eff == nil {
-		return code
-	}
-	logger := daemon.NewLogger(stderr, eff.Config.Log.Level)
-	logger.Info("starting", "version", version(), "config", cmp.Or(eff.File, "(none)"))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := daemon.Run(ctx, eff.Config, logger); err != nil {
-		report(stderr, err)
-		return exitFailure
-	}
-	logger.Info("stopped")
-	return 0
-}
-
 func printConfig(args []string, stdout, stderr io.Writer) int {
-	eff, code := loadConfig("config", args, stderr)
+	eff, _, code := loadConfig("config", args, stderr)
 	if eff == nil {
 		return code
 	}
@@ -101,9 +98,10 @@ func printConfig(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// loadConfig parses the flags of serve and config and loads the configuration; on failure it
-// reports the problem and returns nil with the exit code.
-func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective, int) {
+// loadConfig parses the flags of serve, config and plan and loads the configuration; it returns
+// the sources too, so serve can read them again on reload. On failure it reports the problem and
+// returns nil with the exit code.
+func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective, daemon.Sources, int) {
 	fs := flag.NewFlagSet("tfd "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath()) }
@@ -114,13 +112,13 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective,
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, 0
+			return nil, daemon.Sources{}, 0
 		}
-		return nil, exitUsage
+		return nil, daemon.Sources{}, exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "tfd %s: unexpected argument %q\n", cmd, fs.Arg(0))
-		return nil, exitUsage
+		return nil, daemon.Sources{}, exitUsage
 	}
 	src := daemon.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
 	if src.File == "" {
@@ -134,9 +132,9 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective,
 	eff, err := daemon.LoadConfig(src)
 	if err != nil {
 		report(stderr, err)
-		return nil, exitUsage
+		return nil, src, exitUsage
 	}
-	return eff, 0
+	return eff, src, 0
 }
 
 // report prints err for a person, one "tfd: " line per problem (a config error lists them all).
@@ -146,12 +144,18 @@ func report(w io.Writer, err error) {
 	}
 }
 
-// version returns the module version this binary was built from, with the Go toolchain and
-// target.
+// buildVersion is set by `make release` (-ldflags -X main.buildVersion=v1.2.3); empty otherwise.
+var buildVersion string
+
+// version returns the version this binary was built as (the release's, else the module's), with
+// the Go toolchain and target.
 func version() string {
 	v := "devel"
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v = bi.Main.Version
+	}
+	if buildVersion != "" {
+		v = buildVersion
 	}
 	return fmt.Sprintf("tfd %s (%s, %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

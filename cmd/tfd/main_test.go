@@ -19,7 +19,11 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{args: nil, code: exitUsage, stderr: "Usage:"},
 		{args: []string{"frobnicate"}, code: exitUsage, stderr: `unknown command "frobnicate"`},
-		{args: []string{"install"}, code: exitUsage, stderr: `unknown command "install"`},
+		{args: []string{"install", "now"}, code: exitUsage, stderr: `unexpected argument "now"`},
+		{args: []string{"status"}, code: exitFailure, stdout: "tfd is not installed"},
+		{args: []string{"stop"}, code: exitFailure, stderr: "tfd is not installed"},
+		{args: []string{"plan", "--parallel", "2"}, code: 0, stdout: "(shared host; parallel 2)"},
+		{args: []string{"plan", "--listen", "nowhere"}, code: exitUsage, stderr: "server.listen"},
 		{args: []string{"version"}, code: 0, stdout: "tfd "},
 		{args: []string{"help"}, code: 0, stdout: "tfd serve"},
 		{args: []string{"config", "--config", config, "--parallel", "3"}, code: 0,
@@ -32,7 +36,7 @@ func TestCommandLine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer
-		code := run(tc.args, &stdout, &stderr)
+		code := runWith(tc.args, &stdout, &stderr, fakeManager(t, nil))
 		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
 			t.Errorf("tfd %q: exit %d, want %d\nstdout: %s\nstderr: %s", tc.args, code, tc.code, stdout.String(), stderr.String())
 		}

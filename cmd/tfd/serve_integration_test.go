@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,7 +47,7 @@ func TestServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tfd and serves the bundled model; skipped with -short")
 	}
-	srv := startServer(t)
+	srv := startServer(t, "[sessions]\nparallel = 1\n")
 	stderr := srv.log
 	client := openai.NewClient(option.WithBaseURL("http://"+srv.addr+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -146,17 +148,38 @@ type server struct {
 	log    *syncBuffer
 }
 
-// startServer builds tfd and starts `tfd serve` on a free port with a config file of its own
-// and no TFD_* variables, then waits for /health.
-func startServer(t *testing.T) *server {
-	t.Helper()
-	dir := t.TempDir()
+// TestMain removes the binary buildOnce built, after every test has run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := buildOnce(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
+// buildOnce builds tfd once for all the tests of the package; it returns the binary's path.
+var buildOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "tfd-test-")
+	if err != nil {
+		return "", err
+	}
 	bin := filepath.Join(dir, "tfd")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	config := filepath.Join(dir, "tfd.toml")
-	if err := os.WriteFile(config, []byte("[sessions]\nparallel = 1\n"), 0o644); err != nil {
+	return bin, nil
+})
+
+// startServer builds tfd and starts `tfd serve` on a free port with config as its config file
+// and no TFD_* variables, then waits for /health.
+func startServer(t *testing.T, configText string) *server {
+	t.Helper()
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "tfd.toml")
+	if err := os.WriteFile(config, []byte(configText), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := &server{addr: freeAddr(t), exited: make(chan error, 1), log: &syncBuffer{}}
@@ -192,18 +215,21 @@ func startServer(t *testing.T) *server {
 }
 
 // stop sends SIGINT and expects a clean exit.
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t *testing.T) { s.signal(t, os.Interrupt) }
+
+// signal sends sig and expects the process to exit 0.
+func (s *server) signal(t *testing.T, sig os.Signal) {
 	t.Helper()
-	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := s.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-s.exited:
 		if err != nil {
-			t.Errorf("tfd serve exited with %v after SIGINT\n%s", err, s.log)
+			t.Errorf("tfd serve exited with %v after %v\n%s", err, sig, s.log)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("tfd serve still running 30 s after SIGINT\n%s", s.log)
+		t.Fatalf("tfd serve still running 30 s after %v\n%s", sig, s.log)
 	}
 }
 
@@ -233,4 +259,43 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestSIGTERMDuringStream stops tfd with SIGTERM, as launchd and systemd do, while a reply
+// streams: the client gets a proper end of its stream and the process exits 0.
+func TestSIGTERMDuringStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tfd and serves the bundled model; skipped with -short")
+	}
+	srv := startServer(t, "[server]\nshutdown_timeout = \"200ms\"\n[sessions]\nparallel = 2\n")
+	client := openai.NewClient(option.WithBaseURL("http://"+srv.addr+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream := client.Completions.NewStreaming(ctx, openai.CompletionNewParams{
+		Model:       "gopher",
+		Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("package main\n")},
+		Temperature: openai.Float(0),
+		MaxTokens:   openai.Int(2000),
+	})
+	chunks := 0
+	for stream.Next() {
+		if chunks++; chunks == 1 {
+			if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The stream ends with tfd's error event (shutting down) and [DONE], or with its finish
+	// reason if it completed within the grace: either way an API answer, not a broken connection.
+	if err := stream.Err(); err != nil && !strings.Contains(err.Error(), `"code":"shutting_down"`) {
+		t.Errorf("the stream did not end properly after %d chunks: %v\n%s", chunks, err, srv.log)
+	}
+	select {
+	case err := <-srv.exited:
+		if err != nil {
+			t.Errorf("tfd serve exited with %v after SIGTERM\n%s", err, srv.log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tfd serve still running 30 s after SIGTERM\n%s", srv.log)
+	}
 }

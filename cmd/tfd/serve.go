@@ -1,0 +1,58 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"tfd/daemon"
+)
+
+// serve runs the daemon until SIGINT or SIGTERM, then stops gracefully and exits 0.
+func serve(args []string, stderr io.Writer) int {
+	eff, src, code := loadConfig("serve", args, stderr)
+	if eff == nil {
+		return code
+	}
+	logger, level := daemon.NewLeveledLogger(stderr)
+	logger.Info("starting", "version", version(), "config", cmp.Or(eff.File, "(none)"), "pid", os.Getpid())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := daemon.Run(ctx, eff, daemon.RunOptions{Sources: src, Logger: logger, Level: level, Report: stderr})
+	if err != nil {
+		report(stderr, err)
+		return exitFailure
+	}
+	logger.Info("stopped")
+	return 0
+}
+
+// printPlan prints the memory plan the config gives on this machine. It opens the backend to
+// read its memory and reads the model's config.json and safetensors headers; it loads no weights.
+func printPlan(args []string, stdout, stderr io.Writer) int {
+	eff, _, code := loadConfig("plan", args, stderr)
+	if eff == nil {
+		return code
+	}
+	logger, _ := daemon.NewLeveledLogger(stderr)
+	backend, err := daemon.OpenBackend(eff.Config.Model.Backend, logger)
+	if err != nil {
+		report(stderr, err)
+		return exitFailure
+	}
+	defer backend.Close()
+	plan, err := daemon.PlanConfig(eff.Config, backend)
+	if err != nil {
+		report(stderr, err)
+		return exitFailure
+	}
+	model := cmp.Or(eff.Config.Model.Path, "the bundled model")
+	fmt.Fprintf(stdout, "%s on %s (%s of memory), config %s\n", model, backend.Name(),
+		formatMemory(backend.Memory()), cmp.Or(eff.File, "(none)"))
+	fmt.Fprint(stdout, plan.String())
+	return 0
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+
+	"tfd/configs"
+	"tfd/daemon"
+	"tfd/engine"
+)
+
+// managerFunc builds the service manager for a command; tests give one that works in a temporary
+// folder with a recording command runner.
+type managerFunc func(cmd string, stdout io.Writer) (*daemon.ServiceManager, error)
+
+// serviceCommand runs install, uninstall, start, stop, restart or status.
+func serviceCommand(cmd string, args []string, stdout, stderr io.Writer, newManager managerFunc) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "tfd %s: unexpected argument %q (the service uses %s)\n", cmd, args[0], daemon.DefaultConfigPath())
+		return exitUsage
+	}
+	m, err := newManager(cmd, stdout)
+	if err != nil {
+		report(stderr, err)
+		return exitFailure
+	}
+	ctx := context.Background()
+	switch cmd {
+	case "install":
+		err = m.Install(ctx)
+	case "uninstall":
+		err = m.Uninstall(ctx)
+	case "start":
+		err = m.Start(ctx)
+	case "stop":
+		err = m.Stop(ctx)
+	case "restart":
+		err = m.Restart(ctx)
+	case "status":
+		st := m.Status(ctx)
+		st.Write(stdout)
+		if !st.Installed {
+			return exitFailure
+		}
+		return 0
+	}
+	if err != nil {
+		report(stderr, err)
+		return exitFailure
+	}
+	if cmd != "install" && cmd != "uninstall" {
+		fmt.Fprintf(stdout, "tfd: %s done\n", cmd)
+	}
+	return 0
+}
+
+// newServiceManager is the real service manager: this machine's service manager, the default
+// paths, this binary. Every command but status changes system state, so it needs root.
+func newServiceManager(cmd string, stdout io.Writer) (*daemon.ServiceManager, error) {
+	platform, err := daemon.PlatformFor(runtime.GOOS)
+	if err != nil {
+		return nil, err
+	}
+	if cmd != "status" && os.Geteuid() != 0 {
+		return nil, fmt.Errorf("tfd %s changes the system's services and needs root: sudo tfd %s", cmd, cmd)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this program's path for the service: %w", err)
+	}
+	return &daemon.ServiceManager{
+		Platform:      platform,
+		Paths:         daemon.DefaultServicePaths(runtime.GOOS, runtime.GOARCH, exe),
+		Runner:        daemon.ExecRunner{},
+		DefaultConfig: configs.Default,
+		Out:           stdout,
+	}, nil
+}
+
+func formatMemory(n uint64) string {
+	if n == 0 {
+		return "unknown"
+	}
+	return engine.FormatBytes(int64(n))
+}

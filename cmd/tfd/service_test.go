@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"tfd/configs"
+	"tfd/daemon"
+)
+
+// recorder is a CommandRunner that records commands and answers from a script: a command whose
+// line starts with a key of fail fails; one that starts with a key of out prints its value.
+type recorder struct {
+	mu   sync.Mutex // guards cmds
+	cmds []string
+	fail map[string]bool
+	out  map[string]string
+}
+
+func (r *recorder) Run(_ context.Context, name string, args ...string) (string, error) {
+	line := strings.Join(append([]string{name}, args...), " ")
+	r.mu.Lock()
+	r.cmds = append(r.cmds, line)
+	r.mu.Unlock()
+	for prefix := range r.fail {
+		if strings.HasPrefix(line, prefix) {
+			return "", &os.PathError{Op: line, Err: os.ErrNotExist}
+		}
+	}
+	for prefix, out := range r.out {
+		if strings.HasPrefix(line, prefix) {
+			return out, nil
+		}
+	}
+	return "", nil
+}
+
+// fakeManager returns a managerFunc for systemd rooted in a temporary folder.
+func fakeManager(t *testing.T, rec *recorder) managerFunc {
+	root := t.TempDir()
+	if rec == nil {
+		rec = &recorder{fail: map[string]bool{"systemctl is-active": true}}
+	}
+	return func(cmd string, stdout io.Writer) (*daemon.ServiceManager, error) {
+		return &daemon.ServiceManager{
+			Platform:      daemon.Systemd,
+			Paths:         daemon.DefaultServicePaths("linux", "amd64", "/usr/local/bin/tfd").Under(root),
+			Runner:        rec,
+			DefaultConfig: configs.Default,
+			Out:           stdout,
+		}, nil
+	}
+}
+
+func TestServiceCommands(t *testing.T) {
+	rec := &recorder{fail: map[string]bool{"systemctl is-active": true}}
+	newManager := fakeManager(t, rec)
+	m, _ := newManager("", io.Discard)
+	steps := []struct {
+		args   []string
+		code   int
+		stdout string
+	}{
+		{[]string{"install"}, 0, "wrote the default config"},
+		{[]string{"status"}, 0, "installed"},
+		{[]string{"restart"}, 0, "restart done"},
+		{[]string{"install"}, 0, "kept the config"},
+		{[]string{"uninstall"}, 0, "left in place: the config"},
+		{[]string{"status"}, exitFailure, "not installed"},
+	}
+	for _, s := range steps {
+		var stdout, stderr bytes.Buffer
+		if code := runWith(s.args, &stdout, &stderr, newManager); code != s.code || !strings.Contains(stdout.String(), s.stdout) {
+			t.Errorf("tfd %v: exit %d, want %d\nstdout: %s\nstderr: %s", s.args, code, s.code, &stdout, &stderr)
+		}
+	}
+	if _, err := os.Stat(m.Paths.ConfigFile()); err != nil {
+		t.Errorf("uninstall removed the config: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(m.Paths.ServiceDir, daemon.ServiceUnit)); !os.IsNotExist(err) {
+		t.Errorf("uninstall left the unit: %v", err)
+	}
+	want := []string{"systemctl daemon-reload", "systemctl enable tfd.service", "systemctl restart tfd.service"}
+	if got := strings.Join(rec.cmds[:3], "|"); got != strings.Join(want, "|") {
+		t.Errorf("install ran %q, want %q", rec.cmds[:3], want)
+	}
+}

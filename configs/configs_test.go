@@ -1,0 +1,31 @@
+package configs
+
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	"tfd/daemon"
+)
+
+// TestDefaultConfig checks that tfd.toml parses to exactly the built-in defaults, sets every key
+// of the schema itself (so it documents all of them), and has no key the schema lacks (LoadConfig
+// refuses unknown keys).
+func TestDefaultConfig(t *testing.T) {
+	eff, err := daemon.LoadConfig(daemon.Sources{File: "tfd.toml", FileRequired: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(eff.Config, daemon.Default()) {
+		t.Errorf("tfd.toml parses to\n%+v\nthe defaults are\n%+v", eff.Config, daemon.Default())
+	}
+	for key, origin := range eff.Origins {
+		if origin.Layer != daemon.LayerFile {
+			t.Errorf("tfd.toml does not list %s", key)
+		}
+	}
+	onDisk, err := os.ReadFile("tfd.toml")
+	if err != nil || string(onDisk) != string(Default) {
+		t.Errorf("the embedded default differs from tfd.toml (%v)", err)
+	}
+}

@@ -1,0 +1,210 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"tfd/compute"
+	"tfd/engine"
+	"tfd/engine/tokenizer"
+	"tfd/models"
+	"tfd/scheduler"
+)
+
+// maxRows is the rows one forward takes: the engine's default, named here because the memory
+// plan sizes the scratch for it.
+const maxRows = 256
+
+// instance is one served model: its backend, its weights and KV pool, the scheduler host that
+// runs its requests and the HTTP Handler that feeds the host. A model switch builds a new
+// instance and retires the old; each has a backend of its own, so that two models never drive
+// one backend from two goroutines (a backend is not safe for concurrent use).
+type instance struct {
+	mc      ModelConfig
+	plan    engine.Plan
+	backend compute.Backend
+	model   *engine.Model
+	host    *scheduler.Shared
+	handler *Handler
+	// loadTime is how long the weights took to load, for the log.
+	loadTime time.Duration
+}
+
+// modelSource returns the engine source mc names: the folder, or the bundled model.
+func modelSource(mc ModelConfig) engine.Source {
+	if mc.Path == "" {
+		return engine.Source{FS: models.FS(), Name: cmp.Or(mc.Name, models.Name)}
+	}
+	return engine.Source{Dir: mc.Path, Name: mc.Name}
+}
+
+// PlanConfig computes the memory plan for cfg on backend without loading weights: it reads the
+// model's config.json and safetensors headers only.
+func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
+	mcfg, info, err := engine.Inspect(modelSource(cfg.Model))
+	if err != nil {
+		return engine.Plan{}, fmt.Errorf("daemon: read the model for its memory plan: %w", err)
+	}
+	parallel, _, _ := cfg.Sessions.ParallelN() // validated with the config; auto is 0
+	layout, _ := ParseLayout(cfg.Sessions.Layout)
+	return engine.MakePlan(engine.PlanInput{
+		Model:          mcfg,
+		WeightBytes:    info.StoredBytes(weightElemBytes(backend)),
+		DeviceMemory:   backend.Memory(),
+		LoadLimitGB:    cfg.Memory.LoadLimitGB,
+		MarginGB:       cfg.Memory.MarginGB,
+		Context:        cfg.Model.Context,
+		Parallel:       parallel,
+		Grow:           cfg.Sessions.Grow,
+		Layout:         layout,
+		MaxRows:        maxRows,
+		KVBytesPerElem: kvElemBytes(backend),
+	})
+}
+
+// weightElemBytes is what a backend keeps a weight parameter in: the CPU keeps F32 (4 bytes);
+// GPUs keep the file's dtype (0: the file's size).
+func weightElemBytes(b compute.Backend) int {
+	if b.Name() == "cpu" {
+		return 4
+	}
+	return 0
+}
+
+// kvElemBytes is the size of one stored key or value: a backend may say with a KVBytesPerElem
+// method; otherwise F32, which errs on the side of memory.
+func kvElemBytes(b compute.Backend) int {
+	if s, ok := b.(interface{ KVBytesPerElem() int }); ok {
+		return s.KVBytesPerElem()
+	}
+	return 4
+}
+
+// residentBytes is what a loaded instance holds under the plan's limit.
+func (in *instance) residentBytes() int64 { return in.plan.Weights + in.plan.Scratch + in.plan.KV }
+
+// startInstance opens a backend, plans, loads the model and starts its host. plan, when not nil,
+// is a plan already made for cfg on this kind of backend; otherwise one is made here.
+func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing Routing, hopts HandlerOptions, logger *slog.Logger) (*instance, error) {
+	backend, err := OpenBackend(cfg.Model.Backend, logger)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{mc: cfg.Model, backend: backend}
+	if plan != nil {
+		in.plan = *plan
+	} else if in.plan, err = PlanConfig(cfg, backend); err != nil {
+		backend.Close()
+		return nil, err
+	}
+	if err := in.load(ctx, cfg); err != nil {
+		in.close(context.Background())
+		return nil, err
+	}
+	hopts.Sampling, hopts.APIKeys = routing.Sampling, routing.APIKeys
+	in.handler = NewHandler(servedModel(in.model, cfg.Model, in.host), hopts)
+	return in, nil
+}
+
+// load loads the weights with a KV pool of the plan's size and starts the host on its layout.
+func (in *instance) load(ctx context.Context, cfg Config) error {
+	start := time.Now()
+	m, err := engine.Load(ctx, modelSource(cfg.Model), in.backend, engine.Options{
+		Context: in.plan.Context, MaxRows: maxRows, Slots: in.plan.Slots()})
+	if err != nil {
+		if cfg.Model.Path == "" {
+			return fmt.Errorf("daemon: load the bundled model: %w", err)
+		}
+		return fmt.Errorf("daemon: load model.path %s: %w", cfg.Model.Path, err)
+	}
+	in.model = m
+	in.host, err = scheduler.NewShared(m, in.sharedOptions(cfg.Sessions))
+	if err != nil {
+		return fmt.Errorf("daemon: start the host: %w", err)
+	}
+	in.loadTime = time.Since(start)
+	return nil
+}
+
+// sharedOptions are the host's routing for sessions settings sc under the instance's plan.
+func (in *instance) sharedOptions(sc SessionsConfig) scheduler.SharedOptions {
+	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: sc.Grow, Queue: sc.Queue}
+}
+
+// close stops the host (running streams have until ctx ends), then frees the model and backend.
+func (in *instance) close(ctx context.Context) error {
+	var err error
+	if in.host != nil {
+		err = in.host.Close(ctx)
+	}
+	if in.model != nil {
+		in.model.Close()
+	}
+	return errors.Join(err, in.backend.Close())
+}
+
+// stats returns the host's load; zero while there is no host.
+func (in *instance) stats() scheduler.Stats {
+	if in == nil || in.host == nil {
+		return scheduler.Stats{}
+	}
+	return in.host.Stats()
+}
+
+// backendPreference is the order "auto" tries backends in: GPUs first.
+var backendPreference = []string{"metal", "cuda", "cpu"}
+
+// OpenBackend opens the backend model.backend names, or for "auto" the first registered one
+// that opens (GPUs first). The caller closes it. `tfd plan` uses it to read the machine's memory.
+func OpenBackend(name string, logger *slog.Logger) (compute.Backend, error) {
+	if name != "auto" {
+		b, err := compute.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: model.backend %q: %w", name, err)
+		}
+		return b, nil
+	}
+	registered := compute.Drivers()
+	var errs []error
+	for _, n := range backendPreference {
+		if !slices.Contains(registered, n) {
+			continue
+		}
+		b, err := compute.Open(n)
+		if err == nil {
+			return b, nil
+		}
+		logger.Info("backend unavailable, trying the next", "backend", n, "err", err)
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("daemon: model.backend auto: no backend opened (registered: %v): %w", registered, errors.Join(errs...))
+}
+
+// servedModel is what the HTTP layer sees of m.
+func servedModel(m *engine.Model, mc ModelConfig, host scheduler.Host) Model {
+	g := m.Generation()
+	sm := Model{
+		Name:      m.Name(),
+		Tokenizer: engineTokenizer{m.Tokenizer()},
+		EOS:       g.EOS,
+		Context:   m.Context(),
+		Defaults: SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
+			TopK: g.TopK, MinP: float64(g.MinP)},
+		Host:    host,
+		Created: time.Now().Unix(),
+	}
+	if t := m.Template(); t != nil { // a nil *Template must not become a non-nil interface
+		sm.Template = t
+	}
+	return sm
+}
+
+// engineTokenizer adapts the engine's tokenizer to the Tokenizer interface.
+type engineTokenizer struct{ *tokenizer.Tokenizer }
+
+func (t engineTokenizer) NewDecoder() Decoder { return t.Tokenizer.NewDecoder() }

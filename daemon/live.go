@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+)
+
+// liveHandler is the HTTP handler of a running daemon. It serves /metrics and /v1/tfd/status
+// itself and passes every other request to the current model's Handler. A config reload swaps
+// that Handler: requests already in the old one finish there (with the old model and host), new
+// ones go to the new one. While a model switch drains the old model before loading the new one,
+// new requests wait (until their context ends) and then go to the new model.
+type liveHandler struct {
+	metrics *Metrics
+	status  func() StatusReport
+
+	mu      sync.Mutex    // guards cur, resumed, down and closed
+	cur     *Handler      // nil while a switch has paused admissions
+	resumed chan struct{} // closed when admissions resume; nil while not paused
+	down    error         // set when no model could be loaded: requests get 503 saying why
+	closed  chan struct{} // closed at shutdown: paused requests are answered 503
+}
+
+func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport) *liveHandler {
+	return &liveHandler{cur: h, metrics: metrics, status: status, closed: make(chan struct{})}
+}
+
+func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/metrics":
+		l.metrics.Handler().ServeHTTP(w, r)
+		return
+	case statusPath:
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: errInvalidRequest, code: "method_not_allowed",
+				message: r.Method + " is not allowed on " + r.URL.Path + "; use GET"})
+			return
+		}
+		writeJSON(w, http.StatusOK, l.status())
+		return
+	}
+	h, err := l.acquire(r.Context())
+	var down downError
+	switch {
+	case errors.As(err, &down):
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: errServer, code: "no_model", retryAfter: 30, message: down.Error()})
+		return
+	case err != nil:
+		writeError(w, shuttingDown())
+		return
+	}
+	defer h.inflight.Done()
+	h.ServeHTTP(w, r)
+}
+
+// acquire returns the current Handler with the request counted in its inflight group, waiting
+// while a switch has paused admissions. It fails when ctx ends or the daemon stops first.
+func (l *liveHandler) acquire(ctx context.Context) (*Handler, error) {
+	for {
+		l.mu.Lock()
+		h, resumed, down := l.cur, l.resumed, l.down
+		if h != nil {
+			h.inflight.Add(1)
+		}
+		l.mu.Unlock()
+		if down != nil {
+			return nil, downError{down}
+		}
+		if h != nil {
+			return h, nil
+		}
+		select {
+		case <-resumed:
+		case <-l.closed:
+			return nil, context.Canceled
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// current returns the Handler new requests go to, or nil while paused.
+func (l *liveHandler) current() *Handler {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
+}
+
+// swap makes h the Handler for new requests and returns the previous one (nil if paused). It
+// does not wait for the previous one's requests: see drain.
+func (l *liveHandler) swap(h *Handler) *Handler {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.cur
+	l.cur, l.down = h, nil
+	if l.resumed != nil {
+		close(l.resumed)
+		l.resumed = nil
+	}
+	return old
+}
+
+// pause stops handing requests to any Handler until swap, and returns the one that was current.
+func (l *liveHandler) pause() *Handler {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.cur
+	l.cur = nil
+	if l.resumed == nil {
+		l.resumed = make(chan struct{})
+	}
+	return old
+}
+
+// fail answers every request, waiting or new, with 503 and err until the next swap.
+func (l *liveHandler) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = err
+	if l.resumed != nil {
+		close(l.resumed)
+		l.resumed = nil
+	}
+}
+
+// downError is acquire's error while no model is loaded.
+type downError struct{ error }
+
+// close answers requests waiting on a pause with 503; Serve calls it at shutdown.
+func (l *liveHandler) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+	default:
+		close(l.closed)
+	}
+}
+
+// drain waits until the requests h was serving when it stopped being current have ended.
+func drain(h *Handler) {
+	if h != nil {
+		h.inflight.Wait()
+	}
+}

@@ -1,0 +1,280 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"tfd/engine"
+)
+
+// The outcomes a reload is counted under in tfd_config_reloads_total.
+const (
+	reloadApplied   = "applied"   // the new config is in force (some settings may wait for a restart)
+	reloadUnchanged = "unchanged" // the file changed but no setting did
+	reloadInvalid   = "invalid"   // refused: the old config keeps serving
+	reloadFailed    = "failed"    // valid, but applying it failed: the old config keeps serving
+)
+
+// How settings apply on reload, by key or by section (a prefix ending in a dot). server.listen
+// and model.backend wait for a restart (keepRestartKeys); model.name serves the same model under
+// a new id; the rest is routing (sampling, API keys, log level, shutdown timeout).
+var (
+	// modelKeys need the weights loaded again.
+	modelKeys = []string{"model.path", "model.context"}
+	// planKeys change the memory plan and so the sessions.
+	planKeys = []string{"sessions.", "memory.", "model.path", "model.context"}
+	// unbuiltKeys are kept in the config for features not built yet.
+	unbuiltKeys = []string{"drafts.", "residency.", "prompt_cache."}
+)
+
+// change is one setting whose value differs between two configs.
+type change struct{ key, from, to string }
+
+func (c change) String() string { return c.key + " " + c.from + " → " + c.to }
+
+// reloadReport collects what one reload did, for its log line.
+type reloadReport struct {
+	changed, applied, waits []string
+}
+
+func (r *reloadReport) apply(format string, args ...any) {
+	r.applied = append(r.applied, fmt.Sprintf(format, args...))
+}
+
+// reload reads the config from all its layers again and applies what changed. An invalid config
+// is refused whole, with its reasons in one log line, and the running config stays. It runs on
+// the watcher's goroutine, so reloads never overlap.
+func (s *server) reload(ctx context.Context) {
+	eff, err := LoadConfig(s.src)
+	if err != nil {
+		s.finishReload(reloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
+		return
+	}
+	s.mu.Lock()
+	old, cur, closed := s.cfg, s.cur, s.closed
+	s.mu.Unlock()
+	if closed || cur == nil {
+		return
+	}
+	changes := diffConfig(old, eff.Config)
+	if len(changes) == 0 {
+		s.finishReload(reloadUnchanged, "no setting changed", nil)
+		return
+	}
+	r := &reloadReport{}
+	for _, c := range changes {
+		r.changed = append(r.changed, c.String())
+	}
+	next := keepRestartKeys(old, eff.Config, changes, r)
+	if err := s.applyConfig(ctx, old, next, cur, changes, r); err != nil {
+		outcome := reloadInvalid
+		if _, failed := err.(applyError); failed {
+			outcome = reloadFailed
+		}
+		s.finishReload(outcome, "refused, the running config stays: "+oneLine(err), r)
+		return
+	}
+	s.mu.Lock()
+	s.cfg, s.file = next, eff.File
+	s.gen++
+	s.pending = r.waits
+	gen, in := s.gen, s.cur
+	s.mu.Unlock()
+	s.metrics.setPlan(in.plan, gen)
+	s.finishReload(reloadApplied, "", r)
+}
+
+// applyError marks a reload that was valid but failed to apply (a model that did not load).
+type applyError struct{ error }
+
+// applyConfig puts next in force over old: first everything that can refuse (the keys file, the
+// memory plan), then the sessions or the model, then the routing.
+func (s *server) applyConfig(ctx context.Context, old, next Config, cur *instance, changes []change, r *reloadReport) error {
+	routing, err := readRouting(next)
+	if err != nil {
+		return err
+	}
+	var plan engine.Plan
+	if touches(changes, planKeys...) {
+		if plan, err = PlanConfig(next, cur.backend); err != nil {
+			return err
+		}
+	}
+	loaded := false
+	switch {
+	case touches(changes, planKeys...) && needsModelLoad(changes, plan, cur):
+		if err := s.switchModel(ctx, next, plan, routing, cur, r); err != nil {
+			return applyError{err}
+		}
+		loaded = true // the new instance has next's name
+	case touches(changes, planKeys...):
+		if err := s.reconfigure(next, plan, cur, r); err != nil {
+			return applyError{err}
+		}
+	}
+	if !loaded && touches(changes, "model.name") {
+		s.rename(next, cur, routing, r)
+	}
+	s.applyRouting(old, next, routing, changes, r)
+	for _, c := range changes {
+		if touches([]change{c}, unbuiltKeys...) {
+			r.waits = append(r.waits, c.key+" (not built yet: no effect)")
+		}
+	}
+	return nil
+}
+
+// needsModelLoad reports whether plan needs the weights loaded again: a new model or context,
+// or sessions that do not fit the KV pool the current model was loaded with.
+func needsModelLoad(changes []change, plan engine.Plan, cur *instance) bool {
+	return touches(changes, modelKeys...) || plan.Context != cur.plan.Context || plan.Slots() > cur.model.Slots()
+}
+
+// reconfigure gives the current host the plan's sessions: new admissions use them, running
+// streams finish where they are.
+func (s *server) reconfigure(next Config, plan engine.Plan, cur *instance, r *reloadReport) error {
+	s.mu.Lock()
+	kept := cur.plan
+	cur.plan.Layout, cur.plan.Parallel, cur.plan.Notes = plan.Layout, plan.Parallel, plan.Notes
+	opts := cur.sharedOptions(next.Sessions)
+	s.mu.Unlock()
+	if err := cur.host.Reconfigure(opts); err != nil {
+		s.mu.Lock()
+		cur.plan = kept
+		s.mu.Unlock()
+		return fmt.Errorf("daemon: reconfigure the sessions: %w", err)
+	}
+	r.apply("sessions %s, grow %d, queue %d for new requests (running replies finish where they are)",
+		plan.LayoutString(), next.Sessions.Grow, next.Sessions.Queue)
+	return nil
+}
+
+// rename serves the current model under next's model.name: a new Handler on the same host.
+func (s *server) rename(next Config, cur *instance, routing Routing, r *reloadReport) {
+	m := cur.handler.model
+	m.Name = modelName(next.Model, cur)
+	h := NewHandler(m, s.handlerWith(routing))
+	s.mu.Lock()
+	cur.handler = h
+	s.mu.Unlock()
+	old := s.http.swap(h)
+	go drain(old) // nothing to free: the host and model stay
+	r.apply("model.name: served as %q", m.Name)
+}
+
+// modelName is the id a model is served under: model.name, or the folder's (or bundled) name.
+func modelName(mc ModelConfig, cur *instance) string {
+	if mc.Name != "" {
+		return mc.Name
+	}
+	if mc.Path != "" {
+		return filepath.Base(filepath.Clean(mc.Path))
+	}
+	return modelSource(mc).Name
+}
+
+// applyRouting puts the settings that need no new model in force.
+func (s *server) applyRouting(old, next Config, routing Routing, changes []change, r *reloadReport) {
+	s.mu.Lock()
+	s.routing = routing
+	h := s.cur.handler
+	s.mu.Unlock()
+	if touches(changes, "sampling.", "server.api_keys_file") {
+		h.SetRouting(routing)
+		r.apply("sampling defaults and API keys for new requests")
+	}
+	if old.Log.Level != next.Log.Level && s.opts.Level != nil {
+		s.opts.Level.Set(logLevel(next.Log.Level))
+		r.apply("log.level %s", next.Log.Level)
+	}
+	if old.Server.ShutdownTimeout != next.Server.ShutdownTimeout {
+		r.apply("server.shutdown_timeout %s", next.Server.ShutdownTimeout)
+	}
+}
+
+// handlerWith returns the shared Handler options with routing.
+func (s *server) handlerWith(routing Routing) HandlerOptions {
+	o := s.handlerOptions()
+	o.Sampling, o.APIKeys = routing.Sampling, routing.APIKeys
+	return o
+}
+
+// keepRestartKeys returns next with the settings that need a restart kept at their old values,
+// noting each as waiting.
+func keepRestartKeys(old, next Config, changes []change, r *reloadReport) Config {
+	for _, c := range changes {
+		switch c.key {
+		case "server.listen":
+			next.Server.Listen = old.Server.Listen
+		case "model.backend":
+			next.Model.Backend = old.Model.Backend
+		default:
+			continue
+		}
+		r.waits = append(r.waits, c.key+" (restart tfd: tfd restart)")
+	}
+	return next
+}
+
+// finishReload logs the reload in one line and counts it.
+func (s *server) finishReload(outcome, why string, r *reloadReport) {
+	s.metrics.observeReload(outcome)
+	attrs := []any{"outcome", outcome}
+	if r != nil {
+		attrs = append(attrs, "changed", strings.Join(r.changed, "; "))
+		if len(r.applied) > 0 && outcome == reloadApplied {
+			attrs = append(attrs, "applied", strings.Join(r.applied, "; "))
+		}
+		if len(r.waits) > 0 && outcome == reloadApplied {
+			attrs = append(attrs, "waits", strings.Join(r.waits, "; "))
+		}
+	}
+	if why != "" {
+		attrs = append(attrs, "why", why)
+	}
+	s.mu.Lock()
+	s.lastReload = reloadRecord{At: time.Now(), Outcome: outcome, Summary: why}
+	gen := s.gen
+	s.mu.Unlock()
+	attrs = append(attrs, "generation", gen)
+	if outcome == reloadInvalid || outcome == reloadFailed {
+		s.logger.Warn("config reload", attrs...)
+		return
+	}
+	s.logger.Info("config reload", attrs...)
+}
+
+// diffConfig lists the settings whose values differ between a and b, in schema order.
+func diffConfig(a, b Config) []change {
+	fa := configFields(reflect.ValueOf(&a).Elem())
+	fb := configFields(reflect.ValueOf(&b).Elem())
+	var out []change
+	for i := range fa {
+		if !reflect.DeepEqual(fa[i].v.Interface(), fb[i].v.Interface()) {
+			out = append(out, change{fa[i].key, tomlValue(fa[i].v), tomlValue(fb[i].v)})
+		}
+	}
+	return out
+}
+
+// touches reports whether any change's key equals one of keys or starts with one that ends in
+// a dot (a section).
+func touches(changes []change, keys ...string) bool {
+	for _, c := range changes {
+		for _, k := range keys {
+			if c.key == k || (strings.HasSuffix(k, ".") && strings.HasPrefix(c.key, k)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// oneLine joins a multi-line error (a config error lists every problem) into one line.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}

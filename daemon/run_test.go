@@ -1,0 +1,376 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "tfd/cpu" // the bundled model runs on the CPU backend
+)
+
+// daemonUnderTest is an in-process Run serving the bundled model on the CPU.
+type daemonUnderTest struct {
+	url    string
+	dir    string // the config's folder
+	cancel context.CancelFunc
+	done   chan error
+	log    *lockedBuffer
+}
+
+// startDaemon writes config to a folder of its own and runs the daemon on it.
+func startDaemon(t *testing.T, config string) *daemonUnderTest {
+	t.Helper()
+	d := &daemonUnderTest{dir: t.TempDir(), done: make(chan error, 1), log: &lockedBuffer{}}
+	file := filepath.Join(d.dir, "tfd.toml")
+	writeText(t, file, config)
+	src := Sources{File: file, FileRequired: true, Flags: []Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
+	eff, err := LoadConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger, level := NewLeveledLogger(d.log)
+	ready := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	go func() {
+		d.done <- Run(ctx, eff, RunOptions{Sources: src, Logger: logger, Level: level, Debounce: 50 * time.Millisecond,
+			Ready: func(a net.Addr) { ready <- a }})
+	}()
+	select {
+	case a := <-ready:
+		d.url = "http://" + a.String()
+	case err := <-d.done:
+		t.Fatalf("Run: %v\n%s", err, d.log)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not serving after 30 s\n%s", d.log)
+	}
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+// stop ends Run and expects a clean return.
+func (d *daemonUnderTest) stop(t *testing.T) {
+	t.Helper()
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	d.cancel = nil
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Errorf("Run returned %v\n%s", err, d.log)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Run still running 20 s after its context ended\n%s", d.log)
+	}
+}
+
+func (d *daemonUnderTest) status(t *testing.T) StatusReport {
+	t.Helper()
+	rep, err := FetchStatus(context.Background(), http.DefaultClient, strings.TrimPrefix(d.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// waitGeneration waits until the daemon has applied config generation gen and, when sessions
+// is not 0, the host has taken the new layout (it does once the running replies are done).
+func (d *daemonUnderTest) waitGeneration(t *testing.T, gen, sessions int) StatusReport {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rep := d.status(t)
+		if rep.Config.Generation >= gen && (sessions == 0 || rep.Host.Sessions == sessions) {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("config generation %d with %d sessions, want %d with %d\n%s", rep.Config.Generation, rep.Host.Sessions, gen, sessions, d.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// streamed is what a streamed completion delivered.
+type streamed struct {
+	status int
+	text   string
+	finish string
+	hash   string
+	err    string // an error event's message
+	done   bool   // data: [DONE] arrived
+}
+
+// stream sends a streamed completion and reads it to the end.
+func stream(ctx context.Context, url, body string) (streamed, error) {
+	return streamNotify(ctx, url, body, nil)
+}
+
+// streamNotify is stream that closes first, if not nil, when the first text arrives.
+func streamNotify(ctx context.Context, url, body string, first chan struct{}) (streamed, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return streamed{}, err
+	}
+	defer resp.Body.Close()
+	s := streamed{status: resp.StatusCode}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			s.done = true
+			continue
+		}
+		var ev struct {
+			Choices []struct {
+				Text         string  `json:"text"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			TFD *struct {
+				TokensHash string `json:"tokens_hash"`
+			} `json:"tfd"`
+			Error *struct{ Message string } `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return s, fmt.Errorf("bad event %q: %w", data, err)
+		}
+		for _, c := range ev.Choices {
+			s.text += c.Text
+			if first != nil && s.text != "" {
+				close(first)
+				first = nil
+			}
+			if c.FinishReason != nil {
+				s.finish = *c.FinishReason
+			}
+		}
+		if ev.TFD != nil {
+			s.hash = ev.TFD.TokensHash
+		}
+		if ev.Error != nil {
+			s.err = ev.Error.Message
+		}
+	}
+	return s, sc.Err()
+}
+
+// TestReload edits the config while replies stream, in each way editors write files, and checks
+// that no request fails, each edit reaches the next requests, and an invalid edit changes nothing.
+func TestReload(t *testing.T) {
+	d := startDaemon(t, "[sessions]\nparallel = 2\n")
+	file := filepath.Join(d.dir, "tfd.toml")
+	if rep := d.status(t); rep.Host.Sessions != 2 || rep.Config.Generation != 1 {
+		t.Fatalf("start: %+v", rep.Host)
+	}
+	traffic := startTraffic(t, d.url)
+
+	// In place: greedy sampling by default; two requests without a seed give the same reply.
+	writeText(t, file, "[sessions]\nparallel = 2\n[sampling]\ntemperature = 0\n")
+	d.waitGeneration(t, 2, 0)
+	first, _ := stream(context.Background(), d.url, `{"prompt":"func main() {","max_tokens":12,"stream":true}`)
+	second, _ := stream(context.Background(), d.url, `{"prompt":"func main() {","max_tokens":12,"stream":true}`)
+	if first.hash == "" || first.hash != second.hash {
+		t.Errorf("with sampling.temperature = 0 two requests differ: %+v, %+v", first, second)
+	}
+
+	// A new file renamed over the old one (vim, most editors): four sessions.
+	tmp := filepath.Join(d.dir, ".tfd.toml.swp")
+	writeText(t, tmp, "[sessions]\nparallel = 4\n[sampling]\ntemperature = 0\n")
+	must(t, os.Rename(tmp, file))
+	d.waitGeneration(t, 3, 4)
+
+	// An invalid edit is refused; the old config keeps serving.
+	writeText(t, file, "[sessions]\nparallel = \"many\"\n")
+	waitLog(t, d, `outcome=invalid`)
+	if rep := d.status(t); rep.Config.Generation != 3 || rep.Host.Sessions != 4 || rep.Config.LastReload.Outcome != reloadInvalid {
+		t.Errorf("after an invalid edit: generation %d, %+v, %+v", rep.Config.Generation, rep.Host, rep.Config.LastReload)
+	}
+
+	// A symlink swapped to point at another file (a config managed elsewhere): three sessions,
+	// then an edit of the link's target in place: a new context, so the model loads again.
+	other := filepath.Join(d.dir, "managed.toml")
+	writeText(t, other, "[sessions]\nparallel = 3\n")
+	link := filepath.Join(d.dir, "tfd.toml.new")
+	must(t, os.Symlink("managed.toml", link))
+	must(t, os.Rename(link, file))
+	d.waitGeneration(t, 4, 3)
+	writeText(t, other, "[model]\ncontext = 1024\n[sessions]\nparallel = 3\n")
+	if rep := d.waitGeneration(t, 5, 3); rep.Plan.Context != 1024 || rep.Host.Layout != "1024x3" {
+		t.Errorf("after the context edit: %+v, context %d", rep.Host, rep.Plan.Context)
+	}
+
+	n := traffic.stop(t)
+	if n < 4 {
+		t.Errorf("only %d requests streamed during the edits", n)
+	}
+	metrics := get(t, d.url+"/metrics")
+	for _, want := range []string{`tfd_config_reloads_total{outcome="applied"} 4`, `tfd_config_reloads_total{outcome="invalid"} 1`,
+		`tfd_requests_total{outcome="error"} 0`, "tfd_memory_plan_context_tokens 1024", "tfd_time_to_first_token_seconds_count"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// traffic streams completions one after another until stopped, recording any failure.
+type traffic struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex // guards fails and n
+	fails  []string
+	n      int
+}
+
+func startTraffic(t *testing.T, url string) *traffic {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &traffic{cancel: cancel}
+	for range 2 {
+		tr.wg.Go(func() {
+			for i := 0; i < 500 && ctx.Err() == nil; i++ {
+				s, err := stream(context.Background(), url, `{"prompt":"package main\n","max_tokens":16,"stream":true}`)
+				tr.mu.Lock()
+				tr.n++
+				if err != nil || s.status != http.StatusOK || !s.done || s.err != "" || s.finish == "" {
+					tr.fails = append(tr.fails, fmt.Sprintf("%+v %v", s, err))
+				}
+				tr.mu.Unlock()
+			}
+		})
+	}
+	return tr
+}
+
+// stop ends the traffic, fails the test for any failed request, and returns how many ran.
+func (tr *traffic) stop(t *testing.T) int {
+	tr.cancel()
+	tr.wg.Wait()
+	for _, f := range tr.fails {
+		t.Errorf("a request failed during the reloads: %s", f)
+	}
+	return tr.n
+}
+
+// TestStopLetsRepliesFinish stops the daemon while a short reply streams: the reply ends normally.
+func TestStopLetsRepliesFinish(t *testing.T) {
+	d := startDaemon(t, "[server]\nshutdown_timeout = \"20s\"\n[sessions]\nparallel = 1\n")
+	got, first := make(chan streamed, 1), make(chan struct{})
+	go func() {
+		s, _ := streamNotify(context.Background(), d.url, `{"prompt":"package main\n","max_tokens":200,"temperature":0,"stream":true}`, first)
+		got <- s
+	}()
+	<-first
+	d.stop(t)
+	s := <-got
+	if s.status != http.StatusOK || !s.done || s.err != "" || (s.finish != "length" && s.finish != "stop") {
+		t.Errorf("the reply did not end normally: %+v", s)
+	}
+}
+
+// TestStopCancelsAfterGrace stops the daemon while a long reply streams: after the grace the
+// reply gets an error event and [DONE], not a dropped connection.
+func TestStopCancelsAfterGrace(t *testing.T) {
+	d := startDaemon(t, "[server]\nshutdown_timeout = \"100ms\"\n[sessions]\nparallel = 1\n")
+	got, first := make(chan streamed, 1), make(chan struct{})
+	go func() {
+		s, _ := streamNotify(context.Background(), d.url, `{"prompt":"package main\n","max_tokens":2000,"temperature":0,"stream":true}`, first)
+		got <- s
+	}()
+	<-first
+	d.stop(t)
+	s := <-got
+	if s.status != http.StatusOK || !s.done || !strings.Contains(s.err, "shutting down") {
+		t.Errorf("the cancelled reply did not end with an error event and [DONE]: %+v", s)
+	}
+}
+
+// waitLog waits until the daemon's log holds text.
+func waitLog(t *testing.T, d *daemonUnderTest, text string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(d.log.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q\n%s", text, d.log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func writeText(t *testing.T, path, text string) {
+	t.Helper()
+	must(t, os.WriteFile(path, []byte(text), 0o644))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockedBuffer is a log the daemon writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestReloadSwitchAfterDrain changes the context under a load limit that leaves no room for a
+// second copy of the model: the old one finishes its replies and is freed before the new one
+// loads, and requests that arrive meanwhile wait and then succeed. A new model.name serves the
+// same model under a new id.
+func TestReloadSwitchAfterDrain(t *testing.T) {
+	const limits = "[memory]\nload_limit_gb = 0.15\nmargin_gb = 0\n[sessions]\nparallel = 1\n"
+	d := startDaemon(t, limits+"[model]\ncontext = 1024\n")
+	file := filepath.Join(d.dir, "tfd.toml")
+	traffic := startTraffic(t, d.url)
+	writeText(t, file, limits+"[model]\ncontext = 512\n")
+	if rep := d.waitGeneration(t, 2, 0); rep.Plan.Context != 512 {
+		t.Errorf("context %d after the reload", rep.Plan.Context)
+	}
+	waitLog(t, d, "loaded after the previous one drained")
+	writeText(t, file, limits+"[model]\ncontext = 512\nname = \"gopher-512\"\n")
+	d.waitGeneration(t, 3, 0)
+	if models := get(t, d.url+"/v1/models"); !strings.Contains(models, `"id":"gopher-512"`) {
+		t.Errorf("/v1/models after the rename: %s", models)
+	}
+	if n := traffic.stop(t); n < 2 {
+		t.Errorf("only %d requests streamed during the switch", n)
+	}
+}

@@ -1,0 +1,402 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/kardianos/service"
+)
+
+// The service layer installs tfd as a system service: a LaunchDaemon on macOS, a systemd unit on
+// Linux. kardianos/service v1.3.0 describes the service (service.Config with its Option keys,
+// the template syntax of its LaunchdConfig and SystemdScript options, service.Status), but its own
+// Install writes to fixed system folders and drives launchd with the legacy load/unload verbs
+// (reported failing on macOS 13+), so tfd writes the files itself, from ServicePaths, and runs
+// launchctl bootstrap/bootout/kickstart and systemctl through a CommandRunner. Tests point both
+// at a temporary folder and a recorder; no service manager is touched.
+
+// Service names.
+const (
+	// ServiceLabel is the launchd label, and the plist's name in /Library/LaunchDaemons.
+	ServiceLabel = "dev.tfd.tfd"
+	// ServiceUnit is the systemd unit's name.
+	ServiceUnit = "tfd.service"
+	// serviceStopSeconds is how long the service manager waits after SIGTERM before it kills
+	// tfd: server.shutdown_timeout's default (10 s) for running replies, plus time to free the
+	// model, with room to spare. Install warns when the config asks for longer.
+	serviceStopSeconds = 30
+)
+
+// ServicePlatform is the service manager tfd installs into.
+type ServicePlatform int
+
+// The platforms.
+const (
+	Launchd ServicePlatform = iota + 1 // macOS
+	Systemd                            // Linux
+)
+
+func (p ServicePlatform) String() string {
+	switch p {
+	case Launchd:
+		return "launchd"
+	case Systemd:
+		return "systemd"
+	}
+	return fmt.Sprintf("ServicePlatform(%d)", int(p))
+}
+
+// PlatformFor returns the service manager of goos, or an error naming the ones tfd supports.
+func PlatformFor(goos string) (ServicePlatform, error) {
+	switch goos {
+	case "darwin":
+		return Launchd, nil
+	case "linux":
+		return Systemd, nil
+	}
+	return 0, fmt.Errorf("service: tfd installs as a service on macOS (launchd) and Linux (systemd), not on %s: run tfd serve under your own supervisor", goos)
+}
+
+// ServicePaths are the files and folders the service layer reads and writes.
+type ServicePaths struct {
+	// ServiceDir holds the plist (/Library/LaunchDaemons) or the unit (/etc/systemd/system).
+	ServiceDir string
+	// ConfigDir holds tfd.toml; a folder of its own, since tfd watches it.
+	ConfigDir string
+	// LogDir holds tfd.log under launchd; systemd logs to the journal and ignores it.
+	LogDir string
+	// WorkingDir is the service's working directory.
+	WorkingDir string
+	// Executable is the tfd binary the service runs.
+	Executable string
+}
+
+// ServiceFile returns the path of the plist or unit.
+func (p ServicePaths) ServiceFile(platform ServicePlatform) string {
+	if platform == Launchd {
+		return filepath.Join(p.ServiceDir, ServiceLabel+".plist")
+	}
+	return filepath.Join(p.ServiceDir, ServiceUnit)
+}
+
+// ConfigFile returns the path of tfd.toml.
+func (p ServicePaths) ConfigFile() string { return filepath.Join(p.ConfigDir, "tfd.toml") }
+
+// LogFile returns the path of tfd.log.
+func (p ServicePaths) LogFile() string { return filepath.Join(p.LogDir, "tfd.log") }
+
+// HomebrewPrefix returns Homebrew's prefix on goarch: /opt/homebrew on Apple silicon, else
+// /usr/local.
+func HomebrewPrefix(goarch string) string {
+	if goarch == "arm64" {
+		return "/opt/homebrew"
+	}
+	return "/usr/local"
+}
+
+// DefaultServicePaths returns the paths of a service install on goos/goarch, with the binary at
+// executable: on macOS under Homebrew's prefix (etc/tfd, var/log, var/tfd), on Linux in /etc/tfd
+// and /var/lib/tfd.
+func DefaultServicePaths(goos, goarch, executable string) ServicePaths {
+	if goos == "darwin" {
+		prefix := HomebrewPrefix(goarch)
+		return ServicePaths{
+			ServiceDir: "/Library/LaunchDaemons",
+			ConfigDir:  filepath.Join(prefix, "etc", "tfd"),
+			LogDir:     filepath.Join(prefix, "var", "log"),
+			WorkingDir: filepath.Join(prefix, "var", "tfd"),
+			Executable: executable,
+		}
+	}
+	return ServicePaths{
+		ServiceDir: "/etc/systemd/system",
+		ConfigDir:  "/etc/tfd",
+		LogDir:     "/var/log",
+		WorkingDir: "/var/lib/tfd",
+		Executable: executable,
+	}
+}
+
+// Under returns p with every path moved below root, for tests.
+func (p ServicePaths) Under(root string) ServicePaths {
+	join := func(s string) string { return filepath.Join(root, s) }
+	return ServicePaths{join(p.ServiceDir), join(p.ConfigDir), join(p.LogDir), join(p.WorkingDir), p.Executable}
+}
+
+// CommandRunner runs a service manager's command (launchctl, systemctl) and returns its combined
+// output; a non-zero exit is an error that carries the output.
+type CommandRunner interface {
+	Run(ctx context.Context, name string, args ...string) (string, error)
+}
+
+// ExecRunner runs commands with os/exec.
+type ExecRunner struct{}
+
+// Run implements CommandRunner.
+func (ExecRunner) Run(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// ServiceManager installs, controls and reports on tfd's service. Its fields are the whole of
+// what it touches; it keeps no other state.
+type ServiceManager struct {
+	Platform ServicePlatform
+	Paths    ServicePaths
+	Runner   CommandRunner
+	// DefaultConfig is the documented default tfd.toml that Install writes where none exists.
+	DefaultConfig []byte
+	// Out receives what each command tells the user.
+	Out io.Writer
+	// Client fetches the status endpoint; nil: a client with a 3-second timeout.
+	Client *http.Client
+}
+
+// KardianosConfig returns the service as kardianos/service describes it: the name, the program
+// and its arguments, and the options tfd relies on, with its plist or unit template.
+func (m *ServiceManager) KardianosConfig() *service.Config {
+	name, tmplKey, tmpl := ServiceLabel, "LaunchdConfig", launchdTemplate
+	if m.Platform == Systemd {
+		name, tmplKey, tmpl = "tfd", "SystemdScript", systemdTemplate
+	}
+	return &service.Config{
+		Name:             name,
+		DisplayName:      "tfd",
+		Description:      "tfd: local language models over an OpenAI-compatible API",
+		Executable:       m.Paths.Executable,
+		Arguments:        []string{"serve", "--config", m.Paths.ConfigFile()},
+		WorkingDirectory: m.Paths.WorkingDir,
+		Dependencies:     []string{"After=network.target"},
+		Option: service.KeyValue{
+			"KeepAlive":    true,
+			"RunAtLoad":    true,
+			"Restart":      "always",
+			"LimitNOFILE":  65536,
+			"LogDirectory": m.Paths.LogDir,
+			tmplKey:        tmpl,
+		},
+	}
+}
+
+// Render returns the plist or unit as Install writes it.
+func (m *ServiceManager) Render() (string, error) {
+	if m.Platform == Launchd {
+		return renderLaunchd(m.KardianosConfig(), m.Paths.LogFile())
+	}
+	return renderSystemd(m.KardianosConfig())
+}
+
+// Install writes the service file and, where none exists, the default config; creates the
+// working and log folders; and has the service manager load and start the service. Installing
+// over an earlier install replaces the service file and restarts the service; an existing config
+// file is never touched.
+func (m *ServiceManager) Install(ctx context.Context) error {
+	text, err := m.Render()
+	if err != nil {
+		return fmt.Errorf("service: render the %s file: %w", m.Platform, err)
+	}
+	for _, dir := range []string{m.Paths.ServiceDir, m.Paths.ConfigDir, m.Paths.WorkingDir, m.Paths.LogDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("service: %w", err)
+		}
+	}
+	if err := m.writeDefaultConfig(); err != nil {
+		return err
+	}
+	m.warnStopTimeout()
+	if m.Platform == Launchd && m.loaded(ctx) {
+		// bootstrap refuses a loaded label: take the old definition out first.
+		if _, err := m.Runner.Run(ctx, "launchctl", "bootout", m.launchdTarget()); err != nil {
+			return fmt.Errorf("service: stop the installed tfd before replacing it: %w", err)
+		}
+	}
+	file := m.Paths.ServiceFile(m.Platform)
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("service: write %s: %w", file, err)
+	}
+	fmt.Fprintf(m.Out, "installed %s\n", file)
+	if m.Platform == Launchd {
+		err = m.run(ctx, "launchctl", "bootstrap", "system", file)
+	} else {
+		err = m.runAll(ctx, []string{"daemon-reload"}, []string{"enable", ServiceUnit}, []string{"restart", ServiceUnit})
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Out, "tfd is running; it reloads %s when you edit it\n", m.Paths.ConfigFile())
+	if m.Platform == Launchd {
+		fmt.Fprintf(m.Out, "log: %s\n", m.Paths.LogFile())
+	} else {
+		fmt.Fprintf(m.Out, "log: journalctl -u %s\n", ServiceUnit)
+	}
+	return nil
+}
+
+// writeDefaultConfig writes DefaultConfig to the config file unless a file (or a symlink to one)
+// is already there.
+func (m *ServiceManager) writeDefaultConfig() error {
+	path := m.Paths.ConfigFile()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		fmt.Fprintf(m.Out, "kept the config %s\n", path)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("service: create the config: %w", err)
+	}
+	_, err = f.Write(m.DefaultConfig)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("service: write the config %s: %w", path, err)
+	}
+	fmt.Fprintf(m.Out, "wrote the default config %s\n", path)
+	return nil
+}
+
+// warnStopTimeout tells the user when the config lets replies run longer at a stop than the
+// service manager waits.
+func (m *ServiceManager) warnStopTimeout() {
+	eff, err := LoadConfig(Sources{File: m.Paths.ConfigFile()})
+	if err != nil {
+		fmt.Fprintf(m.Out, "warning: the config does not load, so tfd will not start until it is fixed:\n%v\n", err)
+		return
+	}
+	if grace := eff.Config.Server.ShutdownTimeout.Seconds(); grace > serviceStopSeconds-5 {
+		fmt.Fprintf(m.Out, "warning: server.shutdown_timeout is %gs but %s kills tfd %d s after asking it to stop: lower it to %d s or less\n",
+			grace, m.Platform, serviceStopSeconds, serviceStopSeconds-5)
+	}
+}
+
+// Uninstall stops the service and removes its file. The config, the log and any models stay.
+func (m *ServiceManager) Uninstall(ctx context.Context) error {
+	file := m.Paths.ServiceFile(m.Platform)
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("service: tfd is not installed (no %s)", file)
+	}
+	var err error
+	if m.Platform == Launchd {
+		if m.loaded(ctx) {
+			err = m.run(ctx, "launchctl", "bootout", m.launchdTarget())
+		}
+	} else {
+		err = m.run(ctx, "systemctl", "disable", "--now", ServiceUnit)
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(file); err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+	if m.Platform == Systemd {
+		if err := m.run(ctx, "systemctl", "daemon-reload"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(m.Out, "removed %s\nleft in place: the config %s, the working folder %s and your models\n", file, m.Paths.ConfigFile(), m.Paths.WorkingDir)
+	return nil
+}
+
+// Start starts the installed service.
+func (m *ServiceManager) Start(ctx context.Context) error {
+	if err := m.requireInstalled(); err != nil {
+		return err
+	}
+	if m.Platform == Systemd {
+		return m.run(ctx, "systemctl", "start", ServiceUnit)
+	}
+	if m.loaded(ctx) {
+		return m.run(ctx, "launchctl", "kickstart", m.launchdTarget())
+	}
+	return m.run(ctx, "launchctl", "bootstrap", "system", m.Paths.ServiceFile(Launchd))
+}
+
+// Stop stops the service; it stays installed and starts again at boot. Under launchd that means
+// bootout, since KeepAlive would restart a killed process.
+func (m *ServiceManager) Stop(ctx context.Context) error {
+	if err := m.requireInstalled(); err != nil {
+		return err
+	}
+	if m.Platform == Systemd {
+		return m.run(ctx, "systemctl", "stop", ServiceUnit)
+	}
+	if !m.loaded(ctx) {
+		fmt.Fprintln(m.Out, "tfd is not running")
+		return nil
+	}
+	return m.run(ctx, "launchctl", "bootout", m.launchdTarget())
+}
+
+// Restart stops and starts the service (a config edit needs no restart: tfd reloads it).
+func (m *ServiceManager) Restart(ctx context.Context) error {
+	if err := m.requireInstalled(); err != nil {
+		return err
+	}
+	if m.Platform == Systemd {
+		return m.run(ctx, "systemctl", "restart", ServiceUnit)
+	}
+	if m.loaded(ctx) {
+		return m.run(ctx, "launchctl", "kickstart", "-k", m.launchdTarget())
+	}
+	return m.run(ctx, "launchctl", "bootstrap", "system", m.Paths.ServiceFile(Launchd))
+}
+
+func (m *ServiceManager) launchdTarget() string { return "system/" + ServiceLabel }
+
+// loaded reports whether launchd knows the label.
+func (m *ServiceManager) loaded(ctx context.Context) bool {
+	_, err := m.Runner.Run(ctx, "launchctl", "print", m.launchdTarget())
+	return err == nil
+}
+
+func (m *ServiceManager) requireInstalled() error {
+	file := m.Paths.ServiceFile(m.Platform)
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("service: tfd is not installed (no %s): run tfd install", file)
+	}
+	return nil
+}
+
+// run runs one command and wraps its error.
+func (m *ServiceManager) run(ctx context.Context, name string, args ...string) error {
+	if _, err := m.Runner.Run(ctx, name, args...); err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+	return nil
+}
+
+// runAll runs systemctl with each argument list in turn, stopping at the first failure.
+func (m *ServiceManager) runAll(ctx context.Context, argLists ...[]string) error {
+	for _, args := range argLists {
+		if err := m.run(ctx, "systemctl", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// statusAddr turns a listen address into one a client on this machine can dial.
+func statusAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

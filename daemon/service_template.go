@@ -1,0 +1,140 @@
+package daemon
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/kardianos/service"
+)
+
+// launchdTemplate is tfd's LaunchdConfig: kardianos/service's template syntax ({{Key}},
+// {{Key | fn}}, {{if}}, {{range}}, no dotted fields) over the keys kardianos fills, with what
+// kardianos does not emit written in: ProcessType Interactive (no CPU and I/O throttling for an
+// inference daemon), ExitTimeOut for the graceful stop, ThrottleInterval, and the open-file
+// limit. StandardOutPath and StandardErrorPath both name tfd.log, so there is one log to find.
+const launchdTemplate = `<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0">
+<dict>
+	<key>Label</key>
+	<string>{{Name | html}}</string>
+	<key>ProgramArguments</key>
+	<array>
+		<string>{{Path | html}}</string>
+{{range Arguments}}		<string>{{. | html}}</string>
+{{end}}	</array>
+	<key>RunAtLoad</key>
+	<{{RunAtLoad}}/>
+	<key>KeepAlive</key>
+	<{{KeepAlive}}/>
+	<key>ProcessType</key>
+	<string>Interactive</string>
+	<key>ExitTimeOut</key>
+	<integer>` + stopSecondsText + `</integer>
+	<key>ThrottleInterval</key>
+	<integer>10</integer>
+	<key>SoftResourceLimits</key>
+	<dict>
+		<key>NumberOfFiles</key>
+		<integer>65536</integer>
+	</dict>
+	<key>WorkingDirectory</key>
+	<string>{{WorkingDirectory | html}}</string>
+	<key>StandardOutPath</key>
+	<string>{{StandardOutPath | html}}</string>
+	<key>StandardErrorPath</key>
+	<string>{{StandardErrorPath | html}}</string>
+</dict>
+</plist>
+`
+
+// systemdTemplate is tfd's SystemdScript, in kardianos/service's template syntax over the keys
+// it fills. Restart=always with a short RestartSec brings tfd back quickly after a crash;
+// TimeoutStopSec fits the graceful stop; output goes to the journal (journalctl -u tfd).
+const systemdTemplate = `[Unit]
+Description={{Description}}
+ConditionFileIsExecutable={{Path | cmdEscape}}
+{{range Dependencies}}{{.}}
+{{end}}
+[Service]
+ExecStart={{Path | cmdEscape}}{{range Arguments}} {{. | cmd}}{{end}}
+WorkingDirectory={{WorkingDirectory | cmdEscape}}
+Restart={{Restart}}
+RestartSec=5
+TimeoutStopSec=` + stopSecondsText + `
+KillSignal=SIGTERM
+LimitNOFILE={{LimitNOFILE}}
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// stopSecondsText is serviceStopSeconds as the templates write it; a test keeps them equal.
+const stopSecondsText = "30"
+
+// plistEscaper escapes XML text as kardianos' html function does.
+var plistEscaper = strings.NewReplacer(`&`, "&amp;", `'`, "&#39;", `<`, "&lt;", `>`, "&gt;", `"`, "&#34;")
+
+// renderLaunchd renders c's LaunchdConfig with the values kardianos' launchd Install gives it,
+// except the log paths, which name logFile.
+func renderLaunchd(c *service.Config, logFile string) (string, error) {
+	data := map[string]any{
+		"Name":              c.Name,
+		"Path":              c.Executable,
+		"Arguments":         c.Arguments,
+		"WorkingDirectory":  c.WorkingDirectory,
+		"KeepAlive":         strconv.FormatBool(optionBool(c, "KeepAlive")),
+		"RunAtLoad":         strconv.FormatBool(optionBool(c, "RunAtLoad")),
+		"StandardOutPath":   logFile,
+		"StandardErrorPath": logFile,
+	}
+	funcs := map[string]func(string) string{"html": plistEscaper.Replace}
+	return renderKardianos(c.Option["LaunchdConfig"].(string), data, funcs)
+}
+
+// renderSystemd renders c's SystemdScript with the values kardianos' systemd Install gives it.
+func renderSystemd(c *service.Config) (string, error) {
+	data := map[string]any{
+		"Description":      c.Description,
+		"Path":             c.Executable,
+		"Dependencies":     c.Dependencies,
+		"Arguments":        c.Arguments,
+		"WorkingDirectory": c.WorkingDirectory,
+		"Restart":          fmt.Sprint(c.Option["Restart"]),
+		"LimitNOFILE":      fmt.Sprint(c.Option["LimitNOFILE"]),
+	}
+	funcs := map[string]func(string) string{
+		"cmd":       func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` },
+		"cmdEscape": func(s string) string { return strings.ReplaceAll(s, " ", `\x20`) },
+	}
+	return renderKardianos(c.Option["SystemdScript"].(string), data, funcs)
+}
+
+func optionBool(c *service.Config, key string) bool {
+	b, _ := c.Option[key].(bool)
+	return b
+}
+
+// renderKardianos renders a template in kardianos/service's syntax. That syntax is the part of
+// text/template where every key is a function of no arguments, so each key of data becomes one;
+// kardianos' own renderer is unexported. Values are strings or string lists, as there.
+func renderKardianos(text string, data map[string]any, funcs map[string]func(string) string) (string, error) {
+	fm := template.FuncMap{}
+	for k, v := range data {
+		fm[k] = func() any { return v }
+	}
+	for k, f := range funcs {
+		fm[k] = f
+	}
+	t, err := template.New("service").Funcs(fm).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, nil); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,367 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kardianos/service"
+	"howett.net/plist"
+)
+
+var update = flag.Bool("update", false, "rewrite packaging/ from the templates")
+
+// fakeRunner records the commands the service layer runs; a command that starts with a key of
+// fail fails, one that starts with a key of out prints its value.
+type fakeRunner struct {
+	mu   sync.Mutex // guards cmds
+	cmds []string
+	fail map[string]bool
+	out  map[string]string
+}
+
+func (r *fakeRunner) Run(_ context.Context, name string, args ...string) (string, error) {
+	line := strings.Join(append([]string{name}, args...), " ")
+	r.mu.Lock()
+	r.cmds = append(r.cmds, line)
+	r.mu.Unlock()
+	for prefix := range r.fail {
+		if strings.HasPrefix(line, prefix) {
+			return "", errors.New(line + ": exit status 1")
+		}
+	}
+	for prefix, out := range r.out {
+		if strings.HasPrefix(line, prefix) {
+			return out, nil
+		}
+	}
+	return "", nil
+}
+
+func (r *fakeRunner) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cmds := r.cmds
+	r.cmds = nil
+	return cmds
+}
+
+// packagedManager is the manager whose files packaging/ holds: Homebrew on Apple silicon, and a
+// release archive's /usr/local/bin on Linux.
+func packagedManager(p ServicePlatform) *ServiceManager {
+	paths := DefaultServicePaths("darwin", "arm64", "/opt/homebrew/bin/tfd")
+	if p == Systemd {
+		paths = DefaultServicePaths("linux", "amd64", "/usr/local/bin/tfd")
+	}
+	return &ServiceManager{Platform: p, Paths: paths}
+}
+
+// TestPackagingFiles renders the plist and the unit for the default paths and compares them with
+// packaging/, so the shipped files stay what install writes (go test -run Packaging -update
+// rewrites them).
+func TestPackagingFiles(t *testing.T) {
+	for p, file := range map[ServicePlatform]string{Launchd: "launchd/" + ServiceLabel + ".plist", Systemd: "systemd/" + ServiceUnit} {
+		text, err := packagedManager(p).Render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join("..", "packaging", file)
+		if *update {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		shipped, err := os.ReadFile(path)
+		if err != nil || string(shipped) != text {
+			t.Errorf("%s differs from what install writes (%v); run go test ./daemon -run Packaging -update\n%s", path, err, text)
+		}
+	}
+}
+
+func TestPlist(t *testing.T) {
+	m := packagedManager(Launchd)
+	text, err := m.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if _, err := plist.Unmarshal([]byte(text), &got); err != nil {
+		t.Fatalf("the plist does not parse: %v\n%s", err, text)
+	}
+	want := map[string]any{
+		"Label":              ServiceLabel,
+		"ProgramArguments":   []any{"/opt/homebrew/bin/tfd", "serve", "--config", "/opt/homebrew/etc/tfd/tfd.toml"},
+		"RunAtLoad":          true,
+		"KeepAlive":          true,
+		"ProcessType":        "Interactive",
+		"ExitTimeOut":        uint64(serviceStopSeconds),
+		"ThrottleInterval":   uint64(10),
+		"SoftResourceLimits": map[string]any{"NumberOfFiles": uint64(65536)},
+		"WorkingDirectory":   "/opt/homebrew/var/tfd",
+		"StandardOutPath":    "/opt/homebrew/var/log/tfd.log",
+		"StandardErrorPath":  "/opt/homebrew/var/log/tfd.log",
+	}
+	for key, w := range want {
+		if !reflect.DeepEqual(got[key], w) {
+			t.Errorf("%s = %#v, want %#v", key, got[key], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the plist has %d keys, want %d: %v", len(got), len(want), got)
+	}
+	if stopSecondsText != "30" || serviceStopSeconds != 30 {
+		t.Errorf("the templates' stop timeout %s differs from serviceStopSeconds %d", stopSecondsText, serviceStopSeconds)
+	}
+}
+
+// TestPlistEscapes checks that paths with XML's special characters survive.
+func TestPlistEscapes(t *testing.T) {
+	m := packagedManager(Launchd)
+	m.Paths = DefaultServicePaths("darwin", "arm64", "/Users/a&b/<tfd>").Under("/tmp/it's")
+	text, err := m.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ ProgramArguments []string }
+	if _, err := plist.Unmarshal([]byte(text), &got); err != nil || got.ProgramArguments[0] != "/Users/a&b/<tfd>" ||
+		got.ProgramArguments[3] != "/tmp/it's/opt/homebrew/etc/tfd/tfd.toml" {
+		t.Errorf("arguments %q (%v)", got.ProgramArguments, err)
+	}
+}
+
+func TestUnit(t *testing.T) {
+	text, err := packagedManager(Systemd).Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseUnit(t, text)
+	want := map[string]string{
+		"Unit.Description":               "tfd: local language models over an OpenAI-compatible API",
+		"Unit.ConditionFileIsExecutable": "/usr/local/bin/tfd",
+		"Unit.After":                     "network.target",
+		"Service.ExecStart":              `/usr/local/bin/tfd "serve" "--config" "/etc/tfd/tfd.toml"`,
+		"Service.WorkingDirectory":       "/var/lib/tfd",
+		"Service.Restart":                "always",
+		"Service.RestartSec":             "5",
+		"Service.TimeoutStopSec":         "30",
+		"Service.KillSignal":             "SIGTERM",
+		"Service.LimitNOFILE":            "65536",
+		"Install.WantedBy":               "multi-user.target",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("unit:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// parseUnit reads a systemd unit into "Section.Key" → value, failing on a repeated key.
+func parseUnit(t *testing.T, text string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	section := ""
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = line[1 : len(line)-1]
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("bad unit line %q", line)
+			}
+			if _, dup := out[section+"."+k]; dup {
+				t.Fatalf("repeated key %s.%s", section, k)
+			}
+			out[section+"."+k] = v
+		}
+	}
+	return out
+}
+
+// newTestManager installs into a temporary root with a recording runner.
+func newTestManager(t *testing.T, p ServicePlatform, r *fakeRunner) (*ServiceManager, *bytes.Buffer) {
+	t.Helper()
+	goos := map[ServicePlatform]string{Launchd: "darwin", Systemd: "linux"}[p]
+	out := &bytes.Buffer{}
+	return &ServiceManager{Platform: p, Paths: DefaultServicePaths(goos, "arm64", "/opt/homebrew/bin/tfd").Under(t.TempDir()),
+		Runner: r, DefaultConfig: []byte("# the default\n"), Out: out}, out
+}
+
+func TestInstallLaunchd(t *testing.T) {
+	r := &fakeRunner{fail: map[string]bool{"launchctl print": true}}
+	m, out := newTestManager(t, Launchd, r)
+	ctx := context.Background()
+	if err := m.Install(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plistFile := m.Paths.ServiceFile(Launchd)
+	want := []string{"launchctl print system/dev.tfd.tfd", "launchctl bootstrap system " + plistFile}
+	if got := r.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("install ran %q, want %q", got, want)
+	}
+	checkFile(t, m.Paths.ConfigFile(), "# the default\n")
+	written, _ := os.ReadFile(plistFile)
+	if rendered, _ := m.Render(); string(written) != rendered {
+		t.Error("the installed plist differs from Render")
+	}
+	for _, d := range []string{m.Paths.WorkingDir, m.Paths.LogDir} {
+		if info, err := os.Stat(d); err != nil || !info.IsDir() {
+			t.Errorf("install did not create %s: %v", d, err)
+		}
+	}
+	if !strings.Contains(out.String(), m.Paths.LogFile()) {
+		t.Errorf("install did not say where the log is:\n%s", out)
+	}
+
+	// Installed and loaded: a second install replaces the plist, keeps the edited config.
+	r.fail = nil
+	os.WriteFile(m.Paths.ConfigFile(), []byte("# edited\n"), 0o644)
+	if err := m.Install(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, m.Paths.ConfigFile(), "# edited\n")
+	want = []string{"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd", "launchctl bootstrap system " + plistFile}
+	if got := r.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("reinstall ran %q, want %q", got, want)
+	}
+
+	verbs := []struct {
+		run  func(context.Context) error
+		want []string
+	}{
+		{m.Restart, []string{"launchctl print system/dev.tfd.tfd", "launchctl kickstart -k system/dev.tfd.tfd"}},
+		{m.Start, []string{"launchctl print system/dev.tfd.tfd", "launchctl kickstart system/dev.tfd.tfd"}},
+		{m.Stop, []string{"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd"}},
+		{m.Uninstall, []string{"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd"}},
+	}
+	for i, v := range verbs {
+		if err := v.run(ctx); err != nil {
+			t.Fatalf("verb %d: %v", i, err)
+		}
+		if got := r.take(); !reflect.DeepEqual(got, v.want) {
+			t.Errorf("verb %d ran %q, want %q", i, got, v.want)
+		}
+	}
+	if _, err := os.Stat(plistFile); !os.IsNotExist(err) {
+		t.Errorf("uninstall left the plist: %v", err)
+	}
+	checkFile(t, m.Paths.ConfigFile(), "# edited\n")
+	if !strings.Contains(out.String(), "left in place: the config") {
+		t.Errorf("uninstall did not say what it left:\n%s", out)
+	}
+	if err := m.Start(ctx); err == nil || !strings.Contains(err.Error(), "run tfd install") {
+		t.Errorf("start after uninstall: %v", err)
+	}
+}
+
+func TestInstallSystemd(t *testing.T) {
+	r := &fakeRunner{}
+	m, _ := newTestManager(t, Systemd, r)
+	ctx := context.Background()
+	if err := m.Install(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"systemctl daemon-reload", "systemctl enable tfd.service", "systemctl restart tfd.service"}
+	if got := r.take(); !reflect.DeepEqual(got, want) {
+		t.Errorf("install ran %q, want %q", got, want)
+	}
+	for _, v := range []struct {
+		run  func(context.Context) error
+		want []string
+	}{
+		{m.Stop, []string{"systemctl stop tfd.service"}},
+		{m.Start, []string{"systemctl start tfd.service"}},
+		{m.Restart, []string{"systemctl restart tfd.service"}},
+		{m.Uninstall, []string{"systemctl disable --now tfd.service", "systemctl daemon-reload"}},
+	} {
+		if err := v.run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.take(); !reflect.DeepEqual(got, v.want) {
+			t.Errorf("ran %q, want %q", got, v.want)
+		}
+	}
+	checkFile(t, m.Paths.ConfigFile(), "# the default\n")
+}
+
+// TestInstallKeepsSymlinkedConfig checks that a config that is a symlink (a dotfiles repo) is
+// not replaced.
+func TestInstallKeepsSymlinkedConfig(t *testing.T) {
+	m, _ := newTestManager(t, Systemd, &fakeRunner{})
+	os.MkdirAll(m.Paths.ConfigDir, 0o755)
+	target := filepath.Join(t.TempDir(), "mine.toml")
+	os.WriteFile(target, []byte("# mine\n"), 0o644)
+	os.Symlink(target, m.Paths.ConfigFile())
+	if err := m.Install(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, target, "# mine\n")
+}
+
+func TestServiceStatus(t *testing.T) {
+	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != statusPath {
+			http.NotFound(w, r)
+			return
+		}
+		var rep StatusReport
+		rep.Status, rep.Model, rep.Config.Generation, rep.Plan.Text = "serving", "gopher", 3, "memory plan\n  limit ...\n"
+		writeJSON(w, http.StatusOK, rep)
+	}))
+	defer daemon.Close()
+	r := &fakeRunner{out: map[string]string{"launchctl print": "system/dev.tfd.tfd = {\n\tstate = running\n\tpid = 4242\n}"}}
+	m, _ := newTestManager(t, Launchd, r)
+	os.MkdirAll(m.Paths.ConfigDir, 0o755)
+	os.WriteFile(m.Paths.ConfigFile(), []byte("[server]\nlisten = \""+daemon.Listener.Addr().String()+"\"\n"), 0o644)
+	st := m.Status(context.Background())
+	if st.Installed || st.State != service.StatusRunning || st.PID != 4242 || st.Daemon == nil || st.Daemon.Config.Generation != 3 {
+		t.Errorf("status %+v", st)
+	}
+	var text bytes.Buffer
+	st.Write(&text)
+	for _, want := range []string{"running (pid 4242)", "model gopher", "generation 3", "memory plan"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, &text)
+		}
+	}
+	r.out = nil
+	r.fail = map[string]bool{"launchctl print": true}
+	var b bytes.Buffer
+	m.Status(context.Background()).Write(&b)
+	if !strings.Contains(b.String(), "not installed") {
+		t.Errorf("status says %q", &b)
+	}
+}
+
+func checkFile(t *testing.T, path, want string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != want {
+		t.Errorf("%s holds %q (%v), want %q", path, got, err, want)
+	}
+}
+
+func TestPlatformFor(t *testing.T) {
+	if p, err := PlatformFor("darwin"); p != Launchd || err != nil {
+		t.Error(p, err)
+	}
+	if _, err := PlatformFor("windows"); err == nil {
+		t.Error("windows has no service here")
+	}
+	if got := DefaultServicePaths("darwin", "amd64", "").ConfigFile(); got != "/usr/local/etc/tfd/tfd.toml" {
+		t.Errorf("Intel Mac config %s", got)
+	}
+	if got := DefaultServicePaths("darwin", "arm64", "").ConfigFile(); got != "/opt/homebrew/etc/tfd/tfd.toml" {
+		t.Errorf("Apple silicon config %s", got)
+	}
+}
