@@ -77,9 +77,20 @@ type PromptCacheConfig struct {
 // DraftsConfig is the [drafts] section: speculative decoding.
 type DraftsConfig struct {
 	Enabled bool `koanf:"enabled"`
-	// MTPMax is the deepest chain drafted from the model's MTP head.
-	MTPMax int  `koanf:"mtp_max"`
-	NGram  bool `koanf:"ngram"`
+	// MTPMax is the deepest chain drafted from the model's MTP head (not built yet).
+	MTPMax int `koanf:"mtp_max"`
+	// NGram drafts by copying from the reply's own context, up to NGramMax tokens a round.
+	NGram    bool `koanf:"ngram"`
+	NGramMax int  `koanf:"ngram_max"`
+}
+
+// maxDraft returns the draft tokens a request may have a round: 0 when drafting is off in the
+// config or the request asked for none ("draft": false).
+func (d DraftsConfig) maxDraft(requested *bool) int {
+	if !d.Enabled || !d.NGram || (requested != nil && !*requested) {
+		return 0
+	}
+	return d.NGramMax
 }
 
 // SamplingConfig is the [sampling] section: defaults for requests that set none. A negative
@@ -121,7 +132,7 @@ func Default() Config {
 		},
 		Memory:      MemoryConfig{MarginGB: 2},
 		PromptCache: PromptCacheConfig{GiB: -1},
-		Drafts:      DraftsConfig{Enabled: true, MTPMax: 3, NGram: true},
+		Drafts:      DraftsConfig{Enabled: true, MTPMax: 3, NGram: true, NGramMax: 4},
 		Sampling:    SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 4096},
 		Residency:   ResidencyConfig{Enabled: true, KeepWarm: 15 * time.Minute},
 		Log:         LogConfig{Level: "info"},

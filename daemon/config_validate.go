@@ -53,6 +53,7 @@ func (c Config) problems() []problem {
 	check(c.PromptCache.SpillGiB >= 0, "prompt_cache.spill_gib", "want a number of GiB ≥ 0")
 
 	check(c.Drafts.MTPMax >= 0 && c.Drafts.MTPMax <= 16, "drafts.mtp_max", "want a whole number from 0 to 16")
+	check(c.Drafts.NGramMax >= 0 && c.Drafts.NGramMax <= 16, "drafts.ngram_max", "want a whole number from 0 to 16")
 
 	s := c.Sampling
 	check(s.Temperature == -1 || (s.Temperature >= 0 && s.Temperature <= 2), "sampling.temperature", "want -1 (unset) or a number from 0 to 2")

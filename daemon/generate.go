@@ -28,6 +28,8 @@ type result struct {
 	// err is set when the reply failed; the handler answers with it (or sends it as a stream's
 	// last event).
 	err *apiError
+	// drafted and accepted count the reply's draft tokens, from the host's terminal event.
+	drafted, accepted int
 }
 
 // emitFunc receives the reply's text as it becomes final, with the logprobs of the tokens it
@@ -71,21 +73,24 @@ func shuttingDown() *apiError {
 // cutting the text at the first of j's stop strings, and passing final text to emit. It always
 // cancels the stream and waits for its channel to close before it returns, so no part of the
 // reply outlives the request. ctx is the request's context; an error from emit is returned.
-func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, cancel context.CancelFunc, j *job, emit emitFunc) (result, error) {
+func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, cancel context.CancelFunc, j *job, emit emitFunc) (res result, err error) {
 	defer func() {
 		cancel()
-		for range events { // the host closes the channel after its terminal event
+		for ev := range events { // the host closes the channel after its terminal event
+			if ev.Done { // a stop string ended the reply before the host did
+				res.drafted, res.accepted = ev.Drafted, ev.Accepted
+			}
 		}
 	}()
 	tok := h.model.Tokenizer
 	dec := tok.NewDecoder()
 	timing := statsOf(ctx)
 	stops := stopMatcher{stops: j.stops}
-	var res result
 	var pending []tokenLogprob // logprobs of tokens whose text has not been emitted yet
 	for ev := range events {
 		if ev.Done {
 			res.finish, res.err = finishOf(ctx, ev)
+			res.drafted, res.accepted = ev.Drafted, ev.Accepted
 			break
 		}
 		res.tokens = append(res.tokens, ev.Token)

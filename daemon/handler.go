@@ -20,6 +20,8 @@ const DefaultMaxBodyBytes = 8 << 20
 type HandlerOptions struct {
 	// Sampling holds the [sampling] defaults for requests that set none.
 	Sampling SamplingConfig
+	// Drafts holds the [drafts] settings; the zero value drafts nothing.
+	Drafts DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
 	// Logger receives one line per request; nil: slog.Default().
@@ -37,6 +39,8 @@ type HandlerOptions struct {
 type Routing struct {
 	// Sampling holds the [sampling] defaults for requests that set none.
 	Sampling SamplingConfig
+	// Drafts holds the [drafts] settings.
+	Drafts DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
 }
@@ -66,7 +70,7 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 		opts.Sampling.MaxTokens = Default().Sampling.MaxTokens
 	}
 	h := &Handler{model: m, opts: opts, mux: http.NewServeMux()}
-	h.SetRouting(Routing{Sampling: opts.Sampling, APIKeys: opts.APIKeys})
+	h.SetRouting(Routing{Sampling: opts.Sampling, Drafts: opts.Drafts, APIKeys: opts.APIKeys})
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)
 	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"

@@ -106,7 +106,7 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 		in.close(context.Background())
 		return nil, err
 	}
-	hopts.Sampling, hopts.APIKeys = routing.Sampling, routing.APIKeys
+	hopts.Sampling, hopts.Drafts, hopts.APIKeys = routing.Sampling, routing.Drafts, routing.APIKeys
 	in.handler = NewHandler(servedModel(in.model, cfg.Model, in.host), hopts)
 	return in, nil
 }

@@ -28,7 +28,7 @@ var (
 	// planKeys change the memory plan and so the sessions.
 	planKeys = []string{"sessions.", "memory.", "model.path", "model.context"}
 	// unbuiltKeys are kept in the config for features not built yet.
-	unbuiltKeys = []string{"drafts.", "residency.", "prompt_cache."}
+	unbuiltKeys = []string{"drafts.mtp_max", "residency.", "prompt_cache."}
 )
 
 // change is one setting whose value differs between two configs.
@@ -183,9 +183,9 @@ func (s *server) applyRouting(old, next Config, routing Routing, changes []chang
 	s.routing = routing
 	h := s.cur.handler
 	s.mu.Unlock()
-	if touches(changes, "sampling.", "server.api_keys_file") {
+	if touches(changes, "sampling.", "server.api_keys_file", "drafts.") {
 		h.SetRouting(routing)
-		r.apply("sampling defaults and API keys for new requests")
+		r.apply("sampling defaults, drafts and API keys for new requests")
 	}
 	if old.Log.Level != next.Log.Level && s.opts.Level != nil {
 		s.opts.Level.Set(logLevel(next.Log.Level))
@@ -199,7 +199,7 @@ func (s *server) applyRouting(old, next Config, routing Routing, changes []chang
 // handlerWith returns the shared Handler options with routing.
 func (s *server) handlerWith(routing Routing) HandlerOptions {
 	o := s.handlerOptions()
-	o.Sampling, o.APIKeys = routing.Sampling, routing.APIKeys
+	o.Sampling, o.Drafts, o.APIKeys = routing.Sampling, routing.Drafts, routing.APIKeys
 	return o
 }
 

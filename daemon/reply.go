@@ -44,7 +44,7 @@ func (j *job) usage(res result) usage {
 }
 
 func (j *job) info(res result) tfdInfo {
-	return tfdInfo{Seed: j.req.Sampling.Seed, TokensHash: tokensHash(res.tokens)}
+	return tfdInfo{Seed: j.req.Sampling.Seed, TokensHash: tokensHash(res.tokens), Drafted: res.drafted, Accepted: res.accepted}
 }
 
 // serveReply runs j and answers with its reply in format f, streamed or whole.

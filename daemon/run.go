@@ -198,7 +198,7 @@ func ignoreCancel(err error) error {
 // readRouting reads the settings that apply without reloading weights and may fail: the keys
 // file.
 func readRouting(cfg Config) (Routing, error) {
-	r := Routing{Sampling: cfg.Sampling}
+	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts}
 	if cfg.Server.APIKeysFile != "" {
 		keys, err := ReadAPIKeys(cfg.Server.APIKeysFile)
 		if err != nil {

@@ -316,14 +316,14 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 80, nil
 	}
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 4), NGramDepth: 4})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 4)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close(context.Background())
 	var chans []<-chan scheduler.Event
 	for _, req := range reqs {
-		req.Draft = true
+		req.MaxDraft = 4
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -337,7 +337,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	}
 	// Alone, on the lone driver's path.
 	req := reqs[0]
-	req.Draft = true
+	req.MaxDraft = 4
 	events, err := h.Submit(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ type laneState struct {
 	pool         *sessionPool
 	grow         int
 	prefillChunk int
-	ngramDepth   int
 	waiting      []*stream // admitted in arrival order
 	active       []*active
 	closed       bool // arrivals has been closed: finish what is here, then stop
@@ -43,6 +42,7 @@ func (h *Shared) run() {
 		l.reconfigure()
 		l.admit()
 		l.reap()
+		l.publish()
 		switch {
 		case len(l.active) == 1 && len(l.waiting) == 0:
 			l.driveLone(l.active[0])

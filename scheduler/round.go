@@ -47,10 +47,10 @@ func (l *laneState) plan() {
 // its session, the context, its token limit and its reader's room allow.
 func (l *laneState) propose(a *active, spare int) {
 	a.drafts = a.drafts[:0]
-	if !a.req.Draft || l.ngramDepth == 0 {
+	if a.req.MaxDraft <= 0 {
 		return
 	}
-	k := min(l.ngramDepth, spare,
+	k := min(a.req.MaxDraft, spare,
 		a.sess.capacity-len(a.tokens), // rows at positions up to len(tokens)-1+k
 		l.h.model.Context()-len(a.tokens),
 		a.req.MaxTokens-a.produced-1, // the target's own token comes on top
@@ -125,7 +125,7 @@ func (l *laneState) driveLone(a *active) {
 	row := make([]Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
 	for !a.done && !l.arrived() && a.ctx.Err() == nil && !l.h.pendingReconfig() {
-		if !a.decoding() || a.needsRoom() || !a.canEmit() || (a.req.Draft && l.ngramDepth > 0) {
+		if !a.decoding() || a.needsRoom() || !a.canEmit() || a.req.MaxDraft > 0 {
 			l.round() // prefill, migration, drafts and a slow reader take the general path
 			continue
 		}

@@ -21,9 +21,6 @@ type SharedOptions struct {
 	// PrefillChunk caps the prompt rows a round takes while other streams decode, so replies keep
 	// moving while a long prompt fills; 0 means a quarter of the model's MaxRows.
 	PrefillChunk int
-	// NGramDepth is the most draft tokens a stream that allows drafts proposes a round by copying
-	// from its own context; 0 turns n-gram drafting off.
-	NGramDepth int
 }
 
 // SerialOptions configures a serial host.
@@ -125,7 +122,7 @@ func (h *Shared) apply(opts SharedOptions) {
 	}
 	layout := slices.Sorted(slices.Values(opts.Layout))
 	h.lane.pool = newSessionPool(layout)
-	h.lane.grow, h.lane.prefillChunk, h.lane.ngramDepth = opts.Grow, opts.PrefillChunk, max(0, opts.NGramDepth)
+	h.lane.grow, h.lane.prefillChunk = opts.Grow, opts.PrefillChunk
 	h.queueMax.Store(int64(opts.Queue))
 	h.largest.Store(int64(layout[len(layout)-1]))
 	h.statsMu.Lock()

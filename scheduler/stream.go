@@ -36,9 +36,10 @@ type Request struct {
 	StopTokens []int32
 	// Logprobs asks for the log-probability of each generated token.
 	Logprobs bool
-	// Draft lets the host speculate: propose tokens (copies from the stream's own context) and
-	// verify them in one forward. The reply is the same bits either way; only its speed differs.
-	Draft bool
+	// MaxDraft is the most draft tokens the host may propose for the stream a round (copies from
+	// the stream's own context), verified in the same forward; 0 turns drafting off. The reply is
+	// the same bits either way; only its speed differs.
+	MaxDraft int
 }
 
 // FinishReason says why a stream ended.

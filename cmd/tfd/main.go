@@ -17,7 +17,8 @@ import (
 	"runtime/debug"
 	"strings"
 
-	_ "tfd/cpu" // registers the "cpu" backend
+	_ "tfd/cpu"  // registers the "cpu" backend
+	_ "tfd/cuda" // registers the "cuda" backend (Linux with an NVIDIA driver)
 	"tfd/daemon"
 )
 

@@ -111,6 +111,31 @@ func TestServe(t *testing.T) {
 		t.Errorf("the same greedy completion gave tokens_hash %s then %s", hashes[0], hashes[1])
 	}
 
+	// A sampled completion with a seed, drafted (the default) and with "draft": false: the same
+	// tokens, and the drafted one reports its drafts.
+	sampled := completion
+	sampled.Prompt = openai.CompletionNewParamsPromptUnion{OfString: openai.String("func (b *Buffer) Len() int { return len(b.buf) }\n\nfunc (b *Buffer) Cap() int {")}
+	sampled.Temperature, sampled.Seed, sampled.MaxTokens = openai.Float(0.7), openai.Int(11), openai.Int(64)
+	var drafted, undrafted tfdField
+	for _, draft := range []bool{true, false} {
+		c, err := client.Completions.New(ctx, sampled, option.WithJSONSet("draft", draft))
+		if err != nil {
+			t.Fatalf("sampled completion (draft %v): %v\n%s", draft, err, stderr)
+		}
+		if draft {
+			drafted = tfdOf(t, c.RawJSON())
+		} else {
+			undrafted = tfdOf(t, c.RawJSON())
+		}
+	}
+	if drafted.TFD.TokensHash != undrafted.TFD.TokensHash || drafted.TFD.Seed != 11 {
+		t.Errorf("drafted reply %+v differs from the undrafted %+v", drafted.TFD, undrafted.TFD)
+	}
+	if drafted.TFD.Drafted == 0 || undrafted.TFD.Drafted != 0 {
+		t.Errorf("draft counts: drafted reply %+v, undrafted %+v", drafted.TFD, undrafted.TFD)
+	}
+	t.Logf("drafts: %d proposed, %d accepted", drafted.TFD.Drafted, drafted.TFD.Accepted)
+
 	// An unknown model is a 404 the client reports as an API error.
 	bad := completion
 	bad.Model = "gpt-4o"
