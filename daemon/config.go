@@ -3,6 +3,8 @@ package daemon
 import (
 	"runtime"
 	"time"
+
+	"tfd/scheduler"
 )
 
 // Config is tfd's whole configuration. Each field's koanf tag is its key in the TOML file (section
@@ -84,13 +86,18 @@ type DraftsConfig struct {
 	NGramMax int  `koanf:"ngram_max"`
 }
 
-// maxDraft returns the draft tokens a request may have a round: 0 when drafting is off in the
-// config or the request asked for none ("draft": false).
-func (d DraftsConfig) maxDraft(requested *bool) int {
-	if !d.Enabled || !d.NGram || (requested != nil && !*requested) {
-		return 0
+// drafts returns how a request may draft: not at all when drafting is off in the config or the
+// request asked for none ("draft": false); else from the MTP head when mtp_max allows (one token a
+// round: deeper chains are not built yet) and by n-gram copies when ngram allows.
+func (d DraftsConfig) drafts(requested *bool) scheduler.Drafts {
+	if !d.Enabled || (requested != nil && !*requested) {
+		return scheduler.Drafts{}
 	}
-	return d.NGramMax
+	out := scheduler.Drafts{MTP: d.MTPMax > 0}
+	if d.NGram {
+		out.NGram = d.NGramMax
+	}
+	return out
 }
 
 // SamplingConfig is the [sampling] section: defaults for requests that set none. A negative

@@ -28,7 +28,7 @@ var (
 	// planKeys change the memory plan and so the sessions.
 	planKeys = []string{"sessions.", "memory.", "model.path", "model.context"}
 	// unbuiltKeys are kept in the config for features not built yet.
-	unbuiltKeys = []string{"drafts.mtp_max", "residency.", "prompt_cache."}
+	unbuiltKeys = []string{"residency.", "prompt_cache."}
 )
 
 // change is one setting whose value differs between two configs.

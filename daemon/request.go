@@ -164,7 +164,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 			MaxTokens:  maxTokens,
 			Sampling:   sampling,
 			StopTokens: h.model.EOS,
-			MaxDraft:   rt.Drafts.maxDraft(p.Draft),
+			Drafts:     rt.Drafts.drafts(p.Draft),
 		},
 		promptParam:  promptParam,
 		stops:        stops,

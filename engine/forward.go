@@ -13,6 +13,7 @@ import (
 // allocates nothing.
 type activations struct {
 	tokens, positions, bases, wanted compute.Tensor // I32 [maxRows]
+	ropePositions, sources           compute.Tensor // I32 [maxRows], for the MTP forward
 
 	x      compute.Tensor // [maxRows, hidden]: the residual stream
 	h      compute.Tensor // [maxRows, hidden]: the normed residual fed to each block
@@ -27,16 +28,19 @@ type activations struct {
 
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
+	hostRopePositions, hostSources                   []int32
 	hostLogits                                       []float32
 }
 
 func newActivations(b compute.Backend, c Config, maxRows int) (*activations, error) {
 	a := &activations{
-		hostTokens:    make([]int32, maxRows),
-		hostPositions: make([]int32, maxRows),
-		hostBases:     make([]int32, maxRows),
-		hostWanted:    make([]int32, maxRows),
-		hostLogits:    make([]float32, maxRows*c.Vocab),
+		hostTokens:        make([]int32, maxRows),
+		hostPositions:     make([]int32, maxRows),
+		hostBases:         make([]int32, maxRows),
+		hostWanted:        make([]int32, maxRows),
+		hostRopePositions: make([]int32, maxRows),
+		hostSources:       make([]int32, maxRows),
+		hostLogits:        make([]float32, maxRows*c.Vocab),
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	specs := []struct {
@@ -46,6 +50,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 	}{
 		{&a.tokens, compute.I32, 1}, {&a.positions, compute.I32, 1},
 		{&a.bases, compute.I32, 1}, {&a.wanted, compute.I32, 1},
+		{&a.ropePositions, compute.I32, 1}, {&a.sources, compute.I32, 1},
 		{&a.x, compute.F32, c.Hidden}, {&a.h, compute.F32, c.Hidden},
 		{&a.q, compute.F32, q}, {&a.k, compute.F32, kv}, {&a.v, compute.F32, kv},
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
@@ -68,7 +73,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 }
 
 func (a *activations) free(b compute.Backend) {
-	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.x, a.h, a.q,
+	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources, a.x, a.h, a.q,
 		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits} {
 		if t != nil {
 			b.Free(t)
@@ -137,7 +142,7 @@ func (m *Model) forwardRows(rows, wanted int) {
 	b.RMSNorm(a.h, a.x, w.layers[0].inputNorm, rows, c.NormEps)
 	for i := range w.layers {
 		l := &w.layers[i]
-		m.attention(i, l, rows)
+		m.attention(i, l, rows, a.positions)
 		// residual += attention; h = post_attention_layernorm(residual)
 		b.AddRMSNorm(a.h, a.x, a.out, l.postNorm, rows, c.NormEps)
 		m.mlp(l, rows)
@@ -146,18 +151,26 @@ func (m *Model) forwardRows(rows, wanted int) {
 			b.AddRMSNorm(a.h, a.x, a.out, w.layers[i+1].inputNorm, rows, c.NormEps)
 		}
 	}
+	m.lastRows = 0
+	if wanted == 0 && m.mtp == nil {
+		return
+	}
+	// residual += mlp: the hidden states the MTP head reads; then only the wanted rows go on,
+	// through the final norm to the logits.
+	b.Add(a.x, a.x, a.out, rows)
+	m.lastRows = rows
 	if wanted == 0 {
 		return
 	}
-	// Only the wanted rows go on: residual += mlp; final norm; logits.
-	b.Add(a.x, a.x, a.out, rows)
 	b.Gather(a.h, a.x, a.wanted, wanted)
 	b.RMSNorm(a.final, a.h, w.norm, wanted, c.NormEps)
 	b.MatMul(a.logits, a.final, w.head, nil, wanted)
 }
 
-// attention runs one layer's self-attention on a.h into a.out.
-func (m *Model) attention(layer int, l *layerWeights, rows int) {
+// attention runs one layer's self-attention on a.h into a.out. Keys and values go to KV layer
+// `layer` at each row's position; RoPE turns them by ropePositions (the same positions for the
+// backbone, one further for the MTP layer).
+func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions compute.Tensor) {
 	b, c, a := m.backend, m.cfg, m.act
 	// q, k, v projections: [rows, hidden] → heads of headDim.
 	b.MatMul(a.q, a.h, l.q, l.qBias, rows)
@@ -168,8 +181,8 @@ func (m *Model) attention(layer int, l *layerWeights, rows int) {
 		b.RMSNorm(a.q, a.q, l.qNorm, rows*c.Heads, c.NormEps)
 		b.RMSNorm(a.k, a.k, l.kNorm, rows*c.KVHeads, c.NormEps)
 	}
-	b.RoPE(a.q, a.positions, m.invFreq, rows, c.Heads)
-	b.RoPE(a.k, a.positions, m.invFreq, rows, c.KVHeads)
+	b.RoPE(a.q, ropePositions, m.invFreq, rows, c.Heads)
+	b.RoPE(a.k, ropePositions, m.invFreq, rows, c.KVHeads)
 	// Every row's keys land before any row attends, so rows of one session in this forward see
 	// each other causally through their positions.
 	b.KVWrite(m.kv, layer, a.k, a.v, a.bases, a.positions, rows)

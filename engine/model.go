@@ -50,6 +50,7 @@ type Model struct {
 	gen  GenerationConfig
 
 	w         weights
+	mtp       *mtpWeights // nil without an MTP head
 	uploaded  []compute.Tensor
 	invFreq   compute.Tensor
 	attnScale float32
@@ -57,6 +58,7 @@ type Model struct {
 	act       *activations
 
 	maxRows, slots, context int
+	lastRows                int // rows of the last Forward whose hidden states a.x holds
 }
 
 // Load reads the model folder and places it on backend. The caller keeps ownership of backend and
@@ -84,6 +86,9 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	defer ckpt.Close()
 	u := &uploader{ckpt: ckpt, backend: backend}
 	m.w, err = loadWeights(u, m.cfg, func(done, total int) { progress("weights", done, total) })
+	if err == nil {
+		m.mtp, err = loadMTP(u, m.cfg)
+	}
 	m.uploaded = u.uploaded
 	if err == nil {
 		err = m.allocate(opts)
@@ -172,7 +177,11 @@ func (m *Model) allocate(opts Options) error {
 		return fmt.Errorf("engine: upload rotary table: %w", err)
 	}
 	m.attnScale = attentionScale(c.HeadDim)
-	spec := compute.KVSpec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots}
+	layers := c.Layers
+	if m.mtp != nil {
+		layers++ // the MTP layer keeps its own keys and values, after the backbone's
+	}
+	spec := compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots}
 	if m.kv, err = m.backend.NewKV(spec); err != nil {
 		return fmt.Errorf("engine: allocate KV pool of %d slots: %w", m.slots, err)
 	}

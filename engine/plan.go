@@ -278,9 +278,10 @@ func (p *Plan) refuse(n, tokens int, avail int64, ways string) error {
 		what, FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit), ways)
 }
 
-// kvPerToken is the KV memory one token takes in one session: keys and values in every layer.
+// kvPerToken is the KV memory one token takes in one session: keys and values in every layer,
+// the MTP head's included.
 func kvPerToken(c Config, elem int) int64 {
-	return 2 * int64(c.Layers) * int64(c.KVHeads) * int64(c.HeadDim) * int64(elem)
+	return 2 * int64(c.Layers+min(c.MTPLayers, 1)) * int64(c.KVHeads) * int64(c.HeadDim) * int64(elem)
 }
 
 // ScratchBytes estimates the forward's scratch for maxRows rows: the F32 activations Load
@@ -372,8 +373,7 @@ type WeightInfo struct {
 
 // Inspect reads a model folder's config.json and the headers of its safetensors files, and
 // nothing else: `tfd plan` sizes a model this way without loading its weights. Every tensor is
-// counted, including any the engine does not run yet (an MTP head), so the plan errs on the
-// side of memory.
+// counted, the MTP head's included.
 func Inspect(src Source) (Config, WeightInfo, error) {
 	fsys, name, err := src.open()
 	if err != nil {

@@ -31,6 +31,7 @@ type active struct {
 	done     bool
 
 	ngram    ngramIndex
+	mtpDraft int32   // the MTP head's guess for the token after the newest, or -1
 	drafts   []int32 // this round's proposals, fed after the newest token
 	drafted  int
 	accepted int
@@ -44,6 +45,7 @@ func newActive(st *stream, sess *session, host context.Context) *active {
 		cancel:   cancel,
 		stopHost: context.AfterFunc(host, cancel),
 		sess:     sess,
+		mtpDraft: -1,
 		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
 	}
 	sess.holder = a

@@ -323,7 +323,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	defer h.Close(context.Background())
 	var chans []<-chan scheduler.Event
 	for _, req := range reqs {
-		req.MaxDraft = 4
+		req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -337,7 +337,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	}
 	// Alone, on the lone driver's path.
 	req := reqs[0]
-	req.MaxDraft = 4
+	req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
 	events, err := h.Submit(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -348,5 +348,49 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	t.Logf("drafts: %d proposed, %d accepted", drafted, accepted)
 	if accepted == 0 || accepted > drafted {
 		t.Fatalf("drafts: %d proposed, %d accepted: want some accepted", drafted, accepted)
+	}
+}
+
+// TestMTPDraftsLand: with one draft a round, which is the MTP head's, greedy replies equal their
+// undrafted selves and most drafts land. The head was trained to agree with the model's own
+// greedy token two places ahead on 75% of held-out positions (tools/train/README.md), so a rate
+// far below that means the head is wired wrong (its inputs swapped, the wrong hidden state).
+func TestMTPDraftsLand(t *testing.T) {
+	m := loadBundled(t, 4*512)
+	if !m.HasMTP() {
+		t.Fatal("the bundled model should load its MTP head")
+	}
+	reqs := requests(m, 8)
+	var greedy []scheduler.Request
+	for _, req := range reqs {
+		if req.Sampling.Greedy() {
+			req.MaxTokens, req.StopTokens = 96, nil
+			greedy = append(greedy, req)
+		}
+	}
+	want := solo(t, m, greedy)
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	var chans []<-chan scheduler.Event
+	for _, req := range greedy {
+		req.Drafts = scheduler.Drafts{MTP: true}
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, events)
+	}
+	drafted, accepted := 0, 0
+	for i, r := range drainAll(chans) {
+		sameReply(t, fmt.Sprintf("stream %d", i), r, want[i])
+		drafted, accepted = drafted+r.end.Drafted, accepted+r.end.Accepted
+	}
+	rate := float64(accepted) / float64(max(drafted, 1))
+	t.Logf("MTP drafts: %d proposed, %d accepted (%.0f%%)", drafted, accepted, 100*rate)
+	if drafted < 100 || rate < 0.5 {
+		t.Fatalf("MTP drafts: %d proposed, %d accepted: want most of at least 100 to land", drafted, accepted)
 	}
 }

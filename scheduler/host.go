@@ -44,3 +44,24 @@ type Host interface {
 	// it returns when every stream has ended.
 	Close(ctx context.Context) error
 }
+
+// DraftRow is one position of a stream fed to a model's MTP head after a Forward: the head reads
+// the hidden state that the Forward's row Source computed at position Pos, and Token, the token at
+// Pos+1.
+type DraftRow struct {
+	Base   int // the session's first KV slot
+	Pos    int
+	Token  int32
+	Source int  // index of the row in the last Forward
+	Logits bool // ask for the draft logits of the token at Pos+2
+}
+
+// Drafter is what a Model offers when it has an MTP head. The scheduler checks for it at run time,
+// as net/http checks for a Flusher.
+type Drafter interface {
+	// HasMTP reports whether the head is there.
+	HasMTP() bool
+	// Draft runs the head over rows that follow the last Forward (before the next one) and
+	// returns the draft logits of the rows that asked, as Forward does.
+	Draft(ctx context.Context, rows []DraftRow) ([]float32, error)
+}

@@ -21,17 +21,27 @@ type laneState struct {
 	rows      []Row
 	shares    []share
 	logitRows int // rows of the round that ask for logits
+
+	drafter   Drafter    // the model's MTP head, or nil
+	draftRows []DraftRow // the MTP rows after a round
+	drafting  []*active  // the streams whose MTP rows ask for logits, in order
 }
 
-// share is one stream's part of a round: n rows from its first unfed token, and the index of its
-// logits row among the round's logits, or -1.
+// share is one stream's part of a round: n rows from its first unfed token (position first, row
+// index row of the round), and the index of its logits row among the round's logits, or -1.
 type share struct {
-	a      *active
-	n      int
-	logits int
+	a          *active
+	first, row int
+	n          int
+	logits     int
 }
 
-func (l *laneState) init(h *Shared) { l.h = h }
+func (l *laneState) init(h *Shared) {
+	l.h = h
+	if d, ok := h.model.(Drafter); ok && d.HasMTP() {
+		l.drafter = d
+	}
+}
 
 // run is the lane: admit, then either drive a lone stream or run a shared round, until the host is
 // closed and every stream has ended.

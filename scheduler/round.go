@@ -47,21 +47,30 @@ func (l *laneState) plan() {
 // its session, the context, its token limit and its reader's room allow.
 func (l *laneState) propose(a *active, spare int) {
 	a.drafts = a.drafts[:0]
-	if a.req.MaxDraft <= 0 {
+	if a.req.Drafts.max() <= 0 {
 		return
 	}
-	k := min(a.req.MaxDraft, spare,
+	k := min(a.req.Drafts.max(), spare,
 		a.sess.capacity-len(a.tokens), // rows at positions up to len(tokens)-1+k
 		l.h.model.Context()-len(a.tokens),
 		a.req.MaxTokens-a.produced-1, // the target's own token comes on top
 		a.room()-1)
-	a.drafts = a.ngram.propose(a.drafts, a.tokens, k)
+	if a.mtpDraft < 0 || k <= 0 {
+		a.drafts = a.ngram.propose(a.drafts, a.tokens, min(k, a.req.Drafts.NGram))
+		return
+	}
+	// The MTP head's token first, then what copying says follows it. The sequence with the draft
+	// appended is built in the spare capacity of a.tokens, which the next real token overwrites.
+	seq := append(a.tokens, a.mtpDraft)
+	a.drafts = append(a.ngram.propose(a.drafts, seq, min(k-1, a.req.Drafts.NGram)), 0)
+	copy(a.drafts[1:], a.drafts)
+	a.drafts[0] = a.mtpDraft
 }
 
 // add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its
 // newest token and each draft's row ask for logits.
 func (l *laneState) add(a *active, n int) {
-	s := share{a: a, n: n, logits: -1}
+	s := share{a: a, first: a.fed, row: len(l.rows), n: n, logits: -1}
 	for pos := a.fed; pos < a.fed+n; pos++ {
 		newest := pos == len(a.tokens)-1
 		if newest {
@@ -88,6 +97,42 @@ func (l *laneState) conclude(logits []float32) {
 		}
 		s.a.fed += s.n - 1
 		s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context)
+	}
+	if l.drafter != nil {
+		l.draftMTP()
+	}
+}
+
+// draftMTP runs the model's MTP head after a round, for the streams that draft: one row for each
+// position the round confirmed (so the head's own keys and values follow the stream), and for
+// the last of them, draft logits for the token after the newest. The draft is the keyed pick at
+// that position, so a sampled stream drafts the token its own draw would most likely make.
+func (l *laneState) draftMTP() {
+	l.draftRows, l.drafting = l.draftRows[:0], l.drafting[:0]
+	for _, s := range l.shares {
+		a := s.a
+		a.mtpDraft = -1
+		if a.done || !a.req.Drafts.MTP {
+			continue
+		}
+		for t := s.first; t < a.fed; t++ {
+			newest := t == a.fed-1 && a.decoding() && t+2 < l.h.model.Context()
+			l.draftRows = append(l.draftRows, DraftRow{Base: a.sess.base, Pos: t, Token: a.tokens[t+1], Source: s.row + t - s.first, Logits: newest})
+			if newest {
+				l.drafting = append(l.drafting, a)
+			}
+		}
+	}
+	if len(l.draftRows) == 0 {
+		return
+	}
+	logits, err := l.drafter.Draft(l.h.hostCtx, l.draftRows)
+	if err != nil {
+		return // a draft is only a guess: without one the streams decode one token a round
+	}
+	vocab := l.h.model.Vocab()
+	for i, a := range l.drafting {
+		a.mtpDraft = l.smp.pick(logits[i*vocab:(i+1)*vocab], a.req.Sampling, len(a.tokens))
 	}
 }
 
@@ -125,7 +170,7 @@ func (l *laneState) driveLone(a *active) {
 	row := make([]Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
 	for !a.done && !l.arrived() && a.ctx.Err() == nil && !l.h.pendingReconfig() {
-		if !a.decoding() || a.needsRoom() || !a.canEmit() || a.req.MaxDraft > 0 {
+		if !a.decoding() || a.needsRoom() || !a.canEmit() || a.req.Drafts.max() > 0 {
 			l.round() // prefill, migration, drafts and a slow reader take the general path
 			continue
 		}

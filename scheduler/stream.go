@@ -21,6 +21,24 @@ type Sampling struct {
 	Seed uint64
 }
 
+// Drafts says where a stream's draft tokens may come from. Drafts are fed after the newest token
+// in the same forward and kept while they equal the tokens the model picks.
+type Drafts struct {
+	// MTP lets the model's MTP head propose the first draft token, when the model has one.
+	MTP bool
+	// NGram is the most tokens a round copied from the stream's own context: what followed the
+	// latest earlier occurrence of its last few tokens.
+	NGram int
+}
+
+// max returns the most draft tokens a round.
+func (d Drafts) max() int {
+	if d.MTP {
+		return d.NGram + 1
+	}
+	return d.NGram
+}
+
 // Greedy reports whether s picks the argmax.
 func (s Sampling) Greedy() bool { return s.Temperature == 0 }
 
@@ -36,10 +54,9 @@ type Request struct {
 	StopTokens []int32
 	// Logprobs asks for the log-probability of each generated token.
 	Logprobs bool
-	// MaxDraft is the most draft tokens the host may propose for the stream a round (copies from
-	// the stream's own context), verified in the same forward; 0 turns drafting off. The reply is
-	// the same bits either way; only its speed differs.
-	MaxDraft int
+	// Drafts says how the host may speculate for the stream; the zero value drafts nothing. The
+	// reply is the same bits either way; only its speed differs.
+	Drafts Drafts
 }
 
 // FinishReason says why a stream ended.

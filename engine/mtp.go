@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"tfd/compute"
+	"tfd/engine/safetensors"
+	"tfd/scheduler"
+)
+
+// mtpWeights is a multi-token-prediction module laid out as Qwen3-Next checkpoints lay theirs
+// out: the draft for token t+2 is head(norm(layer(fc([norm_e(embed(x[t+1])), norm_h(h[t])])))),
+// where h[t] is the backbone's hidden state at t before its final norm and the layer sits at
+// position t+1. Its norms follow the family's (plain Qwen3 norms scale by w).
+type mtpWeights struct {
+	normEmbed, normHidden compute.Tensor // [hidden]
+	// fcEmbed and fcHidden are the two halves of fc [hidden, 2·hidden], split at load so that
+	// the join needs no op of its own: fc·[e; h] = fcEmbed·e + fcHidden·h.
+	fcEmbed, fcHidden compute.Tensor // [hidden, hidden]
+	layer             layerWeights
+	norm              compute.Tensor // [hidden]
+}
+
+// loadMTP uploads the MTP module, or returns nil when the checkpoint declares none.
+func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
+	if c.MTPLayers == 0 {
+		return nil, nil
+	}
+	if c.MTPLayers != 1 {
+		return nil, fmt.Errorf("engine: config.json: mtp_num_hidden_layers = %d; tfd runs one MTP layer", c.MTPLayers)
+	}
+	w := &mtpWeights{}
+	var err error
+	for _, s := range []struct {
+		dst  *compute.Tensor
+		name string
+	}{{&w.normEmbed, "mtp.pre_fc_norm_embedding.weight"}, {&w.normHidden, "mtp.pre_fc_norm_hidden.weight"}, {&w.norm, "mtp.norm.weight"}} {
+		if *s.dst, err = u.tensor(s.name, c.Hidden); err != nil {
+			return nil, err
+		}
+	}
+	fc, ok := u.ckpt.Tensor("mtp.fc.weight")
+	if !ok {
+		return nil, fmt.Errorf("engine: config.json declares an MTP layer but the checkpoint has no mtp.fc.weight")
+	}
+	embedHalf, hiddenHalf, err := splitColumns(fc, c.Hidden)
+	if err != nil {
+		return nil, err
+	}
+	if w.fcEmbed, err = u.upload(embedHalf, []int{c.Hidden, c.Hidden}); err != nil {
+		return nil, err
+	}
+	if w.fcHidden, err = u.upload(hiddenHalf, []int{c.Hidden, c.Hidden}); err != nil {
+		return nil, err
+	}
+	return w, loadLayer(u, c, "mtp.layers.0.", &w.layer)
+}
+
+// splitColumns cuts a [rows, 2·half] matrix into its left and right [rows, half] halves.
+func splitColumns(t safetensors.Tensor, half int) (left, right safetensors.Tensor, err error) {
+	if len(t.Shape) != 2 || t.Shape[1] != 2*half {
+		return left, right, fmt.Errorf("engine: tensor %s has shape %v, want [%d, %d]", t.Name, t.Shape, half, 2*half)
+	}
+	dt, ok := dtypes[t.DType]
+	if !ok {
+		return left, right, fmt.Errorf("engine: tensor %s has dtype %s; tfd reads F32, F16 and BF16", t.Name, t.DType)
+	}
+	rowBytes := half * dt.Size()
+	rows := t.Shape[0]
+	l, r := make([]byte, 0, rows*rowBytes), make([]byte, 0, rows*rowBytes)
+	for i := range rows {
+		row := t.Data[2*i*rowBytes : 2*(i+1)*rowBytes]
+		l, r = append(l, row[:rowBytes]...), append(r, row[rowBytes:]...)
+	}
+	shape := []int{rows, half}
+	return safetensors.Tensor{Name: t.Name + "[:, :hidden]", DType: t.DType, Shape: shape, Data: l},
+		safetensors.Tensor{Name: t.Name + "[:, hidden:]", DType: t.DType, Shape: shape, Data: r}, nil
+}
+
+// HasMTP reports whether the model drafts with an MTP head.
+func (m *Model) HasMTP() bool { return m.mtp != nil }
+
+// Draft runs the MTP module over rows that follow the last Forward: row r combines the hidden
+// state of the last Forward's row rows[r].Source (h at position rows[r].Pos) with the token after
+// it, rows[r].Token, writes the MTP layer's keys and values for that position, and, where asked,
+// returns draft logits for the token two places after Pos. It must be called before the next
+// Forward, which overwrites the hidden states. It implements scheduler.Drafter.
+func (m *Model) Draft(ctx context.Context, rows []scheduler.DraftRow) ([]float32, error) {
+	if m.mtp == nil {
+		return nil, fmt.Errorf("engine: %s has no MTP head", m.name)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n, err := m.stageDraftRows(rows)
+	if err != nil {
+		return nil, err
+	}
+	m.draftRows(len(rows), n)
+	logits := m.act.hostLogits[:n*m.cfg.Vocab]
+	if n == 0 {
+		return logits, m.backend.Sync()
+	}
+	if err := m.backend.ReadFloat32(m.act.logits, logits); err != nil {
+		return nil, fmt.Errorf("engine: draft of %d rows: %w", len(rows), err)
+	}
+	return logits, nil
+}
+
+// stageDraftRows checks draft rows and uploads their metadata: the MTP entry for position t sits
+// in KV slot base+t of the MTP layer and at RoPE position t+1.
+func (m *Model) stageDraftRows(rows []scheduler.DraftRow) (int, error) {
+	if len(rows) == 0 || len(rows) > m.maxRows {
+		return 0, fmt.Errorf("engine: a draft takes 1 to %d rows, got %d", m.maxRows, len(rows))
+	}
+	a := m.act
+	n := 0
+	for i, r := range rows {
+		switch {
+		case r.Token < 0 || int(r.Token) >= m.cfg.Vocab:
+			return 0, fmt.Errorf("engine: draft row %d: token %d outside the vocabulary of %d", i, r.Token, m.cfg.Vocab)
+		case r.Pos < 0 || r.Pos+1 >= m.context:
+			return 0, fmt.Errorf("engine: draft row %d: position %d outside the context of %d", i, r.Pos, m.context)
+		case r.Base < 0 || r.Base+r.Pos >= m.slots:
+			return 0, fmt.Errorf("engine: draft row %d: KV slot %d+%d outside the pool of %d", i, r.Base, r.Pos, m.slots)
+		case r.Source < 0 || r.Source >= m.lastRows:
+			return 0, fmt.Errorf("engine: draft row %d: source row %d, the last forward had %d", i, r.Source, m.lastRows)
+		}
+		a.hostTokens[i] = r.Token
+		a.hostPositions[i] = int32(r.Pos)
+		a.hostRopePositions[i] = int32(r.Pos + 1)
+		a.hostBases[i] = int32(r.Base)
+		a.hostSources[i] = int32(r.Source)
+		if r.Logits {
+			a.hostWanted[n] = int32(i)
+			n++
+		}
+	}
+	b := m.backend
+	b.WriteInt32(a.tokens, a.hostTokens[:len(rows)])
+	b.WriteInt32(a.positions, a.hostPositions[:len(rows)])
+	b.WriteInt32(a.ropePositions, a.hostRopePositions[:len(rows)])
+	b.WriteInt32(a.bases, a.hostBases[:len(rows)])
+	b.WriteInt32(a.sources, a.hostSources[:len(rows)])
+	b.WriteInt32(a.wanted, a.hostWanted[:n])
+	return n, nil
+}
+
+// draftRows enqueues the MTP forward. The residual stream a.x still holds the last Forward's
+// hidden states; they are gathered out before a.x becomes the MTP layer's residual.
+func (m *Model) draftRows(rows, wanted int) {
+	b, c, w, a := m.backend, m.cfg, m.mtp, m.act
+	b.Embed(a.h, m.w.embed, a.tokens, rows)
+	b.RMSNorm(a.h, a.h, w.normEmbed, rows, c.NormEps)
+	b.Gather(a.final, a.x, a.sources, rows)
+	b.RMSNorm(a.final, a.final, w.normHidden, rows, c.NormEps)
+	b.MatMul(a.x, a.h, w.fcEmbed, nil, rows)
+	b.MatMul(a.out, a.final, w.fcHidden, nil, rows)
+	b.Add(a.x, a.x, a.out, rows)
+
+	l := &w.layer
+	b.RMSNorm(a.h, a.x, l.inputNorm, rows, c.NormEps)
+	m.attention(c.Layers, l, rows, a.ropePositions)
+	b.AddRMSNorm(a.h, a.x, a.out, l.postNorm, rows, c.NormEps)
+	m.mlp(l, rows)
+	m.lastRows = 0 // a.x no longer holds the backbone's hidden states
+	if wanted == 0 {
+		return
+	}
+	b.Add(a.x, a.x, a.out, rows)
+	b.Gather(a.h, a.x, a.wanted, wanted)
+	b.RMSNorm(a.final, a.h, w.norm, wanted, c.NormEps)
+	b.MatMul(a.logits, a.final, m.w.head, nil, wanted)
+}
