@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"tfd/compute"
@@ -167,6 +168,9 @@ func (b *backend) init() (err error) {
 		return err
 	}
 	b.w.onSync = b.collectErrors
+	// Graphs are on unless TFD_CUDA_GRAPHS=0 or the driver lacks them (graph_linux.go).
+	b.w.g.allowed = graphsAvailable() && os.Getenv("TFD_CUDA_GRAPHS") != "0"
+	b.w.g.on = b.w.g.allowed
 	return nil
 }
 
@@ -213,6 +217,7 @@ func (b *backend) resolve() error {
 func (b *backend) release() error {
 	var errs []error
 	keep := func(call string, r cuResult) { errs = append(errs, check(call, r)) }
+	b.w.dropGraphs() // they launch kernels of the module and belong to the context
 	for t := range b.live {
 		keep("cuMemFree", cuMemFree(ptrOf(t)))
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"tfd/compute"
@@ -16,22 +17,45 @@ import (
 const bundledDir = "models/gopher"
 
 // BenchmarkDecode runs single-row forwards of the bundled model, each one token further, after a
-// 128-token prompt, and reports tokens per second.
+// 128-token prompt, and reports tokens per second: with CUDA graphs (the default) and with every
+// kernel launched on its own.
 func BenchmarkDecode(b *testing.B) {
-	m := loadModel(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 128})
-	const promptLen = 128
+	g := openCUDA(b)
+	m := loadModel(b, g, bundledDir, engine.Options{MaxRows: 128})
+	for _, on := range []bool{true, false} {
+		b.Run(graphsName(on), func(b *testing.B) {
+			setGraphs(g, on)
+			defer setGraphs(g, true)
+			benchDecode(b, m, 0, 128)
+		})
+	}
+}
+
+func graphsName(on bool) string {
+	if on {
+		return "graphs"
+	}
+	return "eager"
+}
+
+// benchDecode prefills promptLen tokens at base, then decodes greedily one row per forward,
+// positions wrapping back to promptLen at the end of the context, and reports tokens per second.
+func benchDecode(b *testing.B, m *engine.Model, base, promptLen int) {
 	rows := make([]scheduler.Row, promptLen)
 	for i := range rows {
-		rows[i] = scheduler.Row{Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
+		rows[i] = scheduler.Row{Base: base, Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
 	}
-	logits, err := m.Forward(context.Background(), rows)
-	if err != nil {
-		b.Fatal(err)
+	var logits []float32
+	for start := 0; start < promptLen; start += m.MaxRows() {
+		var err error
+		if logits, err = m.Forward(context.Background(), rows[start:min(start+m.MaxRows(), promptLen)]); err != nil {
+			b.Fatal(err)
+		}
 	}
 	pos := promptLen
-	b.ResetTimer()
-	for range b.N {
-		row := []scheduler.Row{{Pos: pos, Token: argmax(logits), Logits: true}}
+	step := func() {
+		row := []scheduler.Row{{Base: base, Pos: pos, Token: argmax(logits), Logits: true}}
+		var err error
 		if logits, err = m.Forward(context.Background(), row); err != nil {
 			b.Fatal(err)
 		}
@@ -39,7 +63,53 @@ func BenchmarkDecode(b *testing.B) {
 			pos = promptLen
 		}
 	}
+	step() // warm up: the first step runs without a graph, the second captures one
+	step()
+	b.ResetTimer()
+	for range b.N {
+		step()
+	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkStreams runs forwards of one decode row for each of 1, 8, 32 and 64 sessions of the
+// bundled model and reports tokens per second over all of them (benchStreams).
+func BenchmarkStreams(b *testing.B) {
+	const span = 256
+	g := openCUDA(b)
+	m := loadModel(b, g, bundledDir, engine.Options{MaxRows: 64, Slots: 64 * span})
+	for _, n := range []int{1, 8, 32, 64} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
+	}
+}
+
+// benchStreams runs forwards of one row for each of sessions sessions, session s at base s·span,
+// all at one position that goes from 128 to span-1 and wraps, with tokens that change every step,
+// and reports tokens per second over all rows. Every row asks for its logits, as a decode row
+// does. The sessions hold no prompt: their slots below 128 are what the pool held (zeros at
+// first), which costs the attention kernel the same arithmetic as a real prompt.
+func benchStreams(b *testing.B, m *engine.Model, sessions, span int) {
+	const start = 128
+	rows := make([]scheduler.Row, sessions)
+	step := func(n, pos int) {
+		for s := range rows {
+			rows[s] = scheduler.Row{Base: s * span, Pos: pos, Token: int32((n*31 + s*7) % m.Vocab()), Logits: true}
+		}
+		if _, err := m.Forward(context.Background(), rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step(0, start) // warm up: the first forward of a shape runs without a graph, the second captures
+	step(1, start+1)
+	pos := start + 2
+	b.ResetTimer()
+	for n := range b.N {
+		step(n, pos)
+		if pos++; pos == span {
+			pos = start
+		}
+	}
+	b.ReportMetric(float64(sessions*b.N)/b.Elapsed().Seconds(), "tok/s")
 }
 
 // BenchmarkDecode8 runs forwards of 8 rows, one decode row for each of 8 sessions, and reports
@@ -74,20 +144,35 @@ func BenchmarkDecode8(b *testing.B) {
 }
 
 // BenchmarkLaunch records 1000 one-element Adds and waits for them: the cost of one op on the
-// worker and the GPU, which bounds a forward of many small kernels.
+// worker and the GPU, which bounds a forward of many small kernels. eager launches each Add on its
+// own; graphs replays the 1000 as one captured graph, as a repeated forward is.
 func BenchmarkLaunch(b *testing.B) {
 	g := openCUDA(b)
 	x := uploadF32(b, g, []float32{1}, 1, 1)
-	b.ResetTimer()
-	for range b.N {
-		for range 1000 {
-			g.Add(x, x, x, 1)
-		}
-		if err := g.Sync(); err != nil {
-			b.Fatal(err)
-		}
+	for _, on := range []bool{false, true} {
+		b.Run(graphsName(on), func(b *testing.B) {
+			setGraphs(g, on)
+			defer setGraphs(g, true)
+			for range 2 { // warm up: with graphs, the second time captures
+				for range 1000 {
+					g.Add(x, x, x, 1)
+				}
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				for range 1000 {
+					g.Add(x, x, x, 1)
+				}
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(1000*b.N)*1e6, "µs/op")
+		})
 	}
-	b.ReportMetric(b.Elapsed().Seconds()/float64(1000*b.N)*1e6, "µs/op")
 }
 
 // BenchmarkPrefill runs a 256-token prompt of the bundled model in one forward and reports prompt
@@ -123,6 +208,7 @@ var benchWeights = map[[3]int][]byte{}
 
 func benchMatMul(b *testing.B, dt compute.DType, out, in, rows int) {
 	g := openCUDA(b)
+	setGraphs(g, false) // the kernel's own speed: b.N launches with no sync between
 	key := [3]int{int(dt), out, in}
 	if benchWeights[key] == nil {
 		benchWeights[key] = encode(dt, randn(1, out*in))

@@ -10,7 +10,9 @@
 //
 // Threading: a CUDA context is current on one OS thread, so each backend owns a goroutine locked
 // to its thread that makes every driver call. Ops are recorded into fixed batches of commands
-// and handed to it; ReadFloat32 and Sync wait for it. Recording an op allocates nothing.
+// and handed to it; ReadFloat32 and Sync wait for it. Recording an op allocates nothing. A run of
+// kernel launches that repeats (a decode step) is captured once as a CUDA graph and replayed;
+// TFD_CUDA_GRAPHS=0 turns that off.
 //
 // Memory: 2-D F16 and BF16 weights stay F16 and BF16 on the device; F32 weights stay F32; 1-D
 // tensors (norm weights, biases) are widened to F32 when uploaded. Activations are F32 and the KV

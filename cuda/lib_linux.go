@@ -18,13 +18,15 @@ import (
 
 // Driver API types (cuda.h).
 type (
-	cuResult   int32   // CUresult
-	cuDevice   int32   // CUdevice
-	cuContext  uintptr // CUcontext
-	cuModule   uintptr // CUmodule
-	cuFunction uintptr // CUfunction
-	cuStream   uintptr // CUstream
-	devPtr     uint64  // CUdeviceptr
+	cuResult    int32   // CUresult
+	cuDevice    int32   // CUdevice
+	cuContext   uintptr // CUcontext
+	cuModule    uintptr // CUmodule
+	cuFunction  uintptr // CUfunction
+	cuStream    uintptr // CUstream
+	cuGraph     uintptr // CUgraph
+	cuGraphExec uintptr // CUgraphExec
+	devPtr      uint64  // CUdeviceptr
 )
 
 // CUdevice_attribute values.
@@ -75,6 +77,27 @@ var (
 	fnMemcpyDtoDAsync   uintptr // cuMemcpyDtoDAsync_v2(dst, src, bytes, stream)
 	fnMemsetD8Async     uintptr // cuMemsetD8Async(dst, value, n, stream)
 	fnStreamSynchronize uintptr
+)
+
+// The graph entry points (graph_linux.go), bound when the driver has them (CUDA 11.4 and later);
+// without them the backend launches every kernel itself. Capture and instantiation run once per
+// captured graph; cuGraphLaunch runs once per forward, so it too goes through SyscallN.
+var (
+	fnStreamBeginCapture  uintptr // cuStreamBeginCapture_v2(stream, mode)
+	fnStreamEndCapture    uintptr // cuStreamEndCapture(stream, *graph)
+	fnGraphInstantiate    uintptr // cuGraphInstantiateWithFlags(*exec, graph, flags uint64)
+	fnGraphLaunch         uintptr // cuGraphLaunch(exec, stream)
+	fnGraphExecDestroy    uintptr // cuGraphExecDestroy(exec)
+	fnGraphDestroy        uintptr // cuGraphDestroy(graph)
+	graphBindingsErr      error   // why the graph entry points are missing, if they are
+	graphBindingsOptional = []binding{
+		{name: "cuStreamBeginCapture_v2", addr: &fnStreamBeginCapture},
+		{name: "cuStreamEndCapture", addr: &fnStreamEndCapture},
+		{name: "cuGraphInstantiateWithFlags", addr: &fnGraphInstantiate},
+		{name: "cuGraphLaunch", addr: &fnGraphLaunch},
+		{name: "cuGraphExecDestroy", addr: &fnGraphExecDestroy},
+		{name: "cuGraphDestroy", addr: &fnGraphDestroy},
+	}
 )
 
 // binding ties a C symbol to a Go function variable (fn) or to a raw entry point (addr).
@@ -131,6 +154,7 @@ func loadDriver() error {
 		if driverErr = bind(lib, path, driverBindings); driverErr != nil {
 			return
 		}
+		graphBindingsErr = bind(lib, path, graphBindingsOptional)
 		if r := cuInit(0); r != 0 {
 			driverErr = fmt.Errorf("cuda: cuInit with %s: %w (is an NVIDIA GPU visible to this process?)", path, cuError(r))
 		}

@@ -65,6 +65,7 @@ type worker struct {
 	params [maxArgs]uintptr // pointers to the current launch's arguments
 	call   [11]uintptr      // the argument block of SyscallN
 	onSync func() error     // collects the kernels' error word after a sync
+	g      graphs           // held launches and captured graphs (graph_linux.go)
 }
 
 const batches = 4
@@ -101,13 +102,15 @@ func (w *worker) loop(init func() error, ready chan<- error) {
 	ready <- nil
 	for b := range w.full {
 		for i := range b.n {
-			w.exec(&b.cmds[i])
+			w.take(&b.cmds[i])
 		}
 		b.n = 0
 		if !b.sync && b.call == nil {
+			// A run of launches may go on in the next batch: it stays held.
 			w.free <- b
 			continue
 		}
+		w.endRun()
 		var err error
 		if b.sync {
 			err = w.synchronize()
@@ -153,17 +156,12 @@ func (w *worker) stop(final func() error) error {
 	return err
 }
 
-// exec runs one command on the worker's thread.
+// exec runs one command on the worker's thread, now.
 func (w *worker) exec(c *command) {
 	var r uintptr
 	switch c.kind {
 	case cmdLaunch:
-		for i := range int(c.nargs) {
-			w.params[i] = uintptr(unsafe.Pointer(&c.args[i]))
-		}
-		w.call = [11]uintptr{uintptr(c.k.fn), uintptr(c.grid[0]), uintptr(c.grid[1]), uintptr(c.grid[2]),
-			uintptr(c.block), 1, 1, 0, uintptr(w.stream), uintptr(unsafe.Pointer(&w.params[0])), 0}
-		r, _, _ = purego.SyscallN(fnLaunchKernel, w.call[:11]...)
+		r = uintptr(w.launch(c))
 	case cmdHtoD, cmdDtoH, cmdDtoD:
 		fn := fnMemcpyHtoDAsync
 		if c.kind == cmdDtoH {
@@ -180,6 +178,17 @@ func (w *worker) exec(c *command) {
 	if res := cuResult(int32(r)); res != 0 && w.err == nil {
 		w.err = commandError(c, res)
 	}
+}
+
+// launch launches kernel command c on the stream (or into the graph being captured on it).
+func (w *worker) launch(c *command) cuResult {
+	for i := range int(c.nargs) {
+		w.params[i] = uintptr(unsafe.Pointer(&c.args[i]))
+	}
+	w.call = [11]uintptr{uintptr(c.k.fn), uintptr(c.grid[0]), uintptr(c.grid[1]), uintptr(c.grid[2]),
+		uintptr(c.block), 1, 1, 0, uintptr(w.stream), uintptr(unsafe.Pointer(&w.params[0])), 0}
+	r, _, _ := purego.SyscallN(fnLaunchKernel, w.call[:11]...)
+	return cuResult(int32(r))
 }
 
 // synchronize waits for the stream and returns, and forgets, the first error since the last

@@ -1,0 +1,98 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"tfd/engine"
+	"tfd/engine/safetensors"
+	"tfd/scheduler"
+)
+
+// BenchmarkEight measures an 8B-class checkpoint: the folder named by TFD_BENCH_MODEL, such as
+// the random-init Qwen3 that tools/bench/make_8b.py writes. It skips without it.
+//
+//	TFD_BENCH_MODEL=/tmp/q8b ./bin/cuda.test -test.run '^$' -test.bench Eight -test.benchtime 1s
+//
+// decode is one stream decoding greedily after a 128-token prompt; it also reports the weight
+// bytes one token reads (every matrix but the embedding table, of which a token reads one row)
+// and those bytes times tokens per second, to set against the matvec bandwidth of
+// BenchmarkMatVec. streams=N is one decode row for each of N sessions per forward (benchStreams);
+// prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows.
+func BenchmarkEight(b *testing.B) {
+	dir := os.Getenv("TFD_BENCH_MODEL")
+	if dir == "" {
+		b.Skip("TFD_BENCH_MODEL names no model folder; tools/bench/make_8b.py writes one")
+	}
+	const (
+		span    = 512  // slots per decode session; positions 128..511
+		streams = 64   // the most decode sessions
+		prompt  = 4096 // the prefill benchmark's prompt
+	)
+	perToken, err := weightBytesPerToken(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := openCUDA(b)
+	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: streams*span + prompt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	c := m.Config()
+	b.Logf("%s: %d layers, hidden %d, %d heads (%d kv), intermediate %d, vocab %d; %.2f GB of weights read per token; MaxRows %d",
+		dir, c.Layers, c.Hidden, c.Heads, c.KVHeads, c.Intermediate, c.Vocab, float64(perToken)/1e9, m.MaxRows())
+
+	b.Run("decode", func(b *testing.B) {
+		benchDecode(b, m, 0, 128)
+		tps := float64(b.N) / b.Elapsed().Seconds()
+		b.ReportMetric(float64(perToken)/1e9, "GB/tok")
+		b.ReportMetric(tps*float64(perToken)/1e9, "GB/s")
+	})
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
+	}
+	b.Run(fmt.Sprintf("prefill=%d", prompt), func(b *testing.B) {
+		base := streams * span
+		rows := make([]scheduler.Row, prompt)
+		for i := range rows {
+			rows[i] = scheduler.Row{Base: base, Pos: i, Token: int32((i*7 + 3) % m.Vocab()), Logits: i == prompt-1}
+		}
+		b.ResetTimer()
+		for range b.N {
+			for start := 0; start < prompt; start += m.MaxRows() {
+				if _, err := m.Forward(context.Background(), rows[start:min(start+m.MaxRows(), prompt)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tok/s")
+	})
+}
+
+// weightBytesPerToken sums the bytes of the checkpoint's tensors that one decode token reads:
+// all of them but the input embedding table, of which it reads one row, unless the embeddings
+// are tied (no lm_head.weight), when the table is the head and read in full.
+func weightBytesPerToken(dir string) (int64, error) {
+	ckpt, err := safetensors.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer ckpt.Close()
+	var n, embed int64
+	for _, name := range ckpt.Names() {
+		t, _ := ckpt.Tensor(name)
+		if strings.HasSuffix(name, "embed_tokens.weight") {
+			embed += int64(len(t.Data))
+			continue
+		}
+		n += int64(len(t.Data))
+	}
+	if _, ok := ckpt.Tensor("lm_head.weight"); !ok {
+		n += embed
+	}
+	return n, nil
+}

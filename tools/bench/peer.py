@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of tfd's speed measurements (docs/performance.md), on the same checkpoint.
+
+Two peers, both bf16 on one GPU:
+
+  static  the decode loop a performance-minded PyTorch user writes (after gpt-fast): the Qwen3
+          forward in plain torch ops, q/k/v and gate/up fused into one matrix each, a static KV
+          cache of max_len slots per stream, and the one-token step for B streams captured in one
+          torch CUDA graph and replayed, with the next token fed back on the device. Attention
+          reads all max_len cached slots under a mask (that is what keeps the step's shapes fixed
+          for the graph). Each step also copies the B new tokens to the host, as a server that
+          streams them must. Prefill runs the same code over the whole prompt with a causal
+          flash-attention call.
+  hf      transformers' own generate (greedy, its default dynamic cache, SDPA attention) and one
+          forward over the whole prompt.
+
+Decode positions go from --start to --start+--steps, over a cache that holds no prompt (zeros),
+exactly as tfd's BenchmarkEight does. Results go to --json as they are made, so a run cut short
+keeps what it measured.
+
+    python3 tools/bench/peer.py --model /tmp/q8b --json /tmp/peer.json
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+DEV = "cuda"  # the device everything runs on; --device
+
+
+def sync(torch):
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="the checkpoint folder (tools/bench/make_8b.py)")
+    p.add_argument("--json", required=True, help="where to write the results")
+    p.add_argument("--streams", default="1,8,32,64", help="stream counts for the static decode loop")
+    p.add_argument("--steps", type=int, default=64, help="timed decode steps per stream count")
+    p.add_argument("--start", type=int, default=130, help="the first decode position")
+    p.add_argument("--max-len", type=int, default=512, help="KV slots per stream of the static cache")
+    p.add_argument("--prefill", type=int, default=4096, help="prompt length of the prefill measurement")
+    p.add_argument("--hf-tokens", type=int, default=16, help="tokens transformers' generate makes")
+    p.add_argument("--skip-hf", action="store_true", help="measure only the static loop")
+    p.add_argument("--device", default="cuda",
+                   help="cuda; cpu only checks the code on a machine without a GPU (no graphs, no timing)")
+    a = p.parse_args(argv)
+    a.streams = [int(s) for s in a.streams.split(",") if s]
+    if a.start + a.steps + 8 > a.max_len:
+        p.error("--start + --steps must stay inside --max-len")
+    return a
+
+
+class Results:
+    """The results dict, rewritten to disk after every change."""
+
+    def __init__(self, path):
+        self.path, self.d = path, {"errors": []}
+
+    def set(self, key, value):
+        self.d[key] = value
+        self.save()
+        print(f"peer: {key} = {json.dumps(value)}", flush=True)
+
+    def error(self, what, e):
+        self.d["errors"].append(f"{what}: {type(e).__name__}: {e}")
+        self.save()
+        print(f"peer: {what} failed: {type(e).__name__}: {e}", flush=True)
+
+    def save(self):
+        with open(self.path, "w") as f:
+            json.dump(self.d, f, indent=1)
+
+
+def load_weights(torch, folder):
+    """Every tensor of the checkpoint, on the GPU, by name."""
+    from safetensors import safe_open
+    idx = json.load(open(os.path.join(folder, "model.safetensors.index.json")))
+    w = {}
+    for shard in sorted(set(idx["weight_map"].values())):
+        with safe_open(os.path.join(folder, shard), framework="pt", device=DEV) as f:
+            for name in f.keys():
+                w[name] = f.get_tensor(name)
+    return w
+
+
+def build_static(torch, cfg, w, max_pos):
+    """The static peer's model: fused weights and the rotary tables."""
+    F = torch.nn.functional
+    H, KVH, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps = cfg["rms_norm_eps"]
+    layers = []
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        pop = lambda n: w.pop(p + n)
+        layers.append(dict(
+            ln1=pop("input_layernorm.weight"), ln2=pop("post_attention_layernorm.weight"),
+            qn=pop("self_attn.q_norm.weight"), kn=pop("self_attn.k_norm.weight"),
+            wqkv=torch.cat([pop("self_attn.q_proj.weight"), pop("self_attn.k_proj.weight"),
+                            pop("self_attn.v_proj.weight")]),
+            wo=pop("self_attn.o_proj.weight"),
+            w13=torch.cat([pop("mlp.gate_proj.weight"), pop("mlp.up_proj.weight")]),
+            w2=pop("mlp.down_proj.weight")))
+    theta = cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32, device=DEV) / hd))
+    freqs = torch.outer(torch.arange(max_pos, dtype=torch.float32, device=DEV), inv)
+    emb = torch.cat([freqs, freqs], -1)
+    m = dict(H=H, KVH=KVH, hd=hd, G=H // KVH, eps=eps, layers=layers,
+             embed=w.pop("model.embed_tokens.weight"), norm=w.pop("model.norm.weight"),
+             head=w.pop("lm_head.weight"), cos=emb.cos().to(torch.bfloat16), sin=emb.sin().to(torch.bfloat16),
+             arange=torch.arange(max_pos, device=DEV))
+
+    def rms(x, weight):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+        return weight * xf.to(x.dtype)
+
+    def rope(x, cos, sin):
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    def mlp(x, L):
+        g, u = F.linear(rms(x, L["ln2"]), L["w13"]).chunk(2, -1)
+        return x + F.linear(F.silu(g) * u, L["w2"])
+
+    def decode(tok, pos, kc, vc):
+        """One step for B streams at position pos (a 1-element device tensor): logits [B, V]."""
+        B, S = tok.shape[0], kc[0].shape[2]
+        x = F.embedding(tok, m["embed"])
+        cos, sin = m["cos"][pos].view(1, 1, hd), m["sin"][pos].view(1, 1, hd)
+        mask = (m["arange"][:S] <= pos).view(1, 1, 1, S)
+        for li, L in enumerate(layers):
+            q, k, v = F.linear(rms(x, L["ln1"]), L["wqkv"]).split([H * hd, KVH * hd, KVH * hd], -1)
+            q = rope(rms(q.view(B, H, hd), L["qn"]), cos, sin)
+            k = rope(rms(k.view(B, KVH, hd), L["kn"]), cos, sin)
+            kc[li].index_copy_(2, pos, k.unsqueeze(2))
+            vc[li].index_copy_(2, pos, v.view(B, KVH, 1, hd))
+            # The G query heads of a KV head attend as G query rows of one head: no repeated K/V.
+            o = F.scaled_dot_product_attention(q.view(B, KVH, m["G"], hd), kc[li], vc[li], attn_mask=mask)
+            x = mlp(x + F.linear(o.reshape(B, H * hd), L["wo"]), L)
+        return F.linear(rms(x, m["norm"]), m["head"])
+
+    def prefill(tok, kc, vc):
+        """The prompt tok [T] of one stream into slots 0..T-1: the last position's logits."""
+        T = tok.shape[0]
+        x = F.embedding(tok, m["embed"])
+        cos, sin = m["cos"][:T].view(T, 1, hd), m["sin"][:T].view(T, 1, hd)
+        for li, L in enumerate(layers):
+            q, k, v = F.linear(rms(x, L["ln1"]), L["wqkv"]).split([H * hd, KVH * hd, KVH * hd], -1)
+            q = rope(rms(q.view(T, H, hd), L["qn"]), cos, sin).transpose(0, 1)
+            k = rope(rms(k.view(T, KVH, hd), L["kn"]), cos, sin).transpose(0, 1)
+            v = v.view(T, KVH, hd).transpose(0, 1)
+            kc[li][0, :, :T] = k
+            vc[li][0, :, :T] = v
+            o = F.scaled_dot_product_attention(q[None], k.repeat_interleave(m["G"], 0)[None],
+                                               v.repeat_interleave(m["G"], 0)[None], is_causal=True)
+            x = mlp(x + F.linear(o[0].transpose(0, 1).reshape(T, H * hd), L["wo"]), L)
+        return F.linear(rms(x[-1:], m["norm"]), m["head"])
+
+    m["decode"], m["prefill"] = decode, prefill
+    return m
+
+
+def kv_cache(torch, cfg, B, S):
+    shape = (B, cfg["num_key_value_heads"], S, cfg["head_dim"])
+    n = cfg["num_hidden_layers"]
+    return ([torch.zeros(shape, dtype=torch.bfloat16, device=DEV) for _ in range(n)],
+            [torch.zeros(shape, dtype=torch.bfloat16, device=DEV) for _ in range(n)])
+
+
+def bench_static_decode(torch, m, cfg, B, a):
+    """Tokens per second of the graph-replayed step for B streams, and ms a step."""
+    kc, vc = kv_cache(torch, cfg, B, a.max_len)
+    tok = torch.randint(0, cfg["vocab_size"], (B,), device=DEV)
+    pos = torch.tensor([a.start], device=DEV)
+    if DEV == "cuda":
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up outside the graph, as capture requires
+            for _ in range(3):
+                m["decode"](tok, pos, kc, vc)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            nxt = m["decode"](tok, pos, kc, vc).argmax(-1)
+        replay = graph.replay
+    else:
+        graph, nxt = None, torch.zeros_like(tok)
+        replay = lambda: nxt.copy_(m["decode"](tok, pos, kc, vc).argmax(-1))
+    host = []
+
+    def run(steps, first):
+        for i in range(steps):
+            pos.fill_(first + i)
+            replay()
+            tok.copy_(nxt)
+            host.append(nxt.cpu())  # the tokens reach the host every step, as a server's do
+    run(2, a.start)
+    sync(torch)
+    t0 = time.perf_counter()
+    run(a.steps, a.start + 2)
+    sync(torch)
+    dt = time.perf_counter() - t0
+    del graph, kc, vc
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
+    return {"tok_s": B * a.steps / dt, "ms_per_step": 1e3 * dt / a.steps}
+
+
+def time_median(torch, fn, reps):
+    times = []
+    for _ in range(reps):
+        sync(torch)
+        t0 = time.perf_counter()
+        fn()
+        sync(torch)
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def bench_bandwidth(torch):
+    """bf16 matvec (cuBLAS) read bandwidth on an 8192×8192 matrix, and device copy bandwidth."""
+    F = torch.nn.functional
+    ws = [torch.randn(8192, 8192, dtype=torch.bfloat16, device=DEV) for _ in range(4)]
+    x = torch.randn(1, 8192, dtype=torch.bfloat16, device=DEV)
+    for w in ws:
+        F.linear(x, w)
+    n = 200
+    dt = time_median(torch, lambda: [F.linear(x, ws[i % 4]) for i in range(n)], 3)
+    matvec = n * ws[0].numel() * 2 / dt / 1e9
+    src = torch.empty(4 << 30, dtype=torch.uint8, device=DEV)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    dt = time_median(torch, lambda: [dst.copy_(src) for _ in range(5)], 3)
+    copy = 5 * 2 * src.numel() / dt / 1e9
+    del ws, src, dst
+    torch.cuda.empty_cache()
+    return {"matvec_bf16_8192_GB_s": matvec, "copy_GB_s_read_plus_write": copy}
+
+
+def static_section(torch, a, cfg, r):
+    t0 = time.perf_counter()
+    w = load_weights(torch, a.model)
+    r.set("weights_GB", sum(t.numel() * t.element_size() for t in w.values()) / 1e9)
+    r.set("weights_read_per_token_GB", sum(t.numel() * t.element_size() for n, t in w.items()
+                                           if not n.endswith("embed_tokens.weight")) / 1e9)
+    m = build_static(torch, cfg, w, max(a.prefill, a.max_len))
+    r.set("static_load_s", time.perf_counter() - t0)
+    with torch.inference_mode():
+        decode = {}
+        for B in a.streams:
+            try:
+                decode[str(B)] = bench_static_decode(torch, m, cfg, B, a)
+                r.set("static_graph_decode", decode)
+            except Exception as e:  # one stream count failing keeps the others
+                r.error(f"static decode of {B} streams", e)
+        try:
+            kc, vc = kv_cache(torch, cfg, 1, a.prefill)
+            prompt = torch.randint(0, cfg["vocab_size"], (a.prefill,), device=DEV)
+            m["prefill"](prompt, kc, vc)
+            dt = time_median(torch, lambda: m["prefill"](prompt, kc, vc), 3)
+            r.set(f"static_prefill_{a.prefill}_tok_s", a.prefill / dt)
+            del kc, vc
+        except Exception as e:
+            r.error("static prefill", e)
+    del m
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
+
+
+def hf_section(torch, a, cfg, r):
+    import transformers
+    from transformers import AutoModelForCausalLM
+    r.set("transformers", transformers.__version__)
+    t0 = time.perf_counter()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16, device_map="cuda")
+    except TypeError:  # transformers before 4.56 names it torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.bfloat16, device_map="cuda")
+    model.eval()
+    r.set("hf_load_s", time.perf_counter() - t0)
+    r.set("hf_attention", getattr(model.config, "_attn_implementation", "?"))
+    with torch.inference_mode():
+        ids = torch.randint(0, cfg["vocab_size"], (1, 128), device=DEV)
+        # min_new_tokens keeps a random model's stray end-of-text from cutting the run short.
+        gen = dict(do_sample=False, pad_token_id=0)
+        try:
+            model.generate(ids, max_new_tokens=2, min_new_tokens=2, **gen)
+            sync(torch)
+            t0 = time.perf_counter()
+            out = model.generate(ids, max_new_tokens=a.hf_tokens, min_new_tokens=a.hf_tokens, **gen)
+            sync(torch)
+            made = out.shape[1] - ids.shape[1]
+            r.set("hf_generate", {"tokens": made, "tok_s": made / (time.perf_counter() - t0)})
+        except Exception as e:
+            r.error("transformers generate", e)
+        prompt = torch.randint(0, cfg["vocab_size"], (1, a.prefill), device=DEV)
+
+        def forward():
+            try:
+                return model(prompt, use_cache=False, logits_to_keep=1)
+            except TypeError:
+                return model(prompt, use_cache=False)
+        forward()
+        r.set(f"hf_prefill_{a.prefill}_tok_s", a.prefill / time_median(torch, forward, 3))
+
+
+def main(argv=None):
+    global DEV
+    a = parse_args(argv)
+    DEV = a.device
+    import torch
+    r = Results(a.json)
+    cfg = json.load(open(os.path.join(a.model, "config.json")))
+    r.set("device", torch.cuda.get_device_name() if DEV == "cuda" else DEV)
+    r.set("torch", torch.__version__)
+    r.set("args", vars(a))
+    if DEV == "cuda":
+        try:
+            r.set("bandwidth", bench_bandwidth(torch))
+        except Exception as e:
+            r.error("bandwidth", e)
+    try:
+        static_section(torch, a, cfg, r)
+    except Exception as e:
+        r.error("static peer", e)
+    if not a.skip_hf:
+        try:
+            hf_section(torch, a, cfg, r)
+        except Exception as e:
+            r.error("transformers peer", e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
