@@ -123,7 +123,7 @@ func (in *instance) load(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("daemon: load model.path %s: %w", cfg.Model.Path, err)
 	}
 	in.model = m
-	in.host, err = scheduler.NewShared(m, in.sharedOptions(cfg.Sessions))
+	in.host, err = scheduler.NewShared(m, in.sharedOptions(cfg))
 	if err != nil {
 		return fmt.Errorf("daemon: start the host: %w", err)
 	}
@@ -131,9 +131,19 @@ func (in *instance) load(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// sharedOptions are the host's routing for sessions settings sc under the instance's plan.
-func (in *instance) sharedOptions(sc SessionsConfig) scheduler.SharedOptions {
-	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: sc.Grow, Queue: sc.Queue}
+// sharedOptions are the host's routing for cfg's sessions under the instance's plan.
+func (in *instance) sharedOptions(cfg Config) scheduler.SharedOptions {
+	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: cfg.Sessions.Grow, Queue: cfg.Sessions.Queue,
+		KeepWarm: in.keepWarm(cfg.Residency)}
+}
+
+// keepWarm is how long the host ticks the device after its last forward: residency.keep_warm
+// on a GPU, nothing on the CPU (there is nothing to keep warm).
+func (in *instance) keepWarm(rc ResidencyConfig) time.Duration {
+	if !rc.Enabled || in.backend.Name() == "cpu" {
+		return 0
+	}
+	return rc.KeepWarm
 }
 
 // close stops the host (running streams have until ctx ends), then frees the model and backend.

@@ -28,7 +28,7 @@ var (
 	// planKeys change the memory plan and so the sessions.
 	planKeys = []string{"sessions.", "memory.", "model.path", "model.context"}
 	// unbuiltKeys are kept in the config for features not built yet.
-	unbuiltKeys = []string{"residency.", "prompt_cache."}
+	unbuiltKeys = []string{"prompt_cache."}
 )
 
 // change is one setting whose value differs between two configs.
@@ -140,7 +140,7 @@ func (s *server) reconfigure(next Config, plan engine.Plan, cur *instance, r *re
 	s.mu.Lock()
 	kept := cur.plan
 	cur.plan.Layout, cur.plan.Parallel, cur.plan.Notes = plan.Layout, plan.Parallel, plan.Notes
-	opts := cur.sharedOptions(next.Sessions)
+	opts := cur.sharedOptions(next)
 	s.mu.Unlock()
 	if err := cur.host.Reconfigure(opts); err != nil {
 		s.mu.Lock()
@@ -181,8 +181,13 @@ func modelName(mc ModelConfig, cur *instance) string {
 func (s *server) applyRouting(old, next Config, routing Routing, changes []change, r *reloadReport) {
 	s.mu.Lock()
 	s.routing = routing
-	h := s.cur.handler
+	cur := s.cur
 	s.mu.Unlock()
+	h := cur.handler
+	if touches(changes, "residency.") {
+		cur.host.SetKeepWarm(cur.keepWarm(next.Residency))
+		r.apply("keep-warm window %s", cur.keepWarm(next.Residency))
+	}
 	if touches(changes, "sampling.", "server.api_keys_file", "drafts.") {
 		h.SetRouting(routing)
 		r.apply("sampling defaults, drafts and API keys for new requests")

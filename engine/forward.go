@@ -25,6 +25,7 @@ type activations struct {
 	up     compute.Tensor // [maxRows, inter]
 	final  compute.Tensor // [maxRows, hidden]: the rows whose logits are wanted, normed
 	logits compute.Tensor // [maxRows, vocab]
+	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
 
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
@@ -56,6 +57,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
 		{&a.gate, compute.F32, c.Intermediate}, {&a.up, compute.F32, c.Intermediate},
 		{&a.final, compute.F32, c.Hidden}, {&a.logits, compute.F32, c.Vocab},
+		{&a.warm, compute.F32, 4},
 	}
 	for _, s := range specs {
 		shape := []int{maxRows, s.width}
@@ -74,7 +76,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 
 func (a *activations) free(b compute.Backend) {
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources, a.x, a.h, a.q,
-		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits} {
+		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm} {
 		if t != nil {
 			b.Free(t)
 		}
@@ -202,4 +204,12 @@ func (m *Model) mlp(l *layerWeights, rows int) {
 // attentionScale is the softmax scale of the Llama/Qwen families, 1/√headDim, as float32.
 func attentionScale(headDim int) float32 {
 	return float32(1 / math.Sqrt(float64(headDim)))
+}
+
+// Warm runs one tiny kernel (16 bytes added to themselves) and waits for it, so that an idle GPU
+// does real work and keeps its clocks and memory ready for the next request. It implements
+// scheduler.Warmer; like Forward it is not safe for concurrent use.
+func (m *Model) Warm() error {
+	m.backend.Add(m.act.warm, m.act.warm, m.act.warm, 1)
+	return m.backend.Sync()
 }

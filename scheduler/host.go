@@ -56,6 +56,12 @@ type DraftRow struct {
 	Logits bool // ask for the draft logits of the token at Pos+2
 }
 
+// Warmer is what a Model on a GPU offers to keep the device ready between requests: Warm runs a
+// token amount of real work on it and waits.
+type Warmer interface {
+	Warm() error
+}
+
 // Drafter is what a Model offers when it has an MTP head. The scheduler checks for it at run time,
 // as net/http checks for a Flusher.
 type Drafter interface {

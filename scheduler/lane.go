@@ -22,6 +22,9 @@ type laneState struct {
 	shares    []share
 	logitRows int // rows of the round that ask for logits
 
+	warmer   Warmer    // the model's keep-warm tick, or nil
+	lastWork time.Time // when the lane last ran a forward
+
 	drafter   Drafter    // the model's MTP head, or nil
 	draftRows []DraftRow // the MTP rows after a round
 	drafting  []*active  // the streams whose MTP rows ask for logits, in order
@@ -41,6 +44,7 @@ func (l *laneState) init(h *Shared) {
 	if d, ok := h.model.(Drafter); ok && d.HasMTP() {
 		l.drafter = d
 	}
+	l.warmer, _ = h.model.(Warmer)
 }
 
 // run is the lane: admit, then either drive a lone stream or run a shared round, until the host is
@@ -68,7 +72,7 @@ func (h *Shared) run() {
 // reports false once the host is closed and no stream is left.
 func (l *laneState) collect() bool {
 	for !l.closed && len(l.active) == 0 && len(l.waiting) == 0 {
-		st, ok := <-l.h.arrivals
+		st, ok := l.waitIdle()
 		l.receive(st, ok)
 		if l.h.pendingReconfig() {
 			return true
@@ -92,6 +96,27 @@ func (l *laneState) receive(st *stream, ok bool) {
 		l.closed = true
 	case st != nil: // nil only wakes the lane for a reconfiguration
 		l.waiting = append(l.waiting, st)
+	}
+}
+
+// waitIdle waits for the next arrival. Within the keep-warm window after the last forward, it
+// wakes every WarmTick to run the model's warm tick, so the first token after a pause does not
+// wait for the GPU to come back up.
+func (l *laneState) waitIdle() (*stream, bool) {
+	for {
+		keep := time.Duration(l.h.keepWarm.Load())
+		if l.warmer == nil || keep <= 0 || time.Since(l.lastWork) > keep {
+			st, ok := <-l.h.arrivals
+			return st, ok
+		}
+		timer := time.NewTimer(time.Duration(l.h.warmTick.Load()))
+		select {
+		case st, ok := <-l.h.arrivals:
+			timer.Stop()
+			return st, ok
+		case <-timer.C:
+			l.warmer.Warm() // a failed tick only costs the next request its warm start
+		}
 	}
 }
 

@@ -1,5 +1,7 @@
 package scheduler
 
+import "time"
+
 // round runs one batched forward over every ready stream: each decoding stream feeds its newest
 // token, and prefilling streams feed chunks of their prompts with what is left of the round.
 func (l *laneState) round() {
@@ -10,6 +12,7 @@ func (l *laneState) round() {
 		return
 	}
 	logits, err := l.h.model.Forward(l.h.hostCtx, l.rows)
+	l.lastWork = time.Now()
 	if err != nil {
 		for _, s := range l.shares {
 			s.a.endCancelledOrFailed(err)
@@ -176,6 +179,7 @@ func (l *laneState) driveLone(a *active) {
 		}
 		row[0] = Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
 		logits, err := l.h.model.Forward(a.ctx, row)
+		l.lastWork = time.Now()
 		if err != nil {
 			a.endCancelledOrFailed(err)
 			return

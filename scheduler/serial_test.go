@@ -196,3 +196,48 @@ func TestSerialCloseCancelsAfterGrace(t *testing.T) {
 		t.Fatalf("Submit after Close: %v, want ErrClosed", err)
 	}
 }
+
+// warmToy counts keep-warm ticks.
+type warmToy struct {
+	*toyModel
+	mu    sync.Mutex // guards ticks
+	ticks int
+}
+
+func (m *warmToy) Warm() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ticks++
+	return nil
+}
+
+func (m *warmToy) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ticks
+}
+
+// TestKeepWarmTicksOnlyInItsWindow: an idle host ticks the model while within KeepWarm of its
+// last forward, and stops after.
+func TestKeepWarmTicksOnlyInItsWindow(t *testing.T) {
+	m := &warmToy{toyModel: newToy(32, 64)}
+	h, err := NewShared(m, SharedOptions{Layout: []int{64}, KeepWarm: 100 * time.Millisecond, WarmTick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeHost(t, h)
+	if n := m.count(); n != 0 {
+		t.Fatalf("%d ticks before any work", n)
+	}
+	events, _ := h.Submit(context.Background(), Request{Prompt: []int32{1, 2}, MaxTokens: 3})
+	collect(t, events)
+	time.Sleep(300 * time.Millisecond) // the window, and then some
+	n := m.count()
+	if n == 0 || n > 100/5+2 {
+		t.Fatalf("%d ticks in a 100 ms window at one per 5 ms", n)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if after := m.count(); after != n {
+		t.Fatalf("ticks went on after the window: %d then %d", n, after)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // SharedOptions configures a shared host.
@@ -21,6 +22,12 @@ type SharedOptions struct {
 	// PrefillChunk caps the prompt rows a round takes while other streams decode, so replies keep
 	// moving while a long prompt fills; 0 means a quarter of the model's MaxRows.
 	PrefillChunk int
+	// KeepWarm is how long after its last forward an idle host keeps ticking a model that offers
+	// Warmer (a GPU); 0 turns the tick off.
+	KeepWarm time.Duration
+	// WarmTick is how often the idle host ticks; 0 means 500 ms. GPU drivers lower clocks (and
+	// macOS reclaims GPU memory) after about a second idle; half of that keeps ahead of them.
+	WarmTick time.Duration
 }
 
 // SerialOptions configures a serial host.
@@ -56,6 +63,8 @@ type Shared struct {
 	waiting  atomic.Int64 // streams submitted and not yet admitted
 	queueMax atomic.Int64
 	largest  atomic.Int64 // the largest session of the current layout
+	keepWarm atomic.Int64 // a time.Duration
+	warmTick atomic.Int64 // a time.Duration
 
 	statsMu sync.Mutex // guards stats
 	stats   Stats
@@ -125,10 +134,18 @@ func (h *Shared) apply(opts SharedOptions) {
 	h.lane.grow, h.lane.prefillChunk = opts.Grow, opts.PrefillChunk
 	h.queueMax.Store(int64(opts.Queue))
 	h.largest.Store(int64(layout[len(layout)-1]))
+	h.SetKeepWarm(opts.KeepWarm)
+	if opts.WarmTick <= 0 {
+		opts.WarmTick = 500 * time.Millisecond
+	}
+	h.warmTick.Store(int64(opts.WarmTick))
 	h.statsMu.Lock()
 	h.stats.Sessions, h.stats.Layout = len(layout), layout
 	h.statsMu.Unlock()
 }
+
+// SetKeepWarm changes the keep-warm window at once; it is safe for concurrent use.
+func (h *Shared) SetKeepWarm(d time.Duration) { h.keepWarm.Store(int64(d)) }
 
 // Reconfigure swaps the routing: streams already admitted finish in their sessions; new
 // admissions wait until they have, then use the new layout.
