@@ -176,6 +176,11 @@ type Driver interface {
 // ErrUnknownBackend is returned (wrapped) by Open for a name no driver registered under.
 var ErrUnknownBackend = errors.New("compute: unknown backend")
 
+// ErrNoDevice is wrapped by a driver's Open when this machine simply lacks its device or driver
+// (no NVIDIA driver, not a Mac), as opposed to a device that is there but failed to open; callers
+// trying backends in turn can pass over it quietly.
+var ErrNoDevice = errors.New("compute: no such device on this machine")
+
 var (
 	driversMu sync.Mutex // guards drivers
 	drivers   = map[string]Driver{}

@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"tfd/compute"
 )
 
 // Driver API types (cuda.h).
@@ -148,7 +150,7 @@ func loadDriver() error {
 	driverOnce.Do(func() {
 		lib, path, err := dlopenFirst("NVIDIA driver library libcuda.so.1", "TFD_LIBCUDA", driverCandidates())
 		if err != nil {
-			driverErr = err
+			driverErr = fmt.Errorf("%w: %w", compute.ErrNoDevice, err)
 			return
 		}
 		if driverErr = bind(lib, path, driverBindings); driverErr != nil {

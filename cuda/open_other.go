@@ -4,13 +4,14 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 
 	"tfd/compute"
 )
 
 func open() (compute.Backend, error) {
-	return nil, errors.New("cuda: CUDA is Linux-only (amd64, arm64); this is " + runtime.GOOS + "/" + runtime.GOARCH)
+	return nil, fmt.Errorf("%w: cuda: CUDA is Linux-only (amd64, arm64); this is %s/%s", compute.ErrNoDevice, runtime.GOOS, runtime.GOARCH)
 }
 
 // compileForTest is the test hook that compiles the kernels with NVRTC, which is Linux-only.

@@ -189,7 +189,11 @@ func OpenBackend(name string, logger *slog.Logger) (compute.Backend, error) {
 		if err == nil {
 			return b, nil
 		}
-		logger.Info("backend unavailable, trying the next", "backend", n, "err", err)
+		if errors.Is(err, compute.ErrNoDevice) {
+			logger.Debug("no device for this backend, trying the next", "backend", n, "err", err)
+		} else {
+			logger.Warn("backend failed to open, trying the next", "backend", n, "err", err)
+		}
 		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("daemon: model.backend auto: no backend opened (registered: %v): %w", registered, errors.Join(errs...))
