@@ -7,6 +7,7 @@ import (
 
 	"tfd/compute"
 	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/scheduler"
 )
 
@@ -21,7 +22,7 @@ const bundledDir = "models/gopher"
 // kernel launched on its own.
 func BenchmarkDecode(b *testing.B) {
 	g := openCUDA(b)
-	m := loadModel(b, g, bundledDir, engine.Options{MaxRows: 128})
+	m := enginetest.Load(b, g, bundledDir, engine.Options{MaxRows: 128})
 	for _, on := range []bool{true, false} {
 		b.Run(graphsName(on), func(b *testing.B) {
 			setGraphs(g, on)
@@ -54,7 +55,7 @@ func benchDecode(b *testing.B, m *engine.Model, base, promptLen int) {
 	}
 	pos := promptLen
 	step := func() {
-		row := []scheduler.Row{{Base: base, Pos: pos, Token: argmax(logits), Logits: true}}
+		row := []scheduler.Row{{Base: base, Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
 		var err error
 		if logits, err = m.Forward(context.Background(), row); err != nil {
 			b.Fatal(err)
@@ -77,7 +78,7 @@ func benchDecode(b *testing.B, m *engine.Model, base, promptLen int) {
 func BenchmarkStreams(b *testing.B) {
 	const span = 256
 	g := openCUDA(b)
-	m := loadModel(b, g, bundledDir, engine.Options{MaxRows: 64, Slots: 64 * span})
+	m := enginetest.Load(b, g, bundledDir, engine.Options{MaxRows: 64, Slots: 64 * span})
 	for _, n := range []int{1, 8, 32, 64} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
 	}
@@ -116,7 +117,7 @@ func benchStreams(b *testing.B, m *engine.Model, sessions, span int) {
 // tokens per second over all of them.
 func BenchmarkDecode8(b *testing.B) {
 	const sessions, promptLen, span = 8, 128, 256
-	m := loadModel(b, openCUDA(b), bundledDir, engine.Options{MaxRows: promptLen, Slots: sessions * span})
+	m := enginetest.Load(b, openCUDA(b), bundledDir, engine.Options{MaxRows: promptLen, Slots: sessions * span})
 	for s := range sessions {
 		rows := make([]scheduler.Row, promptLen)
 		for i := range rows {
@@ -178,7 +179,7 @@ func BenchmarkLaunch(b *testing.B) {
 // BenchmarkPrefill runs a 256-token prompt of the bundled model in one forward and reports prompt
 // tokens per second.
 func BenchmarkPrefill(b *testing.B) {
-	m := loadModel(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 256})
+	m := enginetest.Load(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 256})
 	rows := make([]scheduler.Row, 256)
 	for i := range rows {
 		rows[i] = scheduler.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/scheduler"
 )
 
@@ -26,8 +27,8 @@ func TestGraphsKeepBits(t *testing.T) {
 	}
 	for _, name := range []string{"qwen3", "gopher"} {
 		t.Run(name, func(t *testing.T) {
-			o := readOracle(t, name)
-			m := loadModel(t, b, o.Model, engine.Options{MaxRows: 32, Slots: 512})
+			o := enginetest.Read(t, name)
+			m := enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 32, Slots: 512})
 			setGraphs(b, false)
 			off := graphScript(t, m)
 			setGraphs(b, true)
@@ -77,7 +78,7 @@ func graphScript(t *testing.T, m *engine.Model) [][]float32 {
 	}
 	logits := forward(prompt)
 	for pos := len(prompt); pos < len(prompt)+24; pos++ {
-		logits = forward([]scheduler.Row{{Pos: pos, Token: argmax(logits), Logits: true}})
+		logits = forward([]scheduler.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}})
 	}
 	// Rounds of one row for each of three sessions, positions 0..11.
 	for pos := range 12 {

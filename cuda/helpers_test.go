@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"tfd/compute"
@@ -245,25 +243,5 @@ func sameBits(t testing.TB, what string, got, want []float32) {
 	}
 	if bad > 3 {
 		t.Errorf("%s: %d of %d elements differ", what, bad, len(want))
-	}
-}
-
-// repoRoot finds the module root from the working directory: the package folder under go test,
-// the repository root when a compiled test binary runs there.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory: run the tests inside the repository")
-		}
-		dir = parent
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/scheduler"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkFirstTokenAfterIdle(b *testing.B) {
 		keep time.Duration
 	}{{"tick=off", 0}, {"tick=on", time.Minute}} {
 		b.Run(tc.name, func(b *testing.B) {
-			m := loadModel(b, openCUDA(b), "models/gopher", engine.Options{Context: 512, MaxRows: 64})
+			m := enginetest.Load(b, openCUDA(b), "models/gopher", engine.Options{Context: 512, MaxRows: 64})
 			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: []int{512}, KeepWarm: tc.keep})
 			if err != nil {
 				b.Fatal(err)

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/scheduler"
 )
 
 // TestSharedAndDraftedEqualSoloOnCUDA: on the GPU, replies run together in shared rounds with MTP
 // and n-gram drafts equal the same requests run one at a time without drafts, token for token.
 func TestSharedAndDraftedEqualSoloOnCUDA(t *testing.T) {
-	m := loadModel(t, openCUDA(t), "models/gopher", engine.Options{Context: 512, MaxRows: 64, Slots: 4 * 512})
+	m := enginetest.Load(t, openCUDA(t), "models/gopher", engine.Options{Context: 512, MaxRows: 64, Slots: 4 * 512})
 	texts := []string{"package main\n\nimport \"fmt\"\n\nfunc main() {\n", "// Reverse returns", "func (b *Buffer) Write(p []byte) (n int, err error) {\n\t", "type Reader interface {\n"}
 	var reqs []scheduler.Request
 	for i, text := range texts {

@@ -1,20 +1,22 @@
-package engine
+package engine_test
 
 import (
 	"context"
 	"testing"
 
+	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/scheduler"
 )
 
 // The bundled model's prefill and decode speed on the CPU backend:
 //
 //	go test ./engine -run '^$' -bench . -benchtime 3x
-const bundledDir = "../models/gopher"
+const bundledDir = "models/gopher"
 
 // BenchmarkPrefill runs a 256-token prompt in one forward and reports prompt tokens per second.
 func BenchmarkPrefill(b *testing.B) {
-	m := loadCPU(b, bundledDir, Options{MaxRows: 256})
+	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 256})
 	rows := make([]scheduler.Row, 256)
 	for i := range rows {
 		rows[i] = scheduler.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
@@ -31,7 +33,7 @@ func BenchmarkPrefill(b *testing.B) {
 // BenchmarkDecode runs single-row forwards, each one token further, after a 128-token prompt
 // (positions wrap back to 128 at the end of the context), and reports tokens per second.
 func BenchmarkDecode(b *testing.B) {
-	m := loadCPU(b, bundledDir, Options{MaxRows: 128})
+	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 128})
 	const promptLen = 128
 	rows := make([]scheduler.Row, promptLen)
 	for i := range rows {
@@ -44,7 +46,7 @@ func BenchmarkDecode(b *testing.B) {
 	pos := promptLen
 	b.ResetTimer()
 	for range b.N {
-		row := []scheduler.Row{{Pos: pos, Token: argmaxRow(logits), Logits: true}}
+		row := []scheduler.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
 		if logits, err = m.Forward(context.Background(), row); err != nil {
 			b.Fatal(err)
 		}

@@ -1,0 +1,234 @@
+// Package enginetest holds the engine's checks against the transformers oracle of
+// engine/testdata/oracle, written once for every backend: logits within tolerance, greedy
+// continuations token for token, and forwards that mix sessions bit for bit equal to solo ones.
+// The engine's tests run them on the CPU backend, the cuda package's on the GPU.
+package enginetest
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"tfd/compute"
+	"tfd/engine"
+	"tfd/scheduler"
+)
+
+// Models are the oracle's checkpoints: tiny random-init Llama (llama3 rope, untied), Qwen2
+// (attention bias) and Qwen3 (q/k norm), and the bundled model.
+var Models = []string{"llama", "qwen2", "qwen3", "gopher"}
+
+// Oracle is engine/testdata/oracle/NAME, made by tools/fixtures/make_fixtures.py: transformers'
+// f32 logits at every prompt position and its 64-token greedy continuation.
+type Oracle struct {
+	Model string `json:"model"` // checkpoint folder, relative to the repository root
+	Vocab int    `json:"vocab"`
+	Cases []struct {
+		Prompt       []int32 `json:"prompt"`
+		LogitsOffset int     `json:"logits_offset"` // index into Logits
+		Greedy       []int32 `json:"greedy"`
+		MinGap       float64 `json:"min_gap"` // the smallest top-2 logit gap along Greedy
+	} `json:"cases"`
+	Logits []float32 `json:"-"` // every case's [len(prompt), vocab] logits, one after another
+}
+
+// Read reads the oracle of one checkpoint.
+func Read(t testing.TB, name string) *Oracle {
+	t.Helper()
+	dir := filepath.Join(RepoRoot(t), "engine", "testdata", "oracle", name)
+	raw, err := os.ReadFile(filepath.Join(dir, "oracle.json"))
+	if err != nil {
+		t.Fatalf("oracle fixture missing (tools/fixtures makes it): %v", err)
+	}
+	var o Oracle
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatalf("%s/oracle.json: %v", dir, err)
+	}
+	bin, err := os.ReadFile(filepath.Join(dir, "logits.f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Logits = make([]float32, len(bin)/4)
+	for i := range o.Logits {
+		o.Logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(bin[4*i:]))
+	}
+	return &o
+}
+
+// Load loads a model folder, given relative to the repository root, on b; the model is closed
+// when the test ends.
+func Load(t testing.TB, b compute.Backend, dir string, opts engine.Options) *engine.Model {
+	t.Helper()
+	m, err := engine.Load(context.Background(), engine.Source{Dir: filepath.Join(RepoRoot(t), dir)}, b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// CheckLogits runs each oracle prompt in one forward and compares every position's logits with
+// transformers' to 1e-4 of the row's largest magnitude; it returns the worst ratio seen.
+func CheckLogits(t *testing.T, m *engine.Model, o *Oracle) float64 {
+	t.Helper()
+	if m.Vocab() != o.Vocab {
+		t.Fatalf("vocab %d, the oracle has %d", m.Vocab(), o.Vocab)
+	}
+	var worstRel float64
+	for ci, c := range o.Cases {
+		rows := make([]scheduler.Row, len(c.Prompt))
+		for i, tok := range c.Prompt {
+			rows[i] = scheduler.Row{Pos: i, Token: tok, Logits: true}
+		}
+		got, err := m.Forward(context.Background(), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := o.Logits[c.LogitsOffset : c.LogitsOffset+len(c.Prompt)*o.Vocab]
+		for p := range c.Prompt {
+			g, w := got[p*o.Vocab:(p+1)*o.Vocab], want[p*o.Vocab:(p+1)*o.Vocab]
+			var scale, worst float64
+			for i := range w {
+				scale = max(scale, math.Abs(float64(w[i])))
+				worst = max(worst, math.Abs(float64(g[i]-w[i])))
+			}
+			worstRel = max(worstRel, worst/scale)
+			if worst > 1e-4*scale {
+				t.Errorf("case %d position %d: max |Δlogit| = %.3g, over 1e-4 × %.3g", ci, p, worst, scale)
+			}
+		}
+	}
+	return worstRel
+}
+
+// CheckGreedy decodes each oracle prompt's continuation greedily, one row per forward as the
+// serial host does, and demands transformers' tokens.
+func CheckGreedy(t *testing.T, m *engine.Model, o *Oracle) {
+	t.Helper()
+	for ci, c := range o.Cases {
+		got := Greedy(t, m, c.Prompt, len(c.Greedy))
+		if !slices.Equal(got, c.Greedy) {
+			t.Errorf("case %d (smallest top-2 gap in the oracle %.3g):\n got %v\nwant %v", ci, c.MinGap, got, c.Greedy)
+		}
+	}
+}
+
+// Greedy prefills prompt in one forward at session base 0 and decodes n tokens by argmax.
+func Greedy(t testing.TB, m *engine.Model, prompt []int32, n int) []int32 {
+	t.Helper()
+	rows := make([]scheduler.Row, len(prompt))
+	for i, tok := range prompt {
+		rows[i] = scheduler.Row{Pos: i, Token: tok, Logits: i == len(prompt)-1}
+	}
+	logits, err := m.Forward(context.Background(), rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for pos := len(prompt); len(out) < n; pos++ {
+		tok := Argmax(logits)
+		out = append(out, tok)
+		if logits, err = m.Forward(context.Background(), []scheduler.Row{{Pos: pos, Token: tok, Logits: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// Argmax returns the index of the largest logit, ties to the lowest.
+func Argmax(logits []float32) int32 {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// CheckBatchInvariance feeds random token sequences of three sessions once each on its own, one
+// row per forward, and once interleaved in random chunks that mix sessions and positions in one
+// shuffled forward; every (session, position) must give the same logits, bit for bit. m needs
+// 600 KV slots and 48 rows a forward.
+func CheckBatchInvariance(t *testing.T, m *engine.Model) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(5, 6))
+	type session struct {
+		base   int
+		tokens []int32
+	}
+	sessions := []session{{base: 0}, {base: 200}, {base: 400}}
+	for i := range sessions {
+		for range 20 + 15*i {
+			sessions[i].tokens = append(sessions[i].tokens, int32(r.IntN(m.Vocab())))
+		}
+	}
+	solo := make([][][]float32, len(sessions)) // [session][position] logits
+	for i, s := range sessions {
+		for pos, tok := range s.tokens {
+			logits, err := m.Forward(context.Background(), []scheduler.Row{{Base: s.base, Pos: pos, Token: tok, Logits: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			solo[i] = append(solo[i], slices.Clone(logits))
+		}
+	}
+	next := make([]int, len(sessions))
+	for forwards, left := 0, true; left; forwards++ {
+		var rows []scheduler.Row
+		var owner []int
+		left = false
+		for i, s := range sessions {
+			for range min(r.IntN(12), len(s.tokens)-next[i]) {
+				rows = append(rows, scheduler.Row{Base: s.base, Pos: next[i], Token: s.tokens[next[i]], Logits: true})
+				owner = append(owner, i)
+				next[i]++
+			}
+			left = left || next[i] < len(s.tokens)
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		r.Shuffle(len(rows), func(a, b int) { rows[a], rows[b] = rows[b], rows[a]; owner[a], owner[b] = owner[b], owner[a] })
+		logits, err := m.Forward(context.Background(), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.Vocab()
+		for j, row := range rows {
+			want, got := solo[owner[j]][row.Pos], logits[j*v:(j+1)*v]
+			for k := range want {
+				if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+					t.Fatalf("forward %d: session %d position %d token %d: %v among %d rows, %v alone",
+						forwards, owner[j], row.Pos, k, got[k], len(rows), want[k])
+				}
+			}
+		}
+	}
+}
+
+// RepoRoot finds the module root above the working directory: the package folder under go test,
+// the repository root when a compiled test binary runs there.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory: run the tests inside the repository")
+		}
+		dir = parent
+	}
+}
