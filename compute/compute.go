@@ -100,7 +100,8 @@ type Backend interface {
 	Memory() uint64
 
 	// Upload copies a host tensor, stored little-endian in dtype, into the backend. The backend
-	// may keep it in a wider dtype (the CPU backend keeps F32). data is not retained.
+	// may keep it in a wider dtype (both backends widen 1-D vectors such as norm weights to F32
+	// and keep matrices as they come); DType reports what it keeps. data is not retained.
 	Upload(dtype DType, shape []int, data []byte) (Tensor, error)
 	// Alloc returns a zeroed tensor of F32 or I32 for activations and row metadata.
 	Alloc(dtype DType, shape ...int) (Tensor, error)

@@ -2,7 +2,9 @@
 // kernels on amd64 machines that have them. It registers itself as "cpu".
 //
 // Ops run synchronously when called, spread over a persistent pool of worker goroutines, one per
-// GOMAXPROCS. Tensors hold F32 (weights uploaded as F16 or BF16 are widened exactly) or I32.
+// GOMAXPROCS. Tensors hold F32, I32, or F16 and BF16 matrices as uploaded, which MatMul, Embed and
+// Gather widen to F32 element by element as they read them (exactly, so that the bits are those of
+// the same weights widened beforehand); F16 and BF16 vectors are widened when uploaded.
 //
 // Batch invariance: every reduction over a row is computed by one routine in one fixed order,
 // whatever the number of rows in the call, the row's index among them, or the number of

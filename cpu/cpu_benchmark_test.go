@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"testing"
+
+	"tfd/compute"
 )
 
 // BenchmarkMatMul reports, per shape and row count, the weight bytes streamed per second (b.SetBytes:
@@ -11,34 +13,59 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, s := range []struct{ in, out int }{{384, 1024}, {384, 8192}, {1024, 384}, {4096, 4096}} {
 		for _, rows := range []int{1, 64} {
 			b.Run(fmt.Sprintf("%dx%d/rows=%d", s.out, s.in, rows), func(b *testing.B) {
-				benchMatMul(b, s.in, s.out, rows)
+				benchMatMul(b, compute.F32, s.in, s.out, rows)
 			})
 		}
 	}
 }
 
+// BenchmarkMatMulHalf is BenchmarkMatMul with 16-bit weights (BenchmarkMatMul's, truncated),
+// widened in the kernels; GB/s counts the 16-bit bytes streamed.
+func BenchmarkMatMulHalf(b *testing.B) {
+	for _, dtype := range halfTypes {
+		for _, s := range []struct{ in, out int }{{384, 1024}, {384, 8192}, {1024, 384}, {4096, 4096}} {
+			for _, rows := range []int{1, 64} {
+				b.Run(fmt.Sprintf("%v/%dx%d/rows=%d", dtype, s.out, s.in, rows), func(b *testing.B) {
+					benchMatMul(b, dtype, s.in, s.out, rows)
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkMatMulGo is BenchmarkMatMul's first shape with the pure-Go kernels, which are what
-// machines without AVX2/FMA (and arm64) run.
+// machines without AVX2/FMA (and arm64) run, for each weight dtype.
 func BenchmarkMatMulGo(b *testing.B) {
 	saved := useAsm
 	useAsm = false
 	defer func() { useAsm = saved }()
-	for _, rows := range []int{1, 64} {
-		b.Run(fmt.Sprintf("1024x384/rows=%d", rows), func(b *testing.B) { benchMatMul(b, 384, 1024, rows) })
+	for _, dtype := range []compute.DType{compute.F32, compute.BF16, compute.F16} {
+		for _, rows := range []int{1, 64} {
+			name := fmt.Sprintf("%v/1024x384/rows=%d", dtype, rows)
+			if dtype == compute.F32 {
+				name = fmt.Sprintf("1024x384/rows=%d", rows) // as before 16-bit weights
+			}
+			b.Run(name, func(b *testing.B) { benchMatMul(b, dtype, 384, 1024, rows) })
+		}
 	}
 }
 
-func benchMatMul(b *testing.B, in, out, rows int) {
+func benchMatMul(b *testing.B, dtype compute.DType, in, out, rows int) {
 	be := newTest(b)
-	x, w := ften(b, be, randn(1, rows*in), rows, in), ften(b, be, randn(2, out*in), out, in)
+	x := ften(b, be, randn(1, rows*in), rows, in)
+	w := ften(b, be, randn(2, out*in), out, in)
+	if dtype != compute.F32 {
+		w = hten(b, be, dtype, truncated(w.f, dtype), out, in)
+	}
 	dst := ften(b, be, nil, rows, out)
-	b.SetBytes(int64(4 * in * out))
+	bytes := float64(dtype.Size() * in * out)
+	b.SetBytes(int64(bytes))
 	b.ResetTimer()
 	for b.Loop() {
 		be.MatMul(dst, x, w, nil, rows)
 	}
 	sec := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(float64(4*in*out)/sec/1e9, "GB/s")
+	b.ReportMetric(bytes/sec/1e9, "GB/s")
 	b.ReportMetric(float64(2*in*out*rows)/sec/1e9, "GFLOP/s")
 }
 

@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 	"testing"
+
+	"tfd/compute"
 )
 
 // Batch invariance, bit for bit: a row computed alone must equal the same row computed among 1, 2,
@@ -44,12 +46,17 @@ func invariant(t *testing.T, op func(rows, at int) []float32) {
 }
 
 func TestMatMulInvariance(t *testing.T) {
-	forKernels(t, func(t *testing.T) {
-		for _, in := range []int{389, 1100} { // 1100: K-blocked
-			t.Run(name(in), func(t *testing.T) {
+	forWeightKernels(t, func(t *testing.T) {
+		for _, c := range []struct {
+			dtype compute.DType
+			in    int
+		}{{compute.F32, 389}, {compute.F32, 1100}, {compute.BF16, 389}, {compute.BF16, 1100}, {compute.F16, 389}, {compute.F16, 1100}} { // 1100: K-blocked
+			t.Run(name(c.dtype, c.in), func(t *testing.T) {
 				b := newTest(t)
 				const out = 301
-				w, bias := ften(t, b, randn(1, out*in), out, in), ften(t, b, randn(2, out), out)
+				in := c.in
+				w, _ := weightTensor(t, b, c.dtype, 1, out, in)
+				bias := ften(t, b, randn(2, out), out)
 				x := ften(t, b, nil, 34, in)
 				dst := ften(t, b, nil, 34, out)
 				row := randn(3, in)

@@ -1,6 +1,10 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"tfd/compute"
+)
 
 // The kernels every op's arithmetic goes through. Each defines one fixed order of operations per
 // output element and keeps it whatever the surrounding loop (how many rows, which columns, which
@@ -12,6 +16,23 @@ import "fmt"
 // it to false to check the pure-Go kernels as well, and restore it.
 var useAsm = asmSupported
 
+// useF16C selects the assembly kernels that read F16 weights, which convert with F16C. It is true
+// where the CPU has F16C as well as the other kernels' AVX2 and FMA; tests set it to false to check
+// the fallback, which widens F16 weights into scratch for the F32 kernels.
+var useF16C = asmSupported && hasF16C
+
+// halfAsm reports whether the assembly kernels read 16-bit weights of dtype directly.
+func halfAsm(dtype compute.DType) bool {
+	return useAsm && (dtype == compute.BF16 || dtype == compute.F16 && useF16C)
+}
+
+// halfDirect reports whether vdotsHalf can read weights of dtype: with the pure-Go kernels, or
+// with assembly kernels for the dtype. Otherwise (F16 weights, AVX2 and FMA but no F16C) callers
+// widen the weights first, since the products must still be fused.
+func halfDirect(dtype compute.DType) bool {
+	return !useAsm || halfAsm(dtype)
+}
+
 // vdots writes out[r·ostride+c] = the lane part of the dot product of x[r·xstride:] and
 // w[c·wstride:], for r < nr and c < nc. The lane part covers the first n8 elements (n8 a multiple
 // of 8): eight lane accumulators, lane k summing products k, k+8, …, combined as
@@ -20,7 +41,7 @@ func vdots(out []float32, ostride int, x []float32, xstride, nr int, w []float32
 	if nr <= 0 || nc <= 0 {
 		return
 	}
-	checkDots(out, ostride, x, xstride, nr, w, wstride, nc, n8)
+	checkDots(out, ostride, x, xstride, nr, len(w), wstride, nc, n8)
 	if n8 == 0 {
 		for r := range nr {
 			clear(out[r*ostride : r*ostride+nc])
@@ -39,12 +60,56 @@ func vdots(out []float32, ostride int, x []float32, xstride, nr int, w []float32
 	}
 }
 
-// checkDots panics unless vdots with these arguments stays inside the slices: the assembly
-// kernels trust their callers.
-func checkDots(out []float32, ostride int, x []float32, xstride, nr int, w []float32, wstride, nc, n8 int) {
-	if n8&7 != 0 || len(out) < (nr-1)*ostride+nc || len(x) < (nr-1)*xstride+n8 || len(w) < (nc-1)*wstride+n8 {
+// vdotsHalf is vdots for F16 or BF16 weights (dtype), each widened to F32 as it is read: the bits
+// are those of vdots with the weights widened beforehand. It is meant for one or two rows, whose
+// weights are read once; callers with more rows widen a block of weights and use vdots. Only where
+// halfDirect(dtype).
+func vdotsHalf(out []float32, ostride int, x []float32, xstride, nr int, w []uint16, dtype compute.DType, wstride, nc, n8 int) {
+	if nr <= 0 || nc <= 0 {
+		return
+	}
+	checkDots(out, ostride, x, xstride, nr, len(w), wstride, nc, n8)
+	if !halfDirect(dtype) {
+		panic(fmt.Sprintf("cpu: vdotsHalf of %v weights without the kernels to read them", dtype))
+	}
+	if n8 == 0 {
+		for r := range nr {
+			clear(out[r*ostride : r*ostride+nc])
+		}
+		return
+	}
+	if useAsm {
+		groups := nc / 4
+		for r := range nr {
+			o, xr := out[r*ostride:], &x[r*xstride]
+			if groups > 0 {
+				gemm1x4Half(&o[0], xr, &w[0], wstride, groups, n8, dtype)
+			}
+			for c := groups * 4; c < nc; c++ {
+				o[c] = dot1Half(xr, &w[c*wstride], n8, dtype)
+			}
+		}
+		return
+	}
+	for c := range nc {
+		wc := w[c*wstride : c*wstride+n8]
+		for r := range nr {
+			xr := x[r*xstride : r*xstride+n8]
+			if dtype == compute.BF16 {
+				out[r*ostride+c] = dotLanesBF16(xr, wc)
+			} else {
+				out[r*ostride+c] = dotLanesF16(xr, wc)
+			}
+		}
+	}
+}
+
+// checkDots panics unless vdots with these arguments, and wlen elements of weights, stays inside
+// the slices: the assembly kernels trust their callers.
+func checkDots(out []float32, ostride int, x []float32, xstride, nr int, wlen, wstride, nc, n8 int) {
+	if n8&7 != 0 || len(out) < (nr-1)*ostride+nc || len(x) < (nr-1)*xstride+n8 || wlen < (nc-1)*wstride+n8 {
 		panic(fmt.Sprintf("cpu: vdots out of bounds: out %d/%d x %d/%d×%d w %d/%d×%d n8 %d",
-			len(out), ostride, len(x), xstride, nr, len(w), wstride, nc, n8))
+			len(out), ostride, len(x), xstride, nr, wlen, wstride, nc, n8))
 	}
 }
 
@@ -73,6 +138,47 @@ func vdotsAsm(out []float32, ostride int, x []float32, xstride, nr int, w []floa
 	}
 }
 
+// gemm1x4Half is gemm1x4 for weights of dtype, F16 or BF16 (w and wstride count 16-bit elements).
+func gemm1x4Half(out *float32, x *float32, w *uint16, wstride int, groups int, n8 int, dtype compute.DType) {
+	if dtype == compute.BF16 {
+		gemm1x4BF16(out, x, w, wstride, groups, n8)
+	} else {
+		gemm1x4F16(out, x, w, wstride, groups, n8)
+	}
+}
+
+// dot1Half is dot1 for weights of dtype, F16 or BF16.
+func dot1Half(x *float32, w *uint16, n8 int, dtype compute.DType) float32 {
+	if dtype == compute.BF16 {
+		return dot1BF16(x, w, n8)
+	}
+	return dot1F16(x, w, n8)
+}
+
+// widenOperands is widen for weights about to be multiplied, with the assembly kernels where the
+// process uses them. VCVTPH2PS returns a signaling F16 NaN quieted, which no product can tell: an
+// F32 multiply-add quiets it too.
+func widenOperands(dst []float32, src []uint16, dtype compute.DType) {
+	n8 := 0
+	if halfAsm(dtype) {
+		if n8 = len(dst) &^ 7; n8 > 0 {
+			_ = src[n8-1]
+			widenAsm(&dst[0], &src[0], n8, dtype)
+		}
+	}
+	widen(dst[n8:], src[n8:], dtype)
+}
+
+// widenAsm writes the F32 values of the n8 (a positive multiple of 8) F16 or BF16 elements at src
+// to dst.
+func widenAsm(dst *float32, src *uint16, n8 int, dtype compute.DType) {
+	if dtype == compute.BF16 {
+		widenBF16(dst, src, n8)
+	} else {
+		widenF16(dst, src, n8)
+	}
+}
+
 // dotLanes is the pure-Go lane part of a dot product; len(x) is a multiple of 8, len(w) ≥ len(x).
 // The explicit float32 conversions forbid the compiler from fusing a multiply into the add (which
 // the Go spec otherwise allows, and arm64 does), so every caller gets the same bits.
@@ -91,6 +197,50 @@ func dotLanes(x, w []float32) float32 {
 		l7 += float32(xs[7] * ws[7])
 	}
 	return ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))
+}
+
+// dotLanesBF16 is dotLanes for BF16 weights, each widened exactly before its product. Lanes are
+// independent sums, so it runs lanes 0–3 in one pass and lanes 4–7 in another: the same sums, but
+// eight accumulators with a widened weight each need more registers than amd64 has, and an
+// accumulator spilled to the stack doubles the latency of its chain.
+func dotLanesBF16(x []float32, w []uint16) float32 {
+	var l [8]float32
+	for k := 0; k < 8; k += 4 {
+		var l0, l1, l2, l3 float32
+		for i := k; i+4 <= len(x); i += 8 {
+			xs := x[i : i+4 : i+4]
+			ws := w[i : i+4 : i+4]
+			l0 += float32(xs[0] * bf16(ws[0]))
+			l1 += float32(xs[1] * bf16(ws[1]))
+			l2 += float32(xs[2] * bf16(ws[2]))
+			l3 += float32(xs[3] * bf16(ws[3]))
+		}
+		l[k], l[k+1], l[k+2], l[k+3] = l0, l1, l2, l3
+	}
+	return sumLanes(&l)
+}
+
+// dotLanesF16 is dotLanesBF16 for F16 weights.
+func dotLanesF16(x []float32, w []uint16) float32 {
+	var l [8]float32
+	for k := 0; k < 8; k += 4 {
+		var l0, l1, l2, l3 float32
+		for i := k; i+4 <= len(x); i += 8 {
+			xs := x[i : i+4 : i+4]
+			ws := w[i : i+4 : i+4]
+			l0 += float32(xs[0] * f16(ws[0]))
+			l1 += float32(xs[1] * f16(ws[1]))
+			l2 += float32(xs[2] * f16(ws[2]))
+			l3 += float32(xs[3] * f16(ws[3]))
+		}
+		l[k], l[k+1], l[k+2], l[k+3] = l0, l1, l2, l3
+	}
+	return sumLanes(&l)
+}
+
+// sumLanes combines eight lanes as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+func sumLanes(l *[8]float32) float32 {
+	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
 }
 
 // dotTail adds the products of x and w, in order, to s: the part of a dot product after the lanes.

@@ -6,6 +6,10 @@ import xcpu "golang.org/x/sys/cpu"
 // also checks that the OS saves the YMM registers).
 var asmSupported = xcpu.X86.HasAVX2 && xcpu.X86.HasFMA
 
+// hasF16C reports whether the CPU converts F16 to F32 in hardware (VCVTPH2PS), which the kernels for
+// F16 weights use.
+var hasF16C = xcpu.X86.HasF16C
+
 // The assembly kernels. Lengths and strides count float32 elements; n8 is a positive multiple of
 // 8; the caller (vdots, dot, wsum) has checked that every element they touch is in bounds. Each
 // lane accumulates with fused multiply-adds from zero, and lanes combine as
@@ -35,6 +39,33 @@ func gemm1x4(out *float32, x *float32, w *float32, wstride int, groups int, n8 i
 //
 //go:noescape
 func dot1(x *float32, w *float32, n8 int) float32
+
+// gemm1x4BF16 and gemm1x4F16 are gemm1x4 for BF16 and F16 weights (w and wstride count 16-bit
+// elements), each widened to F32 in a register before its multiply-add: the bits are gemm1x4's on
+// the widened weights. gemm1x4F16 needs F16C.
+//
+//go:noescape
+func gemm1x4BF16(out *float32, x *float32, w *uint16, wstride int, groups int, n8 int)
+
+//go:noescape
+func gemm1x4F16(out *float32, x *float32, w *uint16, wstride int, groups int, n8 int)
+
+// dot1BF16 and dot1F16 are dot1 for BF16 and F16 weights. dot1F16 needs F16C.
+//
+//go:noescape
+func dot1BF16(x *float32, w *uint16, n8 int) float32
+
+//go:noescape
+func dot1F16(x *float32, w *uint16, n8 int) float32
+
+// widenBF16 and widenF16 write the F32 values of the n8 BF16 or F16 elements at src to dst.
+// widenF16 needs F16C.
+//
+//go:noescape
+func widenBF16(dst *float32, src *uint16, n8 int)
+
+//go:noescape
+func widenF16(dst *float32, src *uint16, n8 int)
 
 // wsumAsm writes out[d] = Σ_{j<keys} p[j]·v[j·vstride+d] for d < n8, one fused multiply-add per
 // key in key order, starting from zero, or from out[d] when accumulate is 1.

@@ -5,6 +5,9 @@ package cpu
 // asmSupported is false: this architecture has only the pure-Go kernels.
 const asmSupported = false
 
+// hasF16C is false with asmSupported.
+const hasF16C = false
+
 const (
 	accLoad  = 1
 	accStore = 2
@@ -21,6 +24,30 @@ func gemm1x4(out *float32, x *float32, w *float32, wstride int, groups int, n8 i
 }
 
 func dot1(x *float32, w *float32, n8 int) float32 {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func gemm1x4BF16(out *float32, x *float32, w *uint16, wstride int, groups int, n8 int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func gemm1x4F16(out *float32, x *float32, w *uint16, wstride int, groups int, n8 int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func dot1BF16(x *float32, w *uint16, n8 int) float32 {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func dot1F16(x *float32, w *uint16, n8 int) float32 {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func widenBF16(dst *float32, src *uint16, n8 int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func widenF16(dst *float32, src *uint16, n8 int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 

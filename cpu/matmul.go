@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 
 	"tfd/compute"
 )
@@ -11,8 +12,17 @@ import (
 // from cache by every row of the block (three rows at a time in the assembly kernel); every dst
 // element is still one dot product in the fixed order (see vdots), so the blocking changes speed,
 // never bits. With one row it is a matrix-vector product that streams each weight row once.
+//
+// Weights are F32 (w) or the raw bits of F16 or BF16 (wh, of dtype wdt). A block of one or two rows
+// reads 16-bit weights directly, widening each in a register (vdotsHalf): decode streams half the
+// bytes. A block of more rows first widens its weights into scratch, once for all its rows, so
+// that the kernels that do most of prefill's arithmetic are the F32 ones; K-blocked blocks (below)
+// widen each chunk as they pack it. (Without F16C, F16 weights are always widened into scratch.)
+// Widening is exact, so the bits are those of F32 weights.
 type matmulTask struct {
 	dst, x, w, bias []float32
+	wh              []uint16
+	wdt             compute.DType
 	rows, in, out   int
 	rb, cb, ncb     int
 }
@@ -26,11 +36,13 @@ type matmulTask struct {
 // (mmKCols × mmKChunk floats) stays in the L1 cache while every row passes over it. The lanes
 // continue exactly where they stopped, so the bits are those of one pass.
 var (
-	mmBlockBytes = 48 << 10 // weights per column block
-	mmRowBlock   = 48       // rows per row block
-	mmKBlockMin  = 1024     // shortest rows that are K-blocked
-	mmKChunk     = 256      // floats of K per chunk
-	mmKCols      = 16       // columns per block when K-blocked
+	mmBlockBytes   = 48 << 10  // weights per column block
+	mmRowBlock     = 48        // rows per row block
+	mmRowBlockHalf = 144       // rows per row block at most with 16-bit weights (see rowBlock)
+	mmRowBytes     = 256 << 10 // inputs per row block at most when taller than mmRowBlock
+	mmKBlockMin    = 1024      // shortest rows that are K-blocked
+	mmKChunk       = 256       // floats of K per chunk
+	mmKCols        = 16        // columns per block when K-blocked
 )
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows. w is [out, in]; row r of x
@@ -46,9 +58,10 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	*t = matmulTask{
 		dst:  f32(dst, "MatMul", "dst", rows*out),
 		x:    f32(x, "MatMul", "x", rows*in),
-		w:    f32(w, "MatMul", "w", out*in),
+		wdt:  wt.dtype,
 		rows: rows, in: in, out: out,
 	}
+	t.w, t.wh = weights(w, "MatMul", "w", out*in)
 	if bias != nil {
 		t.bias = f32(bias, "MatMul", "bias", out)
 	}
@@ -56,16 +69,45 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 		*t = matmulTask{}
 		return
 	}
-	t.rb = min(rows, mmRowBlock)
 	t.cb = min(out, max(4, mmBlockBytes/(4*max(in, 1))&^3))
 	if t.kblocked() {
 		t.cb = min(out, mmKCols)
-		b.pool.reserve(t.rb/3*(t.cb/4)*96 + t.cb*mmKChunk)
 	}
 	t.ncb = (out + t.cb - 1) / t.cb
+	t.rb = t.rowBlock()
+	need := 0
+	if t.kblocked() {
+		need = t.rb/3*(t.cb/4)*96 + t.cb*mmKChunk
+	}
+	if t.wh != nil {
+		need = max(need, t.cb*in) // a widened block
+	}
+	b.pool.reserve(need)
 	nrb := (rows + t.rb - 1) / t.rb
 	b.run(t, nrb*t.ncb, 1, parFor(rows*out*max(in, 1)))
 	*t = matmulTask{} // drop the references to the tensors
+}
+
+// rowBlock returns the rows of a row block: mmRowBlock, or with 16-bit weights up to
+// mmRowBlockHalf, since every row block widens its weights again and taller ones share each
+// widening. A taller block is taken only while it leaves every goroutine two blocks to work on and
+// its inputs (a K-chunk of them when K-blocked) fit mmRowBytes.
+func (t *matmulTask) rowBlock() int {
+	rb := min(t.rows, mmRowBlock)
+	if t.wh == nil {
+		return rb
+	}
+	k := t.in
+	if t.kblocked() {
+		k = mmKChunk
+	}
+	procs := runtime.GOMAXPROCS(0)
+	for tall := mmRowBlockHalf; tall > rb; tall -= mmRowBlock {
+		if (t.rows+tall-1)/tall*t.ncb >= 2*procs && tall*k*4 <= mmRowBytes {
+			return min(t.rows, tall)
+		}
+	}
+	return rb
 }
 
 // kblocked reports whether the task's 3×4 tiles go through K in chunks.
@@ -88,20 +130,44 @@ func (t *matmulTask) block(s *scratch, r0, nr, c0, nc int) {
 	n8 := in &^ 7
 	dst := t.dst[r0*out+c0:]
 	x := t.x[r0*in:]
-	w := t.w[c0*in:]
-	if t.kblocked() && nr >= 3 && nc >= 4 && n8 > 0 {
-		t.kblock(s, dst, x, w, nr, nc)
+	var w []float32
+	var wh []uint16
+	if t.wh != nil {
+		wh = t.wh[c0*in : (c0+nc)*in]
 	} else {
+		w = t.w[c0*in:]
+	}
+	direct := wh == nil || halfDirect(t.wdt)
+	kblocked := direct && t.kblocked() && nr >= 3 && nc >= 4 && n8 > 0
+	if wh != nil && !kblocked && (nr >= 3 || !direct) {
+		w = s.floats(nc * in)
+		widenOperands(w, wh, t.wdt)
+		wh = nil
+	}
+	switch {
+	case kblocked:
+		t.kblock(s, dst, x, w, wh, nr, nc)
+	case wh != nil:
+		vdotsHalf(dst, out, x, in, nr, wh, t.wdt, in, nc, n8)
+	default:
 		vdots(dst, out, x, in, nr, w, in, nc, n8)
 	}
 	if n8 == in && t.bias == nil {
 		return
 	}
+	var tail [8]float32 // a tail of 16-bit weights, widened
 	for r := range nr {
 		d := dst[r*out : r*out+nc]
 		xt := x[r*in+n8 : (r+1)*in]
 		for c := range d {
-			v := dotTail(d[c], xt, w[c*in+n8:(c+1)*in])
+			var wt []float32
+			if wh != nil {
+				wt = tail[:in-n8]
+				widenOperands(wt, wh[c*in+n8:], t.wdt)
+			} else {
+				wt = w[c*in+n8 : (c+1)*in]
+			}
+			v := dotTail(d[c], xt, wt)
 			if t.bias != nil {
 				v += t.bias[c0+c]
 			}
@@ -111,12 +177,13 @@ func (t *matmulTask) block(s *scratch, r0, nr, c0, nc int) {
 }
 
 // kblock computes the lane parts of a block, its 3×4 tiles K-chunk by K-chunk (see mmKChunk), the
-// rows and columns left over in one pass with vdots.
-func (t *matmulTask) kblock(s *scratch, dst, x, w []float32, nr, nc int) {
+// rows and columns left over in one pass with vdots. The weights are F32 (w) or 16-bit (wh, which
+// vdotsHalf must be able to read), widened chunk by chunk as they are packed.
+func (t *matmulTask) kblock(s *scratch, dst, x, w []float32, wh []uint16, nr, nc int) {
 	in, out := t.in, t.out
 	n8 := in &^ 7
 	triples, groups := nr/3, nc/4
-	checkDots(dst, out, x, in, nr, w, in, nc, n8) // the tiles below stay inside it
+	checkDots(dst, out, x, in, nr, len(w)+len(wh), in, nc, n8) // the tiles below stay inside it
 	buf := s.floats(triples*groups*96 + 4*groups*mmKChunk)
 	acc, wp := buf[:triples*groups*96], buf[triples*groups*96:]
 	for k := 0; k < n8; k += mmKChunk {
@@ -131,7 +198,11 @@ func (t *matmulTask) kblock(s *scratch, dst, x, w []float32, nr, nc int) {
 		// Pack the chunk of weights: rows of a power-of-two length would otherwise map to the
 		// same few L1 sets and evict each other.
 		for c := range 4 * groups {
-			copy(wp[c*kc:(c+1)*kc], w[c*in+k:])
+			if wh != nil {
+				widenOperands(wp[c*kc:(c+1)*kc], wh[c*in+k:], t.wdt)
+			} else {
+				copy(wp[c*kc:(c+1)*kc], w[c*in+k:])
+			}
 		}
 		for tr := range triples {
 			r := 3 * tr
@@ -140,10 +211,17 @@ func (t *matmulTask) kblock(s *scratch, dst, x, w []float32, nr, nc int) {
 	}
 	if rest := nr - 3*triples; rest > 0 {
 		r := 3 * triples
-		vdots(dst[r*out:], out, x[r*in:], in, rest, w, in, nc, n8)
+		if wh != nil {
+			vdotsHalf(dst[r*out:], out, x[r*in:], in, rest, wh, t.wdt, in, nc, n8)
+		} else {
+			vdots(dst[r*out:], out, x[r*in:], in, rest, w, in, nc, n8)
+		}
 	}
-	if nc > 4*groups {
-		c := 4 * groups
-		vdots(dst[c:], out, x, in, 3*triples, w[c*in:], in, nc-c, n8)
+	if c := 4 * groups; nc > c {
+		if wh != nil {
+			vdotsHalf(dst[c:], out, x, in, 3*triples, wh[c*in:], t.wdt, in, nc-c, n8)
+		} else {
+			vdots(dst[c:], out, x, in, 3*triples, w[c*in:], in, nc-c, n8)
+		}
 	}
 }

@@ -7,15 +7,15 @@ import (
 	"tfd/compute"
 )
 
-// Embed writes table[tokens[r]] into x[r] for r < rows. A token outside the table gets a zero row
-// and is reported by the next Sync.
+// Embed writes table[tokens[r]] into x[r] for r < rows, widening an F16 or BF16 table's rows. A
+// token outside the table gets a zero row and is reported by the next Sync.
 func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	tt := asTensor(table, "Embed", "table")
 	if len(tt.shape) != 2 {
 		panic(fmt.Sprintf("cpu: Embed: table has shape %v, want [vocab, dim]", tt.shape))
 	}
 	vocab, dim := tt.shape[0], tt.shape[1]
-	tab := f32(table, "Embed", "table", vocab*dim)
+	tab, tabh := weights(table, "Embed", "table", vocab*dim)
 	xf := f32(x, "Embed", "x", rows*dim)
 	ids := i32(tokens, "Embed", "tokens", rows)
 	for r, id := range ids[:rows] {
@@ -25,19 +25,19 @@ func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 			clear(row)
 			continue
 		}
-		copy(row, tab[int(id)*dim:])
+		copyRow(row, tab, tabh, int(id)*dim, tt.dtype)
 	}
 }
 
-// Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
-// outside src gets a zero row and is reported by the next Sync.
+// Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length, widening an
+// F16 or BF16 src's rows. An index outside src gets a zero row and is reported by the next Sync.
 func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
 	st := asTensor(src, "Gather", "src")
 	if len(st.shape) == 0 {
 		panic("cpu: Gather: src has no rows")
 	}
 	n, w := st.shape[0], st.rowLen()
-	s := f32(src, "Gather", "src", n*w)
+	s, sh := weights(src, "Gather", "src", n*w)
 	d := f32(dst, "Gather", "dst", rows*w)
 	idx := i32(index, "Gather", "index", rows)
 	for i, j := range idx[:rows] {
@@ -47,7 +47,17 @@ func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
 			clear(row)
 			continue
 		}
-		copy(row, s[int(j)*w:])
+		copyRow(row, s, sh, int(j)*w, st.dtype)
+	}
+}
+
+// copyRow fills row with the elements from offset off of an F32 tensor's f or, widened, of a
+// 16-bit tensor's h (of dtype).
+func copyRow(row, f []float32, h []uint16, off int, dtype compute.DType) {
+	if h != nil {
+		widen(row, h[off:], dtype)
+	} else {
+		copy(row, f[off:])
 	}
 }
 

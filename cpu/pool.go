@@ -155,19 +155,20 @@ func (p *pool) close() {
 }
 
 // A waiter lets one goroutine wait for a signal from another. The waiting goroutine polls for a
-// while, then parks on a channel; the
-// state word makes sure that exactly one of the two sides decides whether the channel is used,
-// so no signal is lost and none is left over.
+// while, then parks on a channel. One state word, which each side changes in a single atomic step,
+// decides whether the channel is used, so no signal is lost, none is left over, and none wakes a
+// later wait: with the signal's flag and the parked state in two words, a signaller delayed
+// between setting one and testing the other could find the waiter parked again for the next
+// signal, and wake it with this one.
 type waiter struct {
-	signalled atomic.Bool
-	state     atomic.Int32 // polling, parked or woken
-	ch        chan struct{}
+	state atomic.Int32 // idle, parked or signalled
+	ch    chan struct{}
 }
 
 const (
-	polling = iota // the waiter polls signalled (or is not waiting)
-	parked         // the waiter is about to receive, or receives, from ch
-	woken          // the signaller has sent on ch
+	idle      = iota // no signal yet: the waiter polls (or is not waiting)
+	parked           // no signal yet: the waiter receives, or is about to receive, from ch
+	signalled        // the signal came; the waiter has not taken it
 )
 
 func newWaiter() waiter { return waiter{ch: make(chan struct{}, 1)} }
@@ -180,35 +181,26 @@ func newWaiter() waiter { return waiter{ch: make(chan struct{}, 1)} }
 // lock a dozen such loops contend for.
 func (w *waiter) wait() {
 	var deadline time.Time
-	for i := 1; !w.signalled.Load(); i++ {
+	for i := 1; w.state.Load() != signalled; i++ {
 		if i%256 != 0 {
 			continue
 		}
 		if now := time.Now(); deadline.IsZero() {
 			deadline = now.Add(poll)
 		} else if now.After(deadline) {
-			w.park()
+			if w.state.CompareAndSwap(idle, parked) {
+				<-w.ch // the signaller will find parked and send
+			}
 			break
 		}
 		runtime.Gosched()
 	}
-	w.signalled.Store(false)
-	w.state.Store(polling)
-}
-
-// park blocks on the channel unless the signal arrived after the last poll.
-func (w *waiter) park() {
-	w.state.Store(parked)
-	if w.signalled.Load() && w.state.CompareAndSwap(parked, polling) {
-		return // the signaller saw polling and will not send
-	}
-	<-w.ch
+	w.state.Store(idle)
 }
 
 // signal wakes the waiter, with a channel send only if it has parked.
 func (w *waiter) signal() {
-	w.signalled.Store(true)
-	if w.state.CompareAndSwap(parked, woken) {
+	if w.state.Swap(signalled) == parked {
 		w.ch <- struct{}{}
 	}
 }

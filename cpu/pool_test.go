@@ -67,3 +67,31 @@ func TestCloseStopsWorkers(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A wait returns only for a signal sent while it was due: never for the previous wait's signal,
+// even when the waiter takes a signal, waits again and parks while the signaller is still inside
+// signal. (The pool counts on it: a worker woken twice by one signal would finish a task twice.)
+func TestWaiterOneWakePerSignal(t *testing.T) {
+	w := newWaiter()
+	var sent, acked atomic.Int64
+	go func() {
+		for i := int64(1); i <= 500; i++ {
+			for acked.Load() != i-1 {
+				runtime.Gosched()
+			}
+			time.Sleep(20 * time.Microsecond) // an early wake would find sent < i
+			sent.Store(i)
+			w.signal()
+		}
+	}()
+	for i := int64(1); i <= 500; i++ {
+		w.wait()
+		if s := sent.Load(); s != i {
+			t.Fatalf("wait %d returned with %d signals sent", i, s)
+		}
+		acked.Store(i)
+		if i%3 == 0 {
+			time.Sleep(2 * poll) // the next wait parks
+		}
+	}
+}

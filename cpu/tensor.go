@@ -8,12 +8,15 @@ import (
 	"tfd/compute"
 )
 
-// tensor is the CPU backend's compute.Tensor: F32 elements in f or I32 elements in i, row-major.
+// tensor is the CPU backend's compute.Tensor, row-major: F32 elements in f, I32 elements in i, or
+// the raw bits of F16 or BF16 elements in h (weight matrices and tables, which the ops that read
+// them widen to F32 element by element).
 type tensor struct {
-	dtype compute.DType // F32 or I32
+	dtype compute.DType // F32, I32, F16 or BF16
 	shape []int
 	f     []float32
 	i     []int32
+	h     []uint16
 }
 
 func (t *tensor) DType() compute.DType { return t.dtype }
@@ -51,9 +54,12 @@ func elements(shape []int) (int, error) {
 	return n, nil
 }
 
-// Upload converts data, little-endian elements of dtype, into a new tensor: F32, F16 and BF16 become
-// F32 (exactly: every F16 and BF16 value, subnormals, infinities and NaN payloads included, is an
-// F32 value), I32 stays I32.
+// Upload converts data, little-endian elements of dtype, into a new tensor. F32 and I32 stay as
+// they are. F16 and BF16 matrices (two or more dimensions: weights and embedding tables) stay 16-bit,
+// half the memory and half the bytes a matrix-vector product streams; MatMul, Embed and Gather widen
+// them as they read. F16 and BF16 vectors (norm weights, biases) become F32. Widening is exact:
+// every F16 and BF16 value, subnormals, infinities and NaN payloads included, is an F32 value, so
+// results do not depend on which form a tensor is kept in.
 func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
 	n, err := elements(shape)
 	if err != nil {
@@ -78,18 +84,49 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 		for j := range t.f {
 			t.f[j] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
 		}
-	case compute.F16:
-		t.f = make([]float32, n)
-		for j := range t.f {
-			t.f[j] = f16ToF32(binary.LittleEndian.Uint16(data[2*j:]))
+	case compute.F16, compute.BF16:
+		h := make([]uint16, n)
+		for j := range h {
+			h[j] = binary.LittleEndian.Uint16(data[2*j:])
 		}
-	case compute.BF16:
-		t.f = make([]float32, n)
-		for j := range t.f {
-			t.f[j] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*j:])) << 16)
+		if len(shape) >= 2 {
+			t.dtype, t.h = dtype, h
+			break
 		}
+		t.f = make([]float32, n)
+		widen(t.f, h, dtype)
 	}
 	return t, nil
+}
+
+// widen writes the F32 values of the F16 or BF16 elements src[:len(dst)] into dst, exactly, NaN
+// payloads included: it serves copies (Upload, Embed, Gather). MatMul uses widenOperands.
+func widen(dst []float32, src []uint16, dtype compute.DType) {
+	src = src[:len(dst)]
+	if dtype == compute.BF16 {
+		for j, h := range src {
+			dst[j] = bf16(h)
+		}
+		return
+	}
+	for j, h := range src {
+		dst[j] = f16(h)
+	}
+}
+
+// bf16 widens a bfloat16 value: its bits are the upper half of the F32 value's.
+func bf16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// f16 widens an IEEE 754 binary16 value exactly, as f16ToF32 does but without a loop, cheap enough
+// to inline: a finite value's bits, moved to F32's positions, read as an F32 value 2¹¹² times too
+// small (subnormals included, which land among F32's subnormals), and the product by 2¹¹² is exact.
+// Infinities and NaNs take F32's all-ones exponent instead.
+func f16(h uint16) float32 {
+	sign, mag := uint32(h&0x8000)<<16, uint32(h&0x7fff)<<13
+	if mag >= 0x1f<<23 {
+		return math.Float32frombits(sign | mag | 0x70000000)
+	}
+	return math.Float32frombits(sign|mag) * 0x1p112
 }
 
 // f16ToF32 widens an IEEE 754 binary16 value exactly.
@@ -154,7 +191,7 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 func (b *backend) Free(t any) {
 	switch t := t.(type) {
 	case *tensor:
-		t.f, t.i = nil, nil
+		t.f, t.i, t.h = nil, nil, nil
 	case *kvPool:
 		t.k, t.v = nil, nil
 	case nil:
@@ -194,6 +231,24 @@ func f32(t compute.Tensor, op, arg string, n int) []float32 {
 		panic(fmt.Sprintf("cpu: %s: %s %v has %d elements, the op needs %d", op, arg, ct.shape, len(ct.f), n))
 	}
 	return ct.f
+}
+
+// weights returns t's elements, F32 in f or F16/BF16 in h (the other nil), or panics if t is
+// neither or has fewer than n elements.
+func weights(t compute.Tensor, op, arg string, n int) (f []float32, h []uint16) {
+	ct := asTensor(t, op, arg)
+	switch ct.dtype {
+	case compute.F32:
+		f = ct.f
+	case compute.F16, compute.BF16:
+		h = ct.h
+	default:
+		panic(fmt.Sprintf("cpu: %s: %s is %v, want F32, F16 or BF16", op, arg, ct.dtype))
+	}
+	if len(f)+len(h) < n {
+		panic(fmt.Sprintf("cpu: %s: %s %v has %d elements, the op needs %d", op, arg, ct.shape, len(f)+len(h), n))
+	}
+	return f, h
 }
 
 // i32 is f32 for I32 tensors.

@@ -54,7 +54,7 @@ func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
 	layout, _ := ParseLayout(cfg.Sessions.Layout)
 	return engine.MakePlan(engine.PlanInput{
 		Model:          mcfg,
-		WeightBytes:    info.StoredBytes(weightElemBytes(backend)),
+		WeightBytes:    info.FileBytes,
 		DeviceMemory:   backend.Memory(),
 		LoadLimitGB:    cfg.Memory.LoadLimitGB,
 		MarginGB:       cfg.Memory.MarginGB,
@@ -65,15 +65,6 @@ func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
 		MaxRows:        maxRows,
 		KVBytesPerElem: kvElemBytes(backend),
 	})
-}
-
-// weightElemBytes is what a backend keeps a weight parameter in: the CPU keeps F32 (4 bytes);
-// GPUs keep the file's dtype (0: the file's size).
-func weightElemBytes(b compute.Backend) int {
-	if b.Name() == "cpu" {
-		return 4
-	}
-	return 0
 }
 
 // kvElemBytes is the size of one stored key or value: a backend may say with a KVBytesPerElem

@@ -356,7 +356,7 @@ func (l *lockedBuffer) String() string {
 // loads, and requests that arrive meanwhile wait and then succeed. A new model.name serves the
 // same model under a new id.
 func TestReloadSwitchAfterDrain(t *testing.T) {
-	const limits = "[memory]\nload_limit_gb = 0.15\nmargin_gb = 0\n[sessions]\nparallel = 1\n"
+	const limits = "[memory]\nload_limit_gb = 0.09\nmargin_gb = 0\n[sessions]\nparallel = 1\n"
 	d := startDaemon(t, limits+"[model]\ncontext = 1024\n")
 	file := filepath.Join(d.dir, "tfd.toml")
 	traffic := startTraffic(t, d.url)

@@ -37,8 +37,8 @@ const minContext = 256
 type PlanInput struct {
 	// Model is the model's normalised config.json.
 	Model Config
-	// WeightBytes is the memory the weights take as the backend stores them: the CPU keeps F32 (4
-	// bytes a parameter), GPUs keep the file's dtype.
+	// WeightBytes is the memory the weights take on the backend: their size in the file, since
+	// every backend keeps weight matrices in the file's dtype.
 	WeightBytes int64
 	// DeviceMemory is the backend's memory in bytes (RAM for the CPU and Metal, device memory for
 	// CUDA); 0 when unknown, and then LoadLimitGB must be set.
@@ -475,14 +475,4 @@ func (w *WeightInfo) addHeader(fsys fs.FS, name string) error {
 		}
 	}
 	return nil
-}
-
-// StoredBytes returns the memory the weights take on a backend that keeps elemBytes bytes a
-// parameter (the CPU keeps F32: 4), or their file size when elemBytes is 0 (GPUs keep the file's
-// dtype).
-func (w WeightInfo) StoredBytes(elemBytes int) int64 {
-	if elemBytes <= 0 {
-		return w.FileBytes
-	}
-	return w.Params * int64(elemBytes)
 }

