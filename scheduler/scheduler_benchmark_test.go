@@ -24,7 +24,19 @@ func BenchmarkStreams(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer h.Close(context.Background())
-			runStreams(b, h, requests(m, streams))
+			runStreams(b, h, requests(m, streams), scheduler.Drafts{})
+		})
+	}
+	// The same with drafts from the MTP head and n-gram copies (the daemon's default).
+	for _, streams := range []int{1, 8} {
+		b.Run(fmt.Sprintf("drafted/%d", streams), func(b *testing.B) {
+			m := loadBundled(b, 8*512)
+			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 8)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			runStreams(b, h, requests(m, streams), scheduler.Drafts{MTP: true, NGram: 4})
 		})
 	}
 	// The lone driver (a shared host with one stream) against the serial host.
@@ -32,14 +44,15 @@ func BenchmarkStreams(b *testing.B) {
 		m := loadBundled(b, 512)
 		h := scheduler.NewSerial(m, scheduler.SerialOptions{})
 		defer h.Close(context.Background())
-		runStreams(b, h, requests(m, 1))
+		runStreams(b, h, requests(m, 1), scheduler.Drafts{})
 	})
 }
 
-func runStreams(b *testing.B, h scheduler.Host, reqs []scheduler.Request) {
+func runStreams(b *testing.B, h scheduler.Host, reqs []scheduler.Request, drafts scheduler.Drafts) {
 	for i := range reqs {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 64, nil
 		reqs[i].Sampling = scheduler.Sampling{}
+		reqs[i].Drafts = drafts
 	}
 	tokens := 0
 	b.ResetTimer()
