@@ -210,10 +210,10 @@ func dotLanesBF16(x []float32, w []uint16) float32 {
 		for i := k; i+4 <= len(x); i += 8 {
 			xs := x[i : i+4 : i+4]
 			ws := w[i : i+4 : i+4]
-			l0 += float32(xs[0] * bf16(ws[0]))
-			l1 += float32(xs[1] * bf16(ws[1]))
-			l2 += float32(xs[2] * bf16(ws[2]))
-			l3 += float32(xs[3] * bf16(ws[3]))
+			l0 += float32(xs[0] * compute.BF16ToF32(ws[0]))
+			l1 += float32(xs[1] * compute.BF16ToF32(ws[1]))
+			l2 += float32(xs[2] * compute.BF16ToF32(ws[2]))
+			l3 += float32(xs[3] * compute.BF16ToF32(ws[3]))
 		}
 		l[k], l[k+1], l[k+2], l[k+3] = l0, l1, l2, l3
 	}
@@ -228,10 +228,10 @@ func dotLanesF16(x []float32, w []uint16) float32 {
 		for i := k; i+4 <= len(x); i += 8 {
 			xs := x[i : i+4 : i+4]
 			ws := w[i : i+4 : i+4]
-			l0 += float32(xs[0] * f16(ws[0]))
-			l1 += float32(xs[1] * f16(ws[1]))
-			l2 += float32(xs[2] * f16(ws[2]))
-			l3 += float32(xs[3] * f16(ws[3]))
+			l0 += float32(xs[0] * compute.F16ToF32(ws[0]))
+			l1 += float32(xs[1] * compute.F16ToF32(ws[1]))
+			l2 += float32(xs[2] * compute.F16ToF32(ws[2]))
+			l3 += float32(xs[3] * compute.F16ToF32(ws[3]))
 		}
 		l[k], l[k+1], l[k+2], l[k+3] = l0, l1, l2, l3
 	}

@@ -105,50 +105,13 @@ func widen(dst []float32, src []uint16, dtype compute.DType) {
 	src = src[:len(dst)]
 	if dtype == compute.BF16 {
 		for j, h := range src {
-			dst[j] = bf16(h)
+			dst[j] = compute.BF16ToF32(h)
 		}
 		return
 	}
 	for j, h := range src {
-		dst[j] = f16(h)
+		dst[j] = compute.F16ToF32(h)
 	}
-}
-
-// bf16 widens a bfloat16 value: its bits are the upper half of the F32 value's.
-func bf16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// f16 widens an IEEE 754 binary16 value exactly, as f16ToF32 does but without a loop, cheap enough
-// to inline: a finite value's bits, moved to F32's positions, read as an F32 value 2¹¹² times too
-// small (subnormals included, which land among F32's subnormals), and the product by 2¹¹² is exact.
-// Infinities and NaNs take F32's all-ones exponent instead.
-func f16(h uint16) float32 {
-	sign, mag := uint32(h&0x8000)<<16, uint32(h&0x7fff)<<13
-	if mag >= 0x1f<<23 {
-		return math.Float32frombits(sign | mag | 0x70000000)
-	}
-	return math.Float32frombits(sign|mag) * 0x1p112
-}
-
-// f16ToF32 widens an IEEE 754 binary16 value exactly.
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f: // infinity or NaN: keep the payload, top-aligned
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp != 0: // normal: rebias 15 → 127
-		return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-	case man == 0:
-		return math.Float32frombits(sign)
-	}
-	// Subnormal: man·2⁻²⁴ is normal in F32. Shift the leading one into the implicit bit.
-	e := uint32(113) // the F32 biased exponent of 2⁻¹⁴
-	for man&0x400 == 0 {
-		man <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
 }
 
 // Alloc returns a zeroed F32 or I32 tensor.

@@ -167,7 +167,7 @@ func encode(dtype compute.DType, v []float32) []byte {
 		for i, f := range v {
 			h := f16Bits(f)
 			binary.LittleEndian.PutUint16(b[2*i:], h)
-			v[i] = f16ToF32(h)
+			v[i] = compute.F16ToF32(h)
 		}
 		return b
 	}

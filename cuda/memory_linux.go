@@ -124,7 +124,7 @@ func widen(dtype compute.DType, data []byte) []byte {
 		if dtype == compute.BF16 {
 			f = uint32(h) << 16
 		} else {
-			f = math.Float32bits(f16ToF32(h))
+			f = math.Float32bits(compute.F16ToF32(h))
 		}
 		binary.LittleEndian.PutUint32(out[4*i:], f)
 	}

@@ -1,0 +1,48 @@
+package compute
+
+import (
+	"math"
+	"testing"
+)
+
+// f16Reference widens binary16 by its definition: rebias the exponent, and normalise subnormals
+// one shift at a time.
+func f16Reference(h uint16) uint32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f:
+		return sign | 0x7f800000 | man<<13
+	case exp != 0:
+		return sign | (exp+112)<<23 | man<<13
+	case man == 0:
+		return sign
+	}
+	e := uint32(113) // the F32 biased exponent of 2⁻¹⁴, the smallest normal binary16
+	for man&0x400 == 0 {
+		man <<= 1
+		e--
+	}
+	return sign | e<<23 | (man&0x3ff)<<13
+}
+
+func TestF16ToF32IsExactForEveryValue(t *testing.T) {
+	for h := range 1 << 16 {
+		if got, want := math.Float32bits(F16ToF32(uint16(h))), f16Reference(uint16(h)); got != want {
+			t.Fatalf("F16ToF32(%#04x) = %#08x, want %#08x", h, got, want)
+		}
+	}
+}
+
+func TestBF16ToF32(t *testing.T) {
+	for _, f := range []float32{0, 1, -2.5, float32(math.Inf(1)), 1e-40} {
+		bits := math.Float32bits(f)
+		if bits&0xffff != 0 {
+			continue // not a bfloat16 value
+		}
+		if got := BF16ToF32(uint16(bits >> 16)); math.Float32bits(got) != bits {
+			t.Errorf("BF16ToF32 of %v's top half = %v", f, got)
+		}
+	}
+}
