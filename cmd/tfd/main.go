@@ -34,17 +34,24 @@ Usage:
   tfd serve [flags]     serve the model until interrupted (SIGINT, SIGTERM)
   tfd config [flags]    print the effective config as TOML, with where each value came from
   tfd plan [flags]      print the memory plan for the config, without loading the model
+  tfd bench [flags]     measure the model here: first token, tok/s at several concurrencies,
+                        with and without drafts
   tfd install           install and start the system service (launchd on macOS, systemd on Linux)
   tfd uninstall         stop and remove the service; the config and models stay
   tfd start | stop | restart
   tfd status            installed? running? the model, config generation and memory plan
   tfd version           print the version
 
-Flags of serve, config and plan:
+Flags of serve, config, plan and bench:
   --config FILE         the config file (default %s, if it exists)
   --listen ADDR         server.listen, e.g. 127.0.0.1:8417
   --model PATH          model.path, a Hugging Face model folder (default: the bundled model)
   --parallel N|auto     sessions.parallel
+
+Flags of bench (beside those above):
+  --streams LIST        concurrent replies per run (default 1,4,16)
+  --prompt N            prompt tokens per reply (default 256)
+  --tokens N            tokens generated per reply (default 128)
 
 Settings come from the defaults, then the config file, then TFD_* environment variables
 (TFD_SESSIONS_PARALLEL sets sessions.parallel), then flags. A running tfd applies edits of its
@@ -74,6 +81,8 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 		return printConfig(args[1:], stdout, stderr)
 	case "plan":
 		return printPlan(args[1:], stdout, stderr)
+	case "bench":
+		return bench(args[1:], stdout, stderr)
 	case "install", "uninstall", "start", "stop", "restart", "status":
 		return serviceCommand(args[0], args[1:], stdout, stderr, newManager)
 	case "version":
@@ -103,9 +112,17 @@ func printConfig(args []string, stdout, stderr io.Writer) int {
 // the sources too, so serve can read them again on reload. On failure it reports the problem and
 // returns nil with the exit code.
 func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective, daemon.Sources, int) {
+	return loadConfigWith(cmd, args, stderr, nil)
+}
+
+// loadConfigWith is loadConfig for a command with flags of its own, which extra defines.
+func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*daemon.Effective, daemon.Sources, int) {
 	fs := flag.NewFlagSet("tfd "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath()) }
+	if extra != nil {
+		extra(fs)
+	}
 	configFile := fs.String("config", "", "the config file")
 	shortcuts := map[string]string{"listen": "server.listen", "model": "model.path", "parallel": "sessions.parallel"}
 	for name, key := range shortcuts {

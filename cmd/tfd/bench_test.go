@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestBench runs tfd bench on the bundled model with small figures and reads its table: a row for
+// each concurrency, drafts off and on.
+func TestBench(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--streams", "1,2", "--prompt", "32", "--tokens", "16"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 6 || !strings.Contains(lines[0], "greedy replies of 16 tokens after 32-token prompts") {
+		t.Fatalf("want a title, a header and 4 rows:\n%s", stdout.String())
+	}
+	for i, want := range []string{"1 off", "1 on", "2 off", "2 on"} {
+		if f := strings.Fields(lines[2+i]); len(f) < 2 || f[0]+" "+f[1] != want {
+			t.Errorf("row %d = %q, want it to start %q", i, lines[2+i], want)
+		}
+	}
+	for _, bad := range [][]string{{"bench", "--streams", "0"}, {"bench", "--streams", "x"}, {"bench", "--tokens", "0"}} {
+		stderr.Reset()
+		if code := run(bad, &stdout, &stderr); code == 0 {
+			t.Errorf("tfd %v succeeded", bad)
+		}
+	}
+}
