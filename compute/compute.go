@@ -230,3 +230,13 @@ func Open(name string) (Backend, error) {
 	}
 	return b, nil
 }
+
+// Chainer is an optional interface of a Backend: an op that lets one forward's output feed the
+// next on the device, so a greedy decode runs several tokens per host round trip (and, on a GPU,
+// the whole chain can be replayed as one graph).
+type Chainer interface {
+	// ArgmaxNext writes the index of the largest of the first n values of logits (ties to the
+	// lowest index) into tokens[0] and, as an F32 value (exact below 2²⁴), into chain[step], and
+	// adds one to positions[0]: the next forward's row is the chosen token, one place further.
+	ArgmaxNext(logits, tokens, positions, chain Tensor, n, step int)
+}

@@ -223,3 +223,18 @@ func (t *elemTask) run(_ *scratch, lo, hi int) {
 		siluMul(dst, a, b)
 	}
 }
+
+// ArgmaxNext implements compute.Chainer: the index of the largest of logits[:n], ties to the
+// lowest, becomes tokens[0] and chain[step], and positions[0] moves one on.
+func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n, step int) {
+	l := f32(logits, "ArgmaxNext", "logits", n)[:n]
+	best := 0
+	for i, v := range l {
+		if v > l[best] {
+			best = i
+		}
+	}
+	i32(tokens, "ArgmaxNext", "tokens", 1)[0] = int32(best)
+	i32(positions, "ArgmaxNext", "positions", 1)[0]++
+	f32(chain, "ArgmaxNext", "chain", step+1)[step] = float32(best)
+}

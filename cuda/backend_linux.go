@@ -41,15 +41,16 @@ type backend struct {
 
 // kernelSet holds every kernel the ops launch, resolved once at Open.
 type kernelSet struct {
-	matmul    [3][len(matmulRows)]*kernel // [weight dtype][row group]
-	embed     [3]*kernel                  // [table dtype]
-	rmsnorm   *kernel
-	gather    *kernel
-	rope      *kernel
-	kvWrite   *kernel
-	attention *kernel
-	siluMul   *kernel
-	add       *kernel
+	matmul     [3][len(matmulRows)]*kernel // [weight dtype][row group]
+	embed      [3]*kernel                  // [table dtype]
+	rmsnorm    *kernel
+	gather     *kernel
+	rope       *kernel
+	kvWrite    *kernel
+	attention  *kernel
+	siluMul    *kernel
+	add        *kernel
+	argmaxNext *kernel
 }
 
 // kernel is a loaded kernel function.
@@ -204,6 +205,7 @@ func (b *backend) resolve() error {
 	}{
 		{&b.k.rmsnorm, "rmsnorm"}, {&b.k.gather, "gather"}, {&b.k.rope, "rope"},
 		{&b.k.kvWrite, "kv_write"}, {&b.k.attention, "attention"}, {&b.k.siluMul, "silu_mul"}, {&b.k.add, "add"},
+		{&b.k.argmaxNext, "argmax_next"},
 	} {
 		if *s.k, err = get(s.name); err != nil {
 			return err

@@ -239,3 +239,37 @@ func benchMatMul(b *testing.B, dt compute.DType, out, in, rows int) {
 	b.ReportMetric(bytes*float64(b.N)/s/1e9, "GB/s")
 	b.ReportMetric(2*float64(out*in*rows)*float64(b.N)/s/1e12, "TFLOP/s")
 }
+
+// BenchmarkGreedyChain decodes the bundled model greedily in chains of engine.MaxChain tokens, each
+// chain one host round trip (its forwards and argmaxes replayed as one graph once it repeats),
+// after a 128-token prompt, and reports tokens per second: the lone driver's path for a greedy
+// stream.
+func BenchmarkGreedyChain(b *testing.B) {
+	m := enginetest.Load(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 128})
+	const promptLen = 128
+	rows := make([]scheduler.Row, promptLen-1)
+	for i := range rows {
+		rows[i] = scheduler.Row{Pos: i, Token: int32(i * 7 % m.Vocab())}
+	}
+	if _, err := m.Forward(context.Background(), rows); err != nil {
+		b.Fatal(err)
+	}
+	row := scheduler.Row{Pos: promptLen - 1, Token: 7}
+	chain := func() {
+		tokens, err := m.GreedyChain(context.Background(), row, engine.MaxChain)
+		if err != nil {
+			b.Fatal(err)
+		}
+		row = scheduler.Row{Pos: row.Pos + engine.MaxChain, Token: tokens[len(tokens)-1]}
+		if row.Pos+engine.MaxChain > m.Context() {
+			row.Pos = promptLen - 1
+		}
+	}
+	chain() // warm up: the first chain runs without a graph, the second captures one
+	chain()
+	b.ResetTimer()
+	for range b.N {
+		chain()
+	}
+	b.ReportMetric(float64(b.N*engine.MaxChain)/b.Elapsed().Seconds(), "tok/s")
+}

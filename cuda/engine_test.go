@@ -35,6 +35,18 @@ func TestEngineGreedyMatchesOracle(t *testing.T) {
 	}
 }
 
+// TestEngineGreedyChainMatchesOracle: greedy chains on the device (argmax_next, replayed as a
+// graph once repeated) give transformers' tokens.
+func TestEngineGreedyChainMatchesOracle(t *testing.T) {
+	b := openCUDA(t)
+	for _, name := range enginetest.Models {
+		t.Run(name, func(t *testing.T) {
+			o := enginetest.Read(t, name)
+			enginetest.CheckChain(t, enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 64}), o)
+		})
+	}
+}
+
 // TestEngineForwardIsBatchInvariant: forwards that mix sessions and positions give each row the
 // bits it gets alone.
 func TestEngineForwardIsBatchInvariant(t *testing.T) {

@@ -263,3 +263,13 @@ func i32(v int) uint64     { return uint64(uint32(int32(v))) }
 func f32(v float32) uint64 { return uint64(math.Float32bits(v)) }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// ArgmaxNext implements compute.Chainer with one block: the index of the largest of logits[:n],
+// ties to the lowest, becomes tokens[0] and chain[step], and positions[0] moves one on.
+func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n, step int) {
+	lt := b.tensorOf(logits, "ArgmaxNext", "logits", compute.F32, n)
+	tt := b.tensorOf(tokens, "ArgmaxNext", "tokens", compute.I32, 1)
+	pt := b.tensorOf(positions, "ArgmaxNext", "positions", compute.I32, 1)
+	ct := b.tensorOf(chain, "ArgmaxNext", "chain", compute.F32, step+1)
+	b.launch(b.k.argmaxNext, 1, 1, ptr(lt), ptr(tt), ptr(pt), ptr(ct), i32(n), i32(step))
+}

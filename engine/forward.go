@@ -26,6 +26,7 @@ type activations struct {
 	final  compute.Tensor // [maxRows, hidden]: the rows whose logits are wanted, normed
 	logits compute.Tensor // [maxRows, vocab]
 	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
+	chain  compute.Tensor // [MaxChain]: the tokens a greedy chain chose, as F32
 
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
@@ -57,7 +58,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
 		{&a.gate, compute.F32, c.Intermediate}, {&a.up, compute.F32, c.Intermediate},
 		{&a.final, compute.F32, c.Hidden}, {&a.logits, compute.F32, c.Vocab},
-		{&a.warm, compute.F32, 4},
+		{&a.warm, compute.F32, 4}, {&a.chain, compute.F32, MaxChain},
 	}
 	for _, s := range specs {
 		shape := []int{maxRows, s.width}
@@ -76,7 +77,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 
 func (a *activations) free(b compute.Backend) {
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources, a.x, a.h, a.q,
-		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm} {
+		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain} {
 		if t != nil {
 			b.Free(t)
 		}
@@ -212,4 +213,56 @@ func attentionScale(headDim int) float32 {
 func (m *Model) Warm() error {
 	m.backend.Add(m.act.warm, m.act.warm, m.act.warm, 1)
 	return m.backend.Sync()
+}
+
+// MaxChain is the most tokens one GreedyChain call makes.
+const MaxChain = 16
+
+// MaxChainLen returns MaxChain; it implements scheduler.Chainer.
+func (m *Model) MaxChainLen() int { return MaxChain }
+
+// CanChain reports whether the backend runs greedy chains on the device (compute.Chainer).
+func (m *Model) CanChain() bool {
+	_, ok := m.backend.(compute.Chainer)
+	return ok
+}
+
+// GreedyChain decodes n tokens greedily from row, one forward each, without the host in between:
+// each forward's argmax becomes the next forward's token, one position further, on the device
+// (compute.Chainer). It returns the n chosen tokens: the same tokens as n forwards whose logits
+// the host reads and takes the argmax of, because the forwards are the same and the argmax breaks
+// ties the same way. It feeds row.Token and the first n-1 chosen tokens, positions row.Pos to
+// row.Pos+n-1. It implements scheduler.Chainer.
+func (m *Model) GreedyChain(ctx context.Context, row scheduler.Row, n int) ([]int32, error) {
+	chainer, ok := m.backend.(compute.Chainer)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("engine: the %s backend runs no greedy chains", m.backend.Name())
+	case n < 1 || n > MaxChain:
+		return nil, fmt.Errorf("engine: a greedy chain makes 1 to %d tokens, asked for %d", MaxChain, n)
+	case row.Pos+n > m.context || row.Base+row.Pos+n > m.slots:
+		return nil, fmt.Errorf("engine: a chain of %d from position %d passes the context of %d or the pool of %d", n, row.Pos, m.context, m.slots)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	row.Logits = true
+	if _, err := m.stageRows([]scheduler.Row{row}); err != nil {
+		return nil, err
+	}
+	a := m.act
+	for step := range n {
+		m.forwardRows(1, 1)
+		chainer.ArgmaxNext(a.logits, a.tokens, a.positions, a.chain, m.cfg.Vocab, step)
+	}
+	m.lastRows = 0 // the hidden states are the last step's, not a forward's the caller knows
+	chosen := a.hostLogits[:n]
+	if err := m.backend.ReadFloat32(a.chain, chosen); err != nil {
+		return nil, fmt.Errorf("engine: greedy chain of %d: %w", n, err)
+	}
+	out := make([]int32, n)
+	for i, f := range chosen {
+		out[i] = int32(f)
+	}
+	return out, nil
 }

@@ -50,6 +50,17 @@ func TestGreedyMatchesTransformers(t *testing.T) {
 	}
 }
 
+// TestGreedyChainMatchesTransformers: greedy chains run without the host between tokens give
+// transformers' tokens too.
+func TestGreedyChainMatchesTransformers(t *testing.T) {
+	for _, name := range enginetest.Models {
+		t.Run(name, func(t *testing.T) {
+			o := enginetest.Read(t, name)
+			enginetest.CheckChain(t, enginetest.Load(t, openCPU(t), o.Model, engine.Options{MaxRows: 64}), o)
+		})
+	}
+}
+
 // TestForwardIsBatchInvariant: a forward that mixes sessions and positions gives every row the
 // bits it gets alone.
 func TestForwardIsBatchInvariant(t *testing.T) {

@@ -74,25 +74,30 @@ func (a *active) ready() bool { return !a.done && a.canEmit() && !a.needsRoom() 
 // it; it reports the token and whether the stream goes on. It ends the stream on a stop token, at
 // its token limit, or at the end of the context.
 func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool) {
-	req := &a.req
-	pos := len(a.tokens)
-	tok := smp.pick(logits, req.Sampling, pos)
-	if isStop(tok, req.StopTokens) {
+	tok := smp.pick(logits, a.req.Sampling, len(a.tokens))
+	var lp float32
+	if a.req.Logprobs {
+		lp = logprob(logits, tok)
+	}
+	return tok, a.accept(tok, lp, context)
+}
+
+// accept makes tok, with log-probability lp, the stream's next token and sends it; it reports
+// whether the stream goes on. It ends the stream on a stop token, at its token limit, or at the
+// end of the context.
+func (a *active) accept(tok int32, lp float32, context int) bool {
+	if isStop(tok, a.req.StopTokens) {
 		a.end(Event{Done: true, Reason: FinishStop, StopToken: tok})
-		return tok, false
+		return false
 	}
-	ev := Event{Token: tok}
-	if req.Logprobs {
-		ev.Logprob = logprob(logits, tok)
-	}
-	a.events <- ev // canEmit held when the stream joined the forward
+	a.events <- Event{Token: tok, Logprob: lp} // the room was checked when the stream joined the forward
 	a.tokens = append(a.tokens, tok)
 	a.produced++
-	if a.produced == req.MaxTokens || len(a.tokens) >= context {
+	if a.produced == a.req.MaxTokens || len(a.tokens) >= context {
 		a.end(Event{Done: true, Reason: FinishLength})
-		return tok, false
+		return false
 	}
-	return tok, true
+	return true
 }
 
 // verify runs after a forward that fed the newest token and then the drafts: row i of logits

@@ -11,6 +11,7 @@ import (
 	"tfd/compute"
 	_ "tfd/cpu"
 	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/models"
 	"tfd/scheduler"
 )
@@ -392,5 +393,21 @@ func TestMTPDraftsLand(t *testing.T) {
 	t.Logf("MTP drafts: %d proposed, %d accepted (%.0f%%)", drafted, accepted, 100*rate)
 	if drafted < 100 || rate < 0.5 {
 		t.Fatalf("MTP drafts: %d proposed, %d accepted: want most of at least 100 to land", drafted, accepted)
+	}
+}
+
+// TestLoneGreedyEqualsStepwise: a greedy stream alone runs on the lone driver's greedy chains
+// (several tokens a call); its reply equals plain forwards with the host's argmax between them.
+func TestLoneGreedyEqualsStepwise(t *testing.T) {
+	m := loadBundled(t, 512)
+	if !m.CanChain() {
+		t.Fatal("the CPU backend should run greedy chains")
+	}
+	req := requests(m, 1)[0]
+	req.MaxTokens, req.StopTokens = 75, nil
+	got := solo(t, m, []scheduler.Request{req})[0]
+	want := enginetest.Greedy(t, m, req.Prompt, 75)
+	if !slices.Equal(got.tokens, want) {
+		t.Fatalf("lone greedy reply\n %v\nstepwise\n %v", got.tokens, want)
 	}
 }

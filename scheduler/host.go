@@ -71,3 +71,15 @@ type Drafter interface {
 	// returns the draft logits of the rows that asked, as Forward does.
 	Draft(ctx context.Context, rows []DraftRow) ([]float32, error)
 }
+
+// Chainer is what a Model offers when its backend can feed one forward's argmax to the next on
+// the device: the lone driver then makes a greedy stream's tokens several per call.
+type Chainer interface {
+	// CanChain reports whether chains run here.
+	CanChain() bool
+	// MaxChainLen returns the most tokens one GreedyChain makes.
+	MaxChainLen() int
+	// GreedyChain feeds row (a session's newest token), then each chosen token one place further,
+	// n forwards in all, and returns the n argmax tokens: the same tokens as n Forward calls.
+	GreedyChain(ctx context.Context, row Row, n int) ([]int32, error)
+}

@@ -25,6 +25,7 @@ type laneState struct {
 	warmer   Warmer    // the model's keep-warm tick, or nil
 	lastWork time.Time // when the lane last ran a forward
 
+	chainer   Chainer    // the model's greedy chains, or nil
 	drafter   Drafter    // the model's MTP head, or nil
 	draftRows []DraftRow // the MTP rows after a round
 	drafting  []*active  // the streams whose MTP rows ask for logits, in order
@@ -45,6 +46,9 @@ func (l *laneState) init(h *Shared) {
 		l.drafter = d
 	}
 	l.warmer, _ = h.model.(Warmer)
+	if c, ok := h.model.(Chainer); ok && c.CanChain() {
+		l.chainer = c
+	}
 }
 
 // run is the lane: admit, then either drive a lone stream or run a shared round, until the host is

@@ -166,6 +166,35 @@ func (l *laneState) migrate() {
 	}
 }
 
+// chainLength returns how many tokens a greedy chain may make for a lone stream: 0 unless the
+// model runs chains and the stream is greedy without logprobs, else as many as its session, the
+// context, its token limit and its reader's room allow, up to the model's most.
+func (l *laneState) chainLength(a *active) int {
+	if l.chainer == nil || !a.req.Sampling.Greedy() || a.req.Logprobs {
+		return 0
+	}
+	return min(l.chainer.MaxChainLen(), a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1,
+		a.req.MaxTokens-a.produced, a.room())
+}
+
+// chain runs a greedy chain of n tokens from row on the device and takes its tokens one by one,
+// as if each had come from its own forward; tokens after one that ends the stream are dropped.
+func (l *laneState) chain(a *active, row Row, n int) {
+	tokens, err := l.chainer.GreedyChain(a.ctx, row, n)
+	l.lastWork = time.Now()
+	if err != nil {
+		a.endCancelledOrFailed(err)
+		return
+	}
+	context := l.h.model.Context()
+	for _, tok := range tokens {
+		a.fed++ // the token before tok was fed
+		if !a.accept(tok, 0, context) {
+			return
+		}
+	}
+}
+
 // driveLone runs a stream that is alone on the host, token by token without building rounds,
 // checking between tokens for an arrival; then it returns and the stream joins shared rounds with
 // the same state, so its future tokens are the same.
@@ -178,6 +207,10 @@ func (l *laneState) driveLone(a *active) {
 			continue
 		}
 		row[0] = Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
+		if n := l.chainLength(a); n > 1 {
+			l.chain(a, row[0], n)
+			continue
+		}
 		logits, err := l.h.model.Forward(a.ctx, row)
 		l.lastWork = time.Now()
 		if err != nil {

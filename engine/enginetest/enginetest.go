@@ -119,6 +119,40 @@ func CheckGreedy(t *testing.T, m *engine.Model, o *Oracle) {
 	}
 }
 
+// CheckChain decodes the first 32 tokens of each oracle continuation as two greedy chains on the
+// device (engine.Model.GreedyChain) and demands transformers' tokens. It skips when the backend
+// runs no chains.
+func CheckChain(t *testing.T, m *engine.Model, o *Oracle) {
+	t.Helper()
+	if !m.CanChain() {
+		t.Skip("the backend runs no greedy chains")
+	}
+	for ci, c := range o.Cases {
+		last := len(c.Prompt) - 1
+		rows := make([]scheduler.Row, last)
+		for i, tok := range c.Prompt[:last] {
+			rows[i] = scheduler.Row{Pos: i, Token: tok}
+		}
+		if last > 0 {
+			if _, err := m.Forward(context.Background(), rows); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := m.GreedyChain(context.Background(), scheduler.Row{Pos: last, Token: c.Prompt[last]}, engine.MaxChain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := m.GreedyChain(context.Background(), scheduler.Row{Pos: last + engine.MaxChain, Token: got[len(got)-1]}, engine.MaxChain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, more...)
+		if want := c.Greedy[:len(got)]; !slices.Equal(got, want) {
+			t.Errorf("case %d: chains gave\n %v\nwant %v", ci, got, want)
+		}
+	}
+}
+
 // Greedy prefills prompt in one forward at session base 0 and decodes n tokens by argmax.
 func Greedy(t testing.TB, m *engine.Model, prompt []int32, n int) []int32 {
 	t.Helper()
