@@ -176,6 +176,7 @@ func newID(prefix string) string { return prefix + "-" + strings.ToLower(rand.Te
 // metrics.
 type requestStats struct {
 	prompt, completion atomic.Int64
+	drafted, accepted  atomic.Int64 // draft tokens proposed for the reply, and those that landed
 	clientGone         atomic.Bool  // the client left before the reply ended
 	lateStatus         atomic.Int32 // the status of an error sent inside a stream that began with 200
 
@@ -194,11 +195,13 @@ func statsOf(ctx context.Context) *requestStats {
 
 type statsKey struct{}
 
-// noteTokens records a request's token counts for its log line.
-func noteTokens(ctx context.Context, prompt, completion int) {
+// noteTokens records a request's token counts for its log line and the metrics.
+func noteTokens(ctx context.Context, prompt int, res result) {
 	s := statsOf(ctx)
 	s.prompt.Store(int64(prompt))
-	s.completion.Store(int64(completion))
+	s.completion.Store(int64(len(res.tokens)))
+	s.drafted.Store(int64(res.drafted))
+	s.accepted.Store(int64(res.accepted))
 }
 
 // statusRecorder remembers the status a handler wrote, for the request log.

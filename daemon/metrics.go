@@ -20,6 +20,7 @@ type Metrics struct {
 	requests         *prometheus.CounterVec
 	promptTokens     prometheus.Counter
 	completionTokens prometheus.Counter
+	draftTokens      *prometheus.CounterVec
 	firstToken       prometheus.Histogram
 	perToken         prometheus.Histogram
 	reloads          *prometheus.CounterVec
@@ -48,6 +49,8 @@ func NewMetrics(stats func() scheduler.Stats) *Metrics {
 			Help: "Prompt tokens of the requests that reached the model."}),
 		completionTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "tfd_completion_tokens_total",
 			Help: "Tokens generated."}),
+		draftTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_draft_tokens_total",
+			Help: "Draft tokens by outcome: proposed, and accepted (they equalled the model's own token)."}, []string{"outcome"}),
 		firstToken: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tfd_time_to_first_token_seconds",
 			Help:    "From the request's arrival to its first generated token.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}), // 10 ms … 82 s
@@ -68,7 +71,7 @@ func NewMetrics(stats func() scheduler.Stats) *Metrics {
 	gauge := func(name, help string, f func(scheduler.Stats) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
 	}
-	m.reg.MustRegister(m.requests, m.promptTokens, m.completionTokens, m.firstToken, m.perToken,
+	m.reg.MustRegister(m.requests, m.promptTokens, m.completionTokens, m.draftTokens, m.firstToken, m.perToken,
 		m.reloads, m.plan, m.planSessions, m.planContext, m.generation,
 		gauge("tfd_queue_depth", "Streams waiting for a session.", func(s scheduler.Stats) int { return s.Waiting }),
 		gauge("tfd_sessions_in_use", "Sessions holding a stream.", func(s scheduler.Stats) int { return s.SessionsInUse }),
@@ -101,6 +104,8 @@ func (m *Metrics) observeRequest(status int, s *requestStats, start time.Time) {
 	m.requests.WithLabelValues(outcome(status, s.clientGone.Load())).Inc()
 	m.promptTokens.Add(float64(s.prompt.Load()))
 	m.completionTokens.Add(float64(s.completion.Load()))
+	m.draftTokens.WithLabelValues("proposed").Add(float64(s.drafted.Load()))
+	m.draftTokens.WithLabelValues("accepted").Add(float64(s.accepted.Load()))
 	if s.tokens > 0 {
 		m.firstToken.Observe(s.firstToken.Sub(start).Seconds())
 	}

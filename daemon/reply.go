@@ -65,7 +65,7 @@ func (h *Handler) serveReply(w http.ResponseWriter, r *http.Request, j *job, f r
 		logprobs = append(logprobs, lp...)
 		return nil
 	})
-	noteTokens(r.Context(), len(j.req.Prompt), len(res.tokens))
+	noteTokens(r.Context(), len(j.req.Prompt), res)
 	if res.err != nil {
 		if r.Context().Err() != nil {
 			statsOf(r.Context()).clientGone.Store(true)
@@ -87,7 +87,7 @@ func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, events <-c
 	res, err := h.consume(r.Context(), events, cancel, j, func(t string, lp []tokenLogprob) error {
 		return s.send(f.chunk(t, lp))
 	})
-	noteTokens(r.Context(), len(j.req.Prompt), len(res.tokens))
+	noteTokens(r.Context(), len(j.req.Prompt), res)
 	if err != nil || r.Context().Err() != nil {
 		statsOf(r.Context()).clientGone.Store(true)
 		return

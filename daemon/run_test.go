@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -224,6 +225,9 @@ func TestReload(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+	if !regexp.MustCompile(`(?m)^tfd_draft_tokens_total\{outcome="proposed"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("no draft tokens counted after %d replies with drafts on:\n%s", n, metrics)
 	}
 }
 
