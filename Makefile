@@ -9,8 +9,10 @@ RELEASES := darwin/arm64 linux/amd64
 run:
 	$(GO) run ./cmd/tfd serve
 
+# test runs every test, then the concurrent packages again under the race detector.
 test: vet
 	$(GO) test ./...
+	$(GO) test -race ./scheduler ./daemon ./cpu ./engine
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
