@@ -104,13 +104,19 @@ func (a *active) accept(tok int32, lp float32, context int) bool {
 // follows draft i-1. It picks the target's token after each row and keeps going while the
 // target's pick equals the draft just fed, so the reply is the one it would be without drafts;
 // the first mismatch is replaced by the target's own token.
-func (a *active) verify(smp *sampler, logits []float32, vocab, context int) {
+//
+// It returns how many drafts were verified and how many of those landed: all verified drafts but
+// a missed last one land.
+func (a *active) verify(smp *sampler, logits []float32, vocab, context int) (verified, landed int) {
 	a.fed++ // the newest token
 	a.drafted += len(a.drafts)
 	for i := 0; ; i++ {
 		tok, running := a.step(smp, logits[i*vocab:(i+1)*vocab], context)
-		if !running || i == len(a.drafts) || tok != a.drafts[i] {
-			return
+		switch {
+		case !running || i == len(a.drafts):
+			return i, i
+		case tok != a.drafts[i]:
+			return i + 1, i
 		}
 		a.accepted++
 		a.fed++ // draft i was right: its row's keys and values stand

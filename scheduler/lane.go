@@ -25,7 +25,13 @@ type laneState struct {
 	warmer   Warmer    // the model's keep-warm tick, or nil
 	lastWork time.Time // when the lane last ran a forward
 
-	chainer   Chainer    // the model's greedy chains, or nil
+	chainer  Chainer   // the model's greedy chains, or nil
+	pricer   pricer    // what a round of r rows takes, learnt from the rounds run
+	landing  landing   // how often drafts land at each depth
+	decoding []*active // this round's decoding streams, while plan builds it
+	depth    []int     // their draft depths, while price weighs them
+	gain     []float64 // the chance that each one's next draft lands
+
 	drafter   Drafter    // the model's MTP head, or nil
 	draftRows []DraftRow // the MTP rows after a round
 	drafting  []*active  // the streams whose MTP rows ask for logits, in order

@@ -11,28 +11,41 @@ func (l *laneState) round() {
 		l.idle()
 		return
 	}
+	start := time.Now()
 	logits, err := l.h.model.Forward(l.h.hostCtx, l.rows)
-	l.lastWork = time.Now()
 	if err != nil {
+		l.lastWork = time.Now()
 		for _, s := range l.shares {
 			s.a.endCancelledOrFailed(err)
 		}
 		return
 	}
 	l.conclude(logits)
+	l.lastWork = time.Now()
+	l.pricer.observe(len(l.rows), l.lastWork.Sub(start))
 }
 
 // plan builds the round's rows. Decoding streams come first, one row each, so they move every
-// round; prompts share the rest, capped at prefillChunk rows while anyone decodes.
+// round, with the drafts that pay for their rows (price); prompts share the rest, capped at
+// prefillChunk rows while anyone decodes.
 func (l *laneState) plan() {
 	l.rows, l.shares, l.logitRows = l.rows[:0], l.shares[:0], 0
 	budget := l.h.model.MaxRows()
+	decoding := l.decoding[:0]
 	for _, a := range l.active {
 		if budget > 0 && a.ready() && a.decoding() {
-			l.propose(a, budget-1)
-			l.add(a, 1)
-			budget -= 1 + len(a.drafts)
+			decoding = append(decoding, a)
+			budget--
 		}
+	}
+	l.decoding = decoding
+	for _, a := range decoding {
+		l.propose(a, budget)
+	}
+	l.price(decoding, budget)
+	for _, a := range decoding {
+		l.add(a, 1)
+		budget -= len(a.drafts)
 	}
 	if len(l.rows) > 0 {
 		budget = min(budget, l.prefillChunk)
@@ -99,7 +112,7 @@ func (l *laneState) conclude(logits []float32) {
 			continue
 		}
 		s.a.fed += s.n - 1
-		s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context)
+		l.landing.note(s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context))
 	}
 	if l.drafter != nil {
 		l.draftMTP()

@@ -1,0 +1,106 @@
+package scheduler
+
+import (
+	"math"
+	"time"
+)
+
+// Priced rounds: a draft token costs a row of the round and yields a token only if it lands. The
+// lane learns both sides where it runs — what a round of r rows takes (a pricer) and how often a
+// draft at each depth lands once those before it have (landing) — and grants each decoding
+// stream the drafts that raise the round's tokens per unit of time. Replies do not depend on any
+// of it: drafts change only how fast the same tokens come.
+
+// A pricer estimates how long a round of r rows takes, T(r) = fixed + perRow·r, by least squares
+// over the rounds it has timed, recent ones weighing more. Only the ratio of the two matters, so
+// until the rounds seen vary enough in size to fit a line, it assumes a round's fixed part costs
+// as much as ten rows.
+type pricer struct {
+	w, sr, srr, st, srt float64 // decayed sums of 1, r, r², t, r·t
+}
+
+// decay is how much each earlier observation counts relative to the next: about the last few
+// hundred decide.
+const decay = 0.995
+
+// observe records that a round of rows rows took d.
+func (p *pricer) observe(rows int, d time.Duration) {
+	r, t := float64(rows), d.Seconds()
+	p.w, p.sr, p.srr, p.st, p.srt = p.w*decay+1, p.sr*decay+r, p.srr*decay+r*r, p.st*decay+t, p.srt*decay+r*t
+}
+
+// line returns the fitted fixed cost of a round and cost of a row.
+func (p *pricer) line() (fixed, perRow float64) {
+	den := p.w*p.srr - p.sr*p.sr
+	if p.w < 4 || den < p.w*p.w { // too few rounds, or sizes that vary by less than a row
+		return 10, 1
+	}
+	perRow = (p.w*p.srt - p.sr*p.st) / den
+	fixed = (p.st - perRow*p.sr) / p.w
+	if perRow <= 0 {
+		return 1, 1e-9 // rows come free: grant every draft proposed
+	}
+	return math.Max(fixed, 0), perRow
+}
+
+// maxDepth bounds the draft depths landing keeps figures for; deeper drafts count as the deepest.
+const maxDepth = 16
+
+// landing counts, for each draft depth, the drafts verified there (all before them had landed)
+// and those that landed. Drafts come in runs — a copied line lands token after token, a miss ends
+// the run — so the chance at depth j given depth j-1 landed is what prices the next draft.
+type landing struct {
+	reached, landed [maxDepth]float64 // decayed counts
+}
+
+// note records a stream's verified drafts: depths below landed landed; the one at landed, if
+// reached > landed, missed.
+func (x *landing) note(reached, landed int) {
+	for j := range min(reached, maxDepth) {
+		x.reached[j] = x.reached[j]*decay + 1
+		x.landed[j] *= decay
+		if j < landed {
+			x.landed[j]++
+		}
+	}
+}
+
+// chance returns the chance that a draft at depth j lands once those before it have, with one
+// landed and one missed added so that a depth never seen starts at even odds.
+func (x *landing) chance(j int) float64 {
+	j = min(j, maxDepth-1)
+	return (x.landed[j] + 1) / (x.reached[j] + 2)
+}
+
+// price trims the decoding streams' proposed drafts to the depths that make the round yield the
+// most tokens per unit of time within budget rows. Drafts are granted one at a time to the
+// stream whose next draft is likeliest to land (the product of the chances up to its depth),
+// while that chance per row's cost beats the round's tokens per unit of time.
+func (l *laneState) price(decoding []*active, budget int) {
+	fixed, perRow := l.pricer.line()
+	tokens := float64(len(decoding))
+	elapsed := fixed + perRow*tokens
+	l.depth = l.depth[:0]
+	l.gain = l.gain[:0]
+	for range decoding {
+		l.depth = append(l.depth, 0)
+		l.gain = append(l.gain, l.landing.chance(0))
+	}
+	for ; budget > 0; budget-- {
+		best := -1
+		for i, a := range decoding {
+			if l.depth[i] < len(a.drafts) && (best < 0 || l.gain[i] > l.gain[best]) {
+				best = i
+			}
+		}
+		if best < 0 || l.gain[best]*elapsed <= tokens*perRow {
+			break
+		}
+		tokens, elapsed = tokens+l.gain[best], elapsed+perRow
+		l.depth[best]++
+		l.gain[best] *= l.landing.chance(l.depth[best])
+	}
+	for i, a := range decoding {
+		a.drafts = a.drafts[:l.depth[i]]
+	}
+}

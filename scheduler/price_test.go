@@ -1,0 +1,71 @@
+package scheduler
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestPricerFitsALine(t *testing.T) {
+	var p pricer
+	if f, r := p.line(); f != 10 || r != 1 {
+		t.Fatalf("with no rounds seen: fixed %v, per row %v; want the 10:1 assumption", f, r)
+	}
+	for i := range 40 {
+		rows := 1 + i%16
+		p.observe(rows, time.Duration(2000+150*rows)*time.Microsecond)
+	}
+	f, r := p.line()
+	if math.Abs(f-0.002) > 1e-6 || math.Abs(r-0.00015) > 1e-8 {
+		t.Fatalf("fit fixed %v s, per row %v s; the rounds took 2 ms + 0.15 ms a row", f, r)
+	}
+}
+
+func TestLandingCountsRuns(t *testing.T) {
+	var x landing
+	if c := x.chance(0); c != 0.5 {
+		t.Fatalf("an unseen depth has chance %v, want even odds", c)
+	}
+	for range 100 {
+		x.note(4, 4) // four drafts, all landed
+		x.note(1, 0) // one draft, missed
+	}
+	if c0, c3 := x.chance(0), x.chance(3); !(c0 > 0.4 && c0 < 0.6) || c3 < 0.95 {
+		t.Fatalf("chance at depth 0 %v (half the runs start), at depth 3 %v (every run that got there went on)", c0, c3)
+	}
+}
+
+// TestPriceGrantsDraftsWhereTheyPay: with rows nearly free beside a round's fixed cost, a likely
+// draft run is granted whole; with rows as dear as the round, none is.
+func TestPriceGrantsDraftsWhereTheyPay(t *testing.T) {
+	streams := func() []*active {
+		return []*active{{drafts: []int32{1, 2, 3, 4}}, {drafts: []int32{5, 6}}}
+	}
+	var l laneState
+	for range 50 {
+		l.landing.note(4, 4)
+	}
+	for i := range 40 { // cheap rows: 5 ms a round, 0.01 ms a row
+		l.pricer.observe(1+i%20, time.Duration(5000+10*(1+i%20))*time.Microsecond)
+	}
+	cheap := streams()
+	l.price(cheap, 64)
+	if len(cheap[0].drafts) != 4 || len(cheap[1].drafts) != 2 {
+		t.Errorf("cheap rows: drafts kept %d and %d of 4 and 2", len(cheap[0].drafts), len(cheap[1].drafts))
+	}
+	l.pricer = pricer{}
+	for i := range 40 { // dear rows: nothing fixed, 1 ms a row
+		l.pricer.observe(1+i%20, time.Duration(1000*(1+i%20))*time.Microsecond)
+	}
+	dear := streams()
+	l.price(dear, 64)
+	if len(dear[0].drafts) != 0 || len(dear[1].drafts) != 0 {
+		t.Errorf("dear rows: drafts kept %d and %d, want none", len(dear[0].drafts), len(dear[1].drafts))
+	}
+	budget := streams()
+	l.pricer = pricer{}
+	l.price(budget, 3) // the 10:1 assumption grants all it can; the budget stops it
+	if n := len(budget[0].drafts) + len(budget[1].drafts); n != 3 {
+		t.Errorf("a budget of 3 rows granted %d drafts", n)
+	}
+}
