@@ -169,15 +169,3 @@ func TestWriteTOML(t *testing.T) {
 		t.Errorf("round trip: %+v, want %+v", again.Config, eff.Config)
 	}
 }
-
-func TestParseLayout(t *testing.T) {
-	got, err := ParseLayout("8, 4x2")
-	if err != nil || len(got) != 3 || got[0] != 8 || got[2] != 4 {
-		t.Errorf("ParseLayout = %v, %v", got, err)
-	}
-	for _, bad := range []string{"x", "4x", "0", "4x-1", "1x5000"} {
-		if _, err := ParseLayout(bad); err == nil {
-			t.Errorf("ParseLayout(%q) accepted", bad)
-		}
-	}
-}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"tfd/scheduler"
 )
 
 // problem is one invalid value: its key and what the key allows.
@@ -41,7 +43,7 @@ func (c Config) problems() []problem {
 
 	_, _, err := c.Sessions.ParallelN()
 	check(err == nil, "sessions.parallel", `want "auto" or a whole number ≥ 1`)
-	_, err = ParseLayout(c.Sessions.Layout)
+	_, err = scheduler.ParseLayout(c.Sessions.Layout)
 	check(err == nil, "sessions.layout", `want empty or a comma-separated list of capacities, each N or NxCOUNT, e.g. "65536,32768x3,16384x11"`)
 	check(c.Sessions.Grow > 0, "sessions.grow", "want a positive number of tokens")
 	check(c.Sessions.Queue > 0, "sessions.queue", "want a positive number of requests")
@@ -78,37 +80,6 @@ func (s SessionsConfig) ParallelN() (n int, auto bool, err error) {
 		return 0, false, fmt.Errorf(`sessions.parallel %q: want "auto" or a whole number ≥ 1`, s.Parallel)
 	}
 	return n, false, nil
-}
-
-// maxSessions bounds a layout's session count, far above what any machine holds.
-const maxSessions = 4096
-
-// ParseLayout reads a session layout such as "65536,32768x3,16384x11" into one capacity per
-// session, largest as written. An empty layout returns nil: sizes come from memory.
-func ParseLayout(layout string) ([]int, error) {
-	layout = strings.TrimSpace(layout)
-	if layout == "" {
-		return nil, nil
-	}
-	var sizes []int
-	for part := range strings.SplitSeq(layout, ",") {
-		capStr, countStr, hasCount := strings.Cut(strings.TrimSpace(part), "x")
-		capacity, err := strconv.Atoi(capStr)
-		count := 1
-		if err == nil && hasCount {
-			count, err = strconv.Atoi(countStr)
-		}
-		if err != nil || capacity < 1 || count < 1 {
-			return nil, fmt.Errorf("session layout %q: bad entry %q: want N or NxCOUNT with positive numbers", layout, part)
-		}
-		if count > maxSessions-len(sizes) {
-			return nil, fmt.Errorf("session layout %q: more than %d sessions", layout, maxSessions)
-		}
-		for range count {
-			sizes = append(sizes, capacity)
-		}
-	}
-	return sizes, nil
 }
 
 func validListen(addr string) bool {

@@ -51,7 +51,7 @@ func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
 		return engine.Plan{}, fmt.Errorf("daemon: read the model for its memory plan: %w", err)
 	}
 	parallel, _, _ := cfg.Sessions.ParallelN() // validated with the config; auto is 0
-	layout, _ := ParseLayout(cfg.Sessions.Layout)
+	layout, _ := scheduler.ParseLayout(cfg.Sessions.Layout)
 	return engine.MakePlan(engine.PlanInput{
 		Model:          mcfg,
 		WeightBytes:    info.FileBytes,

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"tfd/engine/safetensors"
+	"tfd/scheduler"
 )
 
 // The memory plan decides, before any weight is loaded, how the memory under the load limit is
@@ -195,7 +196,7 @@ func (p *Plan) sessions(in PlanInput, avail int64) error {
 		if !fits(in.Parallel * p.Context) {
 			return p.refuse(in.Parallel, p.Context, avail, "use fewer sessions, a smaller context")
 		}
-		p.Layout = repeat(p.Context, in.Parallel)
+		p.Layout = slices.Repeat([]int{p.Context}, in.Parallel)
 	default:
 		p.Parallel = "auto"
 		p.autoLayout(in, avail, fits)
@@ -213,7 +214,7 @@ func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(int) bool) {
 	n := int(min(avail/(int64(p.Context)*p.KVPerToken), int64(in.AutoCap)))
 	switch {
 	case n >= 2:
-		p.Layout = repeat(p.Context, n)
+		p.Layout = slices.Repeat([]int{p.Context}, n)
 		if n == in.AutoCap {
 			p.Notes = append(p.Notes, fmt.Sprintf("auto: %d sessions, the most auto makes; set sessions.parallel or sessions.layout for more", n))
 		}
@@ -262,7 +263,7 @@ func (p *Plan) explicitLayout(in PlanInput, avail int64, fits func(int) bool) er
 	if !fits(p.Slots()) {
 		need := int64(p.Slots()) * p.KVPerToken
 		return fmt.Errorf("memory: sessions.layout %s needs %s, %s is left under the %s limit: use fewer or smaller sessions, or raise memory.load_limit_gb",
-			layoutString(p.Layout), FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit))
+			scheduler.FormatLayout(p.Layout), FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit))
 	}
 	return nil
 }
@@ -291,32 +292,6 @@ func ScratchBytes(c Config, maxRows int) int64 {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	perRow := 4 + 5*c.Hidden + 2*q + 2*kv + 2*c.Intermediate + 2*c.Vocab
 	return int64(maxRows) * int64(perRow) * 4
-}
-
-func repeat(v, n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = v
-	}
-	return out
-}
-
-// layoutString writes a layout the way sessions.layout reads it: "65536,32768x3".
-func layoutString(sizes []int) string {
-	var parts []string
-	for i := 0; i < len(sizes); {
-		j := i
-		for j < len(sizes) && sizes[j] == sizes[i] {
-			j++
-		}
-		if j-i == 1 {
-			parts = append(parts, fmt.Sprint(sizes[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%dx%d", sizes[i], j-i))
-		}
-		i = j
-	}
-	return strings.Join(parts, ",")
 }
 
 // FormatBytes writes n in the largest binary unit that keeps it at least 1, one decimal: "4.1 GiB".
@@ -348,7 +323,7 @@ func (p Plan) String() string {
 	if p.Serial() {
 		host = "serial host: one reply at a time"
 	}
-	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s a token", layoutString(p.Layout), host, p.Parallel, FormatBytes(p.KVPerToken)))
+	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s a token", scheduler.FormatLayout(p.Layout), host, p.Parallel, FormatBytes(p.KVPerToken)))
 	row("left", p.Left, "")
 	fmt.Fprintf(&b, "  context   %d tokens\n", p.Context)
 	fmt.Fprintf(&b, "  prompt cache: not built yet (prompt_cache.gib is kept for it; nothing reserved)\n")
@@ -359,7 +334,7 @@ func (p Plan) String() string {
 }
 
 // LayoutString writes the plan's layout as sessions.layout reads it.
-func (p Plan) LayoutString() string { return layoutString(p.Layout) }
+func (p Plan) LayoutString() string { return scheduler.FormatLayout(p.Layout) }
 
 // WeightInfo describes a checkpoint's tensors from their headers alone.
 type WeightInfo struct {

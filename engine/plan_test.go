@@ -56,7 +56,7 @@ func TestMakePlan(t *testing.T) {
 			layout: "8192x4,4096x2", context: 8192},
 		{name: "layout overrides parallel", in: tinyInput(func(in *PlanInput) { in.Layout = []int{8192, 4096}; in.Parallel = 3 }),
 			layout: "8192,4096", context: 8192, note: "overrides sessions.parallel = 3"},
-		{name: "layout over memory is refused", in: tinyInput(func(in *PlanInput) { in.Layout = repeat(8192, 12) }),
+		{name: "layout over memory is refused", in: tinyInput(func(in *PlanInput) { in.Layout = slices.Repeat([]int{8192}, 12) }),
 			err: "memory: sessions.layout 8192x12 needs 384.0 MiB, 360.5 MiB is left under the 716.8 MiB limit"},
 		{name: "layout past the context is refused", in: tinyInput(func(in *PlanInput) { in.Layout = []int{16384}; in.Context = 8192 }),
 			err: "a session of 16384 tokens, more than the context of 8192"},

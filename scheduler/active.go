@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // stream is a submitted request and the channel its events go to.
@@ -86,7 +87,7 @@ func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool)
 // whether the stream goes on. It ends the stream on a stop token, at its token limit, or at the
 // end of the context.
 func (a *active) accept(tok int32, lp float32, context int) bool {
-	if isStop(tok, a.req.StopTokens) {
+	if slices.Contains(a.req.StopTokens, tok) {
 		a.end(Event{Done: true, Reason: FinishStop, StopToken: tok})
 		return false
 	}
@@ -149,13 +150,4 @@ func (a *active) endCancelledOrFailed(err error) {
 // outgrown is the error of a stream longer than the largest session.
 func outgrown(tokens, largest int) error {
 	return fmt.Errorf("scheduler: the reply reached %d tokens and the largest session holds %d: the tokens sent stand; use a session layout with a larger session (sessions.layout) or a shorter reply", tokens, largest)
-}
-
-func isStop(tok int32, stops []int32) bool {
-	for _, s := range stops {
-		if tok == s {
-			return true
-		}
-	}
-	return false
 }

@@ -112,7 +112,7 @@ func TestStaggeredStreamsEqualSolo(t *testing.T) {
 	want := solo(t, m, reqs)
 
 	rec := &recorder{Model: m}
-	h, err := scheduler.NewShared(rec, scheduler.SharedOptions{Layout: repeat(512, 8), Grow: 64})
+	h, err := scheduler.NewShared(rec, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8), Grow: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestOutgrownStreamEndsWithError(t *testing.T) {
 // every admitted request completes.
 func TestBurstBeyondQueue(t *testing.T) {
 	m := loadBundled(t, 2*512)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 2), Queue: 3})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2), Queue: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestCancelledStreamFreesItsSession(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 40, nil
 	}
 	want := solo(t, m, reqs[1:])
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 2)})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,14 +300,6 @@ func TestCancelledStreamFreesItsSession(t *testing.T) {
 	}
 }
 
-func repeat(n, count int) []int {
-	out := make([]int, count)
-	for i := range out {
-		out[i] = n
-	}
-	return out
-}
-
 // TestDraftedEqualsUndrafted: with n-gram drafts the replies are the tokens they are without,
 // greedy and sampled, alone and in shared rounds, and some drafts do land.
 func TestDraftedEqualsUndrafted(t *testing.T) {
@@ -317,7 +309,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 80, nil
 	}
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 4)})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +362,7 @@ func TestMTPDraftsLand(t *testing.T) {
 		}
 	}
 	want := solo(t, m, greedy)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 4)})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,25 +7,31 @@ import (
 	"strings"
 )
 
+// maxSessions bounds a layout's session count, far above what any machine holds.
+const maxSessions = 4096
+
 // ParseLayout reads a session layout such as "65536,32768x3,16384x11": a comma-separated list of
-// session capacities in tokens, each optionally repeated with xN. The result is sorted from the
-// smallest session to the largest.
+// session capacities in tokens, each optionally repeated with xCOUNT. The result is sorted from
+// the smallest session to the largest. An empty layout gives nil: sizes come from memory.
 func ParseLayout(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
 	var sizes []int
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		size, count := part, "1"
-		if i := strings.IndexByte(part, 'x'); i >= 0 {
-			size, count = part[:i], part[i+1:]
+	for part := range strings.SplitSeq(s, ",") {
+		size, count, repeated := strings.Cut(strings.TrimSpace(part), "x")
+		n, err := strconv.Atoi(size)
+		k := 1
+		if err == nil && repeated {
+			k, err = strconv.Atoi(count)
 		}
-		n, err1 := strconv.Atoi(size)
-		k, err2 := strconv.Atoi(count)
-		if err1 != nil || err2 != nil || n <= 0 || k <= 0 {
-			return nil, fmt.Errorf("scheduler: session layout %q: %q is not TOKENS or TOKENSxCOUNT with positive numbers (e.g. \"65536,32768x3\")", s, part)
+		if err != nil || n <= 0 || k <= 0 {
+			return nil, fmt.Errorf("session layout %q: %q is not TOKENS or TOKENSxCOUNT with positive numbers (e.g. \"65536,32768x3\")", s, part)
 		}
-		for range k {
-			sizes = append(sizes, n)
+		if k > maxSessions-len(sizes) {
+			return nil, fmt.Errorf("session layout %q: more than %d sessions", s, maxSessions)
 		}
+		sizes = append(sizes, slices.Repeat([]int{n}, k)...)
 	}
 	slices.Sort(sizes)
 	return sizes, nil

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -19,7 +20,7 @@ func BenchmarkStreams(b *testing.B) {
 	for _, streams := range []int{1, 2, 4, 8} {
 		b.Run(fmt.Sprintf("shared/%d", streams), func(b *testing.B) {
 			m := loadBundled(b, 8*512)
-			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 8)})
+			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -31,7 +32,7 @@ func BenchmarkStreams(b *testing.B) {
 	for _, streams := range []int{1, 8} {
 		b.Run(fmt.Sprintf("drafted/%d", streams), func(b *testing.B) {
 			m := loadBundled(b, 8*512)
-			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: repeat(512, 8)})
+			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)})
 			if err != nil {
 				b.Fatal(err)
 			}
