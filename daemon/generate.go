@@ -28,8 +28,9 @@ type result struct {
 	// err is set when the reply failed; the handler answers with it (or sends it as a stream's
 	// last event).
 	err *apiError
-	// drafted and accepted count the reply's draft tokens, from the host's terminal event.
-	drafted, accepted int
+	// drafted and accepted count the reply's draft tokens, and cached the prompt tokens its
+	// session already held, from the host's terminal event.
+	drafted, accepted, cached int
 }
 
 // emitFunc receives the reply's text as it becomes final, with the logprobs of the tokens it
@@ -78,7 +79,7 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 		cancel()
 		for ev := range events { // the host closes the channel after its terminal event
 			if ev.Done { // a stop string ended the reply before the host did
-				res.drafted, res.accepted = ev.Drafted, ev.Accepted
+				res.drafted, res.accepted, res.cached = ev.Drafted, ev.Accepted, ev.Cached
 			}
 		}
 	}()
@@ -90,7 +91,7 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 	for ev := range events {
 		if ev.Done {
 			res.finish, res.err = finishOf(ctx, ev)
-			res.drafted, res.accepted = ev.Drafted, ev.Accepted
+			res.drafted, res.accepted, res.cached = ev.Drafted, ev.Accepted, ev.Cached
 			break
 		}
 		res.tokens = append(res.tokens, ev.Token)

@@ -26,9 +26,16 @@ type replyFormat interface {
 
 // usage is OpenAI's token count of one request.
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails *promptDetail `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptDetail is OpenAI's prompt_tokens_details: the prompt tokens whose keys and values an
+// earlier request left in the session (a chat's earlier turns), so they were not computed again.
+type promptDetail struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // tfdInfo is the tfd object of every response: what is needed to replay and check the reply.
@@ -40,7 +47,11 @@ type tfdInfo struct {
 }
 
 func (j *job) usage(res result) usage {
-	return usage{PromptTokens: len(j.req.Prompt), CompletionTokens: len(res.tokens), TotalTokens: len(j.req.Prompt) + len(res.tokens)}
+	u := usage{PromptTokens: len(j.req.Prompt), CompletionTokens: len(res.tokens), TotalTokens: len(j.req.Prompt) + len(res.tokens)}
+	if res.cached > 0 {
+		u.PromptTokensDetails = &promptDetail{CachedTokens: res.cached}
+	}
+	return u
 }
 
 func (j *job) info(res result) tfdInfo {

@@ -36,6 +36,7 @@ type active struct {
 	drafts   []int32 // this round's proposals, fed after the newest token
 	drafted  int
 	accepted int
+	cached   int // prompt tokens whose keys and values the session already held
 }
 
 func newActive(st *stream, sess *session, host context.Context) *active {
@@ -130,10 +131,10 @@ func (a *active) end(ev Event) {
 		return
 	}
 	a.done = true
-	ev.Drafted, ev.Accepted = a.drafted, a.accepted
+	ev.Drafted, ev.Accepted, ev.Cached = a.drafted, a.accepted, a.cached
 	a.events <- ev
 	close(a.events)
-	a.sess.holder = nil
+	a.sess.holder, a.sess.kept = nil, a.tokens[:a.fed]
 	a.stopHost()
 	a.cancel()
 }

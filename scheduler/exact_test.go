@@ -403,3 +403,37 @@ func TestLoneGreedyEqualsStepwise(t *testing.T) {
 		t.Fatalf("lone greedy reply\n %v\nstepwise\n %v", got.tokens, want)
 	}
 }
+
+// TestNextTurnReusesTheSession: a request whose prompt starts with an earlier request's prompt and
+// reply (a chat's next turn) takes the session that still holds their keys and values, feeds only
+// what is new, and gets the reply it gets on a fresh host.
+func TestNextTurnReusesTheSession(t *testing.T) {
+	m := loadBundled(t, 2*512)
+	first := requests(m, 2)[1] // sampled
+	first.MaxTokens, first.StopTokens = 30, nil
+	first.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	run := func(req scheduler.Request) reply {
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drain(events)
+	}
+	r1 := run(first)
+	next := first
+	next.Prompt = append(append(slices.Clone(first.Prompt), r1.tokens...), m.Tokenizer().Encode("\n// next turn\n")...)
+	next.Sampling.Seed++
+	r2 := run(next)
+	// The session holds the first prompt and all but the last reply token (never fed); the next
+	// turn feeds the last of those again.
+	if want := len(first.Prompt) + len(r1.tokens) - 2; r2.end.Cached != want {
+		t.Errorf("the next turn reused %d prompt tokens, want %d", r2.end.Cached, want)
+	}
+	sameReply(t, "the next turn", r2, solo(t, m, []scheduler.Request{next})[0])
+}

@@ -189,11 +189,13 @@ func (l *laneState) admit() {
 			continue
 		}
 		need := min(len(st.req.Prompt)+l.grow, l.pool.largest())
-		sess := l.pool.smallestFree(need)
+		sess, kept := l.pool.bestFree(need, st.req.Prompt)
 		if sess == nil {
 			return
 		}
-		l.active = append(l.active, newActive(st, sess, l.h.hostCtx))
+		a := newActive(st, sess, l.h.hostCtx)
+		a.fed, a.cached = kept, kept
+		l.active = append(l.active, a)
 		l.waiting = l.waiting[1:]
 		l.h.waiting.Add(-1)
 	}

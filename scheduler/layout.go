@@ -59,10 +59,25 @@ func FormatLayout(sizes []int) string {
 	return strings.Join(parts, ",")
 }
 
-// session is a range of KV slots that one stream holds at a time.
+// session is a range of KV slots that one stream holds at a time. Its keys and values outlive
+// the stream: kept lists the tokens whose keys and values it still holds, position by position,
+// so that a next stream whose prompt starts the same way need not compute them again.
 type session struct {
 	base, capacity int
 	holder         *active // nil when free
+	kept           []int32
+}
+
+// reusable returns how many leading tokens of prompt a stream taking s need not feed: the
+// common prefix of s.kept and prompt, less one so that the last shared position is fed again
+// (which rewrites the same bits and gives the MTP head its own entry there), and short of the
+// prompt's last token, whose logits the stream needs.
+func (s *session) reusable(prompt []int32) int {
+	n := 0
+	for n < len(s.kept) && n < len(prompt)-1 && s.kept[n] == prompt[n] {
+		n++
+	}
+	return max(0, n-1)
 }
 
 // sessionPool places sessions side by side in the model's KV pool, smallest first.
@@ -82,6 +97,22 @@ func newSessionPool(sizes []int) *sessionPool {
 
 // largest returns the capacity of the largest session.
 func (p *sessionPool) largest() int { return p.sessions[len(p.sessions)-1].capacity }
+
+// bestFree returns the free session holding at least need tokens that keeps the longest start of
+// prompt, the smallest such on a tie, or nil; and how many prompt tokens it keeps.
+func (p *sessionPool) bestFree(need int, prompt []int32) (*session, int) {
+	var best *session
+	kept := 0
+	for _, s := range p.sessions { // sorted by capacity: on a tie the first is the smallest
+		if s.holder != nil || s.capacity < need {
+			continue
+		}
+		if n := s.reusable(prompt); best == nil || n > kept {
+			best, kept = s, n
+		}
+	}
+	return best, kept
+}
 
 // smallestFree returns the smallest free session holding at least need tokens, or nil.
 func (p *sessionPool) smallestFree(need int) *session {

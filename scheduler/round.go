@@ -175,7 +175,7 @@ func (l *laneState) migrate() {
 			a.endCancelledOrFailed(err)
 			continue
 		}
-		from.holder, to.holder, a.sess = nil, a, to
+		from.holder, from.kept, to.holder, a.sess = nil, a.tokens[:a.fed], a, to
 	}
 }
 

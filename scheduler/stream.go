@@ -86,6 +86,9 @@ type Event struct {
 	// Drafted and Accepted count, on the terminal event, the draft tokens proposed for the stream
 	// and those the model confirmed.
 	Drafted, Accepted int
+	// Cached counts, on the terminal event, the prompt tokens whose keys and values the stream's
+	// session still held from an earlier stream with the same start, so they were not computed.
+	Cached int
 }
 
 // ErrQueueFull is returned by Host.Submit when the admission queue is at its bound; the caller

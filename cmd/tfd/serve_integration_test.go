@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -89,6 +90,18 @@ func TestServe(t *testing.T) {
 	wholeTFD := tfdOf(t, whole.RawJSON())
 	if whole.Choices[0].Message.Content != streamText || wholeTFD.TFD.TokensHash != streamHash {
 		t.Errorf("streamed and whole greedy replies differ: %q (%s) vs %q (%s)", streamText, streamHash, whole.Choices[0].Message.Content, wholeTFD.TFD.TokensHash)
+	}
+
+	// The chat's next turn: its session still holds the first turn, which it need not compute
+	// again, and the client reads that in usage.prompt_tokens_details.cached_tokens.
+	turn := chat
+	turn.Messages = append(slices.Clone(chat.Messages), whole.Choices[0].Message.ToParam(), openai.UserMessage("Now for strings."))
+	second, err := client.Chat.Completions.New(ctx, turn)
+	if err != nil {
+		t.Fatalf("second turn: %v\n%s", err, stderr)
+	}
+	if cached := second.Usage.PromptTokensDetails.CachedTokens; cached < whole.Usage.PromptTokens {
+		t.Errorf("the second turn reused %d prompt tokens; the first turn's prompt alone is %d", cached, whole.Usage.PromptTokens)
 	}
 
 	// A completion, twice: the same greedy tokens.
