@@ -234,6 +234,11 @@ func (m *ServiceManager) Install(ctx context.Context) error {
 		err = m.runAll(ctx, []string{"daemon-reload"}, []string{"enable", ServiceUnit}, []string{"restart", ServiceUnit})
 	}
 	if err != nil {
+		// Half an install helps nobody: take the service file out again (the config stays, as
+		// an install that worked would have left it).
+		if rmErr := os.Remove(file); rmErr == nil {
+			err = fmt.Errorf("%w; removed %s again (the config %s stays)", err, file, m.Paths.ConfigFile())
+		}
 		return err
 	}
 	fmt.Fprintf(m.Out, "tfd is running; it reloads %s when you edit it\n", m.Paths.ConfigFile())

@@ -365,3 +365,20 @@ func TestPlatformFor(t *testing.T) {
 		t.Errorf("Apple silicon config %s", got)
 	}
 }
+
+// TestFailedInstallLeavesNoServiceFile: when the service manager refuses (a Linux without
+// systemd, say), install takes its unit out again and says so; the config it wrote stays.
+func TestFailedInstallLeavesNoServiceFile(t *testing.T) {
+	r := &fakeRunner{fail: map[string]bool{"systemctl daemon-reload": true}}
+	m, _ := newTestManager(t, Systemd, r)
+	err := m.Install(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "removed "+m.Paths.ServiceFile(Systemd)+" again") {
+		t.Fatalf("Install with systemctl failing: %v", err)
+	}
+	if _, err := os.Stat(m.Paths.ServiceFile(Systemd)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unit is still there: %v", err)
+	}
+	if _, err := os.Stat(m.Paths.ConfigFile()); err != nil {
+		t.Errorf("the config is gone: %v", err)
+	}
+}
