@@ -53,6 +53,7 @@ func (l *laneState) plan() {
 	for _, a := range l.active {
 		if budget > 0 && a.ready() && !a.decoding() {
 			n := min(budget, len(a.tokens)-a.fed, a.sess.capacity-a.fed)
+			a.drafts = a.drafts[:0] // drafts follow a decoding stream's newest token only
 			l.add(a, n)
 			budget -= n
 		}
