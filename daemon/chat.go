@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tfd/engine/chattemplate"
+	"tfd/scheduler"
 )
 
 // chatRequest is the body of POST /v1/chat/completions.
@@ -54,8 +55,11 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if req.MaxCompletionTokens != nil {
 		req.MaxTokens = req.MaxCompletionTokens // the newer name wins
 	}
-	if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
-		return nil, badRequest("top_logprobs", "top_logprobs is not supported: tfd reports the logprob of each chosen token only (set logprobs to true and leave top_logprobs out or 0)")
+	if n := req.TopLogprobs; n != nil && (*n < 0 || *n > scheduler.MaxTopLogprobs) {
+		return nil, badRequest("top_logprobs", "top_logprobs must be from 0 to %d, got %d", scheduler.MaxTopLogprobs, *n)
+	}
+	if n := req.TopLogprobs; n != nil && *n > 0 && (req.Logprobs == nil || !*req.Logprobs) {
+		return nil, badRequest("top_logprobs", "top_logprobs needs logprobs set to true")
 	}
 	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
 		return nil, badRequest("response_format", "response_format %q is not supported: tfd does not constrain output; only \"text\" is accepted", rf.Type)
@@ -76,6 +80,9 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 		return nil, e
 	}
 	j.req.Logprobs = req.Logprobs != nil && *req.Logprobs
+	if req.TopLogprobs != nil {
+		j.req.TopLogprobs = *req.TopLogprobs
+	}
 	return j, nil
 }
 
@@ -199,13 +206,22 @@ func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
 	}
 	out := &chatLogprobs{Content: make([]chatTokenLogprob, len(lps))}
 	for i, lp := range lps {
-		b := make([]int, len(lp.token))
-		for k := range len(lp.token) {
-			b[k] = int(lp.token[k])
+		out.Content[i] = chatLogprobOf(lp)
+		out.Content[i].TopLogprobs = make([]chatTokenLogprob, len(lp.top))
+		for k, alt := range lp.top {
+			out.Content[i].TopLogprobs[k] = chatLogprobOf(alt)
 		}
-		out.Content[i] = chatTokenLogprob{Token: lp.token, Logprob: lp.logprob, Bytes: b, TopLogprobs: []chatTokenLogprob{}}
 	}
 	return out
+}
+
+// chatLogprobOf is one token's entry, with the bytes of its text.
+func chatLogprobOf(lp tokenLogprob) chatTokenLogprob {
+	b := make([]int, len(lp.token))
+	for k := range len(lp.token) {
+		b[k] = int(lp.token[k])
+	}
+	return chatTokenLogprob{Token: lp.token, Logprob: lp.logprob, Bytes: b}
 }
 
 func (f *chatFormat) chunkOf(choices []chatChoice) *chatCompletion {

@@ -11,7 +11,7 @@ import (
 type completionRequest struct {
 	sampleParams
 	Prompt json.RawMessage `json:"prompt"`
-	// Logprobs null: none; 0: the chosen tokens' logprobs (more alternatives are not supported).
+	// Logprobs null: none; N: the chosen tokens' logprobs and the N likeliest at each position.
 	Logprobs *int    `json:"logprobs"`
 	Echo     bool    `json:"echo"`
 	Suffix   *string `json:"suffix"`
@@ -39,8 +39,8 @@ func (h *Handler) completionJob(req *completionRequest) (*job, *apiError) {
 		return nil, e
 	}
 	switch {
-	case req.Logprobs != nil && *req.Logprobs != 0:
-		return nil, badRequest("logprobs", "logprobs must be 0 (the chosen tokens' logprobs) or left out: tfd does not report alternatives")
+	case req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxCompletionLogprobs):
+		return nil, badRequest("logprobs", "logprobs must be from 0 to %d (the likeliest tokens reported beside each chosen one), got %d", maxCompletionLogprobs, *req.Logprobs)
 	case req.Echo:
 		return nil, badRequest("echo", "echo is not supported: the response holds the completion only")
 	case req.Suffix != nil && *req.Suffix != "":
@@ -57,6 +57,9 @@ func (h *Handler) completionJob(req *completionRequest) (*job, *apiError) {
 		return nil, e
 	}
 	j.req.Logprobs = req.Logprobs != nil
+	if j.req.Logprobs {
+		j.req.TopLogprobs = *req.Logprobs
+	}
 	return j, nil
 }
 
@@ -106,7 +109,11 @@ type completionChoice struct {
 	FinishReason *string             `json:"finish_reason"`
 }
 
-// completionLogprobs is the legacy logprobs shape; TopLogprobs is always null.
+// maxCompletionLogprobs bounds the legacy endpoint's logprobs, as OpenAI's does.
+const maxCompletionLogprobs = 5
+
+// completionLogprobs is the legacy logprobs shape; TopLogprobs maps each position's likeliest
+// tokens' text to their logprobs, when the request asked for some.
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
 	TokenLogprobs []float32            `json:"token_logprobs"`
@@ -122,6 +129,15 @@ func (f *completionFormat) logprobsOf(lps []tokenLogprob) *completionLogprobs {
 	for _, lp := range lps {
 		out.Tokens = append(out.Tokens, lp.token)
 		out.TokenLogprobs = append(out.TokenLogprobs, lp.logprob)
+		if len(lp.top) > 0 {
+			alts := make(map[string]float32, len(lp.top))
+			for _, alt := range lp.top {
+				if _, seen := alts[alt.token]; !seen { // two ids may share a text; keep the likelier
+					alts[alt.token] = alt.logprob
+				}
+			}
+			out.TopLogprobs = append(out.TopLogprobs, alts)
+		}
 		out.TextOffset = append(out.TextOffset, f.offset)
 		f.offset += len(lp.token)
 	}

@@ -64,7 +64,8 @@ func TestErrors(t *testing.T) {
 		{name: "role missing", body: `{"messages":[{"content":"x"}]}`, status: 400, param: "messages[0].role", msg: "missing"},
 		{name: "image part", body: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, status: 400, param: "messages[0].content[0].type", msg: "only text parts"},
 		{name: "content a number", body: `{"messages":[{"role":"user","content":5}]}`, status: 400, param: "messages[0].content", msg: "string or an array of text parts"},
-		{name: "top_logprobs", body: chat(`,"logprobs":true,"top_logprobs":2`), status: 400, param: "top_logprobs", msg: "chosen token"},
+		{name: "top_logprobs over 20", body: chat(`,"logprobs":true,"top_logprobs":21`), status: 400, param: "top_logprobs", msg: "from 0 to 20"},
+		{name: "top_logprobs without logprobs", body: chat(`,"top_logprobs":2`), status: 400, param: "top_logprobs", msg: "needs logprobs"},
 		{name: "response_format json", body: chat(`,"response_format":{"type":"json_object"}`), status: 400, param: "response_format", msg: "not supported"},
 		{name: "template raises", body: chat(`,"chat_template_kwargs":{"fail":true}`), status: 400, param: "messages", msg: "roles must alternate"},
 		{name: "no template", body: chat(``), edit: func(m *Model, _ *HandlerOptions) { m.Template = nil }, status: 400, param: "messages", msg: "/v1/completions"},
@@ -91,7 +92,7 @@ func TestErrors(t *testing.T) {
 		{name: "completion two prompts", path: "/v1/completions", body: `{"prompt":["a","b"]}`, status: 400, param: "prompt", msg: "one prompt per request"},
 		{name: "completion token prompt", path: "/v1/completions", body: `{"prompt":[1,2,3]}`, status: 400, param: "prompt", msg: "token-id prompts are not supported"},
 		{name: "completion echo", path: "/v1/completions", body: `{"prompt":"a","echo":true}`, status: 400, param: "echo"},
-		{name: "completion logprobs 3", path: "/v1/completions", body: `{"prompt":"a","logprobs":3}`, status: 400, param: "logprobs", msg: "alternatives"},
+		{name: "completion logprobs 6", path: "/v1/completions", body: `{"prompt":"a","logprobs":6}`, status: 400, param: "logprobs", msg: "from 0 to 5"},
 		{name: "completion best_of", path: "/v1/completions", body: `{"prompt":"a","best_of":3}`, status: 400, param: "best_of"},
 		{name: "completion over the context", path: "/v1/completions", body: `{"prompt":"` + strings.Repeat("b", 64) + `"}`, status: 400, param: "prompt", code: "context_length_exceeded", msg: "shorten the prompt"},
 	}

@@ -16,6 +16,7 @@ import (
 type tokenLogprob struct {
 	token   string
 	logprob float32
+	top     []tokenLogprob // the likeliest tokens at the position, when asked for
 }
 
 // result is how a reply ended.
@@ -97,7 +98,11 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 		res.tokens = append(res.tokens, ev.Token)
 		timing.noteToken(time.Now())
 		if j.req.Logprobs {
-			pending = append(pending, tokenLogprob{token: tok.Decode([]int32{ev.Token}), logprob: ev.Logprob})
+			lp := tokenLogprob{token: tok.Decode([]int32{ev.Token}), logprob: ev.Logprob}
+			for _, alt := range ev.Top {
+				lp.top = append(lp.top, tokenLogprob{token: tok.Decode([]int32{alt.Token}), logprob: alt.Logprob})
+			}
+			pending = append(pending, lp)
 		}
 		if tok.IsSpecial(ev.Token) {
 			continue

@@ -77,22 +77,22 @@ func (a *active) ready() bool { return !a.done && a.canEmit() && !a.needsRoom() 
 // its token limit, or at the end of the context.
 func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool) {
 	tok := smp.pick(logits, a.req.Sampling, len(a.tokens))
-	var lp float32
+	ev := Event{Token: tok}
 	if a.req.Logprobs {
-		lp = logprob(logits, tok)
+		ev.Logprob, ev.Top = logprobs(logits, tok, a.req.TopLogprobs)
 	}
-	return tok, a.accept(tok, lp, context)
+	return tok, a.accept(ev, context)
 }
 
-// accept makes tok, with log-probability lp, the stream's next token and sends it; it reports
-// whether the stream goes on. It ends the stream on a stop token, at its token limit, or at the
-// end of the context.
-func (a *active) accept(tok int32, lp float32, context int) bool {
+// accept makes ev's token the stream's next token and sends ev; it reports whether the stream
+// goes on. It ends the stream on a stop token, at its token limit, or at the end of the context.
+func (a *active) accept(ev Event, context int) bool {
+	tok := ev.Token
 	if slices.Contains(a.req.StopTokens, tok) {
 		a.end(Event{Done: true, Reason: FinishStop, StopToken: tok})
 		return false
 	}
-	a.events <- Event{Token: tok, Logprob: lp} // the room was checked when the stream joined the forward
+	a.events <- ev // the room was checked when the stream joined the forward
 	a.tokens = append(a.tokens, tok)
 	a.produced++
 	if a.produced == a.req.MaxTokens || len(a.tokens) >= context {

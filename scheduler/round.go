@@ -203,7 +203,7 @@ func (l *laneState) chain(a *active, row Row, n int) {
 	context := l.h.model.Context()
 	for _, tok := range tokens {
 		a.fed++ // the token before tok was fed
-		if !a.accept(tok, 0, context) {
+		if !a.accept(Event{Token: tok}, context) {
 			return
 		}
 	}

@@ -113,12 +113,43 @@ func argmax(logits []float32) int32 {
 
 // logprob returns the natural log of token's softmax probability over the raw logits.
 func logprob(logits []float32, token int32) float32 {
-	top := float64(logits[argmax(logits)])
+	lp, _ := logprobs(logits, token, 0)
+	return lp
+}
+
+// logprobs returns the natural log of token's softmax probability over the raw logits and the n
+// likeliest tokens with theirs, likeliest first, ties to the lower id.
+func logprobs(logits []float32, token int32, n int) (float32, []TokenLogprob) {
+	peak := float64(logits[argmax(logits)])
 	var total float64
 	for _, l := range logits {
-		total += math.Exp(float64(l) - top)
+		total += math.Exp(float64(l) - peak)
 	}
-	return float32(float64(logits[token]) - top - math.Log(total))
+	norm := peak + math.Log(total)
+	n = min(n, MaxTopLogprobs, len(logits))
+	if n <= 0 {
+		return float32(float64(logits[token]) - norm), nil
+	}
+	// The n best by insertion into a short sorted list: n is at most 20.
+	best := make([]int32, 0, n+1)
+	for id := range logits {
+		at := len(best)
+		for at > 0 && logits[best[at-1]] < logits[id] { // strict: an equal logit keeps the lower id first
+			at--
+		}
+		if at == n {
+			continue
+		}
+		best = slices.Insert(best, at, int32(id))
+		if len(best) > n {
+			best = best[:n]
+		}
+	}
+	top := make([]TokenLogprob, len(best))
+	for i, id := range best {
+		top[i] = TokenLogprob{Token: id, Logprob: float32(float64(logits[id]) - norm)}
+	}
+	return float32(float64(logits[token]) - norm), top
 }
 
 // gumbel returns standard Gumbel noise for token id at absolute position pos under seed, from a

@@ -52,12 +52,23 @@ type Request struct {
 	// StopTokens end the reply when generated (the model's EOS ids); the stop token itself is
 	// reported in the final event and is not part of the text.
 	StopTokens []int32
-	// Logprobs asks for the log-probability of each generated token.
-	Logprobs bool
+	// Logprobs asks for the log-probability of each generated token; TopLogprobs, for that many of
+	// the likeliest tokens at each position besides (at most MaxTopLogprobs).
+	Logprobs    bool
+	TopLogprobs int
 	// Drafts says how the host may speculate for the stream; the zero value drafts nothing. The
 	// reply is the same bits either way; only its speed differs.
 	Drafts Drafts
 }
+
+// TokenLogprob is a token and its natural-log probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// MaxTopLogprobs bounds Request.TopLogprobs, as OpenAI's API does.
+const MaxTopLogprobs = 20
 
 // FinishReason says why a stream ended.
 type FinishReason string
@@ -75,8 +86,10 @@ type Event struct {
 	// Token is the generated token id; valid when Done is false.
 	Token int32
 	// Logprob is the natural-log probability of Token under the model's (unfiltered, temperature 1)
-	// distribution, when the request asked for it.
+	// distribution, when the request asked for it; Top holds the request's TopLogprobs likeliest
+	// tokens there, likeliest first (ties to the lower id).
 	Logprob float32
+	Top     []TokenLogprob
 	// Done marks the last event of the stream; Reason (and Err for FinishError) say why.
 	Done   bool
 	Reason FinishReason

@@ -92,6 +92,25 @@ func TestServe(t *testing.T) {
 		t.Errorf("streamed and whole greedy replies differ: %q (%s) vs %q (%s)", streamText, streamHash, whole.Choices[0].Message.Content, wholeTFD.TFD.TokensHash)
 	}
 
+	// Logprobs with the 3 likeliest alternatives: a greedy reply's token is the likeliest there.
+	withLogprobs := chat
+	withLogprobs.Logprobs, withLogprobs.TopLogprobs = openai.Bool(true), openai.Int(3)
+	lpReply, err := client.Chat.Completions.New(ctx, withLogprobs)
+	if err != nil {
+		t.Fatalf("chat with logprobs: %v\n%s", err, stderr)
+	}
+	content := lpReply.Choices[0].Logprobs.Content
+	if len(content) == 0 {
+		t.Errorf("no logprobs in %s", lpReply.RawJSON())
+	}
+	for i, c := range content {
+		top := c.TopLogprobs
+		if len(top) != 3 || top[0].Token != c.Token || top[0].Logprob != c.Logprob || top[1].Logprob > top[0].Logprob || top[2].Logprob > top[1].Logprob || c.Logprob > 0 {
+			t.Errorf("token %d %q (%v): top_logprobs %+v", i, c.Token, c.Logprob, top)
+			break
+		}
+	}
+
 	// The chat's next turn: its session still holds the first turn, which it need not compute
 	// again, and the client reads that in usage.prompt_tokens_details.cached_tokens.
 	turn := chat
