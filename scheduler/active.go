@@ -22,6 +22,7 @@ const eventBuffer = 32
 // seen. Only the lane goroutine touches it.
 type active struct {
 	*stream
+	host     *Shared
 	ctx      context.Context // the request's context, also ended when the host gives up on Close
 	cancel   context.CancelFunc
 	stopHost func() bool // detaches ctx from the host's context
@@ -39,18 +40,21 @@ type active struct {
 	cached   int // prompt tokens whose keys and values the session already held
 }
 
-func newActive(st *stream, sess *session, host context.Context) *active {
+// newActive makes st the holder of sess, counted in h's Stats until it ends.
+func newActive(st *stream, sess *session, h *Shared) *active {
 	ctx, cancel := context.WithCancel(st.ctx)
 	a := &active{
 		stream:   st,
+		host:     h,
 		ctx:      ctx,
 		cancel:   cancel,
-		stopHost: context.AfterFunc(host, cancel),
+		stopHost: context.AfterFunc(h.hostCtx, cancel),
 		sess:     sess,
 		mtpDraft: -1,
 		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
 	}
 	sess.holder = a
+	h.countActive(+1)
 	return a
 }
 
@@ -131,10 +135,12 @@ func (a *active) end(ev Event) {
 		return
 	}
 	a.done = true
+	// The session is free, and counted so, before the reader hears the end.
+	a.sess.holder, a.sess.kept = nil, a.tokens[:a.fed]
+	a.host.countActive(-1)
 	ev.Drafted, ev.Accepted, ev.Cached = a.drafted, a.accepted, a.cached
 	a.events <- ev
 	close(a.events)
-	a.sess.holder, a.sess.kept = nil, a.tokens[:a.fed]
 	a.stopHost()
 	a.cancel()
 }

@@ -66,7 +66,6 @@ func (h *Shared) run() {
 		l.reconfigure()
 		l.admit()
 		l.reap()
-		l.publish()
 		switch {
 		case len(l.active) == 1 && len(l.waiting) == 0:
 			l.driveLone(l.active[0])
@@ -74,7 +73,6 @@ func (h *Shared) run() {
 			l.round()
 		}
 		l.compact()
-		l.publish()
 	}
 }
 
@@ -193,7 +191,7 @@ func (l *laneState) admit() {
 		if sess == nil {
 			return
 		}
-		a := newActive(st, sess, l.h.hostCtx)
+		a := newActive(st, sess, l.h)
 		a.fed, a.cached = kept, kept
 		l.active = append(l.active, a)
 		l.waiting = l.waiting[1:]
@@ -221,14 +219,6 @@ func (l *laneState) reap() {
 // compact drops ended streams from the active list.
 func (l *laneState) compact() {
 	l.active = slices.DeleteFunc(l.active, func(a *active) bool { return a.done })
-}
-
-// publish updates the snapshot Stats reads.
-func (l *laneState) publish() {
-	l.h.statsMu.Lock()
-	l.h.stats.Active = len(l.active)
-	l.h.stats.SessionsInUse = l.pool.inUse()
-	l.h.statsMu.Unlock()
 }
 
 // idle waits a moment when no stream could take part in a round (readers behind, sessions to

@@ -166,6 +166,15 @@ func (h *Shared) Reconfigure(opts SharedOptions) error {
 	return nil
 }
 
+// countActive adds delta to the streams holding sessions; the lane calls it as a stream takes a
+// session and as it gives it up.
+func (h *Shared) countActive(delta int) {
+	h.statsMu.Lock()
+	h.stats.Active += delta
+	h.stats.SessionsInUse += delta
+	h.statsMu.Unlock()
+}
+
 // Stats returns a snapshot of the host's load; it is safe for concurrent use.
 func (h *Shared) Stats() Stats {
 	h.statsMu.Lock()
