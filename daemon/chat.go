@@ -19,6 +19,7 @@ type chatRequest struct {
 	Logprobs            *bool             `json:"logprobs"`
 	TopLogprobs         *int              `json:"top_logprobs"`
 	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
 	ResponseFormat      *struct {
 		Type string `json:"type"`
@@ -41,7 +42,11 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	h.serveReply(w, r, j, &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.model.Name, logprobs: j.req.Logprobs})
+	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.model.Name, logprobs: j.req.Logprobs}
+	if offersTools(&req) {
+		f.calls = &toolStream{}
+	}
+	h.serveReply(w, r, j, f)
 }
 
 // chatJob validates req, renders its messages with the model's template and tokenizes them.
@@ -163,6 +168,7 @@ type chatFormat struct {
 	created  int64
 	model    string
 	logprobs bool
+	calls    *toolStream // set when the request offered tools: calls are taken out of the text
 }
 
 type chatCompletion struct {
@@ -185,8 +191,9 @@ type chatChoice struct {
 }
 
 type chatMessage struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -234,13 +241,47 @@ func (f *chatFormat) first() any {
 }
 
 func (f *chatFormat) chunk(text string, lps []tokenLogprob) any {
+	if f.calls != nil {
+		if text = f.calls.push(text); text == "" && len(lps) == 0 {
+			return nil // held: it may be part of a tool call
+		}
+	}
 	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})
 }
 
 func (f *chatFormat) final(finish string, info tfdInfo) any {
-	c := f.chunkOf([]chatChoice{{Delta: &chatMessage{}, FinishReason: &finish}})
+	delta := &chatMessage{}
+	if f.calls != nil {
+		content, calls := f.calls.finish()
+		if content != "" {
+			delta.Content = &content
+		}
+		for i := range calls {
+			calls[i].Index = &i
+		}
+		delta.ToolCalls = calls
+		finish = toolFinish(finish, calls)
+	}
+	c := f.chunkOf([]chatChoice{{Delta: delta, FinishReason: &finish}})
 	c.TFD = &info
 	return c
+}
+
+// offersTools reports whether a chat request lets the model call tools: it lists some, and its
+// tool_choice is not "none".
+func offersTools(req *chatRequest) bool {
+	var choice string
+	_ = json.Unmarshal(req.ToolChoice, &choice) // an object names a function: tools are on
+	return len(req.Tools) > 0 && choice != "none"
+}
+
+// toolFinish is the finish reason of a reply that made calls: "tool_calls" when it ended by
+// itself, else what it was.
+func toolFinish(finish string, calls []toolCall) string {
+	if len(calls) > 0 && finish == "stop" {
+		return "tool_calls"
+	}
+	return finish
 }
 
 func (f *chatFormat) usage(u usage, info tfdInfo) any {
@@ -250,9 +291,17 @@ func (f *chatFormat) usage(u usage, info tfdInfo) any {
 }
 
 func (f *chatFormat) whole(text string, lps []tokenLogprob, finish string, u usage, info tfdInfo) any {
+	msg := &chatMessage{Role: "assistant", Content: &text}
+	if f.calls != nil {
+		content, calls := splitToolCalls(text)
+		msg.ToolCalls, finish = calls, toolFinish(finish, calls)
+		if msg.Content = &content; content == "" && len(calls) > 0 {
+			msg.Content = nil // OpenAI sends null content beside tool calls
+		}
+	}
 	return &chatCompletion{
 		ID: f.id, Object: "chat.completion", Created: f.created, Model: f.model,
-		Choices: []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &text}, Logprobs: f.logprobsOf(lps), FinishReason: &finish}},
+		Choices: []chatChoice{{Message: msg, Logprobs: f.logprobsOf(lps), FinishReason: &finish}},
 		Usage:   &u, TFD: &info,
 	}
 }

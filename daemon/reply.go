@@ -14,7 +14,8 @@ import (
 type replyFormat interface {
 	// first returns the chunk that opens a stream, or nil.
 	first() any
-	// chunk returns the stream chunk carrying text and the logprobs of its tokens.
+	// chunk returns the stream chunk carrying text and the logprobs of its tokens, or nil when
+	// there is nothing to send yet.
 	chunk(text string, logprobs []tokenLogprob) any
 	// final returns the stream chunk that carries the finish reason and the tfd object.
 	final(finish string, info tfdInfo) any
@@ -96,7 +97,10 @@ func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, events <-c
 		s.send(first) // a failed write shows again at the next one, and the client's context ends
 	}
 	res, err := h.consume(r.Context(), events, cancel, j, func(t string, lp []tokenLogprob) error {
-		return s.send(f.chunk(t, lp))
+		if c := f.chunk(t, lp); c != nil {
+			return s.send(c)
+		}
+		return nil
 	})
 	noteTokens(r.Context(), len(j.req.Prompt), res)
 	if err != nil || r.Context().Err() != nil {
