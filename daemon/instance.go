@@ -93,7 +93,7 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 		backend.Close()
 		return nil, err
 	}
-	if err := in.load(ctx, cfg); err != nil {
+	if err := in.load(ctx, cfg, logger); err != nil {
 		in.close(context.Background())
 		return nil, err
 	}
@@ -103,10 +103,10 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 }
 
 // load loads the weights with a KV pool of the plan's size and starts the host on its layout.
-func (in *instance) load(ctx context.Context, cfg Config) error {
+func (in *instance) load(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, modelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: maxRows, Slots: in.plan.Slots()})
+		Context: in.plan.Context, MaxRows: maxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {
 			return fmt.Errorf("daemon: load the bundled model: %w", err)
@@ -120,6 +120,18 @@ func (in *instance) load(ctx context.Context, cfg Config) error {
 	}
 	in.loadTime = time.Since(start)
 	return nil
+}
+
+// loadProgress logs a long load's progress, a line every two seconds at most, so that a large
+// model's minute of loading does not look like a hang.
+func loadProgress(logger *slog.Logger, start time.Time) func(step string, done, total int) {
+	last := start
+	return func(step string, done, total int) {
+		if now := time.Now(); now.Sub(last) >= 2*time.Second && done < total {
+			last = now
+			logger.Info("loading the model", "step", step, "done", fmt.Sprintf("%d/%d", done, total), "after", now.Sub(start).Round(time.Second))
+		}
+	}
 }
 
 // sharedOptions are the host's routing for cfg's sessions under the instance's plan.

@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -376,5 +378,17 @@ func TestReloadSwitchAfterDrain(t *testing.T) {
 	}
 	if n := traffic.stop(t); n < 2 {
 		t.Errorf("only %d requests streamed during the switch", n)
+	}
+}
+
+// TestLoadProgress: a long load logs where it is, a line every two seconds at most.
+func TestLoadProgress(t *testing.T) {
+	var buf bytes.Buffer
+	progress := loadProgress(slog.New(slog.NewTextHandler(&buf, nil)), time.Now().Add(-3*time.Second))
+	progress("weights", 3, 8) // 3 s in: a line
+	progress("weights", 4, 8) // at once after it: none
+	progress("weights", 8, 8) // done: the "model loaded" line says so
+	if lines := strings.Count(buf.String(), "\n"); lines != 1 || !strings.Contains(buf.String(), "done=3/8") {
+		t.Fatalf("logged %d lines:\n%s", lines, buf.String())
 	}
 }
