@@ -132,16 +132,25 @@ func openCheckpoint(src Source, fsys fs.FS) (*safetensors.Checkpoint, error) {
 	return safetensors.OpenFS(fsys)
 }
 
+// readConfig reads and checks the folder's config.json.
+func readConfig(fsys fs.FS, name string) (Config, error) {
+	raw, err := fs.ReadFile(fsys, "config.json")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return Config{}, fmt.Errorf("engine: %s has no config.json: give the folder of a Hugging Face model (config.json, safetensors weights, tokenizer.json)", name)
+	case err != nil:
+		return Config{}, fmt.Errorf("engine: %s: %w", name, err)
+	}
+	return ParseConfig(raw)
+}
+
 // readMetadata reads config.json, the tokenizer, the chat template and the generation defaults.
 func (m *Model) readMetadata(fsys fs.FS) error {
-	raw, err := fs.ReadFile(fsys, "config.json")
-	if err != nil {
-		return fmt.Errorf("engine: %s: %w", m.name, err)
-	}
-	if m.cfg, err = ParseConfig(raw); err != nil {
+	var err error
+	if m.cfg, err = readConfig(fsys, m.name); err != nil {
 		return err
 	}
-	raw, err = fs.ReadFile(fsys, "tokenizer.json")
+	raw, err := fs.ReadFile(fsys, "tokenizer.json")
 	if err != nil {
 		return fmt.Errorf("engine: %s: %w", m.name, err)
 	}

@@ -1,17 +1,12 @@
 package engine
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math"
 	"slices"
 	"strings"
 
-	"tfd/engine/safetensors"
 	"tfd/scheduler"
 )
 
@@ -346,108 +341,32 @@ type WeightInfo struct {
 	DTypes []string
 }
 
-// Inspect reads a model folder's config.json and the headers of its safetensors files, and
-// nothing else: `tfd plan` sizes a model this way without loading its weights. Every tensor is
-// counted, the MTP head's included.
+// Inspect reads a model folder's config.json and its safetensors headers (the files are mapped
+// or, for an embedded model, read; no weight is placed anywhere): `tfd plan` sizes a model this
+// way without loading it. Every tensor is counted, the MTP head's included.
 func Inspect(src Source) (Config, WeightInfo, error) {
 	fsys, name, err := src.open()
 	if err != nil {
 		return Config{}, WeightInfo{}, err
 	}
-	raw, err := fs.ReadFile(fsys, "config.json")
-	if err != nil {
-		return Config{}, WeightInfo{}, fmt.Errorf("engine: %s: %w", name, err)
-	}
-	cfg, err := ParseConfig(raw)
+	cfg, err := readConfig(fsys, name)
 	if err != nil {
 		return Config{}, WeightInfo{}, err
 	}
-	files, err := weightFiles(fsys)
+	ckpt, err := openCheckpoint(src, fsys)
 	if err != nil {
-		return Config{}, WeightInfo{}, fmt.Errorf("engine: %s: %w", name, err)
+		return Config{}, WeightInfo{}, err
 	}
+	defer ckpt.Close()
 	var info WeightInfo
-	for _, f := range files {
-		if err := info.addHeader(fsys, f); err != nil {
-			return Config{}, WeightInfo{}, fmt.Errorf("engine: %s: %w", name, err)
+	for _, n := range ckpt.Names() {
+		t, _ := ckpt.Tensor(n)
+		info.Params += int64(t.Elements())
+		info.FileBytes += int64(len(t.Data))
+		if !slices.Contains(info.DTypes, t.DType) {
+			info.DTypes = append(info.DTypes, t.DType)
 		}
 	}
 	slices.Sort(info.DTypes)
 	return cfg, info, nil
-}
-
-// weightFiles lists the safetensors files of a folder: the single file when there is one, as
-// transformers prefers, else the shards the index names.
-func weightFiles(fsys fs.FS) ([]string, error) {
-	if _, err := fs.Stat(fsys, safetensors.SingleFile); err == nil {
-		return []string{safetensors.SingleFile}, nil
-	}
-	raw, err := fs.ReadFile(fsys, safetensors.IndexFile)
-	if err != nil {
-		return nil, fmt.Errorf("no %s and no %s: %w", safetensors.SingleFile, safetensors.IndexFile, err)
-	}
-	var idx struct {
-		WeightMap map[string]string `json:"weight_map"`
-	}
-	if err := json.Unmarshal(raw, &idx); err != nil {
-		return nil, fmt.Errorf("%s: %w", safetensors.IndexFile, err)
-	}
-	var files []string
-	for _, f := range idx.WeightMap {
-		if !slices.Contains(files, f) {
-			files = append(files, f)
-		}
-	}
-	slices.Sort(files)
-	return files, nil
-}
-
-// headerLimit bounds a header read, as the safetensors package does.
-const headerLimit = 100_000_000
-
-// addHeader adds the tensors of one safetensors file, reading its header only.
-func (w *WeightInfo) addHeader(fsys fs.FS, name string) error {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var n uint64
-	if err := binary.Read(f, binary.LittleEndian, &n); err != nil {
-		return fmt.Errorf("%s: read the header length: %w", name, err)
-	}
-	if n > headerLimit {
-		return fmt.Errorf("%s: header of %d bytes: not a safetensors file", name, n)
-	}
-	header := make([]byte, n)
-	if _, err := io.ReadFull(f, header); err != nil {
-		return fmt.Errorf("%s: read the header: %w", name, err)
-	}
-	var entries map[string]json.RawMessage
-	if err := json.Unmarshal(header, &entries); err != nil {
-		return fmt.Errorf("%s: header: %w", name, err)
-	}
-	for tname, raw := range entries {
-		if tname == "__metadata__" {
-			continue
-		}
-		var e struct {
-			DType       string  `json:"dtype"`
-			Shape       []int64 `json:"shape"`
-			DataOffsets []int64 `json:"data_offsets"`
-		}
-		if err := json.Unmarshal(raw, &e); err != nil || len(e.DataOffsets) != 2 {
-			return fmt.Errorf("%s: tensor %s: bad header entry", name, tname)
-		}
-		elems := int64(1)
-		for _, d := range e.Shape {
-			elems *= d
-		}
-		w.Params += elems
-		w.FileBytes += e.DataOffsets[1] - e.DataOffsets[0]
-		if !slices.Contains(w.DTypes, e.DType) {
-			w.DTypes = append(w.DTypes, e.DType)
-		}
-	}
-	return nil
 }
