@@ -17,6 +17,7 @@ package compute
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 )
@@ -239,4 +240,33 @@ type Chainer interface {
 	// lowest index) into tokens[0] and, as an F32 value (exact below 2²⁴), into chain[step], and
 	// adds one to positions[0]: the next forward's row is the chosen token, one place further.
 	ArgmaxNext(logits, tokens, positions, chain Tensor, n, step int)
+}
+
+// Elements returns the number of elements of a tensor of shape, or an error for a negative
+// dimension or a count whose bytes would overflow an int. Backends size allocations with it.
+func Elements(shape []int) (int, error) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/8/d) {
+			return 0, fmt.Errorf("compute: bad tensor shape %v", shape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// CheckUpload checks the arguments of Backend.Upload, which every backend takes the same way,
+// and returns the element count.
+func CheckUpload(dtype DType, shape []int, data []byte) (int, error) {
+	n, err := Elements(shape)
+	if err != nil {
+		return 0, err
+	}
+	if dtype.Size() == 0 {
+		return 0, fmt.Errorf("compute: Upload of unknown dtype %v", dtype)
+	}
+	if len(data) != n*dtype.Size() {
+		return 0, fmt.Errorf("compute: Upload of %v %v needs %d bytes, got %d", dtype, shape, n*dtype.Size(), len(data))
+	}
+	return n, nil
 }

@@ -46,3 +46,18 @@ func TestBF16ToF32(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckUpload(t *testing.T) {
+	if n, err := CheckUpload(BF16, []int{3, 4}, make([]byte, 24)); n != 12 || err != nil {
+		t.Errorf("a well-formed upload: %d, %v", n, err)
+	}
+	for _, tc := range []struct {
+		dtype DType
+		shape []int
+		bytes int
+	}{{BF16, []int{3, 4}, 23}, {DType(99), []int{1}, 4}, {F32, []int{-1}, 0}, {F32, []int{1 << 40, 1 << 40}, 0}} {
+		if _, err := CheckUpload(tc.dtype, tc.shape, make([]byte, tc.bytes)); err == nil {
+			t.Errorf("CheckUpload(%v, %v, %d bytes) accepted", tc.dtype, tc.shape, tc.bytes)
+		}
+	}
+}

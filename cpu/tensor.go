@@ -42,18 +42,6 @@ func (kv *kvPool) Slots() int { return kv.spec.Slots }
 // stride returns the elements of one slot in one layer.
 func (kv *kvPool) stride() int { return kv.spec.KVHeads * kv.spec.HeadDim }
 
-// elements returns the product of shape, or an error for a negative dimension or an overflow.
-func elements(shape []int) (int, error) {
-	n := 1
-	for _, d := range shape {
-		if d < 0 || (d > 0 && n > math.MaxInt32*256/d) {
-			return 0, fmt.Errorf("cpu: bad tensor shape %v", shape)
-		}
-		n *= d
-	}
-	return n, nil
-}
-
 // Upload converts data, little-endian elements of dtype, into a new tensor. F32 and I32 stay as
 // they are. F16 and BF16 matrices (two or more dimensions: weights and embedding tables) stay 16-bit,
 // half the memory and half the bytes a matrix-vector product streams; MatMul, Embed and Gather widen
@@ -61,15 +49,9 @@ func elements(shape []int) (int, error) {
 // every F16 and BF16 value, subnormals, infinities and NaN payloads included, is an F32 value, so
 // results do not depend on which form a tensor is kept in.
 func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
-	n, err := elements(shape)
+	n, err := compute.CheckUpload(dtype, shape, data)
 	if err != nil {
-		return nil, err
-	}
-	if dtype.Size() == 0 {
-		return nil, fmt.Errorf("cpu: Upload of unknown dtype %v", dtype)
-	}
-	if len(data) != n*dtype.Size() {
-		return nil, fmt.Errorf("cpu: Upload of %v %v needs %d bytes, got %d", dtype, shape, n*dtype.Size(), len(data))
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	t := &tensor{dtype: compute.F32, shape: append([]int(nil), shape...)}
 	switch dtype {
@@ -116,7 +98,7 @@ func widen(dst []float32, src []uint16, dtype compute.DType) {
 
 // Alloc returns a zeroed F32 or I32 tensor.
 func (b *backend) Alloc(dtype compute.DType, shape ...int) (compute.Tensor, error) {
-	n, err := elements(shape)
+	n, err := compute.Elements(shape)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +119,7 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Slots <= 0 {
 		return nil, fmt.Errorf("cpu: NewKV: every dimension of %+v must be positive", spec)
 	}
-	per, err := elements([]int{spec.Slots, spec.KVHeads, spec.HeadDim})
+	per, err := compute.Elements([]int{spec.Slots, spec.KVHeads, spec.HeadDim})
 	if err != nil {
 		return nil, err
 	}

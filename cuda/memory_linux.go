@@ -61,32 +61,13 @@ func ptrOf(t any) devPtr {
 	return 0
 }
 
-// elements returns the product of shape, or an error for a negative dimension or one past what
-// the kernels index with 32-bit ints in a row.
-func elements(shape []int) (int, error) {
-	n := 1
-	for _, d := range shape {
-		if d < 0 || (d > 0 && n > math.MaxInt64/4/d) {
-			return 0, fmt.Errorf("cuda: bad tensor shape %v", shape)
-		}
-		n *= d
-	}
-	return n, nil
-}
-
 // Upload copies data to the device. 2-D and larger F16 and BF16 tensors (weight matrices,
 // embedding tables) stay 16-bit; 1-D ones (norm weights, biases) are widened to F32 exactly; F32
 // and I32 stay as they are. It waits until the copy is done, so data may be reused at once.
 func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
-	n, err := elements(shape)
+	n, err := compute.CheckUpload(dtype, shape, data)
 	if err != nil {
-		return nil, err
-	}
-	if dtype.Size() == 0 {
-		return nil, fmt.Errorf("cuda: Upload of unknown dtype %v", dtype)
-	}
-	if len(data) != n*dtype.Size() {
-		return nil, fmt.Errorf("cuda: Upload of %v %v needs %d bytes, got %d", dtype, shape, n*dtype.Size(), len(data))
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {
 		data, dtype = widen(dtype, data), compute.F32
@@ -136,7 +117,7 @@ func (b *backend) Alloc(dtype compute.DType, shape ...int) (compute.Tensor, erro
 	if dtype != compute.F32 && dtype != compute.I32 {
 		return nil, fmt.Errorf("cuda: Alloc of %v: only F32 and I32 tensors can be allocated", dtype)
 	}
-	n, err := elements(shape)
+	n, err := compute.Elements(shape)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +140,7 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.HeadDim%4 != 0 || spec.HeadDim > 256 {
 		return nil, fmt.Errorf("cuda: NewKV: head size %d: the attention kernel takes multiples of 4 up to 256", spec.HeadDim)
 	}
-	n, err := elements([]int{2, spec.Layers, spec.Slots, spec.KVHeads, spec.HeadDim})
+	n, err := compute.Elements([]int{2, spec.Layers, spec.Slots, spec.KVHeads, spec.HeadDim})
 	if err != nil || spec.Slots > math.MaxInt32/(spec.KVHeads*spec.HeadDim) {
 		return nil, fmt.Errorf("cuda: NewKV: %+v is too large", spec)
 	}
