@@ -31,7 +31,10 @@ type StatusReport struct {
 		Waiting    []string     `json:"waiting_for_restart,omitempty"`
 	} `json:"config"`
 	Host struct {
-		Layout        string `json:"layout"`
+		Layout string `json:"layout"`
+		// Retiring is the part of an earlier layout that running replies still hold while a
+		// sessions edit takes effect; empty once it has.
+		Retiring      string `json:"retiring_layout,omitempty"`
 		Sessions      int    `json:"sessions"`
 		SessionsInUse int    `json:"sessions_in_use"`
 		Active        int    `json:"active"`
@@ -80,7 +83,7 @@ func (s *server) statusReport() StatusReport {
 		return rep
 	}
 	st := in.stats()
-	rep.Host.Layout = scheduler.FormatLayout(st.Layout)
+	rep.Host.Layout, rep.Host.Retiring = scheduler.FormatLayout(st.Layout), scheduler.FormatLayout(st.Retiring)
 	rep.Host.Sessions, rep.Host.SessionsInUse, rep.Host.Active, rep.Host.Waiting = st.Sessions, st.SessionsInUse, st.Active, st.Waiting
 	return rep
 }

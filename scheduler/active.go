@@ -4,19 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 )
-
-// stream is a submitted request and the channel its events go to.
-type stream struct {
-	ctx    context.Context
-	req    Request
-	events chan Event
-}
-
-// eventBuffer is the room in a stream's channel. A stream whose reader falls this far behind
-// pauses (keeps its session, skips rounds) instead of blocking the lane; one slot always stays
-// free for the terminal event, so ending a stream never blocks.
-const eventBuffer = 32
 
 // active is a stream that holds a session: its sequence so far and how much of it the model has
 // seen. Only the lane goroutine touches it.
@@ -38,6 +27,7 @@ type active struct {
 	drafted  int
 	accepted int
 	cached   int // prompt tokens whose keys and values the session already held
+	admitted time.Time
 }
 
 // newActive makes st the holder of sess, counted in h's Stats until it ends.
@@ -50,6 +40,7 @@ func newActive(st *stream, sess *session, h *Shared) *active {
 		cancel:   cancel,
 		stopHost: context.AfterFunc(h.hostCtx, cancel),
 		sess:     sess,
+		admitted: time.Now(),
 		mtpDraft: -1,
 		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
 	}
@@ -139,8 +130,8 @@ func (a *active) end(ev Event) {
 	a.sess.holder, a.sess.kept = nil, a.tokens[:a.fed]
 	a.host.countActive(-1)
 	ev.Drafted, ev.Accepted, ev.Cached = a.drafted, a.accepted, a.cached
-	a.events <- ev
-	close(a.events)
+	a.host.noteHold(time.Since(a.admitted))
+	a.finish(ev)
 	a.stopHost()
 	a.cancel()
 }

@@ -9,7 +9,7 @@ import (
 // built. Nothing else reads or writes it.
 type laneState struct {
 	h            *Shared
-	pool         *sessionPool
+	pool         sessionPool
 	grow         int
 	prefillChunk int
 	waiting      []*stream // admitted in arrival order
@@ -57,80 +57,91 @@ func (l *laneState) init(h *Shared) {
 	}
 }
 
-// run is the lane: admit, then either drive a lone stream or run a shared round, until the host is
-// closed and every stream has ended.
+// run is the lane. Each turn takes in arrivals, applies a new routing, ends cancelled streams,
+// admits waiting ones, and then does one piece of work: the lone driver for a stream that is
+// alone, or one shared round. When nothing can move (no stream, or every reader behind and no
+// session free) it waits for something that changes that: an arrival, a reader taking an event,
+// a request ending, a reconfiguration, or the keep-warm tick. It never polls.
 func (h *Shared) run() {
 	defer close(h.done)
 	l := &h.lane
-	for l.collect() {
+	for {
+		l.collect()
+		if l.closed && len(l.active) == 0 && len(l.waiting) == 0 {
+			return
+		}
 		l.reconfigure()
-		l.admit()
 		l.reap()
-		switch {
-		case len(l.active) == 1 && len(l.waiting) == 0:
-			l.driveLone(l.active[0])
-		case len(l.active) > 0:
-			l.round()
+		l.admit()
+		if !l.work() {
+			l.wait()
 		}
 		l.compact()
 	}
 }
 
-// collect moves arrivals into the waiting list. It blocks while there is nothing to do, and
-// reports false once the host is closed and no stream is left.
-func (l *laneState) collect() bool {
-	for !l.closed && len(l.active) == 0 && len(l.waiting) == 0 {
-		st, ok := l.waitIdle()
-		l.receive(st, ok)
-		if l.h.pendingReconfig() {
-			return true
-		}
-	}
+// collect moves the arrivals already sent into the waiting list, without blocking.
+func (l *laneState) collect() {
 	for !l.closed {
 		select {
 		case st, ok := <-l.h.arrivals:
 			l.receive(st, ok)
-			continue
 		default:
+			return
 		}
-		break
 	}
-	return !l.closed || len(l.active) > 0 || len(l.waiting) > 0
 }
 
 func (l *laneState) receive(st *stream, ok bool) {
-	switch {
-	case !ok:
+	if !ok {
 		l.closed = true
-	case st != nil: // nil only wakes the lane for a reconfiguration
-		l.waiting = append(l.waiting, st)
+		return
+	}
+	l.waiting = append(l.waiting, st)
+}
+
+// work runs the lone driver or a shared round; it reports false when no stream could move, so
+// the lane may wait.
+func (l *laneState) work() bool {
+	if len(l.active) == 1 && l.lone(l.active[0]) {
+		l.driveLone(l.active[0])
+		return true
+	}
+	return len(l.active) > 0 && l.round()
+}
+
+// wait blocks until the lane may have something to do. Idle within the keep-warm window after
+// the last forward, it wakes every WarmTick to run the model's warm tick, so the first token
+// after a pause does not wait for the GPU to come back up.
+func (l *laneState) wait() {
+	arrivals := l.h.arrivals
+	if l.closed {
+		arrivals = nil // closed: receiving would not block
+	}
+	var tick <-chan time.Time
+	every, keep := time.Duration(l.h.warmTick.Load()), time.Duration(l.h.keepWarm.Load())
+	if l.warmer != nil && len(l.active) == 0 && time.Until(l.lastWork.Add(keep)) >= every {
+		timer := time.NewTimer(every) // the next tick falls within the window
+		defer timer.Stop()
+		tick = timer.C
+	}
+	select {
+	case st, ok := <-arrivals:
+		l.receive(st, ok)
+	case <-l.h.wake:
+	case <-tick:
+		l.warmer.Warm() // a failed tick only costs the next request its warm start
 	}
 }
 
-// waitIdle waits for the next arrival. Within the keep-warm window after the last forward, it
-// wakes every WarmTick to run the model's warm tick, so the first token after a pause does not
-// wait for the GPU to come back up.
-func (l *laneState) waitIdle() (*stream, bool) {
-	for {
-		keep := time.Duration(l.h.keepWarm.Load())
-		if l.warmer == nil || keep <= 0 || time.Since(l.lastWork) > keep {
-			st, ok := <-l.h.arrivals
-			return st, ok
-		}
-		timer := time.NewTimer(time.Duration(l.h.warmTick.Load()))
-		select {
-		case st, ok := <-l.h.arrivals:
-			timer.Stop()
-			return st, ok
-		case <-timer.C:
-			l.warmer.Warm() // a failed tick only costs the next request its warm start
-		}
+// interrupted reports, without blocking, whether something arrived that the lone driver must
+// hand back to the lane for: a new stream, a waiting request that ended, a reconfiguration.
+func (l *laneState) interrupted() bool {
+	select {
+	case <-l.h.wake:
+		return true
+	default:
 	}
-}
-
-// arrived reports, without blocking, whether a new stream is waiting; the lone driver asks
-// between tokens.
-func (l *laneState) arrived() bool {
 	if l.closed {
 		return false
 	}
@@ -149,36 +160,34 @@ func (h *Shared) pendingReconfig() bool {
 	return h.reconfig != nil
 }
 
-// reconfigure applies a new routing once no stream holds a session of the old one.
+// reconfigure puts a new routing in force: new admissions use its layout at once, in whatever of
+// it is free, while running replies finish in their sessions of the old one.
 func (l *laneState) reconfigure() {
 	h := l.h
 	h.mu.Lock()
 	opts := h.reconfig
-	if opts == nil || l.pool.inUse() > 0 {
-		h.mu.Unlock()
-		return
-	}
 	h.reconfig = nil
 	h.mu.Unlock()
-	h.apply(*opts)
+	if opts != nil {
+		h.apply(*opts)
+	}
+	if l.pool.prune() {
+		h.publishLayout()
+	}
 }
 
-// admit gives waiting streams sessions, in arrival order: each takes the smallest free session
-// that holds its prompt plus grow tokens (or the largest there is). A stream that finds none
-// waits, and so do those behind it. Waiting streams whose request has ended are dropped.
+// admit gives waiting streams sessions, in arrival order: each takes the smallest available
+// session that holds its prompt plus grow tokens (or the largest there is). A stream that finds
+// none waits, and so do those behind it. Waiting streams whose request has ended are dropped.
 func (l *laneState) admit() {
 	l.waiting = slices.DeleteFunc(l.waiting, func(st *stream) bool {
 		if st.ctx.Err() == nil && l.h.hostCtx.Err() == nil {
 			return false
 		}
 		l.h.waiting.Add(-1)
-		st.events <- Event{Done: true, Reason: FinishCancelled}
-		close(st.events)
+		st.finish(Event{Done: true, Reason: FinishCancelled})
 		return true
 	})
-	if l.h.pendingReconfig() {
-		return // new admissions wait for the new layout
-	}
 	for len(l.waiting) > 0 {
 		st := l.waiting[0]
 		if len(st.req.Prompt) >= l.pool.largest() {
@@ -202,35 +211,21 @@ func (l *laneState) admit() {
 func (l *laneState) refuse(st *stream, err error) {
 	l.waiting = l.waiting[1:]
 	l.h.waiting.Add(-1)
-	st.events <- Event{Done: true, Reason: FinishError, Err: err}
-	close(st.events)
+	st.finish(Event{Done: true, Reason: FinishError, Err: err})
 }
 
 // reap ends the streams whose request has ended (client gone, deadline, host closing), freeing
-// their sessions for this round.
+// their sessions before admission.
 func (l *laneState) reap() {
 	for _, a := range l.active {
 		if a.ctx.Err() != nil {
 			a.end(Event{Done: true, Reason: FinishCancelled})
 		}
 	}
+	l.compact()
 }
 
 // compact drops ended streams from the active list.
 func (l *laneState) compact() {
 	l.active = slices.DeleteFunc(l.active, func(a *active) bool { return a.done })
-}
-
-// idle waits a moment when no stream could take part in a round (readers behind, sessions to
-// free), waking early for an arrival.
-func (l *laneState) idle() {
-	if l.closed {
-		time.Sleep(time.Millisecond)
-		return
-	}
-	select {
-	case st, ok := <-l.h.arrivals:
-		l.receive(st, ok)
-	case <-time.After(time.Millisecond):
-	}
 }

@@ -80,31 +80,70 @@ func (s *session) reusable(prompt []int32) int {
 	return max(0, n-1)
 }
 
-// sessionPool places sessions side by side in the model's KV pool, smallest first.
+// sessionPool places the sessions of the layout in force side by side in the model's KV pool,
+// smallest first. After a layout change, sessions of the earlier layout that still hold a stream
+// are retiring: their streams finish where they are, and a session of the new layout that shares
+// a KV slot with one of them stays unavailable until it is given up. So a layout change applies at
+// once to whatever of the new layout is already free, and to the rest as running replies end.
 type sessionPool struct {
-	sessions []*session
+	sessions []*session // the layout in force, smallest first
+	retiring []*session // sessions of earlier layouts that a stream still holds
 }
 
-func newSessionPool(sizes []int) *sessionPool {
-	p := &sessionPool{}
+// relayout puts the layout sizes (smallest first) in force. A new session with the bounds of a
+// free old one keeps what that one kept, so a reload that leaves a session as it was costs no
+// chat its warm start.
+func (p *sessionPool) relayout(sizes []int) {
+	old := map[[2]int]*session{}
+	for _, s := range p.sessions {
+		if s.holder != nil {
+			p.retiring = append(p.retiring, s)
+		} else {
+			old[[2]int{s.base, s.capacity}] = s
+		}
+	}
+	p.sessions = p.sessions[:0:0]
 	base := 0
 	for _, n := range sizes {
-		p.sessions = append(p.sessions, &session{base: base, capacity: n})
+		s := &session{base: base, capacity: n}
+		if o := old[[2]int{base, n}]; o != nil {
+			s.kept = o.kept
+		}
+		p.sessions = append(p.sessions, s)
 		base += n
 	}
-	return p
 }
 
-// largest returns the capacity of the largest session.
+// largest returns the capacity of the largest session of the layout in force.
 func (p *sessionPool) largest() int { return p.sessions[len(p.sessions)-1].capacity }
 
-// bestFree returns the free session holding at least need tokens that keeps the longest start of
-// prompt, the smallest such on a tie, or nil; and how many prompt tokens it keeps.
+// available reports whether s is free and shares no KV slot with a retiring session.
+func (p *sessionPool) available(s *session) bool {
+	if s.holder != nil {
+		return false
+	}
+	for _, r := range p.retiring {
+		if r.holder != nil && r.base < s.base+s.capacity && s.base < r.base+r.capacity {
+			return false
+		}
+	}
+	return true
+}
+
+// prune forgets the retiring sessions whose streams have ended; it reports whether any were.
+func (p *sessionPool) prune() bool {
+	n := len(p.retiring)
+	p.retiring = slices.DeleteFunc(p.retiring, func(s *session) bool { return s.holder == nil })
+	return len(p.retiring) < n
+}
+
+// bestFree returns the available session holding at least need tokens that keeps the longest
+// start of prompt, the smallest such on a tie, or nil; and how many prompt tokens it keeps.
 func (p *sessionPool) bestFree(need int, prompt []int32) (*session, int) {
 	var best *session
 	kept := 0
 	for _, s := range p.sessions { // sorted by capacity: on a tie the first is the smallest
-		if s.holder != nil || s.capacity < need {
+		if s.capacity < need || !p.available(s) {
 			continue
 		}
 		if n := s.reusable(prompt); best == nil || n > kept {
@@ -114,23 +153,22 @@ func (p *sessionPool) bestFree(need int, prompt []int32) (*session, int) {
 	return best, kept
 }
 
-// smallestFree returns the smallest free session holding at least need tokens, or nil.
+// smallestFree returns the smallest available session holding at least need tokens, or nil.
 func (p *sessionPool) smallestFree(need int) *session {
 	for _, s := range p.sessions { // sorted by capacity
-		if s.holder == nil && s.capacity >= need {
+		if s.capacity >= need && p.available(s) {
 			return s
 		}
 	}
 	return nil
 }
 
-// inUse counts the sessions held by a stream.
-func (p *sessionPool) inUse() int {
-	n := 0
-	for _, s := range p.sessions {
-		if s.holder != nil {
-			n++
-		}
+// retiringSizes returns the capacities of the retiring sessions, smallest first.
+func (p *sessionPool) retiringSizes() []int {
+	var sizes []int
+	for _, s := range p.retiring {
+		sizes = append(sizes, s.capacity)
 	}
-	return n
+	slices.Sort(sizes)
+	return sizes
 }

@@ -3,13 +3,13 @@ package scheduler
 import "time"
 
 // round runs one batched forward over every ready stream: each decoding stream feeds its newest
-// token, and prefilling streams feed chunks of their prompts with what is left of the round.
-func (l *laneState) round() {
-	l.migrate()
+// token, and prefilling streams feed chunks of their prompts with what is left of the round. It
+// reports false when no stream could move: none was ready and none moved or ended.
+func (l *laneState) round() bool {
+	ended := l.migrate()
 	l.plan()
 	if len(l.rows) == 0 {
-		l.idle()
-		return
+		return ended
 	}
 	start := time.Now()
 	logits, err := l.h.model.Forward(l.h.hostCtx, l.rows)
@@ -18,11 +18,12 @@ func (l *laneState) round() {
 		for _, s := range l.shares {
 			s.a.endCancelledOrFailed(err)
 		}
-		return
+		return true
 	}
 	l.conclude(logits)
 	l.lastWork = time.Now()
 	l.pricer.observe(len(l.rows), l.lastWork.Sub(start))
+	return true
 }
 
 // plan builds the round's rows. Decoding streams come first, one row each, so they move every
@@ -155,8 +156,9 @@ func (l *laneState) draftMTP() {
 
 // migrate moves each stream that has filled its session to a larger free one: its keys and
 // values are copied bit for bit, so its reply continues as if it had never moved. A stream with
-// no larger free session waits; one that already holds the largest ends with an error.
-func (l *laneState) migrate() {
+// no larger free session waits; one that already holds the largest ends with an error. It reports
+// whether a stream ended.
+func (l *laneState) migrate() (ended bool) {
 	for _, a := range l.active {
 		if a.done || !a.needsRoom() {
 			continue
@@ -164,6 +166,7 @@ func (l *laneState) migrate() {
 		from := a.sess
 		if from.capacity >= l.pool.largest() {
 			a.end(Event{Done: true, Reason: FinishError, Err: outgrown(len(a.tokens), l.pool.largest())})
+			ended = true
 			continue
 		}
 		to := l.pool.smallestFree(min(len(a.tokens)+l.grow, l.pool.largest()))
@@ -174,10 +177,12 @@ func (l *laneState) migrate() {
 		}
 		if err := l.h.model.MoveKV(to.base, from.base, a.fed); err != nil {
 			a.endCancelledOrFailed(err)
+			ended = true
 			continue
 		}
 		from.holder, from.kept, to.holder, a.sess = nil, a.tokens[:a.fed], a, to
 	}
+	return ended
 }
 
 // chainLength returns how many tokens a greedy chain may make for a lone stream: 0 unless the
@@ -209,17 +214,21 @@ func (l *laneState) chain(a *active, row Row, n int) {
 	}
 }
 
-// driveLone runs a stream that is alone on the host, token by token without building rounds,
-// checking between tokens for an arrival; then it returns and the stream joins shared rounds with
-// the same state, so its future tokens are the same.
+// lone reports whether a, the only stream holding a session, can take the lone driver's path: it
+// is decoding without drafts, its reader has room and its session has room. Prefill, drafts,
+// migration and a slow reader take the general path of rounds.
+func (l *laneState) lone(a *active) bool {
+	return a.decoding() && !a.needsRoom() && a.canEmit() && a.req.Drafts.max() == 0
+}
+
+// driveLone runs a stream that is alone on the host, token by token without building rounds. It
+// returns to the lane whenever the lane has something else to do (an arrival, a waiting request
+// that ended, a reconfiguration) or the stream leaves the lone path; the stream then goes on in
+// shared rounds with the same state, so its future tokens are the same.
 func (l *laneState) driveLone(a *active) {
 	row := make([]Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
-	for !a.done && !l.arrived() && a.ctx.Err() == nil && !l.h.pendingReconfig() {
-		if !a.decoding() || a.needsRoom() || !a.canEmit() || a.req.Drafts.max() > 0 {
-			l.round() // prefill, migration, drafts and a slow reader take the general path
-			continue
-		}
+	for !a.done && a.ctx.Err() == nil && l.lone(a) && !l.interrupted() {
 		row[0] = Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
 		if n := l.chainLength(a); n > 1 {
 			l.chain(a, row[0], n)

@@ -41,8 +41,11 @@ type Stats struct {
 	Waiting       int   // streams submitted and not yet holding a session
 	Active        int   // streams holding a session
 	SessionsInUse int   // equals Active
-	Sessions      int   // sessions in the layout
-	Layout        []int // session capacities, smallest first
+	Sessions      int   // sessions in the layout in force
+	Layout        []int // the layout in force: session capacities, smallest first
+	// Retiring lists, smallest first, the sessions of an earlier layout that running replies
+	// still hold after a Reconfigure; empty once the change is complete.
+	Retiring []int
 }
 
 // Shared is the shared host: streams hold sessions of a layout and run together in rounds, one
@@ -60,7 +63,12 @@ type Shared struct {
 	arrivals chan *stream // Submit → lane; closed by Close
 	reconfig *SharedOptions
 
+	// wake tells a waiting lane that something may have changed: a reader took an event, a
+	// request ended, the routing changed. It holds one signal; more are dropped.
+	wake chan struct{}
+
 	waiting  atomic.Int64 // streams submitted and not yet admitted
+	hold     atomic.Int64 // a moving average of how long a stream holds its session, a time.Duration
 	queueMax atomic.Int64
 	largest  atomic.Int64 // the largest session of the current layout
 	keepWarm atomic.Int64 // a time.Duration
@@ -84,7 +92,9 @@ func NewShared(m Model, opts SharedOptions) (*Shared, error) {
 		stopAll:  cancel,
 		done:     make(chan struct{}),
 		arrivals: make(chan *stream, 1024),
+		wake:     make(chan struct{}, 1),
 	}
+	context.AfterFunc(ctx, h.nudge) // a Close that gives up cancels every stream: reap them
 	h.lane.init(h)
 	h.apply(opts)
 	go h.run()
@@ -118,7 +128,15 @@ func checkLayout(layout []int, m Model) error {
 	return nil
 }
 
-// apply makes opts the routing for new admissions; the lane calls it when no session is held.
+// nudge wakes the lane if it waits; it never blocks.
+func (h *Shared) nudge() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// apply makes opts the routing for new admissions; only the lane calls it, apart from NewShared.
 func (h *Shared) apply(opts SharedOptions) {
 	if opts.Grow <= 0 {
 		opts.Grow = 2048
@@ -130,7 +148,7 @@ func (h *Shared) apply(opts SharedOptions) {
 		opts.PrefillChunk = max(1, h.model.MaxRows()/4)
 	}
 	layout := slices.Sorted(slices.Values(opts.Layout))
-	h.lane.pool = newSessionPool(layout)
+	h.lane.pool.relayout(layout)
 	h.lane.grow, h.lane.prefillChunk = opts.Grow, opts.PrefillChunk
 	h.queueMax.Store(int64(opts.Queue))
 	h.largest.Store(int64(layout[len(layout)-1]))
@@ -139,16 +157,27 @@ func (h *Shared) apply(opts SharedOptions) {
 		opts.WarmTick = 500 * time.Millisecond
 	}
 	h.warmTick.Store(int64(opts.WarmTick))
+	h.publishLayout()
+}
+
+// publishLayout copies the lane's layouts, in force and retiring, into Stats.
+func (h *Shared) publishLayout() {
+	p := &h.lane.pool
+	layout := make([]int, len(p.sessions))
+	for i, s := range p.sessions {
+		layout[i] = s.capacity
+	}
 	h.statsMu.Lock()
-	h.stats.Sessions, h.stats.Layout = len(layout), layout
+	h.stats.Sessions, h.stats.Layout, h.stats.Retiring = len(layout), layout, p.retiringSizes()
 	h.statsMu.Unlock()
 }
 
 // SetKeepWarm changes the keep-warm window at once; it is safe for concurrent use.
 func (h *Shared) SetKeepWarm(d time.Duration) { h.keepWarm.Store(int64(d)) }
 
-// Reconfigure swaps the routing: streams already admitted finish in their sessions; new
-// admissions wait until they have, then use the new layout.
+// Reconfigure swaps the routing: new admissions use the new layout at once, in whatever part of
+// it no running reply holds, while streams already admitted finish in their sessions of the old
+// one (Stats lists those as Retiring until they end).
 func (h *Shared) Reconfigure(opts SharedOptions) error {
 	if err := checkLayout(opts.Layout, h.model); err != nil {
 		return err
@@ -159,10 +188,7 @@ func (h *Shared) Reconfigure(opts SharedOptions) error {
 		return ErrClosed
 	}
 	h.reconfig = &opts
-	select {
-	case h.arrivals <- nil: // wakes an idle lane; nil is not a stream
-	default:
-	}
+	h.nudge()
 	return nil
 }
 
@@ -181,8 +207,30 @@ func (h *Shared) Stats() Stats {
 	defer h.statsMu.Unlock()
 	s := h.stats
 	s.Waiting = int(h.waiting.Load())
-	s.Layout = slices.Clone(s.Layout)
+	s.Layout, s.Retiring = slices.Clone(s.Layout), slices.Clone(s.Retiring)
 	return s
+}
+
+// noteHold folds how long a stream held its session into the moving average that Retry-After
+// estimates come from; the lane calls it as a stream ends.
+func (h *Shared) noteHold(d time.Duration) {
+	old := time.Duration(h.hold.Load())
+	if old == 0 {
+		h.hold.Store(int64(d))
+		return
+	}
+	h.hold.Store(int64(old + (d-old)/8))
+}
+
+// queueWait estimates how long the queue ahead of a new request takes to drain: each of the
+// layout's sessions frees once per average hold, and each frees a place for one waiting stream.
+// Before any stream has ended, a hold is taken to be a second.
+func (h *Shared) queueWait() time.Duration {
+	hold := max(time.Duration(h.hold.Load()), time.Second)
+	h.statsMu.Lock()
+	sessions := max(h.stats.Sessions, 1)
+	h.statsMu.Unlock()
+	return time.Duration(h.waiting.Load()) * hold / time.Duration(sessions)
 }
 
 // Submit implements Host.
@@ -190,22 +238,18 @@ func (h *Shared) Submit(ctx context.Context, req Request) (<-chan Event, error) 
 	if err := checkRequest(req, h.model, int(h.largest.Load())); err != nil {
 		return nil, err
 	}
-	st := &stream{ctx: ctx, req: req, events: make(chan Event, eventBuffer)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrClosed
 	}
-	if h.waiting.Load() >= h.queueMax.Load() {
-		return nil, ErrQueueFull
+	if h.waiting.Load() >= h.queueMax.Load() || len(h.arrivals) == cap(h.arrivals) {
+		return nil, &QueueFullError{RetryAfter: h.queueWait()}
 	}
-	select {
-	case h.arrivals <- st:
-		h.waiting.Add(1)
-		return st.events, nil
-	default:
-		return nil, ErrQueueFull
-	}
+	st := newStream(ctx, req, h.nudge)
+	h.arrivals <- st // there is room: only Submit sends, under h.mu
+	h.waiting.Add(1)
+	return st.out, nil
 }
 
 // Close implements Host.

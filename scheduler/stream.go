@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sampling holds one stream's sampling settings. The zero value is greedy decoding.
@@ -104,9 +105,19 @@ type Event struct {
 	Cached int
 }
 
-// ErrQueueFull is returned by Host.Submit when the admission queue is at its bound; the caller
-// should retry later (HTTP 503 with Retry-After).
+// ErrQueueFull is what Host.Submit's error is (errors.Is) when the admission queue is at its
+// bound; the caller should retry later (HTTP 503 with Retry-After).
 var ErrQueueFull = errors.New("scheduler: queue full")
+
+// QueueFullError is returned by Host.Submit when the admission queue is at its bound;
+// errors.Is(err, ErrQueueFull) reports true for it. RetryAfter estimates how long the streams
+// queued ahead take to get their sessions: a client that waits that long is likely to be admitted.
+type QueueFullError struct{ RetryAfter time.Duration }
+
+func (e *QueueFullError) Error() string { return ErrQueueFull.Error() }
+
+// Is makes errors.Is(err, ErrQueueFull) true.
+func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
 
 // ErrClosed is returned by Host.Submit after the host has been closed.
 var ErrClosed = errors.New("scheduler: host closed")
