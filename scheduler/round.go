@@ -1,6 +1,9 @@
 package scheduler
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // round runs one batched forward over every ready stream: each decoding stream feeds its newest
 // token, and prefilling streams feed chunks of their prompts with what is left of the round. It
@@ -182,7 +185,29 @@ func (l *laneState) migrate() (ended bool) {
 		}
 		from.holder, from.kept, to.holder, a.sess = nil, a.tokens[:a.fed], a, to
 	}
-	return ended
+	return ended || l.breakRoomCycle()
+}
+
+// breakRoomCycle ends the newest stream when every stream is waiting for a larger session: that
+// happens only during a layout change, when retiring streams each need a session of the new
+// layout that overlaps another one's, and none of them would ever move. It reports whether it
+// ended one.
+func (l *laneState) breakRoomCycle() bool {
+	var newest *active
+	for _, a := range l.active {
+		if a.done {
+			continue
+		}
+		if !a.needsRoom() {
+			return false
+		}
+		newest = a
+	}
+	if newest == nil {
+		return false
+	}
+	newest.end(Event{Done: true, Reason: FinishError, Err: fmt.Errorf("scheduler: the reply reached %d tokens during a change of sessions.layout, and every session of the new layout that could hold it overlaps one that a running reply still holds: the tokens sent stand; retry", len(newest.tokens))})
+	return true
 }
 
 // chainLength returns how many tokens a greedy chain may make for a lone stream: 0 unless the

@@ -193,3 +193,44 @@ func TestQueueFullSaysHowLongToWait(t *testing.T) {
 		}
 	})
 }
+
+// TestLayoutChangeCannotWedgeGrowingStreams: two replies that fill their sessions of the old
+// layout while the only new session large enough overlaps both would wait for each other
+// forever; the lane ends them with an error that says why, and the host goes on serving.
+func TestLayoutChangeCannotWedgeGrowingStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newToy(32, 256)
+		m.gate = make(chan struct{})
+		h, err := NewShared(m, SharedOptions{Layout: []int{64, 64}, Grow: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeHost(t, h)
+		var ends []<-chan []Event
+		for i := range 2 {
+			events, err := h.Submit(t.Context(), Request{Prompt: []int32{int32(i + 1)}, MaxTokens: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, drain(events))
+		}
+		m.gate <- struct{}{} // one round: both streams hold their sessions
+		if err := h.Reconfigure(SharedOptions{Layout: []int{32, 128}, Grow: 8}); err != nil {
+			t.Fatal(err)
+		}
+		close(m.gate)
+		for i, end := range ends {
+			evs := within(t, end, time.Second, "a stream outgrowing its retiring session")
+			if last := evs[len(evs)-1]; last.Reason != FinishError || len(evs) != 65 {
+				t.Fatalf("stream %d: %d tokens ending %q (%v), want 64 ending in an error", i, len(evs)-1, last.Reason, last.Err)
+			}
+		}
+		events, err := h.Submit(t.Context(), Request{Prompt: []int32{3}, MaxTokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs := within(t, drain(events), time.Second, "a stream after the change"); len(evs) != 101 {
+			t.Fatalf("after the change: %d events, want 100 tokens and the end", len(evs))
+		}
+	})
+}
