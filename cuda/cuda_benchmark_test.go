@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	"tfd/batch"
 	"tfd/compute"
 	"tfd/engine"
 	"tfd/engine/enginetest"
-	"tfd/scheduler"
 )
 
 // Speed on the GPU, reported, never asserted:
@@ -42,9 +42,9 @@ func graphsName(on bool) string {
 // benchDecode prefills promptLen tokens at base, then decodes greedily one row per forward,
 // positions wrapping back to promptLen at the end of the context, and reports tokens per second.
 func benchDecode(b *testing.B, m *engine.Model, base, promptLen int) {
-	rows := make([]scheduler.Row, promptLen)
+	rows := make([]batch.Row, promptLen)
 	for i := range rows {
-		rows[i] = scheduler.Row{Base: base, Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
+		rows[i] = batch.Row{Base: base, Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
 	}
 	var logits []float32
 	for start := 0; start < promptLen; start += m.MaxRows() {
@@ -55,7 +55,7 @@ func benchDecode(b *testing.B, m *engine.Model, base, promptLen int) {
 	}
 	pos := promptLen
 	step := func() {
-		row := []scheduler.Row{{Base: base, Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
+		row := []batch.Row{{Base: base, Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
 		var err error
 		if logits, err = m.Forward(context.Background(), row); err != nil {
 			b.Fatal(err)
@@ -91,10 +91,10 @@ func BenchmarkStreams(b *testing.B) {
 // first), which costs the attention kernel the same arithmetic as a real prompt.
 func benchStreams(b *testing.B, m *engine.Model, sessions, span int) {
 	const start = 128
-	rows := make([]scheduler.Row, sessions)
+	rows := make([]batch.Row, sessions)
 	step := func(n, pos int) {
 		for s := range rows {
-			rows[s] = scheduler.Row{Base: s * span, Pos: pos, Token: int32((n*31 + s*7) % m.Vocab()), Logits: true}
+			rows[s] = batch.Row{Base: s * span, Pos: pos, Token: int32((n*31 + s*7) % m.Vocab()), Logits: true}
 		}
 		if _, err := m.Forward(context.Background(), rows); err != nil {
 			b.Fatal(err)
@@ -119,20 +119,20 @@ func BenchmarkDecode8(b *testing.B) {
 	const sessions, promptLen, span = 8, 128, 256
 	m := enginetest.Load(b, openCUDA(b), bundledDir, engine.Options{MaxRows: promptLen, Slots: sessions * span})
 	for s := range sessions {
-		rows := make([]scheduler.Row, promptLen)
+		rows := make([]batch.Row, promptLen)
 		for i := range rows {
-			rows[i] = scheduler.Row{Base: s * span, Pos: i, Token: int32((i*7 + s) % m.Vocab())}
+			rows[i] = batch.Row{Base: s * span, Pos: i, Token: int32((i*7 + s) % m.Vocab())}
 		}
 		if _, err := m.Forward(context.Background(), rows); err != nil {
 			b.Fatal(err)
 		}
 	}
-	rows := make([]scheduler.Row, sessions)
+	rows := make([]batch.Row, sessions)
 	pos := promptLen
 	b.ResetTimer()
 	for n := range b.N {
 		for s := range rows {
-			rows[s] = scheduler.Row{Base: s * span, Pos: pos, Token: int32((n + s) % m.Vocab()), Logits: true}
+			rows[s] = batch.Row{Base: s * span, Pos: pos, Token: int32((n + s) % m.Vocab()), Logits: true}
 		}
 		if _, err := m.Forward(context.Background(), rows); err != nil {
 			b.Fatal(err)
@@ -180,9 +180,9 @@ func BenchmarkLaunch(b *testing.B) {
 // tokens per second.
 func BenchmarkPrefill(b *testing.B) {
 	m := enginetest.Load(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 256})
-	rows := make([]scheduler.Row, 256)
+	rows := make([]batch.Row, 256)
 	for i := range rows {
-		rows[i] = scheduler.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
+		rows[i] = batch.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
 	}
 	b.ResetTimer()
 	for range b.N {
@@ -247,20 +247,20 @@ func benchMatMul(b *testing.B, dt compute.DType, out, in, rows int) {
 func BenchmarkGreedyChain(b *testing.B) {
 	m := enginetest.Load(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 128})
 	const promptLen = 128
-	rows := make([]scheduler.Row, promptLen-1)
+	rows := make([]batch.Row, promptLen-1)
 	for i := range rows {
-		rows[i] = scheduler.Row{Pos: i, Token: int32(i * 7 % m.Vocab())}
+		rows[i] = batch.Row{Pos: i, Token: int32(i * 7 % m.Vocab())}
 	}
 	if _, err := m.Forward(context.Background(), rows); err != nil {
 		b.Fatal(err)
 	}
-	row := scheduler.Row{Pos: promptLen - 1, Token: 7}
+	row := batch.Row{Pos: promptLen - 1, Token: 7}
 	chain := func() {
-		tokens, err := m.GreedyChain(context.Background(), row, engine.MaxChain)
+		tokens, err := m.Chains().GreedyChain(context.Background(), row, engine.MaxChain)
 		if err != nil {
 			b.Fatal(err)
 		}
-		row = scheduler.Row{Pos: row.Pos + engine.MaxChain, Token: tokens[len(tokens)-1]}
+		row = batch.Row{Pos: row.Pos + engine.MaxChain, Token: tokens[len(tokens)-1]}
 		if row.Pos+engine.MaxChain > m.Context() {
 			row.Pos = promptLen - 1
 		}

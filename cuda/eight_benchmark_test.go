@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"tfd/batch"
 	"tfd/engine"
 	"tfd/engine/safetensors"
-	"tfd/scheduler"
 )
 
 // BenchmarkEight measures an 8B-class checkpoint: the folder named by TFD_BENCH_MODEL, such as
@@ -57,9 +57,9 @@ func BenchmarkEight(b *testing.B) {
 	}
 	b.Run(fmt.Sprintf("prefill=%d", prompt), func(b *testing.B) {
 		base := streams * span
-		rows := make([]scheduler.Row, prompt)
+		rows := make([]batch.Row, prompt)
 		for i := range rows {
-			rows[i] = scheduler.Row{Base: base, Pos: i, Token: int32((i*7 + 3) % m.Vocab()), Logits: i == prompt-1}
+			rows[i] = batch.Row{Base: base, Pos: i, Token: int32((i*7 + 3) % m.Vocab()), Logits: i == prompt-1}
 		}
 		b.ResetTimer()
 		for range b.N {

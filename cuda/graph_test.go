@@ -7,9 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"tfd/batch"
 	"tfd/engine"
 	"tfd/engine/enginetest"
-	"tfd/scheduler"
 )
 
 // TestGraphsKeepBits runs one script of engine forwards with CUDA graphs off and then on, and
@@ -60,7 +60,7 @@ func TestGraphsKeepBits(t *testing.T) {
 func graphScript(t *testing.T, m *engine.Model) [][]float32 {
 	t.Helper()
 	var out [][]float32
-	forward := func(rows []scheduler.Row) []float32 {
+	forward := func(rows []batch.Row) []float32 {
 		logits, err := m.Forward(context.Background(), rows)
 		if err != nil {
 			t.Fatal(err)
@@ -72,27 +72,27 @@ func graphScript(t *testing.T, m *engine.Model) [][]float32 {
 	token := func() int32 { return int32(r.IntN(m.Vocab())) }
 
 	// A 20-token prompt, then 24 greedy steps of one row.
-	prompt := make([]scheduler.Row, 20)
+	prompt := make([]batch.Row, 20)
 	for i := range prompt {
-		prompt[i] = scheduler.Row{Pos: i, Token: token(), Logits: i == len(prompt)-1}
+		prompt[i] = batch.Row{Pos: i, Token: token(), Logits: i == len(prompt)-1}
 	}
 	logits := forward(prompt)
 	for pos := len(prompt); pos < len(prompt)+24; pos++ {
-		logits = forward([]scheduler.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}})
+		logits = forward([]batch.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}})
 	}
 	// Rounds of one row for each of three sessions, positions 0..11.
 	for pos := range 12 {
-		rows := make([]scheduler.Row, 3)
+		rows := make([]batch.Row, 3)
 		for s := range rows {
-			rows[s] = scheduler.Row{Base: 128 * (s + 1), Pos: pos, Token: token(), Logits: true}
+			rows[s] = batch.Row{Base: 128 * (s + 1), Pos: pos, Token: token(), Logits: true}
 		}
 		forward(rows)
 	}
 	// A 48-token prompt in chunks of 8 rows, every row's logits wanted.
 	for start := 0; start < 48; start += 8 {
-		rows := make([]scheduler.Row, 8)
+		rows := make([]batch.Row, 8)
 		for i := range rows {
-			rows[i] = scheduler.Row{Base: 448, Pos: start + i, Token: token(), Logits: true}
+			rows[i] = batch.Row{Base: 448, Pos: start + i, Token: token(), Logits: true}
 		}
 		forward(rows)
 	}

@@ -31,7 +31,7 @@ func BenchmarkFirstTokenAfterIdle(b *testing.B) {
 	}{{"tick=off", 0}, {"tick=on", time.Minute}} {
 		b.Run(tc.name, func(b *testing.B) {
 			m := enginetest.Load(b, openCUDA(b), "models/gopher", engine.Options{Context: 512, MaxRows: 64})
-			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: []int{512}, KeepWarm: tc.keep})
+			h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, KeepWarm: tc.keep}))
 			if err != nil {
 				b.Fatal(err)
 			}

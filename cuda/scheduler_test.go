@@ -49,10 +49,10 @@ func TestSharedAndDraftedEqualSoloOnCUDA(t *testing.T) {
 		wg.Wait()
 		return out
 	}
-	serial := scheduler.NewSerial(m, scheduler.SerialOptions{})
+	serial := scheduler.NewSerial(m, enginetest.Equip(m, scheduler.SharedOptions{}))
 	want := run(serial, scheduler.Drafts{}, false)
 	serial.Close(context.Background())
-	shared, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: []int{512, 512, 512, 512}})
+	shared, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 512, 512, 512}}))
 	if err != nil {
 		t.Fatal(err)
 	}

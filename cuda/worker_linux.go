@@ -40,9 +40,9 @@ type command struct {
 // a full batch is handed over at once, so that the GPU starts on long forwards early.
 const batchLen = 256
 
-// batch is a run of commands, then optionally a wait: a stream synchronisation and/or a call made
+// cmdBatch is a run of commands, then optionally a wait: a stream synchronisation and/or a call made
 // on the worker's thread, whose outcome the worker sends back on done.
-type batch struct {
+type cmdBatch struct {
 	cmds [batchLen]command
 	n    int
 	sync bool         // synchronise the stream and collect errors after the commands
@@ -54,10 +54,10 @@ type batch struct {
 // the worker hands them back on free. Both channels hold every batch, so neither side blocks on a
 // send.
 type worker struct {
-	full chan *batch
-	free chan *batch
+	full chan *cmdBatch
+	free chan *cmdBatch
 	done chan error
-	cur  *batch // being recorded; owned by the backend's goroutine
+	cur  *cmdBatch // being recorded; owned by the backend's goroutine
 
 	// Worker-thread state.
 	stream cuStream
@@ -72,14 +72,14 @@ const batches = 4
 
 func newWorker() *worker {
 	w := &worker{
-		full: make(chan *batch, batches),
-		free: make(chan *batch, batches),
+		full: make(chan *cmdBatch, batches),
+		free: make(chan *cmdBatch, batches),
 		done: make(chan error, 1),
 	}
 	for range batches - 1 {
-		w.free <- new(batch)
+		w.free <- new(cmdBatch)
 	}
-	w.cur = new(batch)
+	w.cur = new(cmdBatch)
 	return w
 }
 

@@ -126,7 +126,7 @@ func benchPrompt(m *engine.Model, n int) []int32 {
 // benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into
 // the text so that no two are the same.
 func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts BenchOptions, n int, drafts bool) (benchResult, error) {
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains()})
 	if err != nil {
 		return benchResult{}, err
 	}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"tfd/scheduler"
+	"tfd/batch"
 )
 
 // problem is one invalid value: its key and what the key allows.
@@ -43,7 +43,7 @@ func (c Config) problems() []problem {
 
 	_, _, err := c.Sessions.ParallelN()
 	check(err == nil, "sessions.parallel", `want "auto" or a whole number ≥ 1`)
-	_, err = scheduler.ParseLayout(c.Sessions.Layout)
+	_, err = batch.ParseLayout(c.Sessions.Layout)
 	check(err == nil, "sessions.layout", `want empty or a comma-separated list of capacities, each N or NxCOUNT, e.g. "65536,32768x3,16384x11"`)
 	check(c.Sessions.Grow > 0, "sessions.grow", "want a positive number of tokens")
 	check(c.Sessions.Queue > 0, "sessions.queue", "want a positive number of requests")

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
+	"tfd/batch"
 	"tfd/compute"
 	"tfd/engine"
 	"tfd/engine/tokenizer"
@@ -51,7 +53,7 @@ func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
 		return engine.Plan{}, fmt.Errorf("daemon: read the model for its memory plan: %w", err)
 	}
 	parallel, _, _ := cfg.Sessions.ParallelN() // validated with the config; auto is 0
-	layout, _ := scheduler.ParseLayout(cfg.Sessions.Layout)
+	layout, _ := batch.ParseLayout(cfg.Sessions.Layout)
 	return engine.MakePlan(engine.PlanInput{
 		Model:          mcfg,
 		WeightBytes:    info.FileBytes,
@@ -93,7 +95,7 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 		backend.Close()
 		return nil, err
 	}
-	if err := in.load(ctx, cfg, logger); err != nil {
+	if err := in.load(ctx, cfg, logger, workedAround(logger, hopts.Metrics)); err != nil {
 		in.close(context.Background())
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 }
 
 // load loads the weights with a KV pool of the plan's size and starts the host on its layout.
-func (in *instance) load(ctx context.Context, cfg Config, logger *slog.Logger) error {
+func (in *instance) load(ctx context.Context, cfg Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, modelSource(cfg.Model), in.backend, engine.Options{
 		Context: in.plan.Context, MaxRows: maxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
@@ -114,7 +116,9 @@ func (in *instance) load(ctx context.Context, cfg Config, logger *slog.Logger) e
 		return fmt.Errorf("daemon: load model.path %s: %w", cfg.Model.Path, err)
 	}
 	in.model = m
-	in.host, err = scheduler.NewShared(m, in.sharedOptions(cfg))
+	opts := in.sharedOptions(cfg)
+	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report = m.MTP(), m.Chains(), m, report
+	in.host, err = scheduler.NewShared(m, opts)
 	if err != nil {
 		return fmt.Errorf("daemon: start the host: %w", err)
 	}
@@ -130,6 +134,24 @@ func loadProgress(logger *slog.Logger, start time.Time) func(step string, done, 
 		if now := time.Now(); now.Sub(last) >= 2*time.Second && done < total {
 			last = now
 			logger.Info("loading the model", "step", step, "done", fmt.Sprintf("%d/%d", done, total), "after", now.Sub(start).Round(time.Second))
+		}
+	}
+}
+
+// workedAround returns a host's Report: each error the host worked around is counted in
+// tfd_errors_total{where} and logged the first time one of its kind comes, so that a broken draft
+// head or tick shows up without flooding the log.
+func workedAround(logger *slog.Logger, metrics *Metrics) func(where string, err error) {
+	var mu sync.Mutex // guards seen
+	seen := map[string]bool{}
+	return func(where string, err error) {
+		metrics.countError(where)
+		mu.Lock()
+		first := !seen[where]
+		seen[where] = true
+		mu.Unlock()
+		if first {
+			logger.Warn("worked around an error; more of this kind are only counted in tfd_errors_total", "where", where, "err", err)
 		}
 	}
 }

@@ -28,6 +28,7 @@ type Metrics struct {
 	planSessions     prometheus.Gauge
 	planContext      prometheus.Gauge
 	generation       prometheus.Gauge
+	errors           *prometheus.CounterVec
 }
 
 // The outcomes a request is counted under in tfd_requests_total.
@@ -67,12 +68,14 @@ func NewMetrics(stats func() scheduler.Stats) *Metrics {
 			Help: "The longest sequence a session holds."}),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tfd_config_generation",
 			Help: "How many configs tfd has applied since it started, the first included."}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_errors_total",
+			Help: "Errors tfd worked around without failing a request, by where: draft (the MTP head), warm (the keep-warm tick)."}, []string{"where"}),
 	}
 	gauge := func(name, help string, f func(scheduler.Stats) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
 	}
 	m.reg.MustRegister(m.requests, m.promptTokens, m.completionTokens, m.draftTokens, m.firstToken, m.perToken,
-		m.reloads, m.plan, m.planSessions, m.planContext, m.generation,
+		m.reloads, m.plan, m.planSessions, m.planContext, m.generation, m.errors,
 		gauge("tfd_queue_depth", "Streams waiting for a session.", func(s scheduler.Stats) int { return s.Waiting }),
 		gauge("tfd_sessions_in_use", "Sessions holding a stream.", func(s scheduler.Stats) int { return s.SessionsInUse }),
 		gauge("tfd_sessions", "Sessions in the current layout.", func(s scheduler.Stats) int { return s.Sessions }),
@@ -147,4 +150,11 @@ func (m *Metrics) setPlan(p engine.Plan, generation int) {
 	m.planSessions.Set(float64(len(p.Layout)))
 	m.planContext.Set(float64(p.Context))
 	m.generation.Set(float64(generation))
+}
+
+// countError counts an error worked around at where in tfd_errors_total.
+func (m *Metrics) countError(where string) {
+	if m != nil {
+		m.errors.WithLabelValues(where).Inc()
+	}
 }

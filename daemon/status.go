@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
+	"tfd/batch"
 	"tfd/engine"
-	"tfd/scheduler"
 )
 
 // statusPath is the daemon's status endpoint. Like /health and /metrics it needs no API key: it
@@ -83,7 +83,7 @@ func (s *server) statusReport() StatusReport {
 		return rep
 	}
 	st := in.stats()
-	rep.Host.Layout, rep.Host.Retiring = scheduler.FormatLayout(st.Layout), scheduler.FormatLayout(st.Retiring)
+	rep.Host.Layout, rep.Host.Retiring = batch.Layout(st.Layout).String(), batch.Layout(st.Retiring).String()
 	rep.Host.Sessions, rep.Host.SessionsInUse, rep.Host.Active, rep.Host.Waiting = st.Sessions, st.SessionsInUse, st.Active, st.Waiting
 	return rep
 }

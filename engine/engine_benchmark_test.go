@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"tfd/batch"
 	"tfd/engine"
 	"tfd/engine/enginetest"
-	"tfd/scheduler"
 )
 
 // The bundled model's prefill and decode speed on the CPU backend:
@@ -17,9 +17,9 @@ const bundledDir = "models/gopher"
 // BenchmarkPrefill runs a 256-token prompt in one forward and reports prompt tokens per second.
 func BenchmarkPrefill(b *testing.B) {
 	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 256})
-	rows := make([]scheduler.Row, 256)
+	rows := make([]batch.Row, 256)
 	for i := range rows {
-		rows[i] = scheduler.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
+		rows[i] = batch.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
 	}
 	b.ResetTimer()
 	for range b.N {
@@ -35,9 +35,9 @@ func BenchmarkPrefill(b *testing.B) {
 func BenchmarkDecode(b *testing.B) {
 	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 128})
 	const promptLen = 128
-	rows := make([]scheduler.Row, promptLen)
+	rows := make([]batch.Row, promptLen)
 	for i := range rows {
-		rows[i] = scheduler.Row{Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
+		rows[i] = batch.Row{Pos: i, Token: int32(i * 7 % m.Vocab()), Logits: i == promptLen-1}
 	}
 	logits, err := m.Forward(context.Background(), rows)
 	if err != nil {
@@ -46,7 +46,7 @@ func BenchmarkDecode(b *testing.B) {
 	pos := promptLen
 	b.ResetTimer()
 	for range b.N {
-		row := []scheduler.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
+		row := []batch.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
 		if logits, err = m.Forward(context.Background(), row); err != nil {
 			b.Fatal(err)
 		}

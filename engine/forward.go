@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"tfd/batch"
 	"tfd/compute"
-	"tfd/scheduler"
 )
 
 // activations are the forward's scratch tensors, allocated once for maxRows rows; the forward
@@ -87,7 +87,7 @@ func (a *activations) free(b compute.Backend) {
 // Forward runs one batched forward over rows of any sessions and returns the logits of the rows
 // that asked for them, n×Vocab values in row order, valid until the next call. It implements
 // scheduler.Model. Forward is not safe for concurrent use.
-func (m *Model) Forward(ctx context.Context, rows []scheduler.Row) ([]float32, error) {
+func (m *Model) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (m *Model) Forward(ctx context.Context, rows []scheduler.Row) ([]float32, e
 }
 
 // stageRows checks the rows and uploads their metadata; it returns how many want logits.
-func (m *Model) stageRows(rows []scheduler.Row) (int, error) {
+func (m *Model) stageRows(rows []batch.Row) (int, error) {
 	if len(rows) == 0 || len(rows) > m.maxRows {
 		return 0, fmt.Errorf("engine: a forward takes 1 to %d rows, got %d", m.maxRows, len(rows))
 	}
@@ -218,26 +218,35 @@ func (m *Model) Warm() error {
 // MaxChain is the most tokens one GreedyChain call makes.
 const MaxChain = 16
 
-// MaxChainLen returns MaxChain; it implements scheduler.Chainer.
-func (m *Model) MaxChainLen() int { return MaxChain }
-
-// CanChain reports whether the backend runs greedy chains on the device (compute.Chainer).
-func (m *Model) CanChain() bool {
-	_, ok := m.backend.(compute.Chainer)
-	return ok
+// Chains runs a model's greedy chains on its device (scheduler.Chainer). Like the model's
+// Forward, it is not safe for concurrent use, nor for use concurrent with the model's.
+type Chains struct {
+	m       *Model
+	chainer compute.Chainer
 }
+
+// Chains returns the model's greedy chains, or nil when its backend runs none (it is no
+// compute.Chainer).
+func (m *Model) Chains() batch.Chainer {
+	chainer, ok := m.backend.(compute.Chainer)
+	if !ok {
+		return nil
+	}
+	return &Chains{m, chainer}
+}
+
+// MaxChainLen returns MaxChain.
+func (c *Chains) MaxChainLen() int { return MaxChain }
 
 // GreedyChain decodes n tokens greedily from row, one forward each, without the host in between:
 // each forward's argmax becomes the next forward's token, one position further, on the device
 // (compute.Chainer). It returns the n chosen tokens: the same tokens as n forwards whose logits
 // the host reads and takes the argmax of, because the forwards are the same and the argmax breaks
 // ties the same way. It feeds row.Token and the first n-1 chosen tokens, positions row.Pos to
-// row.Pos+n-1. It implements scheduler.Chainer.
-func (m *Model) GreedyChain(ctx context.Context, row scheduler.Row, n int) ([]int32, error) {
-	chainer, ok := m.backend.(compute.Chainer)
+// row.Pos+n-1.
+func (c *Chains) GreedyChain(ctx context.Context, row batch.Row, n int) ([]int32, error) {
+	m := c.m
 	switch {
-	case !ok:
-		return nil, fmt.Errorf("engine: the %s backend runs no greedy chains", m.backend.Name())
 	case n < 1 || n > MaxChain:
 		return nil, fmt.Errorf("engine: a greedy chain makes 1 to %d tokens, asked for %d", MaxChain, n)
 	case row.Pos+n > m.context || row.Base+row.Pos+n > m.slots:
@@ -247,13 +256,13 @@ func (m *Model) GreedyChain(ctx context.Context, row scheduler.Row, n int) ([]in
 		return nil, err
 	}
 	row.Logits = true
-	if _, err := m.stageRows([]scheduler.Row{row}); err != nil {
+	if _, err := m.stageRows([]batch.Row{row}); err != nil {
 		return nil, err
 	}
 	a := m.act
 	for step := range n {
 		m.forwardRows(1, 1)
-		chainer.ArgmaxNext(a.logits, a.tokens, a.positions, a.chain, m.cfg.Vocab, step)
+		c.chainer.ArgmaxNext(a.logits, a.tokens, a.positions, a.chain, m.cfg.Vocab, step)
 	}
 	m.lastRows = 0 // the hidden states are the last step's, not a forward's the caller knows
 	chosen := a.hostLogits[:n]

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"tfd/batch"
 	"tfd/compute"
 	"tfd/engine/safetensors"
-	"tfd/scheduler"
 )
 
 // mtpWeights is a multi-token-prediction module laid out as Qwen3-Next checkpoints lay theirs
@@ -78,18 +78,25 @@ func splitColumns(t safetensors.Tensor, half int) (left, right safetensors.Tenso
 		safetensors.Tensor{Name: t.Name + "[:, hidden:]", DType: t.DType, Shape: shape, Data: r}, nil
 }
 
-// HasMTP reports whether the model drafts with an MTP head.
-func (m *Model) HasMTP() bool { return m.mtp != nil }
+// MTPHead is a model's MTP module as a drafter (scheduler.Drafter). Like the model's Forward, it
+// is not safe for concurrent use, nor for use concurrent with the model's.
+type MTPHead struct{ m *Model }
+
+// MTP returns the model's MTP head, or nil when the checkpoint has none.
+func (m *Model) MTP() batch.Drafter {
+	if m.mtp == nil {
+		return nil
+	}
+	return &MTPHead{m}
+}
 
 // Draft runs the MTP module over rows that follow the last Forward: row r combines the hidden
 // state of the last Forward's row rows[r].Source (h at position rows[r].Pos) with the token after
 // it, rows[r].Token, writes the MTP layer's keys and values for that position, and, where asked,
 // returns draft logits for the token two places after Pos. It must be called before the next
-// Forward, which overwrites the hidden states. It implements scheduler.Drafter.
-func (m *Model) Draft(ctx context.Context, rows []scheduler.DraftRow) ([]float32, error) {
-	if m.mtp == nil {
-		return nil, fmt.Errorf("engine: %s has no MTP head", m.name)
-	}
+// Forward, which overwrites the hidden states.
+func (h *MTPHead) Draft(ctx context.Context, rows []batch.DraftRow) ([]float32, error) {
+	m := h.m
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -110,7 +117,7 @@ func (m *Model) Draft(ctx context.Context, rows []scheduler.DraftRow) ([]float32
 
 // stageDraftRows checks draft rows and uploads their metadata: the MTP entry for position t sits
 // in KV slot base+t of the MTP layer and at RoPE position t+1.
-func (m *Model) stageDraftRows(rows []scheduler.DraftRow) (int, error) {
+func (m *Model) stageDraftRows(rows []batch.DraftRow) (int, error) {
 	if len(rows) == 0 || len(rows) > m.maxRows {
 		return 0, fmt.Errorf("engine: a draft takes 1 to %d rows, got %d", m.maxRows, len(rows))
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"tfd/scheduler"
+	"tfd/batch"
 )
 
 // The memory plan decides, before any weight is loaded, how the memory under the load limit is
@@ -52,7 +52,7 @@ type PlanInput struct {
 	// layout whose largest session cannot hold Grow tokens is refused.
 	Grow int
 	// Layout, if not empty, gives the session capacities in tokens and overrides Parallel.
-	Layout []int
+	Layout batch.Layout
 	// MaxRows is the most rows one forward takes; 0: 256, as Load defaults.
 	MaxRows int
 	// KVBytesPerElem is the size of one stored key or value element; 0: 4 (F32).
@@ -75,7 +75,7 @@ type Plan struct {
 	// Context is the longest sequence a session holds, after any lowering.
 	Context int
 	// Layout lists the session capacities in tokens, largest first.
-	Layout []int
+	Layout batch.Layout
 	// Parallel is "auto", "layout" or the number asked for, as the plan read its input.
 	Parallel string
 	// MaxRows is the rows the scratch is sized for.
@@ -258,7 +258,7 @@ func (p *Plan) explicitLayout(in PlanInput, avail int64, fits func(int) bool) er
 	if !fits(p.Slots()) {
 		need := int64(p.Slots()) * p.KVPerToken
 		return fmt.Errorf("memory: sessions.layout %s needs %s, %s is left under the %s limit: use fewer or smaller sessions, or raise memory.load_limit_gb",
-			scheduler.FormatLayout(p.Layout), FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit))
+			p.Layout.String(), FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit))
 	}
 	return nil
 }
@@ -318,7 +318,7 @@ func (p Plan) String() string {
 	if p.Serial() {
 		host = "serial host: one reply at a time"
 	}
-	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s a token", scheduler.FormatLayout(p.Layout), host, p.Parallel, FormatBytes(p.KVPerToken)))
+	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s a token", p.Layout.String(), host, p.Parallel, FormatBytes(p.KVPerToken)))
 	row("left", p.Left, "")
 	fmt.Fprintf(&b, "  context   %d tokens\n", p.Context)
 	fmt.Fprintf(&b, "  prompt cache: not built yet (prompt_cache.gib is kept for it; nothing reserved)\n")
@@ -329,7 +329,7 @@ func (p Plan) String() string {
 }
 
 // LayoutString writes the plan's layout as sessions.layout reads it.
-func (p Plan) LayoutString() string { return scheduler.FormatLayout(p.Layout) }
+func (p Plan) LayoutString() string { return p.Layout.String() }
 
 // WeightInfo describes a checkpoint's tensors from their headers alone.
 type WeightInfo struct {

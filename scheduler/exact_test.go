@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"tfd/batch"
 	"tfd/compute"
 	_ "tfd/cpu"
 	"tfd/engine"
@@ -82,7 +83,7 @@ func drain(events <-chan scheduler.Event) reply {
 // solo runs each request alone on a serial host.
 func solo(t *testing.T, m *engine.Model, reqs []scheduler.Request) []reply {
 	t.Helper()
-	h := scheduler.NewSerial(m, scheduler.SerialOptions{})
+	h := scheduler.NewSerial(m, enginetest.Equip(m, scheduler.SharedOptions{}))
 	defer h.Close(context.Background())
 	out := make([]reply, len(reqs))
 	for i, req := range reqs {
@@ -112,7 +113,7 @@ func TestStaggeredStreamsEqualSolo(t *testing.T) {
 	want := solo(t, m, reqs)
 
 	rec := &recorder{Model: m}
-	h, err := scheduler.NewShared(rec, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8), Grow: 64})
+	h, err := scheduler.NewShared(rec, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8), Grow: 64}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ type recorder struct {
 	mixed       bool // a forward held a prompt chunk beside a decoding row
 }
 
-func (r *recorder) Forward(ctx context.Context, rows []scheduler.Row) ([]float32, error) {
+func (r *recorder) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
 	perSession := map[int]int{}
 	for _, row := range rows {
 		perSession[row.Base]++
@@ -182,7 +183,7 @@ func TestMigratedStreamEqualsSolo(t *testing.T) {
 		reqs[i].StopTokens = nil // run the whole length, past the small sessions
 	}
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: []int{40, 40, 512, 256}, Grow: 4})
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{40, 40, 512, 256}, Grow: 4}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestOutgrownStreamEndsWithError(t *testing.T) {
 	req := requests(m, 1)[0]
 	req.MaxTokens, req.StopTokens = 100, nil
 	want := solo(t, m, []scheduler.Request{req})[0]
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: []int{40}})
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{40}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestOutgrownStreamEndsWithError(t *testing.T) {
 // every admitted request completes.
 func TestBurstBeyondQueue(t *testing.T) {
 	m := loadBundled(t, 2*512)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2), Queue: 3})
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2), Queue: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestCancelledStreamFreesItsSession(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 40, nil
 	}
 	want := solo(t, m, reqs[1:])
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)})
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 80, nil
 	}
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 // far below that means the head is wired wrong (its inputs swapped, the wrong hidden state).
 func TestMTPDraftsLand(t *testing.T) {
 	m := loadBundled(t, 4*512)
-	if !m.HasMTP() {
+	if m.MTP() == nil {
 		t.Fatal("the bundled model should load its MTP head")
 	}
 	reqs := requests(m, 8)
@@ -362,7 +363,7 @@ func TestMTPDraftsLand(t *testing.T) {
 		}
 	}
 	want := solo(t, m, greedy)
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,7 @@ func TestMTPDraftsLand(t *testing.T) {
 // (several tokens a call); its reply equals plain forwards with the host's argmax between them.
 func TestLoneGreedyEqualsStepwise(t *testing.T) {
 	m := loadBundled(t, 512)
-	if !m.CanChain() {
+	if m.Chains() == nil {
 		t.Fatal("the CPU backend should run greedy chains")
 	}
 	req := requests(m, 1)[0]
@@ -413,7 +414,7 @@ func TestNextTurnReusesTheSession(t *testing.T) {
 	first.MaxTokens, first.StopTokens = 30, nil
 	first.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
 
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)})
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)}))
 	if err != nil {
 		t.Fatal(err)
 	}

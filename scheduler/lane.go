@@ -3,6 +3,8 @@ package scheduler
 import (
 	"slices"
 	"time"
+
+	"tfd/batch"
 )
 
 // laneState is everything the lane goroutine owns: the sessions, the streams and the round being
@@ -18,23 +20,25 @@ type laneState struct {
 	smp          sampler
 
 	// The round being built, reused from round to round.
-	rows      []Row
+	rows      []batch.Row
 	shares    []share
 	logitRows int // rows of the round that ask for logits
 
-	warmer   Warmer    // the model's keep-warm tick, or nil
-	lastWork time.Time // when the lane last ran a forward
+	warmer   batch.Warmer // the model's keep-warm tick, or nil
+	lastWork time.Time    // when the lane last ran a forward
 
-	chainer  Chainer   // the model's greedy chains, or nil
-	pricer   pricer    // what a round of r rows takes, learnt from the rounds run
-	landing  landing   // how often drafts land at each depth
-	decoding []*active // this round's decoding streams, while plan builds it
-	depth    []int     // their draft depths, while price weighs them
-	gain     []float64 // the chance that each one's next draft lands
+	chainer  batch.Chainer // the model's greedy chains, or nil
+	pricer   pricer        // what a round of r rows takes, learnt from the rounds run
+	landing  landing       // how often drafts land at each depth
+	decoding []*active     // this round's decoding streams, while plan builds it
+	depth    []int         // their draft depths, while price weighs them
+	gain     []float64     // the chance that each one's next draft lands
 
-	drafter   Drafter    // the model's MTP head, or nil
-	draftRows []DraftRow // the MTP rows after a round
-	drafting  []*active  // the streams whose MTP rows ask for logits, in order
+	reportTo func(where string, err error) // SharedOptions.Report, or nil
+
+	drafter   batch.Drafter    // the model's MTP head, or nil
+	draftRows []batch.DraftRow // the MTP rows after a round
+	drafting  []*active        // the streams whose MTP rows ask for logits, in order
 }
 
 // share is one stream's part of a round: n rows from its first unfed token (position first, row
@@ -46,14 +50,15 @@ type share struct {
 	logits     int
 }
 
-func (l *laneState) init(h *Shared) {
+func (l *laneState) init(h *Shared, opts SharedOptions) {
 	l.h = h
-	if d, ok := h.model.(Drafter); ok && d.HasMTP() {
-		l.drafter = d
-	}
-	l.warmer, _ = h.model.(Warmer)
-	if c, ok := h.model.(Chainer); ok && c.CanChain() {
-		l.chainer = c
+	l.drafter, l.chainer, l.warmer, l.reportTo = opts.Drafter, opts.Chainer, opts.Warmer, opts.Report
+}
+
+// report passes an error the lane works around to SharedOptions.Report.
+func (l *laneState) report(where string, err error) {
+	if err != nil && l.reportTo != nil && l.h.hostCtx.Err() == nil {
+		l.reportTo(where, err)
 	}
 }
 
@@ -130,7 +135,7 @@ func (l *laneState) wait() {
 		l.receive(st, ok)
 	case <-l.h.wake:
 	case <-tick:
-		l.warmer.Warm() // a failed tick only costs the next request its warm start
+		l.report("warm", l.warmer.Warm()) // a failed tick costs the next request its warm start
 	}
 }
 

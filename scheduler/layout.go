@@ -1,63 +1,10 @@
 package scheduler
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
+
+	"tfd/batch"
 )
-
-// maxSessions bounds a layout's session count, far above what any machine holds.
-const maxSessions = 4096
-
-// ParseLayout reads a session layout such as "65536,32768x3,16384x11": a comma-separated list of
-// session capacities in tokens, each optionally repeated with xCOUNT. The result is sorted from
-// the smallest session to the largest. An empty layout gives nil: sizes come from memory.
-func ParseLayout(s string) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var sizes []int
-	for part := range strings.SplitSeq(s, ",") {
-		size, count, repeated := strings.Cut(strings.TrimSpace(part), "x")
-		n, err := strconv.Atoi(size)
-		k := 1
-		if err == nil && repeated {
-			k, err = strconv.Atoi(count)
-		}
-		if err != nil || n <= 0 || k <= 0 {
-			return nil, fmt.Errorf("session layout %q: %q is not TOKENS or TOKENSxCOUNT with positive numbers (e.g. \"65536,32768x3\")", s, part)
-		}
-		if k > maxSessions-len(sizes) {
-			return nil, fmt.Errorf("session layout %q: more than %d sessions", s, maxSessions)
-		}
-		sizes = append(sizes, slices.Repeat([]int{n}, k)...)
-	}
-	slices.Sort(sizes)
-	return sizes, nil
-}
-
-// FormatLayout writes sizes back in ParseLayout's form, largest first, with runs folded: the
-// inverse of ParseLayout up to order.
-func FormatLayout(sizes []int) string {
-	sorted := slices.Clone(sizes)
-	slices.Sort(sorted)
-	slices.Reverse(sorted)
-	var parts []string
-	for i := 0; i < len(sorted); {
-		j := i
-		for j < len(sorted) && sorted[j] == sorted[i] {
-			j++
-		}
-		if j-i == 1 {
-			parts = append(parts, strconv.Itoa(sorted[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%dx%d", sorted[i], j-i))
-		}
-		i = j
-	}
-	return strings.Join(parts, ",")
-}
 
 // session is a range of KV slots that one stream holds at a time. Its keys and values outlive
 // the stream: kept lists the tokens whose keys and values it still holds, position by position,
@@ -90,10 +37,10 @@ type sessionPool struct {
 	retiring []*session // sessions of earlier layouts that a stream still holds
 }
 
-// relayout puts the layout sizes (smallest first) in force. A new session with the bounds of a
+// relayout puts the layout sizes in force. A new session with the bounds of a
 // free old one keeps what that one kept, so a reload that leaves a session as it was costs no
 // chat its warm start.
-func (p *sessionPool) relayout(sizes []int) {
+func (p *sessionPool) relayout(sizes batch.Layout) {
 	old := map[[2]int]*session{}
 	for _, s := range p.sessions {
 		if s.holder != nil {
@@ -104,7 +51,7 @@ func (p *sessionPool) relayout(sizes []int) {
 	}
 	p.sessions = p.sessions[:0:0]
 	base := 0
-	for _, n := range sizes {
+	for _, n := range slices.Backward(sizes.Sorted()) { // smallest first
 		s := &session{base: base, capacity: n}
 		if o := old[[2]int{base, n}]; o != nil {
 			s.kept = o.kept
@@ -163,12 +110,11 @@ func (p *sessionPool) smallestFree(need int) *session {
 	return nil
 }
 
-// retiringSizes returns the capacities of the retiring sessions, smallest first.
-func (p *sessionPool) retiringSizes() []int {
-	var sizes []int
+// retiringLayout returns the capacities of the retiring sessions, largest first.
+func (p *sessionPool) retiringLayout() batch.Layout {
+	var sizes batch.Layout
 	for _, s := range p.retiring {
 		sizes = append(sizes, s.capacity)
 	}
-	slices.Sort(sizes)
-	return sizes
+	return sizes.Sorted()
 }

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"time"
+
+	"tfd/batch"
 )
 
 // round runs one batched forward over every ready stream: each decoding stream feeds its newest
@@ -98,11 +100,11 @@ func (l *laneState) add(a *active, n int) {
 			s.logits = l.logitRows
 			l.logitRows += 1 + len(a.drafts)
 		}
-		l.rows = append(l.rows, Row{Base: a.sess.base, Pos: pos, Token: a.tokens[pos], Logits: newest})
+		l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: pos, Token: a.tokens[pos], Logits: newest})
 	}
 	if s.logits >= 0 {
 		for i, tok := range a.drafts {
-			l.rows = append(l.rows, Row{Base: a.sess.base, Pos: len(a.tokens) + i, Token: tok, Logits: true})
+			l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: len(a.tokens) + i, Token: tok, Logits: true})
 		}
 	}
 	l.shares = append(l.shares, s)
@@ -138,7 +140,7 @@ func (l *laneState) draftMTP() {
 		}
 		for t := s.first; t < a.fed; t++ {
 			newest := t == a.fed-1 && a.decoding() && t+2 < l.h.model.Context()
-			l.draftRows = append(l.draftRows, DraftRow{Base: a.sess.base, Pos: t, Token: a.tokens[t+1], Source: s.row + t - s.first, Logits: newest})
+			l.draftRows = append(l.draftRows, batch.DraftRow{Base: a.sess.base, Pos: t, Token: a.tokens[t+1], Source: s.row + t - s.first, Logits: newest})
 			if newest {
 				l.drafting = append(l.drafting, a)
 			}
@@ -149,7 +151,8 @@ func (l *laneState) draftMTP() {
 	}
 	logits, err := l.drafter.Draft(l.h.hostCtx, l.draftRows)
 	if err != nil {
-		return // a draft is only a guess: without one the streams decode one token a round
+		l.report("draft", err) // a draft is only a guess: without one the streams decode one token a round
+		return
 	}
 	vocab := l.h.model.Vocab()
 	for i, a := range l.drafting {
@@ -223,7 +226,7 @@ func (l *laneState) chainLength(a *active) int {
 
 // chain runs a greedy chain of n tokens from row on the device and takes its tokens one by one,
 // as if each had come from its own forward; tokens after one that ends the stream are dropped.
-func (l *laneState) chain(a *active, row Row, n int) {
+func (l *laneState) chain(a *active, row batch.Row, n int) {
 	tokens, err := l.chainer.GreedyChain(a.ctx, row, n)
 	l.lastWork = time.Now()
 	if err != nil {
@@ -251,10 +254,10 @@ func (l *laneState) lone(a *active) bool {
 // that ended, a reconfiguration) or the stream leaves the lone path; the stream then goes on in
 // shared rounds with the same state, so its future tokens are the same.
 func (l *laneState) driveLone(a *active) {
-	row := make([]Row, 1)
+	row := make([]batch.Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
 	for !a.done && a.ctx.Err() == nil && l.lone(a) && !l.interrupted() {
-		row[0] = Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
+		row[0] = batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
 		if n := l.chainLength(a); n > 1 {
 			l.chain(a, row[0], n)
 			continue

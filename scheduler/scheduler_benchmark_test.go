@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"tfd/engine/enginetest"
 	"tfd/scheduler"
 )
 
@@ -20,7 +21,7 @@ func BenchmarkStreams(b *testing.B) {
 	for _, streams := range []int{1, 2, 4, 8} {
 		b.Run(fmt.Sprintf("shared/%d", streams), func(b *testing.B) {
 			m := loadBundled(b, 8*512)
-			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)})
+			h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -32,7 +33,7 @@ func BenchmarkStreams(b *testing.B) {
 	for _, streams := range []int{1, 8} {
 		b.Run(fmt.Sprintf("drafted/%d", streams), func(b *testing.B) {
 			m := loadBundled(b, 8*512)
-			h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)})
+			h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -43,7 +44,7 @@ func BenchmarkStreams(b *testing.B) {
 	// The lone driver (a shared host with one stream) against the serial host.
 	b.Run("serial/1", func(b *testing.B) {
 		m := loadBundled(b, 512)
-		h := scheduler.NewSerial(m, scheduler.SerialOptions{})
+		h := scheduler.NewSerial(m, enginetest.Equip(m, scheduler.SharedOptions{}))
 		defer h.Close(context.Background())
 		runStreams(b, h, requests(m, 1), scheduler.Drafts{})
 	})

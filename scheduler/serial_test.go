@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"tfd/batch"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,7 +32,7 @@ func newToy(vocab, context int) *toyModel {
 	return &toyModel{vocab: vocab, context: context, slots: make([]int32, context)}
 }
 
-func (m *toyModel) Forward(ctx context.Context, rows []Row) ([]float32, error) {
+func (m *toyModel) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
 	if m.gate != nil {
 		select {
 		case <-m.gate:
@@ -92,7 +94,7 @@ func closeHost(t *testing.T, h Host) {
 }
 
 func TestSerialGreedyIsRepeatableAndEndsByLength(t *testing.T) {
-	h := NewSerial(newToy(32, 64), SerialOptions{})
+	h := NewSerial(newToy(32, 64), SharedOptions{})
 	defer closeHost(t, h)
 	req := Request{Prompt: []int32{1, 2, 3, 4, 5, 6, 7}, MaxTokens: 10}
 	var first []int32
@@ -114,7 +116,7 @@ func TestSerialGreedyIsRepeatableAndEndsByLength(t *testing.T) {
 }
 
 func TestSerialStopsAtStopTokenAndContext(t *testing.T) {
-	h := NewSerial(newToy(32, 64), SerialOptions{})
+	h := NewSerial(newToy(32, 64), SharedOptions{})
 	defer closeHost(t, h)
 	prompt := []int32{9, 8, 7}
 	events, _ := h.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 20})
@@ -133,7 +135,7 @@ func TestSerialStopsAtStopTokenAndContext(t *testing.T) {
 }
 
 func TestSerialRefusesWhatCannotRun(t *testing.T) {
-	h := NewSerial(newToy(32, 16), SerialOptions{})
+	h := NewSerial(newToy(32, 16), SharedOptions{})
 	defer closeHost(t, h)
 	var tooLong *PromptTooLongError
 	if _, err := h.Submit(context.Background(), Request{Prompt: make([]int32, 16), MaxTokens: 1}); !errors.As(err, &tooLong) {
@@ -150,7 +152,7 @@ func TestSerialRefusesWhatCannotRun(t *testing.T) {
 func TestSerialCancellationAndQueueBound(t *testing.T) {
 	m := newToy(32, 64)
 	m.gate = make(chan struct{})
-	h := NewSerial(m, SerialOptions{Queue: 1})
+	h := NewSerial(m, SharedOptions{Queue: 1})
 	defer closeHost(t, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	running, err := h.Submit(ctx, Request{Prompt: []int32{1}, MaxTokens: 50})
@@ -182,7 +184,7 @@ func TestSerialCancellationAndQueueBound(t *testing.T) {
 func TestSerialCloseCancelsAfterGrace(t *testing.T) {
 	m := newToy(32, 64)
 	m.gate = make(chan struct{}) // never opened: the stream cannot finish by itself
-	h := NewSerial(m, SerialOptions{})
+	h := NewSerial(m, SharedOptions{})
 	events, err := h.Submit(context.Background(), Request{Prompt: []int32{1}, MaxTokens: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +227,7 @@ func (m *warmToy) count() int {
 func TestKeepWarmTicksOnlyInItsWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &warmToy{toyModel: newToy(32, 64)}
-		h, err := NewShared(m, SharedOptions{Layout: []int{64}, KeepWarm: 100 * time.Millisecond, WarmTick: 5 * time.Millisecond})
+		h, err := NewShared(m, SharedOptions{Layout: []int{64}, KeepWarm: 100 * time.Millisecond, WarmTick: 5 * time.Millisecond, Warmer: m})
 		if err != nil {
 			t.Fatal(err)
 		}

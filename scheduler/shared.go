@@ -8,13 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"tfd/batch"
 )
 
 // SharedOptions configures a shared host.
 type SharedOptions struct {
 	// Layout lists the session capacities in tokens, in any order; their sum must not exceed the
 	// model's KV slots.
-	Layout []int
+	Layout batch.Layout
 	// Grow is how many tokens beyond its prompt a new stream's session should hold; 0 means 2048.
 	Grow int
 	// Queue bounds the streams waiting for a session; 0 means 64.
@@ -28,24 +30,28 @@ type SharedOptions struct {
 	// WarmTick is how often the idle host ticks; 0 means 500 ms. GPU drivers lower clocks (and
 	// macOS reclaims GPU memory) after about a second idle; half of that keeps ahead of them.
 	WarmTick time.Duration
-}
 
-// SerialOptions configures a serial host.
-type SerialOptions struct {
-	// Queue bounds the requests waiting behind the running one; 0 means 64.
-	Queue int
+	// The model's optional abilities, each nil where the model has none. They are the model's,
+	// not the routing's: NewShared takes them and Reconfigure leaves them as they were.
+	Drafter batch.Drafter // its MTP head: streams that ask for MTP drafts get them
+	Chainer batch.Chainer // greedy chains on the device, for the lone driver
+	Warmer  batch.Warmer  // the keep-warm tick, while KeepWarm allows
+	// Report hears each error the host can work around and so does not end a stream with: a
+	// failed draft (the stream decodes without one) or a failed tick. where names the kind
+	// ("draft", "warm"). Nil drops them.
+	Report func(where string, err error)
 }
 
 // Stats is a snapshot of a host's load.
 type Stats struct {
-	Waiting       int   // streams submitted and not yet holding a session
-	Active        int   // streams holding a session
-	SessionsInUse int   // equals Active
-	Sessions      int   // sessions in the layout in force
-	Layout        []int // the layout in force: session capacities, smallest first
-	// Retiring lists, smallest first, the sessions of an earlier layout that running replies
-	// still hold after a Reconfigure; empty once the change is complete.
-	Retiring []int
+	Waiting       int          // streams submitted and not yet holding a session
+	Active        int          // streams holding a session
+	SessionsInUse int          // equals Active
+	Sessions      int          // sessions in the layout in force
+	Layout        batch.Layout // the layout in force, largest first
+	// Retiring lists, largest first, the sessions of an earlier layout that running replies still
+	// hold after a Reconfigure; empty once the change is complete.
+	Retiring batch.Layout
 }
 
 // Shared is the shared host: streams hold sessions of a layout and run together in rounds, one
@@ -95,23 +101,24 @@ func NewShared(m Model, opts SharedOptions) (*Shared, error) {
 		wake:     make(chan struct{}, 1),
 	}
 	context.AfterFunc(ctx, h.nudge) // a Close that gives up cancels every stream: reap them
-	h.lane.init(h)
+	h.lane.init(h, opts)
 	h.apply(opts)
 	go h.run()
 	return h, nil
 }
 
-// NewSerial starts the serial host on m: one session spanning the model's context, so one reply
-// runs at a time and later requests wait in arrival order.
-func NewSerial(m Model, opts SerialOptions) *Shared {
-	h, err := NewShared(m, SharedOptions{Layout: []int{min(m.Context(), m.Slots())}, Queue: opts.Queue})
+// NewSerial starts the serial host on m: opts with a layout of one session spanning the model's
+// context, so one reply runs at a time and later requests wait in arrival order.
+func NewSerial(m Model, opts SharedOptions) *Shared {
+	opts.Layout = batch.Layout{min(m.Context(), m.Slots())}
+	h, err := NewShared(m, opts)
 	if err != nil {
 		panic("scheduler: a one-session layout of the model's own size must fit: " + err.Error())
 	}
 	return h
 }
 
-func checkLayout(layout []int, m Model) error {
+func checkLayout(layout batch.Layout, m Model) error {
 	if len(layout) == 0 {
 		return errors.New("scheduler: the session layout is empty")
 	}
@@ -123,7 +130,7 @@ func checkLayout(layout []int, m Model) error {
 		total += n
 	}
 	if total > m.Slots() {
-		return fmt.Errorf("scheduler: the session layout %s needs %d KV slots and the model has %d: use fewer or smaller sessions", FormatLayout(layout), total, m.Slots())
+		return fmt.Errorf("scheduler: the session layout %s needs %d KV slots and the model has %d: use fewer or smaller sessions", layout, total, m.Slots())
 	}
 	return nil
 }
@@ -147,11 +154,10 @@ func (h *Shared) apply(opts SharedOptions) {
 	if opts.PrefillChunk <= 0 {
 		opts.PrefillChunk = max(1, h.model.MaxRows()/4)
 	}
-	layout := slices.Sorted(slices.Values(opts.Layout))
-	h.lane.pool.relayout(layout)
+	h.lane.pool.relayout(opts.Layout)
 	h.lane.grow, h.lane.prefillChunk = opts.Grow, opts.PrefillChunk
 	h.queueMax.Store(int64(opts.Queue))
-	h.largest.Store(int64(layout[len(layout)-1]))
+	h.largest.Store(int64(h.lane.pool.largest()))
 	h.SetKeepWarm(opts.KeepWarm)
 	if opts.WarmTick <= 0 {
 		opts.WarmTick = 500 * time.Millisecond
@@ -163,12 +169,12 @@ func (h *Shared) apply(opts SharedOptions) {
 // publishLayout copies the lane's layouts, in force and retiring, into Stats.
 func (h *Shared) publishLayout() {
 	p := &h.lane.pool
-	layout := make([]int, len(p.sessions))
+	layout := make(batch.Layout, len(p.sessions))
 	for i, s := range p.sessions {
-		layout[i] = s.capacity
+		layout[len(layout)-1-i] = s.capacity // the pool keeps them smallest first
 	}
 	h.statsMu.Lock()
-	h.stats.Sessions, h.stats.Layout, h.stats.Retiring = len(layout), layout, p.retiringSizes()
+	h.stats.Sessions, h.stats.Layout, h.stats.Retiring = len(layout), layout, p.retiringLayout()
 	h.statsMu.Unlock()
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"tfd/batch"
 )
 
 // drain reads a stream to its end in the background and hands over its tokens and last event.
@@ -87,7 +90,7 @@ func TestStalledReaderStallsNoOne(t *testing.T) {
 // dropped from the queue at once and told so.
 func TestGivenUpWaiterLeavesTheQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := NewSerial(newToy(32, 4096), SerialOptions{})
+		h := NewSerial(newToy(32, 4096), SharedOptions{})
 		defer closeHost(t, h)
 		defer stall(t, h, []int32{1, 2, 3})()
 		ctx, giveUp := context.WithCancel(t.Context())
@@ -152,7 +155,7 @@ func TestReconfigureAdmitsIntoWhatIsFree(t *testing.T) {
 // slowToy is a toy model whose forwards take 20 ms of the bubble's clock.
 type slowToy struct{ *toyModel }
 
-func (m slowToy) Forward(ctx context.Context, rows []Row) ([]float32, error) {
+func (m slowToy) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
 	time.Sleep(20 * time.Millisecond)
 	return m.toyModel.Forward(ctx, rows)
 }
@@ -231,6 +234,47 @@ func TestLayoutChangeCannotWedgeGrowingStreams(t *testing.T) {
 		}
 		if evs := within(t, drain(events), time.Second, "a stream after the change"); len(evs) != 101 {
 			t.Fatalf("after the change: %d events, want 100 tokens and the end", len(evs))
+		}
+	})
+}
+
+// failing is an MTP head and a warm tick that always fail.
+type failing struct{}
+
+func (failing) Draft(context.Context, []batch.DraftRow) ([]float32, error) {
+	return nil, errors.New("the head is broken")
+}
+func (failing) Warm() error { return errors.New("the tick is broken") }
+
+// TestWorkedAroundErrorsAreReported: a failing draft head and a failing tick cost no reply, and
+// each failure reaches Report under its kind.
+func TestWorkedAroundErrorsAreReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex // guards reported
+		reported := map[string]int{}
+		report := func(where string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reported[where]++
+		}
+		h, err := NewShared(newToy(32, 256), SharedOptions{Layout: []int{256}, Drafter: failing{}, Warmer: failing{},
+			KeepWarm: 10 * time.Millisecond, WarmTick: 5 * time.Millisecond, Report: report})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeHost(t, h)
+		events, err := h.Submit(t.Context(), Request{Prompt: []int32{1, 2}, MaxTokens: 5, Drafts: Drafts{MTP: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs := within(t, drain(events), time.Second, "a drafted reply with a broken head"); len(evs) != 6 {
+			t.Fatalf("%d events, want 5 tokens and the end", len(evs))
+		}
+		time.Sleep(time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if reported["draft"] == 0 || reported["warm"] != 2 {
+			t.Fatalf("reported %v, want draft failures and 2 warm ones", reported)
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"testing"
 
+	"tfd/batch"
 	"tfd/compute"
 	"tfd/engine"
 	"tfd/scheduler"
@@ -82,9 +83,9 @@ func CheckLogits(t *testing.T, m *engine.Model, o *Oracle) float64 {
 	}
 	var worstRel float64
 	for ci, c := range o.Cases {
-		rows := make([]scheduler.Row, len(c.Prompt))
+		rows := make([]batch.Row, len(c.Prompt))
 		for i, tok := range c.Prompt {
-			rows[i] = scheduler.Row{Pos: i, Token: tok, Logits: true}
+			rows[i] = batch.Row{Pos: i, Token: tok, Logits: true}
 		}
 		got, err := m.Forward(context.Background(), rows)
 		if err != nil {
@@ -124,25 +125,25 @@ func CheckGreedy(t *testing.T, m *engine.Model, o *Oracle) {
 // runs no chains.
 func CheckChain(t *testing.T, m *engine.Model, o *Oracle) {
 	t.Helper()
-	if !m.CanChain() {
+	if m.Chains() == nil {
 		t.Skip("the backend runs no greedy chains")
 	}
 	for ci, c := range o.Cases {
 		last := len(c.Prompt) - 1
-		rows := make([]scheduler.Row, last)
+		rows := make([]batch.Row, last)
 		for i, tok := range c.Prompt[:last] {
-			rows[i] = scheduler.Row{Pos: i, Token: tok}
+			rows[i] = batch.Row{Pos: i, Token: tok}
 		}
 		if last > 0 {
 			if _, err := m.Forward(context.Background(), rows); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, err := m.GreedyChain(context.Background(), scheduler.Row{Pos: last, Token: c.Prompt[last]}, engine.MaxChain)
+		got, err := m.Chains().GreedyChain(context.Background(), batch.Row{Pos: last, Token: c.Prompt[last]}, engine.MaxChain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		more, err := m.GreedyChain(context.Background(), scheduler.Row{Pos: last + engine.MaxChain, Token: got[len(got)-1]}, engine.MaxChain)
+		more, err := m.Chains().GreedyChain(context.Background(), batch.Row{Pos: last + engine.MaxChain, Token: got[len(got)-1]}, engine.MaxChain)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,9 +157,9 @@ func CheckChain(t *testing.T, m *engine.Model, o *Oracle) {
 // Greedy prefills prompt in one forward at session base 0 and decodes n tokens by argmax.
 func Greedy(t testing.TB, m *engine.Model, prompt []int32, n int) []int32 {
 	t.Helper()
-	rows := make([]scheduler.Row, len(prompt))
+	rows := make([]batch.Row, len(prompt))
 	for i, tok := range prompt {
-		rows[i] = scheduler.Row{Pos: i, Token: tok, Logits: i == len(prompt)-1}
+		rows[i] = batch.Row{Pos: i, Token: tok, Logits: i == len(prompt)-1}
 	}
 	logits, err := m.Forward(context.Background(), rows)
 	if err != nil {
@@ -168,7 +169,7 @@ func Greedy(t testing.TB, m *engine.Model, prompt []int32, n int) []int32 {
 	for pos := len(prompt); len(out) < n; pos++ {
 		tok := Argmax(logits)
 		out = append(out, tok)
-		if logits, err = m.Forward(context.Background(), []scheduler.Row{{Pos: pos, Token: tok, Logits: true}}); err != nil {
+		if logits, err = m.Forward(context.Background(), []batch.Row{{Pos: pos, Token: tok, Logits: true}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,7 +207,7 @@ func CheckBatchInvariance(t *testing.T, m *engine.Model) {
 	solo := make([][][]float32, len(sessions)) // [session][position] logits
 	for i, s := range sessions {
 		for pos, tok := range s.tokens {
-			logits, err := m.Forward(context.Background(), []scheduler.Row{{Base: s.base, Pos: pos, Token: tok, Logits: true}})
+			logits, err := m.Forward(context.Background(), []batch.Row{{Base: s.base, Pos: pos, Token: tok, Logits: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,12 +216,12 @@ func CheckBatchInvariance(t *testing.T, m *engine.Model) {
 	}
 	next := make([]int, len(sessions))
 	for forwards, left := 0, true; left; forwards++ {
-		var rows []scheduler.Row
+		var rows []batch.Row
 		var owner []int
 		left = false
 		for i, s := range sessions {
 			for range min(r.IntN(12), len(s.tokens)-next[i]) {
-				rows = append(rows, scheduler.Row{Base: s.base, Pos: next[i], Token: s.tokens[next[i]], Logits: true})
+				rows = append(rows, batch.Row{Base: s.base, Pos: next[i], Token: s.tokens[next[i]], Logits: true})
 				owner = append(owner, i)
 				next[i]++
 			}
@@ -265,4 +266,11 @@ func RepoRoot(t testing.TB) string {
 		}
 		dir = parent
 	}
+}
+
+// Equip gives a host's options the model's abilities (its MTP head, greedy chains and warm
+// tick), as the daemon does, so that a test's host drafts and chains where the model can.
+func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOptions {
+	opts.Drafter, opts.Chainer, opts.Warmer = m.MTP(), m.Chains(), m
+	return opts
 }

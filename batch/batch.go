@@ -1,0 +1,28 @@
+// Package batch is the vocabulary the engine and the scheduler share: the rows of one forward,
+// the rows of a draft pass over a model's MTP head, and session layouts with their one text
+// form. It is a leaf: it imports nothing of tfd, so the engine can speak it without knowing the
+// scheduler, as Ollama's model and runner share model/input.
+package batch
+
+// Row is one token of one session in a forward.
+type Row struct {
+	// Base is the session's first KV slot; the token's keys and values go to slot Base+Pos.
+	Base int
+	// Pos is the token's absolute position in its sequence.
+	Pos int
+	// Token is the input token id.
+	Token int32
+	// Logits asks for this row's logits.
+	Logits bool
+}
+
+// DraftRow is one position of a stream fed to a model's MTP head after a forward: the head reads
+// the hidden state that the forward's row Source computed at position Pos, and Token, the token at
+// Pos+1.
+type DraftRow struct {
+	Base   int // the session's first KV slot
+	Pos    int
+	Token  int32
+	Source int  // index of the row in the last forward
+	Logits bool // ask for the draft logits of the token at Pos+2
+}
