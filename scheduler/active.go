@@ -12,31 +12,36 @@ import (
 type active struct {
 	*stream
 	host     *Shared
-	ctx      context.Context // the request's context, also ended when the host gives up on Close
+	live     context.Context // the request's context (stream.ctx), also ended when the host gives up on Close
 	cancel   context.CancelFunc
-	stopHost func() bool // detaches ctx from the host's context
+	stopHost func() bool // detaches live from the host's context
 	sess     *session
 	tokens   []int32 // the prompt, then the generated tokens
-	fed      int     // tokens whose keys and values are in the session
+	fed      int     // tokens whose keys and values are in the session; moved only by feed
 	produced int
 	done     bool
 
 	ngram    ngramIndex
-	mtpDraft int32   // the MTP head's guess for the token after the newest, or -1
-	drafts   []int32 // this round's proposals, fed after the newest token
+	mtpDraft int32    // the MTP head's guess for the token after the newest, or -1
+	mtpSeq   [1]int32 // mtpDraft as the sequence's continuation, for the n-gram index
+	copied   []int32  // the n-gram index's proposal after mtpDraft, reused from round to round
+	drafts   []int32  // this round's proposals, fed after the newest token
 	drafted  int
 	accepted int
 	cached   int // prompt tokens whose keys and values the session already held
 	admitted time.Time
 }
 
-// newActive makes st the holder of sess, counted in h's Stats until it ends.
-func newActive(st *stream, sess *session, h *Shared) *active {
-	ctx, cancel := context.WithCancel(st.ctx)
+// newActive makes st the holder of sess, counted in h's Stats until it ends. The session still
+// holds the keys and values of the prompt's first kept tokens.
+func newActive(st *stream, sess *session, h *Shared, kept int) *active {
+	live, cancel := context.WithCancel(st.ctx)
 	a := &active{
 		stream:   st,
 		host:     h,
-		ctx:      ctx,
+		live:     live,
+		fed:      kept,
+		cached:   kept,
 		cancel:   cancel,
 		stopHost: context.AfterFunc(h.hostCtx, cancel),
 		sess:     sess,
@@ -82,6 +87,7 @@ func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool)
 // accept makes ev's token the stream's next token and sends ev; it reports whether the stream
 // goes on. It ends the stream on a stop token, at its token limit, or at the end of the context.
 func (a *active) accept(ev Event, context int) bool {
+	a.feed(1) // the token ev follows was fed: its keys and values stand
 	tok := ev.Token
 	if slices.Contains(a.req.StopTokens, tok) {
 		a.end(Event{Done: true, Reason: FinishStop, StopToken: tok})
@@ -105,7 +111,6 @@ func (a *active) accept(ev Event, context int) bool {
 // It returns how many drafts were verified and how many of those landed: all verified drafts but
 // a missed last one land.
 func (a *active) verify(smp *sampler, logits []float32, vocab, context int) (verified, landed int) {
-	a.fed++ // the newest token
 	a.drafted += len(a.drafts)
 	for i := 0; ; i++ {
 		tok, running := a.step(smp, logits[i*vocab:(i+1)*vocab], context)
@@ -115,10 +120,13 @@ func (a *active) verify(smp *sampler, logits []float32, vocab, context int) (ver
 		case tok != a.drafts[i]:
 			return i + 1, i
 		}
-		a.accepted++
-		a.fed++ // draft i was right: its row's keys and values stand
+		a.accepted++ // draft i was right: its row's keys and values stand
 	}
 }
+
+// feed records that the keys and values of the stream's next n tokens stand in its session. It is
+// the one place fed moves after admission.
+func (a *active) feed(n int) { a.fed += n }
 
 // end delivers the terminal event, closes the channel and frees the session.
 func (a *active) end(ev Event) {
@@ -138,7 +146,7 @@ func (a *active) end(ev Event) {
 
 // endCancelledOrFailed ends the stream after err: cancelled when its context ended, else an error.
 func (a *active) endCancelledOrFailed(err error) {
-	if a.ctx.Err() != nil {
+	if a.live.Err() != nil {
 		a.end(Event{Done: true, Reason: FinishCancelled})
 		return
 	}

@@ -205,8 +205,7 @@ func (l *laneState) admit() {
 		if sess == nil {
 			return
 		}
-		a := newActive(st, sess, l.h)
-		a.fed, a.cached = kept, kept
+		a := newActive(st, sess, l.h, kept)
 		l.active = append(l.active, a)
 		l.waiting = l.waiting[1:]
 		l.h.waiting.Add(-1)
@@ -223,7 +222,7 @@ func (l *laneState) refuse(st *stream, err error) {
 // their sessions before admission.
 func (l *laneState) reap() {
 	for _, a := range l.active {
-		if a.ctx.Err() != nil {
+		if a.live.Err() != nil {
 			a.end(Event{Done: true, Reason: FinishCancelled})
 		}
 	}

@@ -26,8 +26,10 @@ func ngramKey(tokens []int32) (uint64, bool) {
 }
 
 // propose returns up to k tokens that followed the latest earlier occurrence of the longest
-// matching suffix of tokens, appended to dst[:0]; none when nothing matches.
-func (x *ngramIndex) propose(dst, tokens []int32, k int) []int32 {
+// matching suffix of the sequence tokens+more, appended to dst[:0]; none when nothing matches.
+// more holds what a stream's sequence is taken to continue with (the MTP head's draft), if
+// anything; only tokens is indexed for later calls.
+func (x *ngramIndex) propose(dst, tokens, more []int32, k int) []int32 {
 	dst = dst[:0]
 	if k <= 0 {
 		return dst
@@ -35,27 +37,41 @@ func (x *ngramIndex) propose(dst, tokens []int32, k int) []int32 {
 	if x.last == nil {
 		x.last = make(map[uint64]int)
 	}
-	// Index every n-gram ending before the newest token, so the suffix finds only earlier ones.
-	for ; x.indexed < len(tokens)-1; x.indexed++ {
-		for _, n := range ngramSizes {
-			if end := x.indexed; end+1 >= n {
-				if key, ok := ngramKey(tokens[end+1-n : end+1]); ok {
+	n := len(tokens) + len(more)
+	at := func(i int) int32 {
+		if i < len(tokens) {
+			return tokens[i]
+		}
+		return more[i-len(tokens)]
+	}
+	// Index every n-gram of tokens ending before the newest token, so that the suffix finds only
+	// earlier ones.
+	for ; x.indexed < min(n-1, len(tokens)); x.indexed++ {
+		for _, size := range ngramSizes {
+			if end := x.indexed; end+1 >= size {
+				if key, ok := ngramKey(tokens[end+1-size : end+1]); ok {
 					x.last[key] = end
 				}
 			}
 		}
 	}
-	for _, n := range ngramSizes {
-		if len(tokens) < n {
+	var suffix [3]int32
+	for _, size := range ngramSizes {
+		if n < size {
 			continue
 		}
-		key, ok := ngramKey(tokens[len(tokens)-n:])
+		for i := range size {
+			suffix[i] = at(n - size + i)
+		}
+		key, ok := ngramKey(suffix[:size])
 		if !ok {
 			continue
 		}
 		if end, found := x.last[key]; found {
-			next := tokens[end+1 : min(end+1+k, len(tokens))]
-			return append(dst, next...)
+			for i := end + 1; i < min(end+1+k, n); i++ {
+				dst = append(dst, at(i))
+			}
+			return dst
 		}
 	}
 	return dst

@@ -22,7 +22,7 @@ func TestNGramProposals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var x ngramIndex
-			got := x.propose(nil, tt.tokens, tt.k)
+			got := x.propose(nil, tt.tokens, nil, tt.k)
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("propose(%v, %d) = %v, want %v", tt.tokens, tt.k, got, tt.want)
 			}
@@ -37,8 +37,25 @@ func TestNGramIndexGrowsWithTheStream(t *testing.T) {
 	var grown ngramIndex
 	for n := 1; n <= len(seq); n++ {
 		var fresh ngramIndex
-		if a, b := grown.propose(nil, seq[:n], 4), fresh.propose(nil, seq[:n], 4); !slices.Equal(a, b) {
+		if a, b := grown.propose(nil, seq[:n], nil, 4), fresh.propose(nil, seq[:n], nil, 4); !slices.Equal(a, b) {
 			t.Fatalf("after %d tokens: incremental %v, fresh %v", n, a, b)
+		}
+	}
+}
+
+// TestNGramProposesAfterMore: proposing after tokens and one token more is proposing over the
+// sequence with that token appended, and indexes only tokens.
+func TestNGramProposesAfterMore(t *testing.T) {
+	seq := []int32{5, 6, 7, 8, 5, 6, 7, 9, 5, 6, 7, 8, 5, 6}
+	for n := 1; n < len(seq); n++ {
+		var split, whole ngramIndex
+		a := split.propose(nil, seq[:n-1], seq[n-1:n], 4)
+		b := whole.propose(nil, seq[:n], nil, 4)
+		if !slices.Equal(a, b) {
+			t.Fatalf("prefix %v: %v with the last token as more, %v with it in the sequence", seq[:n], a, b)
+		}
+		if split.indexed > n-1 {
+			t.Fatalf("prefix %v: indexed %d tokens, past the %d real ones", seq[:n], split.indexed, n-1)
 		}
 	}
 }

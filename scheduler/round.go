@@ -79,15 +79,13 @@ func (l *laneState) propose(a *active, spare int) {
 		a.req.MaxTokens-a.produced-1, // the target's own token comes on top
 		a.room()-1)
 	if a.mtpDraft < 0 || k <= 0 {
-		a.drafts = a.ngram.propose(a.drafts, a.tokens, min(k, a.req.Drafts.NGram))
+		a.drafts = a.ngram.propose(a.drafts, a.tokens, nil, min(k, a.req.Drafts.NGram))
 		return
 	}
-	// The MTP head's token first, then what copying says follows it. The sequence with the draft
-	// appended is built in the spare capacity of a.tokens, which the next real token overwrites.
-	seq := append(a.tokens, a.mtpDraft)
-	a.drafts = append(a.ngram.propose(a.drafts, seq, min(k-1, a.req.Drafts.NGram)), 0)
-	copy(a.drafts[1:], a.drafts)
-	a.drafts[0] = a.mtpDraft
+	// The MTP head's token first, then what copying says follows it.
+	a.mtpSeq[0] = a.mtpDraft
+	a.copied = a.ngram.propose(a.copied, a.tokens, a.mtpSeq[:], min(k-1, a.req.Drafts.NGram))
+	a.drafts = append(append(a.drafts[:0], a.mtpDraft), a.copied...)
 }
 
 // add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its
@@ -115,10 +113,10 @@ func (l *laneState) conclude(logits []float32) {
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
 	for _, s := range l.shares {
 		if s.logits < 0 {
-			s.a.fed += s.n // a prompt chunk short of the newest token
+			s.a.feed(s.n) // a prompt chunk short of the newest token
 			continue
 		}
-		s.a.fed += s.n - 1
+		s.a.feed(s.n - 1) // the rows before the newest; verify accepts what follows them
 		l.landing.note(s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context))
 	}
 	if l.drafter != nil {
@@ -227,7 +225,7 @@ func (l *laneState) chainLength(a *active) int {
 // chain runs a greedy chain of n tokens from row on the device and takes its tokens one by one,
 // as if each had come from its own forward; tokens after one that ends the stream are dropped.
 func (l *laneState) chain(a *active, row batch.Row, n int) {
-	tokens, err := l.chainer.GreedyChain(a.ctx, row, n)
+	tokens, err := l.chainer.GreedyChain(a.live, row, n)
 	l.lastWork = time.Now()
 	if err != nil {
 		a.endCancelledOrFailed(err)
@@ -235,7 +233,6 @@ func (l *laneState) chain(a *active, row batch.Row, n int) {
 	}
 	context := l.h.model.Context()
 	for _, tok := range tokens {
-		a.fed++ // the token before tok was fed
 		if !a.accept(Event{Token: tok}, context) {
 			return
 		}
@@ -256,19 +253,18 @@ func (l *laneState) lone(a *active) bool {
 func (l *laneState) driveLone(a *active) {
 	row := make([]batch.Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
-	for !a.done && a.ctx.Err() == nil && l.lone(a) && !l.interrupted() {
+	for !a.done && a.live.Err() == nil && l.lone(a) && !l.interrupted() {
 		row[0] = batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
 		if n := l.chainLength(a); n > 1 {
 			l.chain(a, row[0], n)
 			continue
 		}
-		logits, err := l.h.model.Forward(a.ctx, row)
+		logits, err := l.h.model.Forward(a.live, row)
 		l.lastWork = time.Now()
 		if err != nil {
 			a.endCancelledOrFailed(err)
 			return
 		}
-		a.fed++
 		a.step(&l.smp, logits[:vocab], context)
 	}
 }
