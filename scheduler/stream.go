@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sampling holds one stream's sampling settings. The zero value is greedy decoding.
@@ -107,6 +108,13 @@ type Event struct {
 // ErrQueueFull is returned by Host.Submit when the admission queue is at its bound; the caller
 // should retry later (HTTP 503 with Retry-After).
 var ErrQueueFull = errors.New("scheduler: queue full")
+
+// QueueFullError is returned by Host.Submit when the admission queue is at its bound;
+// errors.Is(err, ErrQueueFull) reports true for it. RetryAfter estimates when a place frees.
+type QueueFullError struct{ RetryAfter time.Duration }
+
+func (e *QueueFullError) Error() string        { return ErrQueueFull.Error() }
+func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
 
 // ErrClosed is returned by Host.Submit after the host has been closed.
 var ErrClosed = errors.New("scheduler: host closed")
