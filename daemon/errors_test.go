@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"tfd/scheduler"
 )
@@ -157,4 +159,32 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// TestQueueFullRetryAfter: a full queue's Retry-After is the host's estimate of when a place
+// frees, rounded up to whole seconds, from 1 to maxRetryAfter.
+func TestQueueFullRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&scheduler.QueueFullError{RetryAfter: 40*time.Second + 300*time.Millisecond}, "41"},
+		{&scheduler.QueueFullError{RetryAfter: 3 * time.Second}, "3"},
+		{&scheduler.QueueFullError{RetryAfter: 0}, "1"},
+		{&scheduler.QueueFullError{RetryAfter: 2 * time.Hour}, "600"},
+		{fmt.Errorf("wrapped: %w", &scheduler.QueueFullError{RetryAfter: 7 * time.Second}), "7"},
+		{scheduler.ErrQueueFull, "1"}, // a host that gives no estimate
+	} {
+		env := newTestEnv(t, func(m *Model, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = tc.err })
+		w := env.do("POST", "/v1/completions", `{"prompt":"Hi"}`)
+		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"queue_full"`) {
+			t.Fatalf("%v: status %d %s", tc.err, w.Code, w.Body)
+		}
+		if got := w.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("%#v: Retry-After %q, want %q", tc.err, got, tc.want)
+		}
+		if !strings.Contains(w.Body.String(), "retry in about "+tc.want+" s") {
+			t.Errorf("%v: the message does not say when to retry: %s", tc.err, w.Body)
+		}
+	}
 }
