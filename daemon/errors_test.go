@@ -145,6 +145,11 @@ func TestAPIKeys(t *testing.T) {
 		{"/v1/models", "Bearer sk-wrong", http.StatusUnauthorized},
 		{"/v1/models", "sk-one", http.StatusUnauthorized},
 		{"/v1/models", "Bearer sk-two", http.StatusOK},
+		{"/v1/models", "bearer sk-two", http.StatusOK}, // the scheme is case-insensitive (RFC 7235)
+		{"/v1/models", "BEARER  sk-one", http.StatusOK},
+		{"/v1/models", "Basic sk-one", http.StatusUnauthorized},
+		{"/v1/models", "Bearer", http.StatusUnauthorized},
+		{"/v1/models", "Bearersk-one", http.StatusUnauthorized},
 		{"/health", "", http.StatusOK},
 	} {
 		w := env.do("GET", tc.path, "", "Authorization", tc.auth)

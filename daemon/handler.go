@@ -116,25 +116,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.opts.Metrics.observeRequest(rec.status(), stats, start)
 		}
 	}()
-	if !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(rec, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
-			message: "missing or wrong API key: send the header Authorization: Bearer <key>, with a key from the server's api_keys_file"})
+	if r.URL.Path != "/health" && !hasKey(r, h.routing.Load().APIKeys) { // monitors poll /health without credentials
+		writeUnauthorized(rec)
 		return
 	}
 	r.Body = http.MaxBytesReader(rec, r.Body, h.opts.MaxBodyBytes)
 	h.mux.ServeHTTP(rec, r)
 }
 
-// authorized reports whether r may use the API: always without keys, and for /health, which
-// monitors poll without credentials.
-func (h *Handler) authorized(r *http.Request) bool {
-	keys := h.routing.Load().APIKeys
-	if len(keys) == 0 || r.URL.Path == "/health" {
+// hasKey reports whether r may use the API under keys: always when there are none, else when its
+// Authorization header is "Bearer <one of keys>". The scheme is case-insensitive (RFC 7235), so
+// "bearer" is as good as "Bearer".
+func hasKey(r *http.Request, keys []string) bool {
+	if len(keys) == 0 {
 		return true
 	}
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, key, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	key = strings.TrimSpace(key)
@@ -143,6 +141,13 @@ func (h *Handler) authorized(r *http.Request) bool {
 		match |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
 	}
 	return match == 1
+}
+
+// writeUnauthorized answers a request that lacks a valid API key.
+func writeUnauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	writeError(w, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
+		message: "missing or wrong API key: send the header Authorization: Bearer <key>, with a key from the server's api_keys_file"})
 }
 
 func (h *Handler) logRequest(r *http.Request, status int, stats *requestStats, elapsed time.Duration) {
