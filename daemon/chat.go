@@ -200,11 +200,17 @@ type chatLogprobs struct {
 	Content []chatTokenLogprob `json:"content"`
 }
 
+// chatTokenLogprob is a chosen token's entry: its own figures and the likeliest tokens there.
 type chatTokenLogprob struct {
-	Token       string             `json:"token"`
-	Logprob     float32            `json:"logprob"`
-	Bytes       []int              `json:"bytes"`
-	TopLogprobs []chatTokenLogprob `json:"top_logprobs"`
+	chatTopLogprob
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+// chatTopLogprob is one entry of top_logprobs; OpenAI's has no top_logprobs of its own.
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
@@ -213,8 +219,7 @@ func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
 	}
 	out := &chatLogprobs{Content: make([]chatTokenLogprob, len(lps))}
 	for i, lp := range lps {
-		out.Content[i] = chatLogprobOf(lp)
-		out.Content[i].TopLogprobs = make([]chatTokenLogprob, len(lp.top))
+		out.Content[i] = chatTokenLogprob{chatTopLogprob: chatLogprobOf(lp), TopLogprobs: make([]chatTopLogprob, len(lp.top))}
 		for k, alt := range lp.top {
 			out.Content[i].TopLogprobs[k] = chatLogprobOf(alt)
 		}
@@ -222,13 +227,13 @@ func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
 	return out
 }
 
-// chatLogprobOf is one token's entry, with the bytes of its text.
-func chatLogprobOf(lp tokenLogprob) chatTokenLogprob {
+// chatLogprobOf is one token's figures, with the bytes of its text.
+func chatLogprobOf(lp tokenLogprob) chatTopLogprob {
 	b := make([]int, len(lp.token))
 	for k := range len(lp.token) {
 		b[k] = int(lp.token[k])
 	}
-	return chatTokenLogprob{Token: lp.token, Logprob: lp.logprob, Bytes: b}
+	return chatTopLogprob{Token: lp.token, Logprob: lp.logprob, Bytes: b}
 }
 
 func (f *chatFormat) chunkOf(choices []chatChoice) *chatCompletion {

@@ -104,6 +104,7 @@ func (f *fakeTemplate) Render(msgs []chattemplate.Message, opts chattemplate.Opt
 // stream's context after the script instead.
 type fakeHost struct {
 	script    []int32
+	top       []scheduler.TokenLogprob // sent beside each token when the request asks for top logprobs
 	block     bool
 	fail      error // ends every stream with FinishError after the script
 	submitErr error
@@ -131,7 +132,7 @@ func (f *fakeHost) run(ctx context.Context, req scheduler.Request, ch chan<- sch
 	script := f.script[:min(len(f.script), req.MaxTokens)]
 	for _, tok := range script {
 		select {
-		case ch <- scheduler.Event{Token: tok, Logprob: -0.25}:
+		case ch <- scheduler.Event{Token: tok, Logprob: -0.25, Top: f.top[:min(len(f.top), req.TopLogprobs)]}:
 		case <-ctx.Done():
 			ch <- scheduler.Event{Done: true, Reason: scheduler.FinishCancelled}
 			return

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +205,65 @@ func TestChatLogprobs(t *testing.T) {
 	lp := r.Choices[0].Logprobs
 	if lp == nil || len(lp.Content) != 4 || lp.Content[1].Token != "," || lp.Content[1].Logprob != -0.25 || !reflect.DeepEqual(lp.Content[1].Bytes, []int{','}) {
 		t.Errorf("logprobs %+v", lp)
+	}
+}
+
+// TestChatTopLogprobsShape: an entry of top_logprobs is {token, logprob, bytes}, as OpenAI sends
+// it, with no top_logprobs of its own; whole and streamed.
+func TestChatTopLogprobsShape(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		env := newTestEnv(t, nil)
+		env.host.top = []scheduler.TokenLogprob{{Token: 2, Logprob: -0.25}, {Token: 3, Logprob: -1.5}}
+		body := `{"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":2,"stream":` + strconv.FormatBool(stream) + `}`
+		w := env.do("POST", "/v1/chat/completions", body)
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		payloads := []string{w.Body.String()}
+		if stream {
+			payloads = nil
+			for _, ev := range strings.Split(strings.TrimSuffix(w.Body.String(), "data: [DONE]\n\n"), "\n\n") {
+				if p, ok := strings.CutPrefix(ev, "data: "); ok {
+					payloads = append(payloads, p)
+				}
+			}
+		}
+		var entries int
+		for _, p := range payloads {
+			var c struct {
+				Choices []struct {
+					Logprobs *struct {
+						Content []struct {
+							Token       string                       `json:"token"`
+							TopLogprobs []map[string]json.RawMessage `json:"top_logprobs"`
+						} `json:"content"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal([]byte(p), &c); err != nil {
+				t.Fatalf("decode %s: %v", p, err)
+			}
+			for _, ch := range c.Choices {
+				if ch.Logprobs == nil {
+					continue
+				}
+				for _, e := range ch.Logprobs.Content {
+					if len(e.TopLogprobs) != 2 {
+						t.Errorf("stream %v: %q has %d top_logprobs, want 2", stream, e.Token, len(e.TopLogprobs))
+					}
+					for _, alt := range e.TopLogprobs {
+						entries++
+						keys := slices.Sorted(maps.Keys(alt))
+						if !slices.Equal(keys, []string{"bytes", "logprob", "token"}) {
+							t.Errorf("stream %v: a top_logprobs entry has the fields %q, want bytes, logprob, token: %s", stream, keys, p)
+						}
+					}
+				}
+			}
+		}
+		if entries != 8 {
+			t.Errorf("stream %v: %d top_logprobs entries over the reply, want 8 (2 for each of 4 tokens)", stream, entries)
+		}
 	}
 }
 
