@@ -65,6 +65,16 @@ func TestErrors(t *testing.T) {
 		{name: "role unknown", body: `{"messages":[{"role":"robot","content":"x"}]}`, status: 400, param: "messages[0].role", msg: `"robot" is unknown`},
 		{name: "role missing", body: `{"messages":[{"content":"x"}]}`, status: 400, param: "messages[0].role", msg: "missing"},
 		{name: "image part", body: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, status: 400, param: "messages[0].content[0].type", msg: "only text parts"},
+		{name: "user content null", body: `{"messages":[{"role":"user","content":null}]}`, status: 400, param: "messages[0].content", msg: "only an assistant message with tool_calls"},
+		{name: "system content missing", body: `{"messages":[{"role":"system"},{"role":"user","content":"x"}]}`, status: 400, param: "messages[0].content", msg: "messages[0].content is missing"},
+		{name: "assistant content null without calls", body: `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[]},{"role":"user","content":"y"}]}`,
+			status: 400, param: "messages[1].content", msg: "is null"},
+		{name: "body not UTF-8", body: "{\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}", status: 400, msg: "not valid UTF-8: byte 42 (0xe9) does not begin a UTF-8 character"},
+		{name: "max_tokens over the context", body: chat(`,"max_tokens":100000`), status: 400, param: "max_tokens", code: "context_length_exceeded",
+			msg: "max_tokens is 100000 but the context holds 64 tokens and the prompt is 20 tokens: at most 44"},
+		{name: "max_completion_tokens over the context", body: chat(`,"max_completion_tokens":45`), status: 400, param: "max_completion_tokens", code: "context_length_exceeded",
+			msg: "max_completion_tokens is 45 but the context holds 64 tokens and the prompt is 20 tokens: at most 44"},
+		{name: "completion max_tokens over the context", path: "/v1/completions", body: `{"prompt":"Hello","max_tokens":64}`, status: 400, param: "max_tokens", code: "context_length_exceeded", msg: "at most 63"},
 		{name: "content a number", body: `{"messages":[{"role":"user","content":5}]}`, status: 400, param: "messages[0].content", msg: "string or an array of text parts"},
 		{name: "top_logprobs over 20", body: chat(`,"logprobs":true,"top_logprobs":21`), status: 400, param: "top_logprobs", msg: "from 0 to 20"},
 		{name: "top_logprobs without logprobs", body: chat(`,"top_logprobs":2`), status: 400, param: "top_logprobs", msg: "needs logprobs"},
@@ -130,6 +140,43 @@ func TestErrors(t *testing.T) {
 				t.Error("405 without Allow")
 			}
 		})
+	}
+}
+
+// TestRequestsAccepted are near misses of the errors above that must be answered 200.
+func TestRequestsAccepted(t *testing.T) {
+	for _, tc := range []struct{ name, path, body string }{
+		{"assistant content null beside tool calls", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},
+			{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c1","content":"42"}]}`},
+		{"user content empty", "/v1/chat/completions", `{"messages":[{"role":"user","content":""}]}`},
+		{"UTF-8 beyond ASCII", "/v1/chat/completions", `{"messages":[{"role":"user","content":"café ☕ 𝄞"}]}`},
+		{"max_tokens that just fits", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":44}`},
+		{"completion max_tokens that just fits", "/v1/completions", `{"prompt":"Hello","max_tokens":63}`},
+	} {
+		env := newTestEnv(t, nil)
+		if w := env.do("POST", tc.path, tc.body); w.Code != http.StatusOK {
+			t.Errorf("%s: status %d %s", tc.name, w.Code, w.Body)
+		}
+	}
+}
+
+// TestDefaultMaxTokensClamped: a request that sets no max_tokens gets the config's default,
+// lowered to what the context leaves, never a 400 (the client asked for nothing too long).
+func TestDefaultMaxTokensClamped(t *testing.T) {
+	env := newTestEnv(t, nil) // sampling.max_tokens 4096, a 64-token context
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+		body := `{"messages":[{"role":"user","content":"Hi"}]}`
+		if path == "/v1/completions" {
+			body = `{"prompt":"Hello"}`
+		}
+		if w := env.do("POST", path, body); w.Code != http.StatusOK {
+			t.Fatalf("%s: status %d %s", path, w.Code, w.Body)
+		}
+		req := env.host.lastRequest(t)
+		if want := 64 - len(req.Prompt); req.MaxTokens != want {
+			t.Errorf("%s: max tokens %d, want the %d the context leaves", path, req.MaxTokens, want)
+		}
 	}
 }
 

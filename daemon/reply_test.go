@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -330,7 +331,9 @@ func TestSampling(t *testing.T) {
 			SamplingConfig{Temperature: 0.2, TopP: 0.8, TopK: 5, MinP: 0.1, MaxTokens: 10}, unset,
 			scheduler.Sampling{Temperature: 0, TopP: 0.5, TopK: 0, MinP: 0.05, Seed: 1<<64 - 1}, 3},
 		{"seed -1 is random", `,"seed":-1`, unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
-		{"max_tokens clamped to the context", `,"max_tokens":1000`, unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
+		{"max_tokens that fills the context", fmt.Sprintf(`,"max_tokens":%d`, room), unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
+		{"the default clamped to the context", ``, SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 1000}, unset,
+			scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
 	}
 	for _, tc := range tests {
 		env := newTestEnv(t, func(m *Model, o *HandlerOptions) { o.Sampling, m.Defaults = tc.config, tc.model })

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"tfd/scheduler"
 )
@@ -32,6 +34,10 @@ type sampleParams struct {
 	} `json:"stream_options"`
 	// Draft false turns speculative drafting off; the reply is the same either way.
 	Draft *bool `json:"draft"`
+
+	// maxTokensParam names the field MaxTokens came from, for errors: "max_completion_tokens"
+	// when a chat request used the newer name; empty: "max_tokens".
+	maxTokensParam string
 }
 
 // job is a validated request, ready for the host.
@@ -64,10 +70,31 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 		}
 		return badRequest("", "could not read the request body: %v", err)
 	}
+	if e := checkUTF8(body); e != nil {
+		return e
+	}
 	if err := json.Unmarshal(body, dst); err != nil {
 		return jsonError("", err)
 	}
 	return nil
+}
+
+// checkUTF8 refuses a body that is not UTF-8, as JSON must be (RFC 8259): encoding/json would
+// quietly turn each bad byte into U+FFFD, and the model would answer a prompt the client never
+// sent.
+func checkUTF8(body []byte) *apiError {
+	if utf8.Valid(body) {
+		return nil
+	}
+	at := 0
+	for at < len(body) {
+		r, size := utf8.DecodeRune(body[at:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		at += size
+	}
+	return badRequest("", "the request body is not valid UTF-8: byte %d (%#x) does not begin a UTF-8 character; send JSON encoded in UTF-8", at, body[at])
 }
 
 // jsonError turns a decoding error into a 400 naming the field at fault; prefix is the path of
@@ -130,8 +157,8 @@ func (h *Handler) checkModel(name string) *apiError {
 }
 
 // newJob validates p's fields and builds the job for prompt; promptParam names the prompt's
-// field for errors. A reply bound that would pass the context is lowered to fit, so the reply
-// ends with "length" where the context ends.
+// field for errors. A max_tokens that passes the context is refused; the config's default
+// max_tokens is lowered to fit, so such a reply ends with "length" where the context ends.
 func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*job, *apiError) {
 	if p.N != nil && *p.N != 1 {
 		return nil, badRequest("n", "n must be 1: tfd makes one reply per request (send several requests, with different seeds, for more)")
@@ -153,11 +180,18 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 		return nil, &apiError{status: http.StatusBadRequest, typ: errInvalidRequest, param: promptParam, code: "context_length_exceeded",
 			message: fmt.Sprintf("the prompt is %d tokens but the model's context holds %d tokens for prompt and reply together: shorten the %s (or serve a larger model.context, if the model allows it)", len(prompt), ctxLen, promptParam)}
 	}
-	maxTokens := rt.Sampling.MaxTokens
+	// A bound the client set must fit, as OpenAI and vLLM answer; the config's default is
+	// lowered to what the context leaves, since the client asked for nothing too long.
+	room := ctxLen - len(prompt)
+	maxTokens := min(rt.Sampling.MaxTokens, room)
 	if p.MaxTokens != nil {
+		if *p.MaxTokens > room {
+			param := cmp.Or(p.maxTokensParam, "max_tokens")
+			return nil, &apiError{status: http.StatusBadRequest, typ: errInvalidRequest, param: param, code: "context_length_exceeded",
+				message: fmt.Sprintf("%s is %d but the context holds %d tokens and the prompt is %d tokens: at most %d; lower %s or shorten the %s", param, *p.MaxTokens, ctxLen, len(prompt), room, param, promptParam)}
+		}
 		maxTokens = *p.MaxTokens
 	}
-	maxTokens = min(maxTokens, ctxLen-len(prompt))
 	return &job{
 		req: scheduler.Request{
 			Prompt:     prompt,
