@@ -101,7 +101,6 @@ func TestConfigErrors(t *testing.T) {
 		{name: "TOML syntax", file: "[server\nlisten=", want: []string{"config: read", "tfd.toml"}},
 		{name: "unknown key in file", file: "[server]\nlisten_addr = \"x\"", want: []string{"unknown key server.listen_addr (file", "server.listen, server.api_keys_file"}},
 		{name: "unknown section", file: "[sever]\nlisten = \"x\"", want: []string{"unknown key sever.listen", "[server]"}},
-		{name: "unknown env", env: []string{"TFD_SESSION_PARALLEL=2"}, want: []string{"unknown key session.parallel (env TFD_SESSION_PARALLEL)"}},
 		{name: "wrong type", env: []string{"TFD_SESSIONS_GROW=lots"}, want: []string{`sessions.grow = "lots" (env TFD_SESSIONS_GROW): want a whole number`}},
 		{name: "wrong bool", file: "[drafts]\nenabled = \"maybe\"", want: []string{`drafts.enabled = "maybe"`, "want true or false"}},
 		{name: "bad duration", file: "[residency]\nkeep_warm = \"soon\"", want: []string{"residency.keep_warm", "duration"}},
@@ -132,6 +131,25 @@ func TestConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStrayEnvironment: a TFD_* variable that names no key is a one-line warning naming it, not
+// an error; a real key with a bad value still is one.
+func TestStrayEnvironment(t *testing.T) {
+	eff, err := LoadConfig(Sources{Environ: []string{"TFD_SESSION_PARALLEL=2", "TFD_SESSIONS_GROW=100"}})
+	if err != nil {
+		t.Fatalf("a stray variable stopped the load: %v", err)
+	}
+	if eff.Config.Sessions.Grow != 100 || eff.Config.Sessions.Parallel != "auto" {
+		t.Errorf("sessions %+v", eff.Config.Sessions)
+	}
+	if len(eff.Warnings) != 1 || strings.Contains(eff.Warnings[0], "\n") ||
+		!strings.Contains(eff.Warnings[0], "TFD_SESSION_PARALLEL") || !strings.Contains(eff.Warnings[0], "[sessions]") {
+		t.Errorf("warnings %q, want one line naming TFD_SESSION_PARALLEL and the sections", eff.Warnings)
+	}
+	if _, err := LoadConfig(Sources{Environ: []string{"TFD_SESSIONS_GROW=lots"}}); err == nil {
+		t.Error("a known key with a bad value is no error")
 	}
 }
 

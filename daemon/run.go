@@ -75,6 +75,9 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	if opts.Level != nil {
 		opts.Level.Set(logLevel(cfg.Log.Level))
 	}
+	for _, w := range eff.Warnings { // a reload reads the same environment: said once, here
+		s.logger.Warn("config warning", "warning", w)
+	}
 	var err error
 	if s.routing, err = readRouting(cfg); err != nil {
 		return err
