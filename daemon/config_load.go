@@ -15,6 +15,7 @@ import (
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+	gotoml "github.com/pelletier/go-toml/v2"
 )
 
 // EnvPrefix starts every environment variable that sets a config key.
@@ -230,6 +231,12 @@ func loadFile(src Sources) (*koanf.Koanf, error) {
 	}
 	k := koanf.New(".")
 	if err := k.Load(file.Provider(src.File), toml.Parser()); err != nil {
+		// koanf passes go-toml's error on as it is; its position is what an editor needs.
+		var syntax *gotoml.DecodeError
+		if errors.As(err, &syntax) {
+			line, col := syntax.Position()
+			return nil, fmt.Errorf("config: %s:%d:%d: %w: fix the TOML there", src.File, line, col, err)
+		}
 		return nil, fmt.Errorf("config: read %s: %w", src.File, err)
 	}
 	return k, nil

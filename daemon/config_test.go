@@ -98,7 +98,8 @@ func TestConfigErrors(t *testing.T) {
 		want    []string // substrings of the error
 	}{
 		{name: "missing explicit file", missing: true, want: []string{"absent.toml does not exist"}},
-		{name: "TOML syntax", file: "[server\nlisten=", want: []string{"config: read", "tfd.toml"}},
+		{name: "TOML syntax", file: "[server\nlisten=", want: []string{"tfd.toml:1:8: toml: ", "fix the TOML there"}},
+		{name: "TOML syntax further down", file: "[server]\nlisten = \"127.0.0.1:1\"\n\n[sessions]\nparallel = 2 3\n", want: []string{"tfd.toml:5:14: toml: "}},
 		{name: "unknown key in file", file: "[server]\nlisten_addr = \"x\"", want: []string{"unknown key server.listen_addr (file", "server.listen, server.api_keys_file"}},
 		{name: "unknown section", file: "[sever]\nlisten = \"x\"", want: []string{"unknown key sever.listen", "[server]"}},
 		{name: "wrong type", env: []string{"TFD_SESSIONS_GROW=lots"}, want: []string{`sessions.grow = "lots" (env TFD_SESSIONS_GROW): want a whole number`}},
