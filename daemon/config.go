@@ -28,6 +28,9 @@ type ServerConfig struct {
 	Listen string `koanf:"listen"`
 	// APIKeysFile names a file of bearer keys, one a line; empty: no authentication.
 	APIKeysFile string `koanf:"api_keys_file"`
+	// AllowOpen lets a Listen address that is not loopback serve without API keys; otherwise
+	// such a config is refused, since anyone who reaches the machine could use the model.
+	AllowOpen bool `koanf:"allow_open"`
 	// ShutdownTimeout bounds how long running replies may finish after a stop signal; then they
 	// are cancelled.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`

@@ -107,6 +107,9 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad duration", file: "[residency]\nkeep_warm = \"soon\"", want: []string{"residency.keep_warm", "duration"}},
 		{name: "parallel zero", flags: []Flag{{"--parallel", "sessions.parallel", "0"}}, want: []string{`sessions.parallel = "0" (flag --parallel): want "auto" or a whole number ≥ 1`}},
 		{name: "listen without port", flags: []Flag{{"--listen", "server.listen", "localhost"}}, want: []string{`server.listen = "localhost" (flag --listen): want host:port`}},
+		{name: "open listen without keys", flags: []Flag{{"--listen", "server.listen", "0.0.0.0:8417"}},
+			want: []string{`server.listen = "0.0.0.0:8417" (flag --listen): not a loopback address`, "server.api_keys_file", "server.allow_open = true"}},
+		{name: "all interfaces without keys", file: "[server]\nlisten = \":8417\"", want: []string{`server.listen = ":8417"`, "not a loopback address"}},
 		{name: "backend", env: []string{"TFD_MODEL_BACKEND=tpu"}, want: []string{`model.backend = "tpu"`, "auto, metal, cuda, cpu"}},
 		{name: "several at once", file: "[sampling]\ntemperature = 3\ntop_p = 0\n[log]\nlevel = \"loud\"\n[sessions]\nlayout = \"100x0\"",
 			want: []string{"sampling.temperature = 3", "sampling.top_p = 0", `log.level = "loud"`, "sessions.layout", "NxCOUNT"}},
@@ -132,6 +135,32 @@ func TestConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenListen: a listen address that is not loopback needs API keys or server.allow_open.
+func TestOpenListen(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	for _, tc := range []struct {
+		listen, extra string
+		ok            bool
+	}{
+		{"127.0.0.1:8417", "", true},
+		{"127.3.4.5:8417", "", true},
+		{"localhost:8417", "", true},
+		{"[::1]:8417", "", true},
+		{"0.0.0.0:8417", "", false},
+		{"[::]:8417", "", false},
+		{":8417", "", false},
+		{"192.168.1.20:8417", "", false},
+		{"myhost.local:8417", "", false}, // not resolved: it may well be reachable
+		{"0.0.0.0:8417", "allow_open = true\n", true},
+		{"0.0.0.0:8417", "api_keys_file = \"" + keys + "\"\n", true},
+	} {
+		_, err := LoadConfig(Sources{File: writeFile(t, "[server]\nlisten = \""+tc.listen+"\"\n"+tc.extra), FileRequired: true})
+		if (err == nil) != tc.ok {
+			t.Errorf("listen %s with %q: err %v, want ok %v", tc.listen, tc.extra, err, tc.ok)
+		}
 	}
 }
 
