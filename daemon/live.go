@@ -8,13 +8,15 @@ import (
 )
 
 // liveHandler is the HTTP handler of a running daemon. It serves /metrics and /v1/tfd/status
-// itself and passes every other request to the current model's Handler. A config reload swaps
+// itself (with an API key when keys are set: they tell the load and the config) and passes every
+// other request to the current model's Handler. A config reload swaps
 // that Handler: requests already in the old one finish there (with the old model and host), new
 // ones go to the new one. While a model switch drains the old model before loading the new one,
 // new requests wait (until their context ends) and then go to the new model.
 type liveHandler struct {
 	metrics *Metrics
 	status  func() StatusReport
+	keys    func() []string // the API keys in force; empty: none needed
 
 	mu      sync.Mutex    // guards cur, resumed, down and closed
 	cur     *Handler      // nil while a switch has paused admissions
@@ -23,11 +25,18 @@ type liveHandler struct {
 	closed  chan struct{} // closed at shutdown: paused requests are answered 503
 }
 
-func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport) *liveHandler {
-	return &liveHandler{cur: h, metrics: metrics, status: status, closed: make(chan struct{})}
+func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport, keys func() []string) *liveHandler {
+	return &liveHandler{cur: h, metrics: metrics, status: status, keys: keys, closed: make(chan struct{})}
 }
 
 func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/metrics", statusPath:
+		if !hasKey(r, l.keys()) {
+			writeUnauthorized(w)
+			return
+		}
+	}
 	switch r.URL.Path {
 	case "/metrics":
 		l.metrics.Handler().ServeHTTP(w, r)

@@ -96,7 +96,7 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	s.cur = in
 	s.metrics.setPlan(in.plan, s.gen)
 	s.reportPlan(in)
-	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport)
+	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys)
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched, armed := make(chan struct{}), make(chan struct{})
@@ -142,6 +142,13 @@ func (s *server) grace() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg.Server.ShutdownTimeout
+}
+
+// apiKeys returns the API keys in force (a reload may have changed them).
+func (s *server) apiKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.routing.APIKeys
 }
 
 // hostStats returns the current host's load; zero between models.

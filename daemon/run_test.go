@@ -81,7 +81,7 @@ func (d *daemonUnderTest) stop(t *testing.T) {
 
 func (d *daemonUnderTest) status(t *testing.T) StatusReport {
 	t.Helper()
-	rep, err := FetchStatus(context.Background(), http.DefaultClient, strings.TrimPrefix(d.url, "http://"))
+	rep, err := FetchStatus(context.Background(), http.DefaultClient, strings.TrimPrefix(d.url, "http://"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
