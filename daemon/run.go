@@ -67,7 +67,8 @@ type reloadRecord struct {
 // the model (the bundled one when model.path is empty), starts the scheduler host, serves the
 // HTTP API and applies edits of the config file as they happen. When ctx ends it stops
 // admitting, lets running replies finish for server.shutdown_timeout, cancels the rest, and
-// returns nil; otherwise it returns the error that stopped it. The backends it may open are
+// returns nil; when ctx ends during the model load it returns nil without serving; otherwise it
+// returns the error that stopped it. The backends it may open are
 // those registered with compute (cmd/tfd imports them).
 func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	cfg := eff.Config
@@ -90,6 +91,15 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	defer ln.Close()
 	s.metrics = NewMetrics(s.hostStats)
 	in, err := startInstance(ctx, cfg, nil, s.routing, s.handlerOptions(), s.logger)
+	if ctx.Err() != nil {
+		// A stop asked for while the model loaded (a service manager's SIGTERM at boot) is not a
+		// failure: end as a stop while serving does, so tfd exits 0.
+		if in != nil {
+			in.close(context.Background())
+		}
+		s.logger.Info("stopped during the model load", "after", time.Since(s.started).Round(time.Millisecond))
+		return nil
+	}
 	if err != nil {
 		return err
 	}

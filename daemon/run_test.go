@@ -392,3 +392,25 @@ func TestLoadProgress(t *testing.T) {
 		t.Fatalf("logged %d lines:\n%s", lines, buf.String())
 	}
 }
+
+// TestStopDuringLoad: a stop asked for while the model loads (SIGTERM from the service manager
+// at boot) ends Run cleanly, with one log line, so tfd exits 0 and the stop is not a failure.
+func TestStopDuringLoad(t *testing.T) {
+	src := Sources{Flags: []Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
+	eff, err := LoadConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedBuffer{}
+	logger, level := NewLeveledLogger(log)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the engine sees it during the load, as it would a SIGTERM then
+	err = Run(ctx, eff, RunOptions{Sources: src, Logger: logger, Level: level,
+		Ready: func(net.Addr) { t.Error("Run served after a stop during the load") }})
+	if err != nil {
+		t.Fatalf("Run = %v, want nil after a stop during the load\n%s", err, log)
+	}
+	if n := strings.Count(log.String(), "stopped during the model load"); n != 1 {
+		t.Errorf("the log says it %d times:\n%s", n, log)
+	}
+}
