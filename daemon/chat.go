@@ -263,6 +263,8 @@ func (f *chatFormat) chunkOf(choices []chatChoice) *chatCompletion {
 	return &chatCompletion{ID: f.id, Object: "chat.completion.chunk", Created: f.created, Model: f.model, Choices: choices}
 }
 
+func (f *chatFormat) responseID() string { return f.id }
+
 func (f *chatFormat) first() any {
 	empty := ""
 	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}})

@@ -148,6 +148,8 @@ func (f *completionFormat) response(object string, choices []completionChoice) *
 	return &completion{ID: f.id, Object: object, Created: f.created, Model: f.model, Choices: choices}
 }
 
+func (f *completionFormat) responseID() string { return f.id }
+
 func (f *completionFormat) first() any { return nil }
 
 func (f *completionFormat) chunk(text string, lps []tokenLogprob) any {

@@ -110,6 +110,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "open listen without keys", flags: []Flag{{"--listen", "server.listen", "0.0.0.0:8417"}},
 			want: []string{`server.listen = "0.0.0.0:8417" (flag --listen): not a loopback address`, "server.api_keys_file", "server.allow_open = true"}},
 		{name: "all interfaces without keys", file: "[server]\nlisten = \":8417\"", want: []string{`server.listen = ":8417"`, "not a loopback address"}},
+		{name: "negative stall timeout", file: "[server]\nstall_timeout = \"-1s\"", want: []string{`server.stall_timeout = "-1s"`, "≥ 0"}},
 		{name: "backend", env: []string{"TFD_MODEL_BACKEND=tpu"}, want: []string{`model.backend = "tpu"`, "auto, metal, cuda, cpu"}},
 		{name: "several at once", file: "[sampling]\ntemperature = 3\ntop_p = 0\n[log]\nlevel = \"loud\"\n[sessions]\nlayout = \"100x0\"",
 			want: []string{"sampling.temperature = 3", "sampling.top_p = 0", `log.level = "loud"`, "sessions.layout", "NxCOUNT"}},

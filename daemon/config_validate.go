@@ -41,6 +41,7 @@ func (c Config) problems() []problem {
 			"not a loopback address, and server.api_keys_file is empty: anyone who reaches this machine could use the model; "+
 				"set server.api_keys_file (a file of keys, one a line), or listen on 127.0.0.1, or set server.allow_open = true to serve without keys")
 	}
+	check(c.Server.StallTimeout >= 0, "server.stall_timeout", `want a duration ≥ 0, e.g. "60s" ("0s": never cancel a stream whose client stalls)`)
 	check(c.Server.ShutdownTimeout >= 0, "server.shutdown_timeout", "want a duration ≥ 0")
 
 	check(oneOf(c.Model.Backend, "auto", "metal", "cuda", "cpu"), "model.backend", "want one of auto, metal, cuda, cpu")

@@ -24,6 +24,9 @@ type HandlerOptions struct {
 	Drafts DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
+	// StallTimeout cancels a streamed reply whose client has not taken an event for this long
+	// (server.stall_timeout); 0: never.
+	StallTimeout time.Duration
 	// Logger receives one line per request; nil: slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body; 0: DefaultMaxBodyBytes.
@@ -43,6 +46,20 @@ type Routing struct {
 	Drafts DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
+	// StallTimeout cancels a streamed reply whose client has not taken an event for this long;
+	// 0: never.
+	StallTimeout time.Duration
+}
+
+// routing returns the options' routing settings.
+func (o HandlerOptions) routing() Routing {
+	return Routing{Sampling: o.Sampling, Drafts: o.Drafts, APIKeys: o.APIKeys, StallTimeout: o.StallTimeout}
+}
+
+// withRouting returns o with r's settings.
+func (o HandlerOptions) withRouting(r Routing) HandlerOptions {
+	o.Sampling, o.Drafts, o.APIKeys, o.StallTimeout = r.Sampling, r.Drafts, r.APIKeys, r.StallTimeout
+	return o
 }
 
 // Handler serves tfd's OpenAI-compatible HTTP API for one model. It is safe for concurrent use.
@@ -70,7 +87,7 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 		opts.Sampling.MaxTokens = Default().Sampling.MaxTokens
 	}
 	h := &Handler{model: m, opts: opts, mux: http.NewServeMux()}
-	h.SetRouting(Routing{Sampling: opts.Sampling, Drafts: opts.Drafts, APIKeys: opts.APIKeys})
+	h.SetRouting(opts.routing())
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)
 	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"
@@ -83,8 +100,8 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 	return h
 }
 
-// SetRouting replaces the sampling defaults and API keys; requests that started before keep the
-// ones they began with. A zero Sampling.MaxTokens becomes the default.
+// SetRouting replaces the sampling defaults, drafts, API keys and stall timeout; requests that
+// started before keep the ones they began with. A zero Sampling.MaxTokens becomes the default.
 func (h *Handler) SetRouting(r Routing) {
 	if r.Sampling.MaxTokens <= 0 {
 		r.Sampling.MaxTokens = Default().Sampling.MaxTokens

@@ -21,7 +21,8 @@ const (
 
 // How settings apply on reload, by key or by section (a prefix ending in a dot). server.listen
 // and model.backend wait for a restart (keepRestartKeys); model.name serves the same model under
-// a new id; the rest is routing (sampling, API keys, log level, shutdown timeout).
+// a new id; the rest is routing (sampling, drafts, API keys, stall timeout, log level, shutdown
+// timeout).
 var (
 	// modelKeys need the weights loaded again.
 	modelKeys = []string{"model.path", "model.context"}
@@ -188,9 +189,9 @@ func (s *server) applyRouting(old, next Config, routing Routing, changes []chang
 		cur.host.SetKeepWarm(cur.keepWarm(next.Residency))
 		r.apply("keep-warm window %s", cur.keepWarm(next.Residency))
 	}
-	if touches(changes, "sampling.", "server.api_keys_file", "drafts.") {
+	if touches(changes, "sampling.", "server.api_keys_file", "server.stall_timeout", "drafts.") {
 		h.SetRouting(routing)
-		r.apply("sampling defaults, drafts and API keys for new requests")
+		r.apply("sampling defaults, drafts, API keys and the stall timeout for new requests")
 	}
 	if old.Log.Level != next.Log.Level && s.opts.Level != nil {
 		s.opts.Level.Set(logLevel(next.Log.Level))
@@ -203,9 +204,7 @@ func (s *server) applyRouting(old, next Config, routing Routing, changes []chang
 
 // handlerWith returns the shared Handler options with routing.
 func (s *server) handlerWith(routing Routing) HandlerOptions {
-	o := s.handlerOptions()
-	o.Sampling, o.Drafts, o.APIKeys = routing.Sampling, routing.Drafts, routing.APIKeys
-	return o
+	return s.handlerOptions().withRouting(routing)
 }
 
 // keepRestartKeys returns next with the settings that need a restart kept at their old values,

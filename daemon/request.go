@@ -47,6 +47,9 @@ type job struct {
 	stops        []string
 	stream       bool
 	includeUsage bool
+	// stall is how long the client may take to take an event of the stream before the reply is
+	// cancelled (server.stall_timeout); 0: no bound.
+	stall time.Duration
 }
 
 // maxStops is the most stop strings a request may give, as OpenAI allows.
@@ -204,6 +207,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 		stops:        stops,
 		stream:       p.Stream,
 		includeUsage: p.Stream && p.StreamOptions != nil && p.StreamOptions.IncludeUsage,
+		stall:        rt.StallTimeout,
 	}, nil
 }
 

@@ -215,10 +215,10 @@ func ignoreCancel(err error) error {
 	return err
 }
 
-// readRouting reads the settings that apply without reloading weights and may fail: the keys
-// file.
+// readRouting reads the settings that apply without reloading weights; reading the keys file
+// may fail.
 func readRouting(cfg Config) (Routing, error) {
-	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts}
+	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts, StallTimeout: cfg.Server.StallTimeout}
 	if cfg.Server.APIKeysFile != "" {
 		keys, err := ReadAPIKeys(cfg.Server.APIKeysFile)
 		if err != nil {

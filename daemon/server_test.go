@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,4 +74,31 @@ func TestReadAPIKeys(t *testing.T) {
 	if _, err := ReadAPIKeys(filepath.Join(dir, "absent")); err == nil || !strings.Contains(err.Error(), "server.api_keys_file") {
 		t.Errorf("missing file: %v", err)
 	}
+}
+
+// serveForTest serves h with Serve on a free loopback port, with a host that has nothing to
+// close. stop ends Serve and waits for it (and so for every handler).
+func serveForTest(t *testing.T, h http.Handler) (url string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, ln, h, closerFunc(func(context.Context) error { return nil }), func() time.Duration { return time.Second },
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }
