@@ -33,7 +33,7 @@ var chatRoles = map[string]string{"system": "system", "developer": "system", "us
 // chatCompletions answers POST /v1/chat/completions.
 func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	if e := decodeBody(w, r, &req); e != nil {
+	if e := h.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -21,7 +21,7 @@ type completionRequest struct {
 // completions answers POST /v1/completions.
 func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	if e := decodeBody(w, r, &req); e != nil {
+	if e := h.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -15,6 +16,10 @@ import (
 
 // DefaultMaxBodyBytes bounds a request body when HandlerOptions.MaxBodyBytes is 0.
 const DefaultMaxBodyBytes = 8 << 20
+
+// DefaultBodyTimeout bounds the arrival of a request body when HandlerOptions.BodyTimeout is 0:
+// 8 MiB take well under a second on any link a local server sees.
+const DefaultBodyTimeout = 30 * time.Second
 
 // HandlerOptions configure a [Handler].
 type HandlerOptions struct {
@@ -31,6 +36,9 @@ type HandlerOptions struct {
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body; 0: DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time from a request's start to the end of its body; a body late
+	// past it is answered 408 and its connection closed. 0: DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Seed returns a fresh seed for a request without one; nil: a random 53-bit number (exact
 	// in every JSON client). A test hook.
 	Seed func() uint64
@@ -83,6 +91,9 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.Sampling.MaxTokens <= 0 {
 		opts.Sampling.MaxTokens = Default().Sampling.MaxTokens
 	}
@@ -120,11 +131,17 @@ func (h *Handler) route(pattern string, handler http.HandlerFunc) {
 	})
 }
 
-// ServeHTTP logs the request, checks its key and bounds its body, then routes it.
+// ServeHTTP logs the request, checks its key and bounds its body and answer, then routes it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	stats := &requestStats{}
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &statusRecorder{ResponseWriter: w, writeBound: cmp.Or(h.routing.Load().StallTimeout, DefaultStallTimeout)}
+	if r.ContentLength != 0 {
+		// A deadline for the whole body, whoever reads it: decodeBody, or net/http draining an
+		// unread body (after a 401, 404 or 405) before it answers. Without it a client that sends
+		// part of its body and then nothing would hold the connection for ever.
+		http.NewResponseController(w).SetReadDeadline(start.Add(h.opts.BodyTimeout)) // not every ResponseWriter supports it
+	}
 	r = r.WithContext(context.WithValue(r.Context(), statsKey{}, stats))
 	defer func() {
 		elapsed := time.Since(start)
@@ -226,15 +243,20 @@ func noteTokens(ctx context.Context, prompt int, res result) {
 	s.accepted.Store(int64(res.accepted))
 }
 
-// statusRecorder remembers the status a handler wrote, for the request log.
+// statusRecorder remembers the status a handler wrote, for the request log, and bounds the
+// writing of the answer: as the header goes out it sets a write deadline writeBound away. A
+// whole answer (JSON) follows its header at once, so its client must take all of it within the
+// bound, or the connection is dropped; a stream moves the deadline before each event (see sse).
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code       int
+	writeBound time.Duration
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.code == 0 {
 		s.code = code
+		s.bound()
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
@@ -242,8 +264,14 @@ func (s *statusRecorder) WriteHeader(code int) {
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.code == 0 {
 		s.code = http.StatusOK
+		s.bound()
 	}
 	return s.ResponseWriter.Write(b)
+}
+
+// bound sets the answer's write deadline.
+func (s *statusRecorder) bound() {
+	http.NewResponseController(s.ResponseWriter).SetWriteDeadline(time.Now().Add(s.writeBound)) // not every ResponseWriter supports it
 }
 
 // Unwrap lets http.ResponseController reach the connection (Flush, read deadlines).

@@ -147,9 +147,9 @@ func startSSE(w http.ResponseWriter, stall time.Duration) *sse {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
 	s := &sse{w: w, rc: http.NewResponseController(w), stall: stall}
 	s.bound()
-	w.WriteHeader(http.StatusOK)
 	s.rc.Flush()
 	return s
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -55,24 +56,28 @@ type job struct {
 // maxStops is the most stop strings a request may give, as OpenAI allows.
 const maxStops = 4
 
-// bodyReadTimeout bounds reading a request body; it is not a write timeout, so replies may
-// stream for as long as they take.
-const bodyReadTimeout = 30 * time.Second
-
-// decodeBody reads r's body, bounded by the handler's body limit, into dst.
-func decodeBody(w http.ResponseWriter, r *http.Request, dst any) *apiError {
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) // not every ResponseWriter supports it
+// decodeBody reads r's body into dst. ServeHTTP has bounded it (the body limit, and a read
+// deadline BodyTimeout from the request's start). Once the body is in, the read deadline goes,
+// since net/http's watch for the client leaving reads on with it while the reply streams. A body
+// that failed to arrive leaves it in place and closes the connection after the answer: whatever
+// is left of it on the wire must not be read as the next request, and net/http's drain of it
+// then ends at once instead of waiting on a client that sends nothing.
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 	body, err := io.ReadAll(r.Body)
-	rc.SetReadDeadline(time.Time{})
 	if err != nil {
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			return &apiError{status: http.StatusRequestEntityTooLarge, typ: errInvalidRequest, code: "request_too_large",
 				message: fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit)}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return &apiError{status: http.StatusRequestTimeout, typ: errInvalidRequest, code: "request_timeout",
+				message: fmt.Sprintf("the request body did not arrive within %s of the request: send it whole and at once (got %d of %d bytes)", seconds(h.opts.BodyTimeout), len(body), r.ContentLength)}
 		}
 		return badRequest("", "could not read the request body: %v", err)
 	}
+	http.NewResponseController(w).SetReadDeadline(time.Time{}) // not every ResponseWriter supports it
 	if e := checkUTF8(body); e != nil {
 		return e
 	}

@@ -33,8 +33,9 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host Clos
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		// No ReadTimeout or WriteTimeout: a reply streams for as long as it takes, and the body
-		// read has a deadline of its own (bodyReadTimeout).
+		// No ReadTimeout or WriteTimeout: a reply streams for as long as it takes. The Handler
+		// sets deadlines of its own: for the body (HandlerOptions.BodyTimeout) and for each write
+		// (server.stall_timeout).
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

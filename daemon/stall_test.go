@@ -140,3 +140,32 @@ func TestStalledClientOverTCP(t *testing.T) {
 		t.Errorf("no log line for the stall:\n%s", &log)
 	}
 }
+
+// TestWholeAnswerWriteBound: a whole answer, reply or error, must be taken within the stall
+// timeout (DefaultStallTimeout when it is off) from when its header goes out; a client that
+// takes nothing is dropped then.
+func TestWholeAnswerWriteBound(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, body string
+		stall, bound     time.Duration
+	}{
+		{"reply", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]}`, 10 * time.Second, 10 * time.Second},
+		{"reply, stall timeout off", "/v1/completions", `{"prompt":"Hi"}`, 0, DefaultStallTimeout},
+		{"error", "/v1/completions", `{"prompt":""}`, 10 * time.Second, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.StallTimeout = tc.stall })
+				client := &slowClient{takeAfter: func(int) time.Duration { return -1 }}
+				start := time.Now()
+				env.h.ServeHTTP(client, httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body)))
+				if len(client.deadlines) != 1 || client.deadlines[0] != tc.bound {
+					t.Errorf("write deadlines %v at the writes, want one of %s", client.deadlines, tc.bound)
+				}
+				if took := time.Since(start); took != tc.bound {
+					t.Errorf("the handler returned after %s, want %s", took, tc.bound)
+				}
+			})
+		})
+	}
+}
