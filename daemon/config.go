@@ -26,7 +26,8 @@ type Config struct {
 type ServerConfig struct {
 	// Listen is the TCP address to bind, host:port.
 	Listen string `koanf:"listen"`
-	// APIKeysFile names a file of bearer keys, one a line; empty: no authentication.
+	// APIKeysFile names a file of bearer keys, one a line; empty: no authentication. The file is
+	// watched: an edit applies within a second.
 	APIKeysFile string `koanf:"api_keys_file"`
 	// AllowOpen lets a Listen address that is not loopback serve without API keys; otherwise
 	// such a config is refused, since anyone who reaches the machine could use the model.
