@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,15 +25,23 @@ func TestStalledBody(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		keys   []string
+		down   bool // the daemon has no model: its liveHandler answers
 		status int
 		code   string
 	}{
-		{"read by the handler", nil, http.StatusRequestTimeout, "request_timeout"},
-		{"never read: no API key", []string{"sk-one"}, http.StatusUnauthorized, "invalid_api_key"},
+		{"read by the handler", nil, false, http.StatusRequestTimeout, "request_timeout"},
+		{"never read: no API key", []string{"sk-one"}, false, http.StatusUnauthorized, "invalid_api_key"},
+		{"never read: no model", nil, true, http.StatusServiceUnavailable, "no_model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.BodyTimeout, o.APIKeys = 300*time.Millisecond, tc.keys })
-			url, _ := serveForTest(t, env.h)
+			var h http.Handler = env.h
+			if tc.down {
+				live := newLiveHandler(env.h, nil, func() StatusReport { return StatusReport{} }, func() []string { return nil })
+				live.fail(errors.New("no model is loaded: fix the config"))
+				h = live
+			}
+			url, _ := serveForTest(t, h)
 			var wg sync.WaitGroup
 			for i := range conns {
 				wg.Go(func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // liveHandler is the HTTP handler of a running daemon. It serves /metrics and /v1/tfd/status
@@ -17,6 +18,8 @@ type liveHandler struct {
 	metrics *Metrics
 	status  func() StatusReport
 	keys    func() []string // the API keys in force; empty: none needed
+	// bodyTimeout bounds the arrival of a body liveHandler does not read: the Handlers'.
+	bodyTimeout time.Duration
 
 	mu      sync.Mutex    // guards cur, resumed, down and closed
 	cur     *Handler      // nil while a switch has paused admissions
@@ -26,12 +29,13 @@ type liveHandler struct {
 }
 
 func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport, keys func() []string) *liveHandler {
-	return &liveHandler{cur: h, metrics: metrics, status: status, keys: keys, closed: make(chan struct{})}
+	return &liveHandler{cur: h, metrics: metrics, status: status, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
 }
 
 func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/metrics", statusPath:
+		l.boundUnread(w, r)
 		if !hasKey(r, l.keys()) {
 			writeUnauthorized(w)
 			return
@@ -52,6 +56,9 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h, err := l.acquire(r.Context())
+	if err != nil {
+		l.boundUnread(w, r)
+	}
 	var down downError
 	switch {
 	case errors.As(err, &down):
@@ -63,6 +70,17 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.inflight.Done()
 	h.ServeHTTP(w, r)
+}
+
+// boundUnread sets a read deadline for a body liveHandler answers without reading: net/http
+// reads such a body to its end before it answers, so that the connection can serve the next
+// request, and the Handler's deadline is not set on answers that do not pass through it. A
+// client that sent part of a body and then nothing is answered, and its connection closed, when
+// the deadline passes.
+func (l *liveHandler) boundUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(l.bodyTimeout)) // not every ResponseWriter supports it
+	}
 }
 
 // acquire returns the current Handler with the request counted in its inflight group, waiting

@@ -90,7 +90,12 @@ func (g *stopGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	w.Header().Set("Connection", "close") // nor is a body read: it goes with the connection
+	// The body is not read: net/http reads it to its end before answering, for a client that
+	// sent it whole, and a stopping server waits a moment at most for one that did not.
+	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(lastWordsTimeout))
+	}
 	e := shuttingDown()
 	if r.URL.Path == "/health" {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
