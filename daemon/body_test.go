@@ -112,7 +112,7 @@ func TestBodyDeadline(t *testing.T) {
 		r.ContentLength = 100
 		env.h.ServeHTTP(w, r)
 		if w.Code != http.StatusRequestTimeout || len(w.read) != 1 || time.Since(start) != 5*time.Second ||
-			w.Header().Get("Connection") != "close" || !strings.Contains(w.Body.String(), "did not arrive within 5s") {
+			w.Header().Get("Connection") != "close" || !strings.Contains(w.Body.String(), "did not arrive within 5s of the request (10 of its 100 bytes came)") {
 			t.Errorf("a late body: status %d after %s, read deadlines %v, Connection %q: %s", w.Code, time.Since(start), w.read, w.Header().Get("Connection"), w.Body)
 		}
 	})

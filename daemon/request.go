@@ -72,8 +72,12 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, dst any) *a
 			return &apiError{status: http.StatusRequestEntityTooLarge, typ: errInvalidRequest, code: "request_too_large",
 				message: fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit)}
 		case errors.Is(err, os.ErrDeadlineExceeded):
+			got := fmt.Sprintf("%d bytes came", len(body))
+			if r.ContentLength > 0 {
+				got = fmt.Sprintf("%d of its %d bytes came", len(body), r.ContentLength)
+			}
 			return &apiError{status: http.StatusRequestTimeout, typ: errInvalidRequest, code: "request_timeout",
-				message: fmt.Sprintf("the request body did not arrive within %s of the request: send it whole and at once (got %d of %d bytes)", seconds(h.opts.BodyTimeout), len(body), r.ContentLength)}
+				message: fmt.Sprintf("the request body did not arrive within %s of the request (%s): send the whole body at once", seconds(h.opts.BodyTimeout), got)}
 		}
 		return badRequest("", "could not read the request body: %v", err)
 	}
