@@ -33,7 +33,7 @@ var chatRoles = map[string]string{"system": "system", "developer": "system", "us
 // chatCompletions answers POST /v1/chat/completions.
 func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	if e := decodeBody(w, r, &req); e != nil {
+	if e := h.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -59,6 +59,7 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	}
 	if req.MaxCompletionTokens != nil {
 		req.MaxTokens = req.MaxCompletionTokens // the newer name wins
+		req.maxTokensParam = "max_completion_tokens"
 	}
 	if n := req.TopLogprobs; n != nil && (*n < 0 || *n > scheduler.MaxTopLogprobs) {
 		return nil, badRequest("top_logprobs", "top_logprobs must be from 0 to %d, got %d", scheduler.MaxTopLogprobs, *n)
@@ -102,7 +103,8 @@ type chatMessageIn struct {
 }
 
 // parseMessages reads the messages field: at least one message, each with a known role and
-// content that is a string, null, or an array of text parts (joined with newlines). Tool calls,
+// content that is a string or an array of text parts (joined with newlines); null only in an
+// assistant message with tool calls. Tool calls,
 // tool call ids, names and reasoning content pass through to the template.
 func parseMessages(raws []json.RawMessage) ([]chattemplate.Message, *apiError) {
 	if len(raws) == 0 {
@@ -122,6 +124,9 @@ func parseMessages(raws []json.RawMessage) ([]chattemplate.Message, *apiError) {
 			}
 			return nil, badRequest(param+".role", "%s.role %q is unknown: want system, developer, user, assistant or tool", param, m.Role)
 		}
+		if e := checkNullContent(param, m); e != nil {
+			return nil, e
+		}
 		content, e := parseContent(param+".content", m.Content)
 		if e != nil {
 			return nil, e
@@ -130,6 +135,24 @@ func parseMessages(raws []json.RawMessage) ([]chattemplate.Message, *apiError) {
 			ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
 	}
 	return msgs, nil
+}
+
+// checkNullContent refuses a message without content, as OpenAI does, unless it is an
+// assistant message that made tool calls: its content may be null (or left out).
+func checkNullContent(param string, m chatMessageIn) *apiError {
+	s := strings.TrimSpace(string(m.Content))
+	if s != "" && s != "null" {
+		return nil
+	}
+	var calls []json.RawMessage
+	if m.Role == "assistant" && json.Unmarshal(m.ToolCalls, &calls) == nil && len(calls) > 0 {
+		return nil
+	}
+	state := "null"
+	if s == "" {
+		state = "missing"
+	}
+	return badRequest(param+".content", "%s.content is %s: a %s message needs content, a string or an array of text parts; only an assistant message with tool_calls may leave it null", param, state, m.Role)
 }
 
 // parseContent reads a message's content: a string, null, or an array of text parts.
@@ -200,11 +223,17 @@ type chatLogprobs struct {
 	Content []chatTokenLogprob `json:"content"`
 }
 
+// chatTokenLogprob is a chosen token's entry: its own figures and the likeliest tokens there.
 type chatTokenLogprob struct {
-	Token       string             `json:"token"`
-	Logprob     float32            `json:"logprob"`
-	Bytes       []int              `json:"bytes"`
-	TopLogprobs []chatTokenLogprob `json:"top_logprobs"`
+	chatTopLogprob
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+// chatTopLogprob is one entry of top_logprobs; OpenAI's has no top_logprobs of its own.
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
@@ -213,8 +242,7 @@ func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
 	}
 	out := &chatLogprobs{Content: make([]chatTokenLogprob, len(lps))}
 	for i, lp := range lps {
-		out.Content[i] = chatLogprobOf(lp)
-		out.Content[i].TopLogprobs = make([]chatTokenLogprob, len(lp.top))
+		out.Content[i] = chatTokenLogprob{chatTopLogprob: chatLogprobOf(lp), TopLogprobs: make([]chatTopLogprob, len(lp.top))}
 		for k, alt := range lp.top {
 			out.Content[i].TopLogprobs[k] = chatLogprobOf(alt)
 		}
@@ -222,18 +250,20 @@ func (f *chatFormat) logprobsOf(lps []tokenLogprob) *chatLogprobs {
 	return out
 }
 
-// chatLogprobOf is one token's entry, with the bytes of its text.
-func chatLogprobOf(lp tokenLogprob) chatTokenLogprob {
+// chatLogprobOf is one token's figures, with the bytes of its text.
+func chatLogprobOf(lp tokenLogprob) chatTopLogprob {
 	b := make([]int, len(lp.token))
 	for k := range len(lp.token) {
 		b[k] = int(lp.token[k])
 	}
-	return chatTokenLogprob{Token: lp.token, Logprob: lp.logprob, Bytes: b}
+	return chatTopLogprob{Token: lp.token, Logprob: lp.logprob, Bytes: b}
 }
 
 func (f *chatFormat) chunkOf(choices []chatChoice) *chatCompletion {
 	return &chatCompletion{ID: f.id, Object: "chat.completion.chunk", Created: f.created, Model: f.model, Choices: choices}
 }
+
+func (f *chatFormat) responseID() string { return f.id }
 
 func (f *chatFormat) first() any {
 	empty := ""

@@ -21,7 +21,7 @@ type completionRequest struct {
 // completions answers POST /v1/completions.
 func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	if e := decodeBody(w, r, &req); e != nil {
+	if e := h.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -147,6 +147,8 @@ func (f *completionFormat) logprobsOf(lps []tokenLogprob) *completionLogprobs {
 func (f *completionFormat) response(object string, choices []completionChoice) *completion {
 	return &completion{ID: f.id, Object: object, Created: f.created, Model: f.model, Choices: choices}
 }
+
+func (f *completionFormat) responseID() string { return f.id }
 
 func (f *completionFormat) first() any { return nil }
 

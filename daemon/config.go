@@ -26,8 +26,16 @@ type Config struct {
 type ServerConfig struct {
 	// Listen is the TCP address to bind, host:port.
 	Listen string `koanf:"listen"`
-	// APIKeysFile names a file of bearer keys, one a line; empty: no authentication.
+	// APIKeysFile names a file of bearer keys, one a line; empty: no authentication. The file is
+	// watched: an edit applies within a second.
 	APIKeysFile string `koanf:"api_keys_file"`
+	// AllowOpen lets a Listen address that is not loopback serve without API keys; otherwise
+	// such a config is refused, since anyone who reaches the machine could use the model.
+	AllowOpen bool `koanf:"allow_open"`
+	// StallTimeout bounds how long a client may take nothing: a streamed reply whose client has
+	// not taken an event for this long is cancelled, freeing its session for others. 0: a stream
+	// waits on its client for ever.
+	StallTimeout time.Duration `koanf:"stall_timeout"`
 	// ShutdownTimeout bounds how long running replies may finish after a stop signal; then they
 	// are cancelled.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
@@ -126,11 +134,15 @@ type LogConfig struct {
 	Level string `koanf:"level"`
 }
 
+// DefaultStallTimeout is server.stall_timeout's default: long enough for any client that is
+// reading, short enough that a stalled one gives its session back within a minute.
+const DefaultStallTimeout = 60 * time.Second
+
 // Default returns the documented defaults: what tfd runs with when no file, environment variable
 // or flag says otherwise.
 func Default() Config {
 	return Config{
-		Server: ServerConfig{Listen: "127.0.0.1:8417", ShutdownTimeout: 10 * time.Second},
+		Server: ServerConfig{Listen: "127.0.0.1:8417", StallTimeout: DefaultStallTimeout, ShutdownTimeout: 10 * time.Second},
 		Model:  ModelConfig{Backend: "auto"},
 		Sessions: SessionsConfig{
 			Parallel: "auto",

@@ -15,6 +15,7 @@ import (
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+	gotoml "github.com/pelletier/go-toml/v2"
 )
 
 // EnvPrefix starts every environment variable that sets a config key.
@@ -86,12 +87,16 @@ type Effective struct {
 	Origins map[string]Origin
 	// File is the config file that was read; empty when there was none.
 	File string
+	// Warnings are problems that did not stop the load, one line each: TFD_* environment
+	// variables that name no config key. Whoever shows the config shows them.
+	Warnings []string
 }
 
 // LoadConfig builds the configuration from the defaults, then src.File, then the TFD_*
 // variables of src.Environ, then src.Flags, each overriding the one before key by key. It
 // rejects unknown keys, values of the wrong type and invalid values, naming in each error the
-// key, the value, where it came from and what is allowed; all problems are reported at once.
+// key, the value, where it came from and what is allowed; all problems are reported at once. A
+// TFD_* variable that names no key is only a warning, in Effective.Warnings.
 func LoadConfig(src Sources) (*Effective, error) {
 	layers, err := readLayers(src)
 	if err != nil {
@@ -111,7 +116,14 @@ func LoadConfig(src Sources) (*Effective, error) {
 		}
 		for _, key := range l.k.Keys() {
 			if _, known := schemaField(schema, key); !known {
-				problems = append(problems, fmt.Errorf("config: unknown key %s (%s); known keys: %s", key, l.origin(key), knownKeys(schema, key)))
+				o := l.origin(key)
+				if o.Layer == LayerEnv {
+					// The environment is shared with everything else the user runs; a stray
+					// variable there should not keep the service from starting.
+					eff.Warnings = append(eff.Warnings, fmt.Sprintf("config: ignored the environment variable %s: it names no config key (%s is unknown; known keys: %s)", o.Name, key, knownKeys(schema, key)))
+					continue
+				}
+				problems = append(problems, fmt.Errorf("config: unknown key %s (%s); known keys: %s", key, o, knownKeys(schema, key)))
 				continue
 			}
 			eff.Origins[key] = l.origin(key)
@@ -219,6 +231,12 @@ func loadFile(src Sources) (*koanf.Koanf, error) {
 	}
 	k := koanf.New(".")
 	if err := k.Load(file.Provider(src.File), toml.Parser()); err != nil {
+		// koanf passes go-toml's error on as it is; its position is what an editor needs.
+		var syntax *gotoml.DecodeError
+		if errors.As(err, &syntax) {
+			line, col := syntax.Position()
+			return nil, fmt.Errorf("config: %s:%d:%d: %w: fix the TOML there", src.File, line, col, err)
+		}
 		return nil, fmt.Errorf("config: read %s: %w", src.File, err)
 	}
 	return k, nil

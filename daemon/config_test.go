@@ -98,15 +98,19 @@ func TestConfigErrors(t *testing.T) {
 		want    []string // substrings of the error
 	}{
 		{name: "missing explicit file", missing: true, want: []string{"absent.toml does not exist"}},
-		{name: "TOML syntax", file: "[server\nlisten=", want: []string{"config: read", "tfd.toml"}},
+		{name: "TOML syntax", file: "[server\nlisten=", want: []string{"tfd.toml:1:8: toml: ", "fix the TOML there"}},
+		{name: "TOML syntax further down", file: "[server]\nlisten = \"127.0.0.1:1\"\n\n[sessions]\nparallel = 2 3\n", want: []string{"tfd.toml:5:14: toml: "}},
 		{name: "unknown key in file", file: "[server]\nlisten_addr = \"x\"", want: []string{"unknown key server.listen_addr (file", "server.listen, server.api_keys_file"}},
 		{name: "unknown section", file: "[sever]\nlisten = \"x\"", want: []string{"unknown key sever.listen", "[server]"}},
-		{name: "unknown env", env: []string{"TFD_SESSION_PARALLEL=2"}, want: []string{"unknown key session.parallel (env TFD_SESSION_PARALLEL)"}},
 		{name: "wrong type", env: []string{"TFD_SESSIONS_GROW=lots"}, want: []string{`sessions.grow = "lots" (env TFD_SESSIONS_GROW): want a whole number`}},
 		{name: "wrong bool", file: "[drafts]\nenabled = \"maybe\"", want: []string{`drafts.enabled = "maybe"`, "want true or false"}},
 		{name: "bad duration", file: "[residency]\nkeep_warm = \"soon\"", want: []string{"residency.keep_warm", "duration"}},
 		{name: "parallel zero", flags: []Flag{{"--parallel", "sessions.parallel", "0"}}, want: []string{`sessions.parallel = "0" (flag --parallel): want "auto" or a whole number ≥ 1`}},
 		{name: "listen without port", flags: []Flag{{"--listen", "server.listen", "localhost"}}, want: []string{`server.listen = "localhost" (flag --listen): want host:port`}},
+		{name: "open listen without keys", flags: []Flag{{"--listen", "server.listen", "0.0.0.0:8417"}},
+			want: []string{`server.listen = "0.0.0.0:8417" (flag --listen): not a loopback address`, "server.api_keys_file", "server.allow_open = true"}},
+		{name: "all interfaces without keys", file: "[server]\nlisten = \":8417\"", want: []string{`server.listen = ":8417"`, "not a loopback address"}},
+		{name: "negative stall timeout", file: "[server]\nstall_timeout = \"-1s\"", want: []string{`server.stall_timeout = "-1s"`, "≥ 0"}},
 		{name: "backend", env: []string{"TFD_MODEL_BACKEND=tpu"}, want: []string{`model.backend = "tpu"`, "auto, metal, cuda, cpu"}},
 		{name: "several at once", file: "[sampling]\ntemperature = 3\ntop_p = 0\n[log]\nlevel = \"loud\"\n[sessions]\nlayout = \"100x0\"",
 			want: []string{"sampling.temperature = 3", "sampling.top_p = 0", `log.level = "loud"`, "sessions.layout", "NxCOUNT"}},
@@ -132,6 +136,51 @@ func TestConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenListen: a listen address that is not loopback needs API keys or server.allow_open.
+func TestOpenListen(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	for _, tc := range []struct {
+		listen, extra string
+		ok            bool
+	}{
+		{"127.0.0.1:8417", "", true},
+		{"127.3.4.5:8417", "", true},
+		{"localhost:8417", "", true},
+		{"[::1]:8417", "", true},
+		{"0.0.0.0:8417", "", false},
+		{"[::]:8417", "", false},
+		{":8417", "", false},
+		{"192.168.1.20:8417", "", false},
+		{"myhost.local:8417", "", false}, // not resolved: it may well be reachable
+		{"0.0.0.0:8417", "allow_open = true\n", true},
+		{"0.0.0.0:8417", "api_keys_file = \"" + keys + "\"\n", true},
+	} {
+		_, err := LoadConfig(Sources{File: writeFile(t, "[server]\nlisten = \""+tc.listen+"\"\n"+tc.extra), FileRequired: true})
+		if (err == nil) != tc.ok {
+			t.Errorf("listen %s with %q: err %v, want ok %v", tc.listen, tc.extra, err, tc.ok)
+		}
+	}
+}
+
+// TestStrayEnvironment: a TFD_* variable that names no key is a one-line warning naming it, not
+// an error; a real key with a bad value still is one.
+func TestStrayEnvironment(t *testing.T) {
+	eff, err := LoadConfig(Sources{Environ: []string{"TFD_SESSION_PARALLEL=2", "TFD_SESSIONS_GROW=100"}})
+	if err != nil {
+		t.Fatalf("a stray variable stopped the load: %v", err)
+	}
+	if eff.Config.Sessions.Grow != 100 || eff.Config.Sessions.Parallel != "auto" {
+		t.Errorf("sessions %+v", eff.Config.Sessions)
+	}
+	if len(eff.Warnings) != 1 || strings.Contains(eff.Warnings[0], "\n") ||
+		!strings.Contains(eff.Warnings[0], "TFD_SESSION_PARALLEL") || !strings.Contains(eff.Warnings[0], "[sessions]") {
+		t.Errorf("warnings %q, want one line naming TFD_SESSION_PARALLEL and the sections", eff.Warnings)
+	}
+	if _, err := LoadConfig(Sources{Environ: []string{"TFD_SESSIONS_GROW=lots"}}); err == nil {
+		t.Error("a known key with a bad value is no error")
 	}
 }
 

@@ -30,12 +30,18 @@ func (c Config) Validate() error {
 // problems lists the invalid values of c in schema order.
 func (c Config) problems() []problem {
 	var ps []problem
-	check := func(ok bool, key, want string) {
+	check := func(ok bool, key, want string) bool {
 		if !ok {
 			ps = append(ps, problem{key, want})
 		}
+		return ok
 	}
-	check(validListen(c.Server.Listen), "server.listen", `want host:port with a port from 0 to 65535, e.g. "127.0.0.1:8417"`)
+	if check(validListen(c.Server.Listen), "server.listen", `want host:port with a port from 0 to 65535, e.g. "127.0.0.1:8417"`) {
+		check(c.Server.APIKeysFile != "" || c.Server.AllowOpen || loopbackListen(c.Server.Listen), "server.listen",
+			"not a loopback address, and server.api_keys_file is empty: anyone who reaches this machine could use the model; "+
+				"set server.api_keys_file (a file of keys, one a line), or listen on 127.0.0.1, or set server.allow_open = true to serve without keys")
+	}
+	check(c.Server.StallTimeout >= 0, "server.stall_timeout", `want a duration ≥ 0, e.g. "60s" ("0s": never cancel a stream whose client stalls)`)
 	check(c.Server.ShutdownTimeout >= 0, "server.shutdown_timeout", "want a duration ≥ 0")
 
 	check(oneOf(c.Model.Backend, "auto", "metal", "cuda", "cpu"), "model.backend", "want one of auto, metal, cuda, cpu")
@@ -89,6 +95,19 @@ func validListen(addr string) bool {
 	}
 	p, err := strconv.Atoi(port)
 	return err == nil && p >= 0 && p <= 65535
+}
+
+// loopbackListen reports whether addr (a valid host:port) listens on loopback only: localhost
+// or a loopback IP. An empty host listens everywhere; other names are not resolved, so they
+// count as open.
+func loopbackListen(addr string) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	host, _, _ = strings.Cut(host, "%") // an IPv6 zone
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func oneOf(s string, allowed ...string) bool { return slices.Contains(allowed, s) }

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"tfd/scheduler"
 )
@@ -63,6 +65,16 @@ func TestErrors(t *testing.T) {
 		{name: "role unknown", body: `{"messages":[{"role":"robot","content":"x"}]}`, status: 400, param: "messages[0].role", msg: `"robot" is unknown`},
 		{name: "role missing", body: `{"messages":[{"content":"x"}]}`, status: 400, param: "messages[0].role", msg: "missing"},
 		{name: "image part", body: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, status: 400, param: "messages[0].content[0].type", msg: "only text parts"},
+		{name: "user content null", body: `{"messages":[{"role":"user","content":null}]}`, status: 400, param: "messages[0].content", msg: "only an assistant message with tool_calls"},
+		{name: "system content missing", body: `{"messages":[{"role":"system"},{"role":"user","content":"x"}]}`, status: 400, param: "messages[0].content", msg: "messages[0].content is missing"},
+		{name: "assistant content null without calls", body: `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[]},{"role":"user","content":"y"}]}`,
+			status: 400, param: "messages[1].content", msg: "is null"},
+		{name: "body not UTF-8", body: "{\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}", status: 400, msg: "not valid UTF-8: byte 42 (0xe9) does not begin a UTF-8 character"},
+		{name: "max_tokens over the context", body: chat(`,"max_tokens":100000`), status: 400, param: "max_tokens", code: "context_length_exceeded",
+			msg: "max_tokens is 100000 but the context holds 64 tokens and the prompt is 20 tokens: at most 44"},
+		{name: "max_completion_tokens over the context", body: chat(`,"max_completion_tokens":45`), status: 400, param: "max_completion_tokens", code: "context_length_exceeded",
+			msg: "max_completion_tokens is 45 but the context holds 64 tokens and the prompt is 20 tokens: at most 44"},
+		{name: "completion max_tokens over the context", path: "/v1/completions", body: `{"prompt":"Hello","max_tokens":64}`, status: 400, param: "max_tokens", code: "context_length_exceeded", msg: "at most 63"},
 		{name: "content a number", body: `{"messages":[{"role":"user","content":5}]}`, status: 400, param: "messages[0].content", msg: "string or an array of text parts"},
 		{name: "top_logprobs over 20", body: chat(`,"logprobs":true,"top_logprobs":21`), status: 400, param: "top_logprobs", msg: "from 0 to 20"},
 		{name: "top_logprobs without logprobs", body: chat(`,"top_logprobs":2`), status: 400, param: "top_logprobs", msg: "needs logprobs"},
@@ -131,6 +143,43 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestRequestsAccepted are near misses of the errors above that must be answered 200.
+func TestRequestsAccepted(t *testing.T) {
+	for _, tc := range []struct{ name, path, body string }{
+		{"assistant content null beside tool calls", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},
+			{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c1","content":"42"}]}`},
+		{"user content empty", "/v1/chat/completions", `{"messages":[{"role":"user","content":""}]}`},
+		{"UTF-8 beyond ASCII", "/v1/chat/completions", `{"messages":[{"role":"user","content":"café ☕ 𝄞"}]}`},
+		{"max_tokens that just fits", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":44}`},
+		{"completion max_tokens that just fits", "/v1/completions", `{"prompt":"Hello","max_tokens":63}`},
+	} {
+		env := newTestEnv(t, nil)
+		if w := env.do("POST", tc.path, tc.body); w.Code != http.StatusOK {
+			t.Errorf("%s: status %d %s", tc.name, w.Code, w.Body)
+		}
+	}
+}
+
+// TestDefaultMaxTokensClamped: a request that sets no max_tokens gets the config's default,
+// lowered to what the context leaves, never a 400 (the client asked for nothing too long).
+func TestDefaultMaxTokensClamped(t *testing.T) {
+	env := newTestEnv(t, nil) // sampling.max_tokens 4096, a 64-token context
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+		body := `{"messages":[{"role":"user","content":"Hi"}]}`
+		if path == "/v1/completions" {
+			body = `{"prompt":"Hello"}`
+		}
+		if w := env.do("POST", path, body); w.Code != http.StatusOK {
+			t.Fatalf("%s: status %d %s", path, w.Code, w.Body)
+		}
+		req := env.host.lastRequest(t)
+		if want := 64 - len(req.Prompt); req.MaxTokens != want {
+			t.Errorf("%s: max tokens %d, want the %d the context leaves", path, req.MaxTokens, want)
+		}
+	}
+}
+
 func withKeys(_ *Model, o *HandlerOptions) { o.APIKeys = []string{"sk-one", "sk-two"} }
 
 func TestAPIKeys(t *testing.T) {
@@ -143,6 +192,11 @@ func TestAPIKeys(t *testing.T) {
 		{"/v1/models", "Bearer sk-wrong", http.StatusUnauthorized},
 		{"/v1/models", "sk-one", http.StatusUnauthorized},
 		{"/v1/models", "Bearer sk-two", http.StatusOK},
+		{"/v1/models", "bearer sk-two", http.StatusOK}, // the scheme is case-insensitive (RFC 7235)
+		{"/v1/models", "BEARER  sk-one", http.StatusOK},
+		{"/v1/models", "Basic sk-one", http.StatusUnauthorized},
+		{"/v1/models", "Bearer", http.StatusUnauthorized},
+		{"/v1/models", "Bearersk-one", http.StatusUnauthorized},
 		{"/health", "", http.StatusOK},
 	} {
 		w := env.do("GET", tc.path, "", "Authorization", tc.auth)
@@ -157,4 +211,32 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// TestQueueFullRetryAfter: a full queue's Retry-After is the host's estimate of when a place
+// frees, rounded up to whole seconds, from 1 to maxRetryAfter.
+func TestQueueFullRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&scheduler.QueueFullError{RetryAfter: 40*time.Second + 300*time.Millisecond}, "41"},
+		{&scheduler.QueueFullError{RetryAfter: 3 * time.Second}, "3"},
+		{&scheduler.QueueFullError{RetryAfter: 0}, "1"},
+		{&scheduler.QueueFullError{RetryAfter: 2 * time.Hour}, "600"},
+		{fmt.Errorf("wrapped: %w", &scheduler.QueueFullError{RetryAfter: 7 * time.Second}), "7"},
+		{scheduler.ErrQueueFull, "1"}, // a host that gives no estimate
+	} {
+		env := newTestEnv(t, func(m *Model, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = tc.err })
+		w := env.do("POST", "/v1/completions", `{"prompt":"Hi"}`)
+		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"queue_full"`) {
+			t.Fatalf("%v: status %d %s", tc.err, w.Code, w.Body)
+		}
+		if got := w.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("%#v: Retry-After %q, want %q", tc.err, got, tc.want)
+		}
+		if !strings.Contains(w.Body.String(), "retry in about "+tc.want+" s") {
+			t.Errorf("%v: the message does not say when to retry: %s", tc.err, w.Body)
+		}
+	}
 }

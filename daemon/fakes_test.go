@@ -5,11 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"tfd/engine/chattemplate"
 	"tfd/scheduler"
@@ -101,9 +105,12 @@ func (f *fakeTemplate) Render(msgs []chattemplate.Message, opts chattemplate.Opt
 
 // fakeHost emits a scripted token sequence for every request. It ends with FinishLength when the
 // script reaches MaxTokens, else with the EOS stop token; with block set it waits for the
-// stream's context after the script instead.
+// stream's context after the script instead. cancelled, when set, is closed when one stream
+// sees its context end.
 type fakeHost struct {
 	script    []int32
+	top       []scheduler.TokenLogprob // sent beside each token when the request asks for top logprobs
+	repeat    bool                     // play the script again and again, up to the request's MaxTokens
 	block     bool
 	fail      error // ends every stream with FinishError after the script
 	submitErr error
@@ -112,6 +119,7 @@ type fakeHost struct {
 	reqs      []scheduler.Request
 	closed    bool
 	cancelled chan struct{} // closed when a blocked stream sees its context end
+	cancels   int           // streams ended by their context before the script did
 }
 
 func (f *fakeHost) Submit(ctx context.Context, req scheduler.Request) (<-chan scheduler.Event, error) {
@@ -129,10 +137,19 @@ func (f *fakeHost) Submit(ctx context.Context, req scheduler.Request) (<-chan sc
 func (f *fakeHost) run(ctx context.Context, req scheduler.Request, ch chan<- scheduler.Event) {
 	defer close(ch)
 	script := f.script[:min(len(f.script), req.MaxTokens)]
+	if f.repeat {
+		script = slices.Repeat(f.script, req.MaxTokens/len(f.script)+1)[:req.MaxTokens]
+	}
 	for _, tok := range script {
 		select {
-		case ch <- scheduler.Event{Token: tok, Logprob: -0.25}:
+		case ch <- scheduler.Event{Token: tok, Logprob: -0.25, Top: f.top[:min(len(f.top), req.TopLogprobs)]}:
 		case <-ctx.Done():
+			f.mu.Lock()
+			f.cancels++
+			if f.cancelled != nil {
+				close(f.cancelled)
+			}
+			f.mu.Unlock()
 			ch <- scheduler.Event{Done: true, Reason: scheduler.FinishCancelled}
 			return
 		}
@@ -209,3 +226,82 @@ func (e *testEnv) do(method, path, body string, header ...string) *httptest.Resp
 }
 
 var _ http.Handler = (*Handler)(nil)
+
+// slowClient is a ResponseWriter whose client takes write i after takeAfter(i) (never when
+// negative), as a connection's write waits once the socket's buffers are full. Like a
+// connection's, a write the client has not taken by the write deadline fails with
+// os.ErrDeadlineExceeded; without a deadline it waits as long as the client takes. Run it under
+// testing/synctest, whose clock makes the waits instant.
+type slowClient struct {
+	takeAfter func(i int) time.Duration
+
+	mu       sync.Mutex // guards the fields below
+	header   http.Header
+	code     int
+	deadline time.Time
+	writes   int
+	body     strings.Builder
+	// deadlines records the deadline in force at each write, relative to the write's start
+	// (0: none).
+	deadlines []time.Duration
+}
+
+func (c *slowClient) Header() http.Header {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.header == nil {
+		c.header = http.Header{}
+	}
+	return c.header
+}
+
+func (c *slowClient) WriteHeader(code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.code == 0 {
+		c.code = code
+	}
+}
+
+func (c *slowClient) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	i, deadline := c.writes, c.deadline
+	c.writes++
+	var left time.Duration
+	if !deadline.IsZero() {
+		left = time.Until(deadline)
+	}
+	c.deadlines = append(c.deadlines, left)
+	c.mu.Unlock()
+	wait := c.takeAfter(i)
+	if wait < 0 {
+		wait = 24 * time.Hour // never, on the test's clock
+	}
+	if !deadline.IsZero() && wait > left {
+		time.Sleep(left)
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	}
+	time.Sleep(wait)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.body.Write(p)
+	return len(p), nil
+}
+
+func (c *slowClient) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	return nil
+}
+
+func (c *slowClient) FlushError() error { return nil }
+
+func (c *slowClient) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.body.String()
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net/http"
 	"time"
 
@@ -55,8 +56,9 @@ func submitError(err error, promptParam string) *apiError {
 	var tooLong *scheduler.PromptTooLongError
 	switch {
 	case errors.Is(err, scheduler.ErrQueueFull):
-		return &apiError{status: http.StatusServiceUnavailable, typ: errServer, code: "queue_full", retryAfter: 1,
-			message: "tfd is busy: its request queue is full; retry shortly"}
+		after := queueRetryAfter(err)
+		return &apiError{status: http.StatusServiceUnavailable, typ: errServer, code: "queue_full", retryAfter: after,
+			message: fmt.Sprintf("tfd is busy: its request queue is full; retry in about %d s (Retry-After)", after)}
 	case errors.Is(err, scheduler.ErrClosed):
 		return shuttingDown()
 	case errors.As(err, &tooLong):
@@ -64,6 +66,21 @@ func submitError(err error, promptParam string) *apiError {
 			message: fmt.Sprintf("the prompt is %d tokens but the largest session holds %d: shorten the %s, or serve larger sessions (sessions.layout)", tooLong.Prompt, tooLong.Context, promptParam)}
 	}
 	return internalError("daemon: submit: %v", err)
+}
+
+// maxRetryAfter caps the Retry-After of a full queue: an estimate further out than this says
+// little, and a client told to wait longer might give up instead of coming back.
+const maxRetryAfter = 600
+
+// queueRetryAfter is the Retry-After, in whole seconds, of a full queue: the host's estimate of
+// when a place frees (a *scheduler.QueueFullError) rounded up, from 1 to maxRetryAfter; 1 when
+// the host gave none.
+func queueRetryAfter(err error) int {
+	var full *scheduler.QueueFullError
+	if !errors.As(err, &full) {
+		return 1
+	}
+	return int(min(max(math.Ceil(full.RetryAfter.Seconds()), 1), maxRetryAfter))
 }
 
 func shuttingDown() *apiError {

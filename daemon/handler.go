@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -16,6 +17,10 @@ import (
 // DefaultMaxBodyBytes bounds a request body when HandlerOptions.MaxBodyBytes is 0.
 const DefaultMaxBodyBytes = 8 << 20
 
+// DefaultBodyTimeout bounds the arrival of a request body when HandlerOptions.BodyTimeout is 0:
+// 8 MiB take well under a second on any link a local server sees.
+const DefaultBodyTimeout = 30 * time.Second
+
 // HandlerOptions configure a [Handler].
 type HandlerOptions struct {
 	// Sampling holds the [sampling] defaults for requests that set none.
@@ -24,10 +29,16 @@ type HandlerOptions struct {
 	Drafts DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
+	// StallTimeout cancels a streamed reply whose client has not taken an event for this long
+	// (server.stall_timeout); 0: never.
+	StallTimeout time.Duration
 	// Logger receives one line per request; nil: slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body; 0: DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time from a request's start to the end of its body; a body late
+	// past it is answered 408 and its connection closed. 0: DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Seed returns a fresh seed for a request without one; nil: a random 53-bit number (exact
 	// in every JSON client). A test hook.
 	Seed func() uint64
@@ -43,6 +54,20 @@ type Routing struct {
 	Drafts DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
+	// StallTimeout cancels a streamed reply whose client has not taken an event for this long;
+	// 0: never.
+	StallTimeout time.Duration
+}
+
+// routing returns the options' routing settings.
+func (o HandlerOptions) routing() Routing {
+	return Routing{Sampling: o.Sampling, Drafts: o.Drafts, APIKeys: o.APIKeys, StallTimeout: o.StallTimeout}
+}
+
+// withRouting returns o with r's settings.
+func (o HandlerOptions) withRouting(r Routing) HandlerOptions {
+	o.Sampling, o.Drafts, o.APIKeys, o.StallTimeout = r.Sampling, r.Drafts, r.APIKeys, r.StallTimeout
+	return o
 }
 
 // Handler serves tfd's OpenAI-compatible HTTP API for one model. It is safe for concurrent use.
@@ -66,11 +91,14 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.Sampling.MaxTokens <= 0 {
 		opts.Sampling.MaxTokens = Default().Sampling.MaxTokens
 	}
 	h := &Handler{model: m, opts: opts, mux: http.NewServeMux()}
-	h.SetRouting(Routing{Sampling: opts.Sampling, Drafts: opts.Drafts, APIKeys: opts.APIKeys})
+	h.SetRouting(opts.routing())
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)
 	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"
@@ -83,8 +111,8 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 	return h
 }
 
-// SetRouting replaces the sampling defaults and API keys; requests that started before keep the
-// ones they began with. A zero Sampling.MaxTokens becomes the default.
+// SetRouting replaces the sampling defaults, drafts, API keys and stall timeout; requests that
+// started before keep the ones they began with. A zero Sampling.MaxTokens becomes the default.
 func (h *Handler) SetRouting(r Routing) {
 	if r.Sampling.MaxTokens <= 0 {
 		r.Sampling.MaxTokens = Default().Sampling.MaxTokens
@@ -103,11 +131,17 @@ func (h *Handler) route(pattern string, handler http.HandlerFunc) {
 	})
 }
 
-// ServeHTTP logs the request, checks its key and bounds its body, then routes it.
+// ServeHTTP logs the request, checks its key and bounds its body and answer, then routes it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	stats := &requestStats{}
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &statusRecorder{ResponseWriter: w, writeBound: cmp.Or(h.routing.Load().StallTimeout, DefaultStallTimeout)}
+	if r.ContentLength != 0 {
+		// A deadline for the whole body, whoever reads it: decodeBody, or net/http draining an
+		// unread body (after a 401, 404 or 405) before it answers. Without it a client that sends
+		// part of its body and then nothing would hold the connection for ever.
+		http.NewResponseController(w).SetReadDeadline(start.Add(h.opts.BodyTimeout)) // not every ResponseWriter supports it
+	}
 	r = r.WithContext(context.WithValue(r.Context(), statsKey{}, stats))
 	defer func() {
 		elapsed := time.Since(start)
@@ -116,25 +150,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.opts.Metrics.observeRequest(rec.status(), stats, start)
 		}
 	}()
-	if !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(rec, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
-			message: "missing or wrong API key: send the header Authorization: Bearer <key>, with a key from the server's api_keys_file"})
+	if r.URL.Path != "/health" && !hasKey(r, h.routing.Load().APIKeys) { // monitors poll /health without credentials
+		writeUnauthorized(rec)
 		return
 	}
 	r.Body = http.MaxBytesReader(rec, r.Body, h.opts.MaxBodyBytes)
 	h.mux.ServeHTTP(rec, r)
 }
 
-// authorized reports whether r may use the API: always without keys, and for /health, which
-// monitors poll without credentials.
-func (h *Handler) authorized(r *http.Request) bool {
-	keys := h.routing.Load().APIKeys
-	if len(keys) == 0 || r.URL.Path == "/health" {
+// hasKey reports whether r may use the API under keys: always when there are none, else when its
+// Authorization header is "Bearer <one of keys>". The scheme is case-insensitive (RFC 7235), so
+// "bearer" is as good as "Bearer".
+func hasKey(r *http.Request, keys []string) bool {
+	if len(keys) == 0 {
 		return true
 	}
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, key, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	key = strings.TrimSpace(key)
@@ -143,6 +175,13 @@ func (h *Handler) authorized(r *http.Request) bool {
 		match |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
 	}
 	return match == 1
+}
+
+// writeUnauthorized answers a request that lacks a valid API key.
+func writeUnauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	writeError(w, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
+		message: "missing or wrong API key: send the header Authorization: Bearer <key>, with a key from the server's api_keys_file"})
 }
 
 func (h *Handler) logRequest(r *http.Request, status int, stats *requestStats, elapsed time.Duration) {
@@ -204,15 +243,20 @@ func noteTokens(ctx context.Context, prompt int, res result) {
 	s.accepted.Store(int64(res.accepted))
 }
 
-// statusRecorder remembers the status a handler wrote, for the request log.
+// statusRecorder remembers the status a handler wrote, for the request log, and bounds the
+// writing of the answer: as the header goes out it sets a write deadline writeBound away. A
+// whole answer (JSON) follows its header at once, so its client must take all of it within the
+// bound, or the connection is dropped; a stream moves the deadline before each event (see sse).
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code       int
+	writeBound time.Duration
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.code == 0 {
 		s.code = code
+		s.bound()
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
@@ -220,8 +264,14 @@ func (s *statusRecorder) WriteHeader(code int) {
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.code == 0 {
 		s.code = http.StatusOK
+		s.bound()
 	}
 	return s.ResponseWriter.Write(b)
+}
+
+// bound sets the answer's write deadline.
+func (s *statusRecorder) bound() {
+	http.NewResponseController(s.ResponseWriter).SetWriteDeadline(time.Now().Add(s.writeBound)) // not every ResponseWriter supports it
 }
 
 // Unwrap lets http.ResponseController reach the connection (Flush, read deadlines).

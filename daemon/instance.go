@@ -99,8 +99,7 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 		in.close(context.Background())
 		return nil, err
 	}
-	hopts.Sampling, hopts.Drafts, hopts.APIKeys = routing.Sampling, routing.Drafts, routing.APIKeys
-	in.handler = NewHandler(servedModel(in.model, cfg.Model, in.host), hopts)
+	in.handler = NewHandler(servedModel(in.model, cfg.Model, in.host), hopts.withRouting(routing))
 	return in, nil
 }
 

@@ -5,16 +5,21 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // liveHandler is the HTTP handler of a running daemon. It serves /metrics and /v1/tfd/status
-// itself and passes every other request to the current model's Handler. A config reload swaps
+// itself (with an API key when keys are set: they tell the load and the config) and passes every
+// other request to the current model's Handler. A config reload swaps
 // that Handler: requests already in the old one finish there (with the old model and host), new
 // ones go to the new one. While a model switch drains the old model before loading the new one,
 // new requests wait (until their context ends) and then go to the new model.
 type liveHandler struct {
 	metrics *Metrics
 	status  func() StatusReport
+	keys    func() []string // the API keys in force; empty: none needed
+	// bodyTimeout bounds the arrival of a body liveHandler does not read: the Handlers'.
+	bodyTimeout time.Duration
 
 	mu      sync.Mutex    // guards cur, resumed, down and closed
 	cur     *Handler      // nil while a switch has paused admissions
@@ -23,11 +28,19 @@ type liveHandler struct {
 	closed  chan struct{} // closed at shutdown: paused requests are answered 503
 }
 
-func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport) *liveHandler {
-	return &liveHandler{cur: h, metrics: metrics, status: status, closed: make(chan struct{})}
+func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport, keys func() []string) *liveHandler {
+	return &liveHandler{cur: h, metrics: metrics, status: status, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
 }
 
 func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/metrics", statusPath:
+		l.boundUnread(w, r)
+		if !hasKey(r, l.keys()) {
+			writeUnauthorized(w)
+			return
+		}
+	}
 	switch r.URL.Path {
 	case "/metrics":
 		l.metrics.Handler().ServeHTTP(w, r)
@@ -43,6 +56,9 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h, err := l.acquire(r.Context())
+	if err != nil {
+		l.boundUnread(w, r)
+	}
 	var down downError
 	switch {
 	case errors.As(err, &down):
@@ -54,6 +70,17 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.inflight.Done()
 	h.ServeHTTP(w, r)
+}
+
+// boundUnread sets a read deadline for a body liveHandler answers without reading: net/http
+// reads such a body to its end before it answers, so that the connection can serve the next
+// request, and the Handler's deadline is not set on answers that do not pass through it. A
+// client that sent part of a body and then nothing is answered, and its connection closed, when
+// the deadline passes.
+func (l *liveHandler) boundUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(l.bodyTimeout)) // not every ResponseWriter supports it
+	}
 }
 
 // acquire returns the current Handler with the request counted in its inflight group, waiting

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,8 @@ const (
 
 // How settings apply on reload, by key or by section (a prefix ending in a dot). server.listen
 // and model.backend wait for a restart (keepRestartKeys); model.name serves the same model under
-// a new id; the rest is routing (sampling, API keys, log level, shutdown timeout).
+// a new id; the rest is routing (sampling, drafts, API keys, stall timeout, log level, shutdown
+// timeout).
 var (
 	// modelKeys need the weights loaded again.
 	modelKeys = []string{"model.path", "model.context"}
@@ -45,22 +47,32 @@ func (r *reloadReport) apply(format string, args ...any) {
 	r.applied = append(r.applied, fmt.Sprintf(format, args...))
 }
 
-// reload reads the config from all its layers again and applies what changed. An invalid config
-// is refused whole, with its reasons in one log line, and the running config stays. It runs on
-// the watcher's goroutine, so reloads never overlap.
+// reload reads the config from all its layers again, and the API keys file, and applies what
+// changed. An invalid config or keys file is refused whole, with its reasons in one log line,
+// and the running config and keys stay. It runs on the watcher's goroutine, so reloads never
+// overlap.
 func (s *server) reload(ctx context.Context) {
 	eff, err := LoadConfig(s.src)
 	if err != nil {
 		s.finishReload(reloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
 		return
 	}
+	routing, err := readRouting(eff.Config) // the keys file, read once for the whole reload
+	if err != nil {
+		s.finishReload(reloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
+		return
+	}
 	s.mu.Lock()
-	old, cur, closed := s.cfg, s.cur, s.closed
+	old, cur, closed, oldKeys := s.cfg, s.cur, s.closed, s.routing.APIKeys
 	s.mu.Unlock()
 	if closed || cur == nil {
 		return
 	}
 	changes := diffConfig(old, eff.Config)
+	if !slices.Equal(oldKeys, routing.APIKeys) && !touches(changes, "server.api_keys_file") {
+		// The same keys file, edited: a key added or revoked.
+		changes = append(changes, change{"server.api_keys_file", countKeys(oldKeys), countKeys(routing.APIKeys) + " (the file was edited)"})
+	}
 	if len(changes) == 0 {
 		s.finishReload(reloadUnchanged, "no setting changed", nil)
 		return
@@ -70,7 +82,7 @@ func (s *server) reload(ctx context.Context) {
 		r.changed = append(r.changed, c.String())
 	}
 	next := keepRestartKeys(old, eff.Config, changes, r)
-	if err := s.applyConfig(ctx, old, next, cur, changes, r); err != nil {
+	if err := s.applyConfig(ctx, old, next, routing, cur, changes, r); err != nil {
 		outcome := reloadInvalid
 		if _, failed := err.(applyError); failed {
 			outcome = reloadFailed
@@ -91,15 +103,12 @@ func (s *server) reload(ctx context.Context) {
 // applyError marks a reload that was valid but failed to apply (a model that did not load).
 type applyError struct{ error }
 
-// applyConfig puts next in force over old: first everything that can refuse (the keys file, the
-// memory plan), then the sessions or the model, then the routing.
-func (s *server) applyConfig(ctx context.Context, old, next Config, cur *instance, changes []change, r *reloadReport) error {
-	routing, err := readRouting(next)
-	if err != nil {
-		return err
-	}
+// applyConfig puts next, with routing read from it, in force over old: first everything that can
+// refuse (the memory plan), then the sessions or the model, then the routing.
+func (s *server) applyConfig(ctx context.Context, old, next Config, routing Routing, cur *instance, changes []change, r *reloadReport) error {
 	var plan engine.Plan
 	if touches(changes, planKeys...) {
+		var err error
 		if plan, err = PlanConfig(next, cur.backend); err != nil {
 			return err
 		}
@@ -188,9 +197,9 @@ func (s *server) applyRouting(old, next Config, routing Routing, changes []chang
 		cur.host.SetKeepWarm(cur.keepWarm(next.Residency))
 		r.apply("keep-warm window %s", cur.keepWarm(next.Residency))
 	}
-	if touches(changes, "sampling.", "server.api_keys_file", "drafts.") {
+	if touches(changes, "sampling.", "server.api_keys_file", "server.stall_timeout", "drafts.") {
 		h.SetRouting(routing)
-		r.apply("sampling defaults, drafts and API keys for new requests")
+		r.apply("sampling defaults, drafts, API keys and the stall timeout for new requests")
 	}
 	if old.Log.Level != next.Log.Level && s.opts.Level != nil {
 		s.opts.Level.Set(logLevel(next.Log.Level))
@@ -203,9 +212,7 @@ func (s *server) applyRouting(old, next Config, routing Routing, changes []chang
 
 // handlerWith returns the shared Handler options with routing.
 func (s *server) handlerWith(routing Routing) HandlerOptions {
-	o := s.handlerOptions()
-	o.Sampling, o.Drafts, o.APIKeys = routing.Sampling, routing.Drafts, routing.APIKeys
-	return o
+	return s.handlerOptions().withRouting(routing)
 }
 
 // keepRestartKeys returns next with the settings that need a restart kept at their old values,
@@ -277,6 +284,14 @@ func touches(changes []change, keys ...string) bool {
 		}
 	}
 	return false
+}
+
+// countKeys says how many keys there are, for the reload's log line (never the keys themselves).
+func countKeys(keys []string) string {
+	if len(keys) == 1 {
+		return "1 key"
+	}
+	return fmt.Sprintf("%d keys", len(keys))
 }
 
 // oneLine joins a multi-line error (a config error lists every problem) into one line.

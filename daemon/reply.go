@@ -3,8 +3,12 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"tfd/scheduler"
 )
@@ -12,6 +16,8 @@ import (
 // replyFormat shapes one endpoint's responses: chat completions and completions send the same
 // reply in different JSON.
 type replyFormat interface {
+	// responseID returns the response's id ("chatcmpl-…", "cmpl-…"), for the log.
+	responseID() string
 	// first returns the chunk that opens a stream, or nil.
 	first() any
 	// chunk returns the stream chunk carrying text and the logprobs of its tokens, or nil when
@@ -91,8 +97,13 @@ func (h *Handler) serveReply(w http.ResponseWriter, r *http.Request, j *job, f r
 
 // streamReply sends the reply as server-sent events: a data line per chunk, then data: [DONE].
 // An error after the stream began is sent as an OpenAI-shaped error event before [DONE].
+//
+// A client that has not taken an event within j.stall (server.stall_timeout) has stalled: the
+// write fails at its deadline, and the stream is cancelled so that its session serves others.
+// The kernel's socket buffers take some events before a write blocks, so a stalled client is
+// noticed once they are full.
 func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, events <-chan scheduler.Event, cancel context.CancelFunc, j *job, f replyFormat) {
-	s := startSSE(w)
+	s := startSSE(w, j.stall)
 	if first := f.first(); first != nil {
 		s.send(first) // a failed write shows again at the next one, and the client's context ends
 	}
@@ -105,6 +116,9 @@ func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, events <-c
 	noteTokens(r.Context(), len(j.req.Prompt), res)
 	if err != nil || r.Context().Err() != nil {
 		statsOf(r.Context()).clientGone.Store(true)
+		if errors.Is(err, os.ErrDeadlineExceeded) { // consume has cancelled the stream: its session is free
+			h.opts.Logger.Warn("client stalled: reply cancelled", "id", f.responseID(), "stalled_for", seconds(j.stall))
+		}
 		return
 	}
 	if res.err != nil {
@@ -121,21 +135,33 @@ func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, events <-c
 	s.done()
 }
 
-// sse writes server-sent events, flushing each.
+// sse writes server-sent events, flushing each. Each write must be taken within stall.
 type sse struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration // 0: no bound
 }
 
-func startSSE(w http.ResponseWriter) *sse {
+func startSSE(w http.ResponseWriter, stall time.Duration) *sse {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sse{w: w, rc: http.NewResponseController(w)}
+	s := &sse{w: w, rc: http.NewResponseController(w), stall: stall}
+	s.bound()
 	s.rc.Flush()
 	return s
+}
+
+// bound gives the next write stall to be taken, counted from now: a deadline per write, not per
+// stream, so a reply may stream for as long as it takes while its client reads.
+func (s *sse) bound() {
+	var deadline time.Time // zero: none
+	if s.stall > 0 {
+		deadline = time.Now().Add(s.stall)
+	}
+	s.rc.SetWriteDeadline(deadline) // ErrNotSupported from writers without a connection (tests'): no bound to keep
 }
 
 // send writes v as one event, "data: <json>\n\n", and flushes it to the client.
@@ -151,8 +177,14 @@ func (s *sse) send(v any) error {
 func (s *sse) done() error { return s.write("data: [DONE]\n\n") }
 
 func (s *sse) write(line string) error {
+	s.bound()
 	if _, err := s.w.Write([]byte(line)); err != nil {
 		return err
 	}
 	return s.rc.Flush()
+}
+
+// seconds formats d as a number of seconds, "60s" or "0.5s", for log lines.
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }

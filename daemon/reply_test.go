@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +209,65 @@ func TestChatLogprobs(t *testing.T) {
 	}
 }
 
+// TestChatTopLogprobsShape: an entry of top_logprobs is {token, logprob, bytes}, as OpenAI sends
+// it, with no top_logprobs of its own; whole and streamed.
+func TestChatTopLogprobsShape(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		env := newTestEnv(t, nil)
+		env.host.top = []scheduler.TokenLogprob{{Token: 2, Logprob: -0.25}, {Token: 3, Logprob: -1.5}}
+		body := `{"messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":2,"stream":` + strconv.FormatBool(stream) + `}`
+		w := env.do("POST", "/v1/chat/completions", body)
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		payloads := []string{w.Body.String()}
+		if stream {
+			payloads = nil
+			for _, ev := range strings.Split(strings.TrimSuffix(w.Body.String(), "data: [DONE]\n\n"), "\n\n") {
+				if p, ok := strings.CutPrefix(ev, "data: "); ok {
+					payloads = append(payloads, p)
+				}
+			}
+		}
+		var entries int
+		for _, p := range payloads {
+			var c struct {
+				Choices []struct {
+					Logprobs *struct {
+						Content []struct {
+							Token       string                       `json:"token"`
+							TopLogprobs []map[string]json.RawMessage `json:"top_logprobs"`
+						} `json:"content"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal([]byte(p), &c); err != nil {
+				t.Fatalf("decode %s: %v", p, err)
+			}
+			for _, ch := range c.Choices {
+				if ch.Logprobs == nil {
+					continue
+				}
+				for _, e := range ch.Logprobs.Content {
+					if len(e.TopLogprobs) != 2 {
+						t.Errorf("stream %v: %q has %d top_logprobs, want 2", stream, e.Token, len(e.TopLogprobs))
+					}
+					for _, alt := range e.TopLogprobs {
+						entries++
+						keys := slices.Sorted(maps.Keys(alt))
+						if !slices.Equal(keys, []string{"bytes", "logprob", "token"}) {
+							t.Errorf("stream %v: a top_logprobs entry has the fields %q, want bytes, logprob, token: %s", stream, keys, p)
+						}
+					}
+				}
+			}
+		}
+		if entries != 8 {
+			t.Errorf("stream %v: %d top_logprobs entries over the reply, want 8 (2 for each of 4 tokens)", stream, entries)
+		}
+	}
+}
+
 func TestStopStrings(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -268,7 +331,9 @@ func TestSampling(t *testing.T) {
 			SamplingConfig{Temperature: 0.2, TopP: 0.8, TopK: 5, MinP: 0.1, MaxTokens: 10}, unset,
 			scheduler.Sampling{Temperature: 0, TopP: 0.5, TopK: 0, MinP: 0.05, Seed: 1<<64 - 1}, 3},
 		{"seed -1 is random", `,"seed":-1`, unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
-		{"max_tokens clamped to the context", `,"max_tokens":1000`, unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
+		{"max_tokens that fills the context", fmt.Sprintf(`,"max_tokens":%d`, room), unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
+		{"the default clamped to the context", ``, SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 1000}, unset,
+			scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
 	}
 	for _, tc := range tests {
 		env := newTestEnv(t, func(m *Model, o *HandlerOptions) { o.Sampling, m.Defaults = tc.config, tc.model })

@@ -1,16 +1,19 @@
 package daemon
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"tfd/scheduler"
 )
@@ -32,6 +35,10 @@ type sampleParams struct {
 	} `json:"stream_options"`
 	// Draft false turns speculative drafting off; the reply is the same either way.
 	Draft *bool `json:"draft"`
+
+	// maxTokensParam names the field MaxTokens came from, for errors: "max_completion_tokens"
+	// when a chat request used the newer name; empty: "max_tokens".
+	maxTokensParam string
 }
 
 // job is a validated request, ready for the host.
@@ -41,33 +48,65 @@ type job struct {
 	stops        []string
 	stream       bool
 	includeUsage bool
+	// stall is how long the client may take to take an event of the stream before the reply is
+	// cancelled (server.stall_timeout); 0: no bound.
+	stall time.Duration
 }
 
 // maxStops is the most stop strings a request may give, as OpenAI allows.
 const maxStops = 4
 
-// bodyReadTimeout bounds reading a request body; it is not a write timeout, so replies may
-// stream for as long as they take.
-const bodyReadTimeout = 30 * time.Second
-
-// decodeBody reads r's body, bounded by the handler's body limit, into dst.
-func decodeBody(w http.ResponseWriter, r *http.Request, dst any) *apiError {
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) // not every ResponseWriter supports it
+// decodeBody reads r's body into dst. ServeHTTP has bounded it (the body limit, and a read
+// deadline BodyTimeout from the request's start). Once the body is in, the read deadline goes,
+// since net/http's watch for the client leaving reads on with it while the reply streams. A body
+// that failed to arrive leaves it in place and closes the connection after the answer: whatever
+// is left of it on the wire must not be read as the next request, and net/http's drain of it
+// then ends at once instead of waiting on a client that sends nothing.
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, dst any) *apiError {
 	body, err := io.ReadAll(r.Body)
-	rc.SetReadDeadline(time.Time{})
 	if err != nil {
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			return &apiError{status: http.StatusRequestEntityTooLarge, typ: errInvalidRequest, code: "request_too_large",
 				message: fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit)}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			got := fmt.Sprintf("%d bytes came", len(body))
+			if r.ContentLength > 0 {
+				got = fmt.Sprintf("%d of its %d bytes came", len(body), r.ContentLength)
+			}
+			return &apiError{status: http.StatusRequestTimeout, typ: errInvalidRequest, code: "request_timeout",
+				message: fmt.Sprintf("the request body did not arrive within %s of the request (%s): send the whole body at once", seconds(h.opts.BodyTimeout), got)}
 		}
 		return badRequest("", "could not read the request body: %v", err)
+	}
+	http.NewResponseController(w).SetReadDeadline(time.Time{}) // not every ResponseWriter supports it
+	if e := checkUTF8(body); e != nil {
+		return e
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
 		return jsonError("", err)
 	}
 	return nil
+}
+
+// checkUTF8 refuses a body that is not UTF-8, as JSON must be (RFC 8259): encoding/json would
+// quietly turn each bad byte into U+FFFD, and the model would answer a prompt the client never
+// sent.
+func checkUTF8(body []byte) *apiError {
+	if utf8.Valid(body) {
+		return nil
+	}
+	at := 0
+	for at < len(body) {
+		r, size := utf8.DecodeRune(body[at:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		at += size
+	}
+	return badRequest("", "the request body is not valid UTF-8: byte %d (%#x) does not begin a UTF-8 character; send JSON encoded in UTF-8", at, body[at])
 }
 
 // jsonError turns a decoding error into a 400 naming the field at fault; prefix is the path of
@@ -130,8 +169,8 @@ func (h *Handler) checkModel(name string) *apiError {
 }
 
 // newJob validates p's fields and builds the job for prompt; promptParam names the prompt's
-// field for errors. A reply bound that would pass the context is lowered to fit, so the reply
-// ends with "length" where the context ends.
+// field for errors. A max_tokens that passes the context is refused; the config's default
+// max_tokens is lowered to fit, so such a reply ends with "length" where the context ends.
 func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*job, *apiError) {
 	if p.N != nil && *p.N != 1 {
 		return nil, badRequest("n", "n must be 1: tfd makes one reply per request (send several requests, with different seeds, for more)")
@@ -153,11 +192,18 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 		return nil, &apiError{status: http.StatusBadRequest, typ: errInvalidRequest, param: promptParam, code: "context_length_exceeded",
 			message: fmt.Sprintf("the prompt is %d tokens but the model's context holds %d tokens for prompt and reply together: shorten the %s (or serve a larger model.context, if the model allows it)", len(prompt), ctxLen, promptParam)}
 	}
-	maxTokens := rt.Sampling.MaxTokens
+	// A bound the client set must fit, as OpenAI and vLLM answer; the config's default is
+	// lowered to what the context leaves, since the client asked for nothing too long.
+	room := ctxLen - len(prompt)
+	maxTokens := min(rt.Sampling.MaxTokens, room)
 	if p.MaxTokens != nil {
+		if *p.MaxTokens > room {
+			param := cmp.Or(p.maxTokensParam, "max_tokens")
+			return nil, &apiError{status: http.StatusBadRequest, typ: errInvalidRequest, param: param, code: "context_length_exceeded",
+				message: fmt.Sprintf("%s is %d but the context holds %d tokens and the prompt is %d tokens: at most %d; lower %s or shorten the %s", param, *p.MaxTokens, ctxLen, len(prompt), room, param, promptParam)}
+		}
 		maxTokens = *p.MaxTokens
 	}
-	maxTokens = min(maxTokens, ctxLen-len(prompt))
 	return &job{
 		req: scheduler.Request{
 			Prompt:     prompt,
@@ -170,6 +216,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 		stops:        stops,
 		stream:       p.Stream,
 		includeUsage: p.Stream && p.StreamOptions != nil && p.StreamOptions.IncludeUsage,
+		stall:        rt.StallTimeout,
 	}, nil
 }
 

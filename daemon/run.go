@@ -67,13 +67,17 @@ type reloadRecord struct {
 // the model (the bundled one when model.path is empty), starts the scheduler host, serves the
 // HTTP API and applies edits of the config file as they happen. When ctx ends it stops
 // admitting, lets running replies finish for server.shutdown_timeout, cancels the rest, and
-// returns nil; otherwise it returns the error that stopped it. The backends it may open are
+// returns nil; when ctx ends during the model load it returns nil without serving; otherwise it
+// returns the error that stopped it. The backends it may open are
 // those registered with compute (cmd/tfd imports them).
 func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	cfg := eff.Config
 	s := &server{src: opts.Sources, opts: opts, logger: opts.Logger, started: time.Now(), cfg: cfg, file: eff.File, gen: 1}
 	if opts.Level != nil {
 		opts.Level.Set(logLevel(cfg.Log.Level))
+	}
+	for _, w := range eff.Warnings { // a reload reads the same environment: said once, here
+		s.logger.Warn("config warning", "warning", w)
 	}
 	var err error
 	if s.routing, err = readRouting(cfg); err != nil {
@@ -87,13 +91,22 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	defer ln.Close()
 	s.metrics = NewMetrics(s.hostStats)
 	in, err := startInstance(ctx, cfg, nil, s.routing, s.handlerOptions(), s.logger)
+	if ctx.Err() != nil {
+		// A stop asked for while the model loaded (a service manager's SIGTERM at boot) is not a
+		// failure: end as a stop while serving does, so tfd exits 0.
+		if in != nil {
+			in.close(context.Background())
+		}
+		s.logger.Info("stopped during the model load", "after", time.Since(s.started).Round(time.Millisecond))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	s.cur = in
 	s.metrics.setPlan(in.plan, s.gen)
 	s.reportPlan(in)
-	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport)
+	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys)
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched, armed := make(chan struct{}), make(chan struct{})
@@ -139,6 +152,13 @@ func (s *server) grace() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg.Server.ShutdownTimeout
+}
+
+// apiKeys returns the API keys in force (a reload may have changed them).
+func (s *server) apiKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.routing.APIKeys
 }
 
 // hostStats returns the current host's load; zero between models.
@@ -195,10 +215,10 @@ func ignoreCancel(err error) error {
 	return err
 }
 
-// readRouting reads the settings that apply without reloading weights and may fail: the keys
-// file.
+// readRouting reads the settings that apply without reloading weights; reading the keys file
+// may fail.
 func readRouting(cfg Config) (Routing, error) {
-	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts}
+	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts, StallTimeout: cfg.Server.StallTimeout}
 	if cfg.Server.APIKeysFile != "" {
 		keys, err := ReadAPIKeys(cfg.Server.APIKeysFile)
 		if err != nil {

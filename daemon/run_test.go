@@ -81,7 +81,7 @@ func (d *daemonUnderTest) stop(t *testing.T) {
 
 func (d *daemonUnderTest) status(t *testing.T) StatusReport {
 	t.Helper()
-	rep, err := FetchStatus(context.Background(), http.DefaultClient, strings.TrimPrefix(d.url, "http://"))
+	rep, err := FetchStatus(context.Background(), http.DefaultClient, strings.TrimPrefix(d.url, "http://"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,5 +390,78 @@ func TestLoadProgress(t *testing.T) {
 	progress("weights", 8, 8) // done: the "model loaded" line says so
 	if lines := strings.Count(buf.String(), "\n"); lines != 1 || !strings.Contains(buf.String(), "done=3/8") {
 		t.Fatalf("logged %d lines:\n%s", lines, buf.String())
+	}
+}
+
+// TestStopDuringLoad: a stop asked for while the model loads (SIGTERM from the service manager
+// at boot) ends Run cleanly, with one log line, so tfd exits 0 and the stop is not a failure.
+func TestStopDuringLoad(t *testing.T) {
+	src := Sources{Flags: []Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
+	eff, err := LoadConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedBuffer{}
+	logger, level := NewLeveledLogger(log)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the engine sees it during the load, as it would a SIGTERM then
+	err = Run(ctx, eff, RunOptions{Sources: src, Logger: logger, Level: level,
+		Ready: func(net.Addr) { t.Error("Run served after a stop during the load") }})
+	if err != nil {
+		t.Fatalf("Run = %v, want nil after a stop during the load\n%s", err, log)
+	}
+	if n := strings.Count(log.String(), "stopped during the model load"); n != 1 {
+		t.Errorf("the log says it %d times:\n%s", n, log)
+	}
+}
+
+// TestKeysFileWatched: the API keys file is watched as the config is. A key taken out of it
+// stops working at once; a file without keys is refused and the keys in force stay; a config
+// edit that names another keys file moves the watch to it.
+func TestKeysFileWatched(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys") // a folder apart from the config's
+	writeText(t, keys, "sk-a\nsk-b\n")
+	d := startDaemon(t, "[server]\napi_keys_file = \""+keys+"\"\n")
+	d.expectKey(t, "sk-b", http.StatusOK)
+
+	writeText(t, keys, "# sk-b revoked\nsk-a\n")
+	d.expectKey(t, "sk-b", http.StatusUnauthorized)
+	d.expectKey(t, "sk-a", http.StatusOK)
+	waitLog(t, d, "changed=\"server.api_keys_file 2 keys → 1 key (the file was edited)\"")
+
+	writeText(t, keys, "# no keys: refused, sk-a stays\n")
+	waitLog(t, d, "holds no keys")
+	d.expectKey(t, "sk-a", http.StatusOK)
+
+	other := filepath.Join(t.TempDir(), "keys")
+	writeText(t, other, "sk-c\n")
+	writeText(t, filepath.Join(d.dir, "tfd.toml"), "[server]\napi_keys_file = \""+other+"\"\n")
+	d.expectKey(t, "sk-c", http.StatusOK)
+	d.expectKey(t, "sk-a", http.StatusUnauthorized)
+	writeText(t, other, "sk-d\n")
+	d.expectKey(t, "sk-c", http.StatusUnauthorized)
+	d.expectKey(t, "sk-d", http.StatusOK)
+}
+
+// expectKey polls GET /v1/models with key until it answers want, for a few seconds at most: the
+// watch applies an edit within its debounce (50 ms here) and a reload.
+func (d *daemonUnderTest) expectKey(t *testing.T, key string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, d.url+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/models with %s answers %d, want %d\n%s", key, resp.StatusCode, want, d.log)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

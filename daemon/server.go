@@ -9,13 +9,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// lastWordsTimeout bounds how long, after the grace, handlers have to send the terminal event of
-// a cancelled reply before their connections are closed.
+// lastWordsTimeout bounds how long, once the host has closed (its replies done, or cancelled
+// after the grace), handlers have to send what they hold, such as a cancelled reply's terminal
+// event, before their connections are closed.
 const lastWordsTimeout = 2 * time.Second
 
 // Closer is what Serve needs of the host: scheduler.Host's Close.
@@ -24,17 +26,20 @@ type Closer interface {
 	Close(ctx context.Context) error
 }
 
-// Serve answers HTTP on ln with handler until ctx ends, then shuts down in order: it stops
-// accepting connections, closes host so that running replies have up to grace() to finish (they
-// are cancelled after, each with a terminal event), and waits for the handlers. It returns nil
-// after a shutdown asked for by ctx, or the error that stopped serving. Either way ln and host
-// are closed when it returns. grace is read when the shutdown begins.
+// Serve answers HTTP on ln with handler until ctx ends, then shuts down in order: new requests
+// are answered 503 shutting_down (with Retry-After; /health says "stopping") while host's
+// running replies have up to grace() to finish (they are cancelled after, each with a terminal
+// event); then it stops accepting connections and waits a moment for the handlers to send what
+// they hold. It returns nil after a shutdown asked for by ctx, or the error that stopped serving.
+// Either way ln and host are closed when it returns. grace is read when the shutdown begins.
 func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host Closer, grace func() time.Duration, logger *slog.Logger) error {
+	gate := &stopGate{next: handler}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           gate,
 		ReadHeaderTimeout: 10 * time.Second,
-		// No ReadTimeout or WriteTimeout: a reply streams for as long as it takes, and the body
-		// read has a deadline of its own (bodyReadTimeout).
+		// No ReadTimeout or WriteTimeout: a reply streams for as long as it takes. The Handler
+		// sets deadlines of its own: for the body (HandlerOptions.BodyTimeout) and for each write
+		// (server.stall_timeout).
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -48,31 +53,56 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host Clos
 	case <-ctx.Done():
 	}
 	g := grace()
-	logger.Info("shutting down: running replies have the grace to finish", "grace", g)
+	logger.Info("shutting down: running replies have the grace to finish, new requests are answered 503", "grace", g)
+	// Keep accepting through the grace: a client that connects now is told to come back
+	// (503, Retry-After) rather than refused, and a keep-alive connection is closed after its
+	// next answer.
+	gate.stopping.Store(true)
+	srv.SetKeepAlivesEnabled(false)
 	stopCtx, cancel := context.WithTimeout(context.Background(), g)
 	defer cancel()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := host.Close(stopCtx); err != nil {
-			logger.Warn("replies cancelled at shutdown", "err", err)
-		}
-	})
-	if err := srv.Shutdown(stopCtx); err != nil {
-		// The grace is over and the host is cancelling what still runs: once every stream has
-		// had its terminal event, give the handlers a moment to send it, then drop what is left.
-		wg.Wait()
-		lastCtx, cancelLast := context.WithTimeout(context.Background(), lastWordsTimeout)
-		if srv.Shutdown(lastCtx) != nil {
-			srv.Close()
-		}
-		cancelLast()
+	if err := host.Close(stopCtx); err != nil {
+		logger.Warn("replies cancelled at shutdown", "err", err)
 	}
-	wg.Wait()
+	// Every stream has ended, the cancelled ones with their terminal event: give the handlers a
+	// moment to send what they hold, then drop what is left.
+	lastCtx, cancelLast := context.WithTimeout(context.Background(), lastWordsTimeout)
+	defer cancelLast()
+	if srv.Shutdown(lastCtx) != nil {
+		srv.Close()
+	}
 	if serveErr != nil {
 		return fmt.Errorf("daemon: serve %s: %w", ln.Addr(), serveErr)
 	}
 	<-served // http.ErrServerClosed, now that Shutdown has run
 	return nil
+}
+
+// stopGate passes requests to next until the server is stopping; from then on it answers them
+// itself, 503 shutting_down, and /health with {"status":"stopping"}, each closing its connection.
+type stopGate struct {
+	next     http.Handler
+	stopping atomic.Bool
+}
+
+func (g *stopGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.stopping.Load() {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	// The body is not read: net/http reads it to its end before answering, for a client that
+	// sent it whole, and a stopping server waits a moment at most for one that did not.
+	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(lastWordsTimeout))
+	}
+	e := shuttingDown()
+	if r.URL.Path == "/health" {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		writeJSON(w, e.status, map[string]string{"status": "stopping"})
+		return
+	}
+	writeError(w, e)
 }
 
 // ReadAPIKeys reads a keys file: one key a line; blank lines and lines starting with # are

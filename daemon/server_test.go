@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +58,56 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeDuringGrace: while running replies have their grace, tfd still accepts connections
+// and answers new requests 503 shutting_down with Retry-After, and /health says it is stopping.
+func TestServeDuringGrace(t *testing.T) {
+	env := newTestEnv(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closing, release := make(chan struct{}), make(chan struct{})
+	host := closerFunc(func(context.Context) error { // replies still running until released
+		close(closing)
+		<-release
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, ln, env.h, host, func() time.Duration { return time.Minute }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	cancel()
+	<-closing
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String()
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/v1/completions", `{"prompt":"Hi"}`, `"code":"shutting_down"`},
+		{"GET", "/v1/models", "", `"code":"shutting_down"`},
+		{"GET", "/health", "", `{"status":"stopping"}`},
+	} {
+		req, _ := http.NewRequest(tc.method, url+tc.path, strings.NewReader(tc.body))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Errorf("%s %s during the grace: %v", tc.method, tc.path, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s %s during the grace: %d, Retry-After %q: %s", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	close(release)
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Error("the listener is still open after the shutdown")
+	}
+}
+
 func TestReadAPIKeys(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keys")
@@ -73,4 +124,31 @@ func TestReadAPIKeys(t *testing.T) {
 	if _, err := ReadAPIKeys(filepath.Join(dir, "absent")); err == nil || !strings.Contains(err.Error(), "server.api_keys_file") {
 		t.Errorf("missing file: %v", err)
 	}
+}
+
+// serveForTest serves h with Serve on a free loopback port, with a host that has nothing to
+// close. stop ends Serve and waits for it (and so for every handler).
+func serveForTest(t *testing.T, h http.Handler) (url string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, ln, h, closerFunc(func(context.Context) error { return nil }), func() time.Duration { return time.Second },
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }

@@ -58,14 +58,22 @@ func (m *ServiceManager) Status(ctx context.Context) ServiceStatus {
 	return st
 }
 
-// askDaemon reads the installed config for server.listen and fetches the status report there.
+// askDaemon reads the installed config for server.listen and fetches the status report there,
+// with the first API key when the config has a keys file it can read (without one the daemon
+// answers 401, and the error says so).
 func (m *ServiceManager) askDaemon(ctx context.Context) (*StatusReport, error) {
 	eff, err := LoadConfig(Sources{File: m.Paths.ConfigFile(), Environ: os.Environ()})
 	if err != nil {
 		return nil, err
 	}
+	var key string
+	if file := eff.Config.Server.APIKeysFile; file != "" {
+		if keys, err := ReadAPIKeys(file); err == nil {
+			key = keys[0]
+		}
+	}
 	client := cmp.Or(m.Client, &http.Client{Timeout: 3 * time.Second})
-	rep, err := FetchStatus(ctx, client, eff.Config.Server.Listen)
+	rep, err := FetchStatus(ctx, client, eff.Config.Server.Listen, key)
 	if err != nil {
 		return nil, err
 	}

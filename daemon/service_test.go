@@ -314,6 +314,10 @@ func TestServiceStatus(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
+		if !hasKey(r, []string{"sk-status"}) { // the daemon has keys: tfd status reads one
+			writeUnauthorized(w)
+			return
+		}
 		var rep StatusReport
 		rep.Status, rep.Model, rep.Config.Generation, rep.Plan.Text = "serving", "gopher", 3, "memory plan\n  limit ...\n"
 		writeJSON(w, http.StatusOK, rep)
@@ -322,7 +326,9 @@ func TestServiceStatus(t *testing.T) {
 	r := &fakeRunner{out: map[string]string{"launchctl print": "system/dev.tfd.tfd = {\n\tstate = running\n\tpid = 4242\n}"}}
 	m, _ := newTestManager(t, Launchd, r)
 	os.MkdirAll(m.Paths.ConfigDir, 0o755)
-	os.WriteFile(m.Paths.ConfigFile(), []byte("[server]\nlisten = \""+daemon.Listener.Addr().String()+"\"\n"), 0o644)
+	keys := filepath.Join(m.Paths.ConfigDir, "keys")
+	os.WriteFile(keys, []byte("# tfd status uses the first\nsk-status\nsk-other\n"), 0o600)
+	os.WriteFile(m.Paths.ConfigFile(), []byte("[server]\nlisten = \""+daemon.Listener.Addr().String()+"\"\napi_keys_file = \""+keys+"\"\n"), 0o644)
 	st := m.Status(context.Background())
 	if st.Installed || st.State != service.StatusRunning || st.PID != 4242 || st.Daemon == nil || st.Daemon.Config.Generation != 3 {
 		t.Errorf("status %+v", st)

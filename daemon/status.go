@@ -12,8 +12,8 @@ import (
 	"tfd/engine"
 )
 
-// statusPath is the daemon's status endpoint. Like /health and /metrics it needs no API key: it
-// tells the model, the config generation and the memory plan, nothing a client sends.
+// statusPath is the daemon's status endpoint. Like /metrics it needs an API key when keys are
+// set: the config file, the load and the memory plan are not for whoever reaches the port.
 const statusPath = "/v1/tfd/status"
 
 // StatusReport is the answer of GET /v1/tfd/status, and what `tfd status` prints.
@@ -88,18 +88,25 @@ func (s *server) statusReport() StatusReport {
 	return rep
 }
 
-// FetchStatus asks the daemon listening on listen (server.listen) for its status report.
-func FetchStatus(ctx context.Context, client *http.Client, listen string) (StatusReport, error) {
+// FetchStatus asks the daemon listening on listen (server.listen) for its status report, with
+// key as its bearer key when not empty (the daemon wants one when it has API keys).
+func FetchStatus(ctx context.Context, client *http.Client, listen, key string) (StatusReport, error) {
 	url := "http://" + statusAddr(listen) + statusPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return StatusReport{}, err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return StatusReport{}, fmt.Errorf("daemon: ask %s: %w", url, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return StatusReport{}, fmt.Errorf("daemon: %s wants an API key: give tfd status read access to server.api_keys_file (run it as root)", url)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return StatusReport{}, fmt.Errorf("daemon: %s answered %s", url, resp.Status)
 	}

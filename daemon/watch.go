@@ -12,7 +12,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// defaultDebounce is how long the config file must be quiet before a reload: editors write a
+// defaultDebounce is how long the watched files must be quiet before a reload: editors write a
 // file in several steps (a temporary file, a rename, a chmod), and one reload should see the end.
 const defaultDebounce = 200 * time.Millisecond
 
@@ -23,17 +23,16 @@ const (
 	absentDelay = 5 * time.Second
 )
 
-// watch reloads the config each time its file changes, until ctx ends. It watches the folders
-// rather than the file: editors replace files by rename (vim moves the old one away and writes a
-// new one), and a watch on the file itself would stop at the first such save. It follows a
-// symlink: the link's folder (to see the link swapped) and the target's (to see the target
-// edited), resolving the link again after every change. Events for other names are ignored.
-// After an error it starts over; while the config's folder does not exist it looks for it
-// every few seconds. It calls armed once, when the first watch is in place (or failed to be), so
-// that edits made after Run reports ready are seen.
+// watch reloads the config each time its file or the API keys file in force changes, until ctx
+// ends. It watches the folders rather than the files: editors replace files by rename (vim moves
+// the old one away and writes a new one), and a watch on the file itself would stop at the first
+// such save. It follows symlinks: the link's folder (to see the link swapped) and the target's
+// (to see the target edited), resolving the links again after every change. Events for other
+// names are ignored. After an error it starts over; while a watched file's folder does not exist
+// it looks for it every few seconds. It calls armed once, when the first watch is in place (or
+// failed to be), so that edits made after Run reports ready are seen.
 func (s *server) watch(ctx context.Context, armed func()) {
-	path := s.src.File
-	if path == "" {
+	if len(s.watchedFiles()) == 0 {
 		armed()
 		return
 	}
@@ -43,7 +42,7 @@ func (s *server) watch(ctx context.Context, armed func()) {
 	}
 	absentSaid := false
 	for rearmed := false; ; rearmed = true {
-		err := s.watchOnce(ctx, path, debounce, rearmed, armed)
+		err := s.watchOnce(ctx, debounce, rearmed, armed)
 		if ctx.Err() != nil {
 			return
 		}
@@ -52,11 +51,11 @@ func (s *server) watch(ctx context.Context, armed func()) {
 		case errors.Is(err, fs.ErrNotExist):
 			delay = absentDelay
 			if !absentSaid {
-				s.logger.Info("the config's folder does not exist; tfd watches for it", "folder", filepath.Dir(path))
+				s.logger.Info("a watched file's folder does not exist; tfd watches for it", "files", s.watchedFiles(), "err", err)
 				absentSaid = true
 			}
 		default:
-			s.logger.Warn("config watch failed; watching again", "file", path, "err", err, "in", delay)
+			s.logger.Warn("config watch failed; watching again", "files", s.watchedFiles(), "err", err, "in", delay)
 		}
 		select {
 		case <-ctx.Done():
@@ -66,22 +65,36 @@ func (s *server) watch(ctx context.Context, armed func()) {
 	}
 }
 
+// watchedFiles returns the files whose edits reload the config: the config file and the API
+// keys file in force, those that are set. A reload may change the second.
+func (s *server) watchedFiles() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var files []string
+	for _, f := range []string{s.src.File, s.cfg.Server.APIKeysFile} {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
 // watchOnce runs one fsnotify watcher until ctx ends or the watcher fails. With catchUp set (a
 // watch started again after an error) it reloads once at the start, for edits made while no
 // watch was in place.
-func (s *server) watchOnce(ctx context.Context, path string, debounce time.Duration, catchUp bool, armed func()) error {
+func (s *server) watchOnce(ctx context.Context, debounce time.Duration, catchUp bool, armed func()) error {
 	defer armed()
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	names, err := rewatch(w, path)
+	names, err := rewatch(w, s.watchedFiles())
 	if err != nil {
 		return err
 	}
 	armed()
-	s.logger.Debug("watching the config", "file", path, "names", names)
+	s.logger.Debug("watching the config", "files", s.watchedFiles(), "names", names)
 	if catchUp {
 		s.reload(ctx)
 	}
@@ -105,22 +118,32 @@ func (s *server) watchOnce(ctx context.Context, path string, debounce time.Durat
 				timer.Reset(debounce)
 			}
 		case <-timer.C:
-			if names, err = rewatch(w, path); err != nil {
+			if names, err = rewatch(w, s.watchedFiles()); err != nil {
 				return err
 			}
 			s.reload(ctx)
+			// The reload may have named another keys file.
+			if names, err = rewatch(w, s.watchedFiles()); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// rewatch resolves path's symlinks and makes w watch the folder of every name on the way (the
-// link, each link it points to, the final file); it returns those names. Folders watched for
-// names no longer on the way are dropped.
-func rewatch(w *fsnotify.Watcher, path string) ([]string, error) {
-	names := linkChain(path)
+// rewatch resolves the symlinks of paths and makes w watch the folder of every name on the way
+// (each link, each link it points to, each final file); it returns those names. Folders watched
+// for names no longer on the way are dropped.
+func rewatch(w *fsnotify.Watcher, paths []string) ([]string, error) {
+	var names []string
 	want := map[string]bool{}
-	for _, n := range names {
-		want[filepath.Dir(n)] = true
+	own := map[string]bool{} // the folders of paths themselves, which must exist
+	for _, p := range paths {
+		chain := linkChain(p)
+		names = append(names, chain...)
+		for _, n := range chain {
+			want[filepath.Dir(n)] = true
+		}
+		own[filepath.Dir(filepath.Clean(p))] = true
 	}
 	for _, d := range w.WatchList() {
 		if !want[d] {
@@ -132,7 +155,7 @@ func rewatch(w *fsnotify.Watcher, path string) ([]string, error) {
 			continue
 		}
 		if err := w.Add(d); err != nil {
-			if errors.Is(err, fs.ErrNotExist) && d != filepath.Dir(filepath.Clean(path)) {
+			if errors.Is(err, fs.ErrNotExist) && !own[d] {
 				continue // a dangling link's target folder; the link's own folder still tells
 			}
 			return nil, err

@@ -73,7 +73,7 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		progress = func(string, int, int) {}
 	}
 	m := &Model{name: name, backend: backend}
-	if err := m.readMetadata(fsys); err != nil {
+	if err := m.readMetadata(fsys, src.where(name)); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -125,6 +125,15 @@ func (src Source) open() (fs.FS, string, error) {
 	return nil, "", errors.New("engine: no model folder given")
 }
 
+// where names the model in errors: its folder's full path, so that a user with several folders
+// of the same name knows which one; name for a model given as a file system.
+func (src Source) where(name string) string {
+	if src.Dir != "" {
+		return src.Dir
+	}
+	return name
+}
+
 func openCheckpoint(src Source, fsys fs.FS) (*safetensors.Checkpoint, error) {
 	if src.Dir != "" {
 		return safetensors.Open(src.Dir)
@@ -132,27 +141,28 @@ func openCheckpoint(src Source, fsys fs.FS) (*safetensors.Checkpoint, error) {
 	return safetensors.OpenFS(fsys)
 }
 
-// readConfig reads and checks the folder's config.json.
-func readConfig(fsys fs.FS, name string) (Config, error) {
+// readConfig reads and checks the folder's config.json; where names the folder in errors.
+func readConfig(fsys fs.FS, where string) (Config, error) {
 	raw, err := fs.ReadFile(fsys, "config.json")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return Config{}, fmt.Errorf("engine: %s has no config.json: give the folder of a Hugging Face model (config.json, safetensors weights, tokenizer.json)", name)
+		return Config{}, fmt.Errorf("engine: %s has no config.json: give the folder of a Hugging Face model (config.json, safetensors weights, tokenizer.json)", where)
 	case err != nil:
-		return Config{}, fmt.Errorf("engine: %s: %w", name, err)
+		return Config{}, fmt.Errorf("engine: %s: %w", where, err)
 	}
 	return ParseConfig(raw)
 }
 
-// readMetadata reads config.json, the tokenizer, the chat template and the generation defaults.
-func (m *Model) readMetadata(fsys fs.FS) error {
+// readMetadata reads config.json, the tokenizer, the chat template and the generation defaults;
+// where names the folder in errors.
+func (m *Model) readMetadata(fsys fs.FS, where string) error {
 	var err error
-	if m.cfg, err = readConfig(fsys, m.name); err != nil {
+	if m.cfg, err = readConfig(fsys, where); err != nil {
 		return err
 	}
 	raw, err := fs.ReadFile(fsys, "tokenizer.json")
 	if err != nil {
-		return fmt.Errorf("engine: %s: %w", m.name, err)
+		return fmt.Errorf("engine: %s: %w", where, err)
 	}
 	if m.tok, err = tokenizer.Load(raw); err != nil {
 		return err

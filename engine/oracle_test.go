@@ -92,7 +92,7 @@ func TestLoadRefusesWhatItCannotRun(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ dir, want string }{
-		{empty, "config.json"},
+		{empty, empty + " has no config.json"}, // the whole path: folders of one name are common
 		{mismatched, "model.layers.0.mlp.gate_proj.weight has shape [128 64], config.json implies [96 64]"},
 	} {
 		_, err := engine.Load(context.Background(), engine.Source{Dir: tc.dir}, b, engine.Options{})

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -160,5 +162,18 @@ func TestInspectBundled(t *testing.T) {
 	}
 	if cfg.Layers != 8 {
 		t.Errorf("config %+v", cfg)
+	}
+}
+
+// TestInspectNamesTheFolder: a folder without config.json is named by its whole path, as
+// `tfd plan` shows it; several folders may share the last name ("Qwen3-8B").
+func TestInspectNamesTheFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "models", "Qwen3-8B")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Inspect(Source{Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), dir+" has no config.json") {
+		t.Errorf("Inspect = %v, want an error naming %s", err, dir)
 	}
 }

@@ -152,6 +152,11 @@ func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*fla
 		report(stderr, err)
 		return nil, src, exitUsage
 	}
+	if cmd != "serve" { // serve logs them, in its log's format
+		for _, w := range eff.Warnings {
+			fmt.Fprintf(stderr, "tfd: warning: %s\n", w)
+		}
+	}
 	return eff, src, 0
 }
 

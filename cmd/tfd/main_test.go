@@ -42,3 +42,15 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// TestStrayEnvironment: a TFD_* variable that names no config key is a warning, not a failure.
+func TestStrayEnvironment(t *testing.T) {
+	t.Setenv("TFD_SESION_PARALLEL", "2")
+	config := filepath.Join(t.TempDir(), "tfd.toml")
+	os.WriteFile(config, []byte("[sessions]\ngrow = 512\n"), 0o644)
+	var stdout, stderr bytes.Buffer
+	code := runWith([]string{"config", "--config", config}, &stdout, &stderr, fakeManager(t, nil))
+	if code != 0 || !strings.Contains(stderr.String(), "tfd: warning: config: ignored the environment variable TFD_SESION_PARALLEL") {
+		t.Errorf("exit %d\nstderr: %s", code, &stderr)
+	}
+}
