@@ -30,6 +30,8 @@ type RunOptions struct {
 	Debounce time.Duration
 	// Ready, if set, is called with the bound address once requests are served. A test hook.
 	Ready func(addr net.Addr)
+	// BodyTimeout bounds a request body's arrival; 0: DefaultBodyTimeout. A test hook.
+	BodyTimeout time.Duration
 }
 
 // server is a running daemon: the config in force, the served instance, and the instances being
@@ -84,7 +86,7 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 		return err
 	}
 	// Bind before loading, so a taken port fails at once rather than after the weights load.
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	ln, err := listen(ctx, cfg.Server.Listen)
 	if err != nil {
 		return fmt.Errorf("daemon: server.listen: %w", err)
 	}
@@ -135,7 +137,7 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 
 // handlerOptions are the options every instance's Handler shares.
 func (s *server) handlerOptions() HandlerOptions {
-	return HandlerOptions{Logger: s.logger, Metrics: s.metrics}
+	return HandlerOptions{Logger: s.logger, Metrics: s.metrics, BodyTimeout: s.opts.BodyTimeout}
 }
 
 // reportPlan shows the plan at startup: one block on Report, one line in the log.

@@ -33,6 +33,12 @@ type daemonUnderTest struct {
 // startDaemon writes config to a folder of its own and runs the daemon on it.
 func startDaemon(t *testing.T, config string) *daemonUnderTest {
 	t.Helper()
+	return startDaemonWith(t, config, RunOptions{})
+}
+
+// startDaemonWith is startDaemon with RunOptions' test hooks set as in opts.
+func startDaemonWith(t *testing.T, config string, opts RunOptions) *daemonUnderTest {
+	t.Helper()
 	d := &daemonUnderTest{dir: t.TempDir(), done: make(chan error, 1), log: &lockedBuffer{}}
 	file := filepath.Join(d.dir, "tfd.toml")
 	writeText(t, file, config)
@@ -46,8 +52,9 @@ func startDaemon(t *testing.T, config string) *daemonUnderTest {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go func() {
-		d.done <- Run(ctx, eff, RunOptions{Sources: src, Logger: logger, Level: level, Debounce: 50 * time.Millisecond,
-			Ready: func(a net.Addr) { ready <- a }})
+		opts.Sources, opts.Logger, opts.Level, opts.Debounce = src, logger, level, 50*time.Millisecond
+		opts.Ready = func(a net.Addr) { ready <- a }
+		d.done <- Run(ctx, eff, opts)
 	}()
 	select {
 	case a := <-ready:
