@@ -71,7 +71,7 @@ func TestServiceCommands(t *testing.T) {
 		{[]string{"status"}, 0, "installed"},
 		{[]string{"restart"}, 0, "restart done"},
 		{[]string{"install"}, 0, "kept the config"},
-		{[]string{"uninstall"}, 0, "left in place: the config"},
+		{[]string{"uninstall"}, 0, "left in place: the binary"},
 		{[]string{"status"}, exitFailure, "not installed"},
 	}
 	for _, s := range steps {
