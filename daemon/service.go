@@ -112,12 +112,17 @@ type ServiceManager struct {
 }
 
 // KardianosConfig returns the service as kardianos/service describes it: the name, the program
-// and its arguments, and the options tfd relies on, with its plist or unit template.
+// and its arguments, and the options tfd relies on, with its plist or unit template. Under
+// launchd tfd writes its own log (--log-file), so that it can follow newsyslog's rotation.
 func (m *ServiceManager) KardianosConfig() *service.Config {
 	name, tmplKey, tmpl := ServiceLabel, "LaunchdConfig", launchdTemplate
-	user := ServiceUser
+	args := []string{"serve", "--config", m.Paths.ConfigFile()}
+	user := ""
 	if m.Platform == Systemd {
-		name, tmplKey, tmpl, user = "tfd", "SystemdScript", systemdTemplate, ""
+		name, tmplKey, tmpl = "tfd", "SystemdScript", systemdTemplate
+	} else {
+		args = append(args, "--log-file", m.Paths.LogFile())
+		user = ServiceUser
 	}
 	return &service.Config{
 		Name:             name,
@@ -125,7 +130,7 @@ func (m *ServiceManager) KardianosConfig() *service.Config {
 		Description:      "tfd: local language models over an OpenAI-compatible API",
 		UserName:         user,
 		Executable:       m.Paths.Executable,
-		Arguments:        []string{"serve", "--config", m.Paths.ConfigFile()},
+		Arguments:        args,
 		WorkingDirectory: m.Paths.WorkingDir,
 		Dependencies:     []string{"After=network.target"},
 		Option: service.KeyValue{
@@ -147,8 +152,8 @@ func (m *ServiceManager) Render() (string, error) {
 	return renderSystemd(m.KardianosConfig())
 }
 
-// Install copies the running binary to its fixed place; under launchd makes the _tfd user and
-// the working and log folders it owns; writes the default
+// Install copies the running binary to its fixed place; under launchd makes the _tfd user,
+// the working and log folders it owns, and newsyslog's entry for the log; writes the default
 // config where none exists and the service file; and has the service manager load and start
 // the service. Installing over an earlier install replaces the binary and the service file and
 // restarts the service; an existing config file is never touched. It refuses, before changing
@@ -286,8 +291,8 @@ func (m *ServiceManager) writeDefaultConfig() error {
 	return nil
 }
 
-// Uninstall stops the service and removes its file, under launchd also the _tfd user and
-// group. The binary, the config, the log, the working folder and any models
+// Uninstall stops the service and removes its file, under launchd also newsyslog's entry and
+// the _tfd user and group. The binary, the config, the log, the working folder and any models
 // stay, and it says so.
 func (m *ServiceManager) Uninstall(ctx context.Context) error {
 	file := m.Paths.ServiceFile(m.Platform)
@@ -313,6 +318,9 @@ func (m *ServiceManager) Uninstall(ctx context.Context) error {
 			return err
 		}
 	} else {
+		if err := os.Remove(m.Paths.NewsyslogFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("service: %w", err)
+		}
 		if err := m.removeUser(ctx); err != nil {
 			return err
 		}

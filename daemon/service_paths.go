@@ -8,11 +8,14 @@ type ServicePaths struct {
 	ServiceDir string
 	// ConfigDir holds tfd.toml; a folder of its own, since tfd watches it.
 	ConfigDir string
-	// LogDir holds tfd.log under launchd: a folder of its own, which the service user owns.
-	// systemd logs to the journal and ignores it.
+	// LogDir holds tfd.log under launchd: a folder of its own that the service user owns, so
+	// tfd can make the file again after newsyslog has rotated it. systemd logs to the journal
+	// and ignores it.
 	LogDir string
 	// WorkingDir is the service's working directory (under systemd, its StateDirectory).
 	WorkingDir string
+	// NewsyslogDir holds newsyslog's entry for tfd.log (/etc/newsyslog.d); empty under systemd.
+	NewsyslogDir string
 	// Executable is the tfd binary the service runs: a fixed, root-owned place, never the
 	// build that ran install.
 	Executable string
@@ -36,6 +39,9 @@ func (p ServicePaths) ConfigFile() string { return filepath.Join(p.ConfigDir, "t
 // LogFile returns the path of tfd.log.
 func (p ServicePaths) LogFile() string { return filepath.Join(p.LogDir, "tfd.log") }
 
+// NewsyslogFile returns the path of newsyslog's entry for tfd.log.
+func (p ServicePaths) NewsyslogFile() string { return filepath.Join(p.NewsyslogDir, "tfd.conf") }
+
 // HomebrewPrefix returns Homebrew's prefix on goarch: /opt/homebrew on Apple silicon, else
 // /usr/local.
 func HomebrewPrefix(goarch string) string {
@@ -54,12 +60,13 @@ func DefaultServicePaths(goos, goarch, running string) ServicePaths {
 	if goos == "darwin" {
 		prefix := HomebrewPrefix(goarch)
 		return ServicePaths{
-			ServiceDir: "/Library/LaunchDaemons",
-			ConfigDir:  filepath.Join(prefix, "etc", "tfd"),
-			LogDir:     filepath.Join(prefix, "var", "log", "tfd"),
-			WorkingDir: filepath.Join(prefix, "var", "tfd"),
-			Executable: exe,
-			Source:     source,
+			ServiceDir:   "/Library/LaunchDaemons",
+			ConfigDir:    filepath.Join(prefix, "etc", "tfd"),
+			LogDir:       filepath.Join(prefix, "var", "log", "tfd"),
+			WorkingDir:   filepath.Join(prefix, "var", "tfd"),
+			NewsyslogDir: "/etc/newsyslog.d",
+			Executable:   exe,
+			Source:       source,
 		}
 	}
 	return ServicePaths{
@@ -75,13 +82,19 @@ func DefaultServicePaths(goos, goarch, running string) ServicePaths {
 // Under returns p with every path it writes moved below root, for tests; Source, which it only
 // reads, stays.
 func (p ServicePaths) Under(root string) ServicePaths {
-	join := func(s string) string { return filepath.Join(root, s) }
+	join := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return filepath.Join(root, s)
+	}
 	return ServicePaths{
-		ServiceDir: join(p.ServiceDir),
-		ConfigDir:  join(p.ConfigDir),
-		LogDir:     join(p.LogDir),
-		WorkingDir: join(p.WorkingDir),
-		Executable: join(p.Executable),
-		Source:     p.Source,
+		ServiceDir:   join(p.ServiceDir),
+		ConfigDir:    join(p.ConfigDir),
+		LogDir:       join(p.LogDir),
+		WorkingDir:   join(p.WorkingDir),
+		NewsyslogDir: join(p.NewsyslogDir),
+		Executable:   join(p.Executable),
+		Source:       p.Source,
 	}
 }

@@ -15,7 +15,8 @@ import (
 // inference daemon), ExitTimeOut for the graceful stop, ThrottleInterval, the open-file limit,
 // the group and the umask. UserName and GroupName run tfd as _tfd, never root; Umask 027 (23)
 // keeps what it writes from others. StandardOutPath and StandardErrorPath both name tfd.log,
-// so there is one log to find.
+// which tfd also opens itself (--log-file) to follow its rotation: launchd's descriptors catch
+// only what is printed before tfd has opened it.
 const launchdTemplate = `<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
 <plist version="1.0">

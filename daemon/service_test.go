@@ -100,8 +100,9 @@ func TestPlist(t *testing.T) {
 		t.Fatalf("the plist does not parse: %v\n%s", err, text)
 	}
 	want := map[string]any{
-		"Label":              ServiceLabel,
-		"ProgramArguments":   []any{"/opt/homebrew/bin/tfd", "serve", "--config", "/opt/homebrew/etc/tfd/tfd.toml"},
+		"Label": ServiceLabel,
+		"ProgramArguments": []any{"/opt/homebrew/bin/tfd", "serve", "--config", "/opt/homebrew/etc/tfd/tfd.toml",
+			"--log-file", "/opt/homebrew/var/log/tfd/tfd.log"},
 		"RunAtLoad":          true,
 		"KeepAlive":          true,
 		"UserName":           "_tfd",
@@ -284,6 +285,10 @@ func TestInstallLaunchd(t *testing.T) {
 	if !strings.Contains(string(written), "<string>"+m.Paths.Executable+"</string>") {
 		t.Errorf("the plist does not run the installed binary %s", m.Paths.Executable)
 	}
+	checkFile(t, m.Paths.NewsyslogFile(), `# tfd's log, written by tfd install and removed by tfd uninstall: rotate past 10 MB, keep 5
+# gzipped archives (Z). tfd opens tfd.log again by itself once it has been moved, so no signal (N).
+# logfile	owner:group	mode	count	size(KB)	when	flags
+`+m.Paths.LogFile()+"\t_tfd:admin\t640\t5\t10240\t*\tNZ\n")
 	for _, want := range []string{m.Paths.LogFile(), "the service runs as _tfd (uid 497, gid 497)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("install did not say %q:\n%s", want, out)
@@ -325,8 +330,10 @@ func TestInstallLaunchd(t *testing.T) {
 			t.Errorf("verb %d ran %q, want %q", i, got, v.want)
 		}
 	}
-	if _, err := os.Stat(plistFile); !os.IsNotExist(err) {
-		t.Errorf("uninstall left the plist: %v", err)
+	for _, gone := range []string{plistFile, m.Paths.NewsyslogFile()} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("uninstall left %s: %v", gone, err)
+		}
 	}
 	checkFile(t, m.Paths.ConfigFile(), "# edited\n")
 	if !strings.Contains(out.String(), "left in place: the binary") {

@@ -32,6 +32,7 @@ func TestInstallModes(t *testing.T) {
 		m.Paths.ConfigDir:                0o755,
 		m.Paths.ConfigFile():             0o644,
 		m.Paths.ServiceFile(Launchd):     0o644,
+		m.Paths.NewsyslogFile():          0o644,
 		m.Paths.Executable:               0o755,
 		filepath.Dir(m.Paths.Executable): 0o755,
 	} {

@@ -150,7 +150,8 @@ func (m *ServiceManager) removeUser(ctx context.Context) error {
 }
 
 // prepareLaunchd makes what the LaunchDaemon writes, owned by _tfd: the working folder
-// (_tfd:_tfd 0750), the log folder and log (_tfd:admin, 0750 and 0640).
+// (_tfd:_tfd 0750), the log folder and log (_tfd:admin, 0750 and 0640), and newsyslog's entry
+// that rotates the log.
 func (m *ServiceManager) prepareLaunchd(ctx context.Context, ids serviceIDs) error {
 	owner := fmt.Sprintf("%d:%d", ids.uid, ids.gid)
 	logOwner := fmt.Sprintf("%d:%d", ids.uid, adminGID)
@@ -160,7 +161,10 @@ func (m *ServiceManager) prepareLaunchd(ctx context.Context, ids serviceIDs) err
 	if err := m.ownedDir(ctx, m.Paths.LogDir, logOwner); err != nil {
 		return err
 	}
-	return m.ownedLog(ctx, logOwner)
+	if err := m.ownedLog(ctx, logOwner); err != nil {
+		return err
+	}
+	return m.writeNewsyslog()
 }
 
 // ownedDir makes dir with mode 0750 and gives it to owner ("uid:gid").
@@ -196,4 +200,29 @@ func (m *ServiceManager) ownedLog(ctx context.Context, owner string) error {
 		return fmt.Errorf("service: %w", err)
 	}
 	return m.run(ctx, "chown", "-h", owner, path)
+}
+
+// Log rotation under launchd: newsyslog (run by launchd every half hour) moves tfd.log aside
+// past 10 MB, gzips it and keeps five; tfd notices the move at its next line and opens a new
+// tfd.log (LogFile), so newsyslog needs to signal nothing (flag N).
+const (
+	logRotateKB   = 10 * 1024
+	logRotateKeep = 5
+)
+
+// writeNewsyslog writes newsyslog's entry for tfd.log.
+func (m *ServiceManager) writeNewsyslog() error {
+	log := m.Paths.LogFile()
+	if strings.ContainsAny(log, " \t#") {
+		return fmt.Errorf("service: newsyslog cannot name the log %q (it has a space or #): install with a log folder without them", log)
+	}
+	text := fmt.Sprintf(`# tfd's log, written by tfd install and removed by tfd uninstall: rotate past %d MB, keep %d
+# gzipped archives (Z). tfd opens tfd.log again by itself once it has been moved, so no signal (N).
+# logfile	owner:group	mode	count	size(KB)	when	flags
+%s	%s:admin	640	%d	%d	*	NZ
+`, logRotateKB/1024, logRotateKeep, log, ServiceUser, logRotateKeep, logRotateKB)
+	if err := mkdirMode(m.Paths.NewsyslogDir, 0o755, false); err != nil {
+		return err
+	}
+	return writeFileMode(m.Paths.NewsyslogFile(), []byte(text), 0o644)
 }
