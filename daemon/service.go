@@ -103,7 +103,8 @@ type ServiceManager struct {
 	DefaultConfig []byte
 	// Out receives what each command tells the user.
 	Out io.Writer
-	// Client fetches the status endpoint; nil: a client with a 3-second timeout.
+	// Client asks a running tfd for its health and status; nil: a client with a 1-second
+	// timeout, since a tfd on this machine answers at once or not at all.
 	Client *http.Client
 	// TempDir is the temporary folder whose binaries Install refuses to copy (go run builds
 	// there and deletes the build when it exits); empty: os.TempDir(). Tests set it, since

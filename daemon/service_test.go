@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -216,7 +215,8 @@ func parseUnit(t *testing.T, text string) map[string]string {
 
 // newTestManager installs into a temporary root with a recording runner. The binary it
 // installs is a small file outside the root; the temporary folder whose builds it refuses is
-// one of the root's, since every test file lies under os.TempDir().
+// one of the root's, since every test file lies under os.TempDir(). Its client reaches no
+// daemon, so a tfd serving on this machine does not change what status says.
 func newTestManager(t *testing.T, p ServicePlatform, r *fakeRunner) (*ServiceManager, *bytes.Buffer) {
 	t.Helper()
 	goos := map[ServicePlatform]string{Launchd: "darwin", Systemd: "linux"}[p]
@@ -229,7 +229,15 @@ func newTestManager(t *testing.T, p ServicePlatform, r *fakeRunner) (*ServiceMan
 	os.WriteFile(src, []byte("#!tfd, built\n"), 0o700)
 	out := &bytes.Buffer{}
 	return &ServiceManager{Platform: p, Paths: DefaultServicePaths(goos, "arm64", src).Under(root),
-		Runner: r, DefaultConfig: []byte("# the default\n"), Out: out, TempDir: filepath.Join(root, "tmp")}, out
+		Runner: r, DefaultConfig: []byte("# the default\n"), Out: out, TempDir: filepath.Join(root, "tmp"),
+		Client: &http.Client{Transport: noDaemon{}}}, out
+}
+
+// noDaemon is a transport to no daemon at all.
+type noDaemon struct{}
+
+func (noDaemon) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused (test)")
 }
 
 // macUsers is what dscl lists on a test Mac: uid 499 and gid 498 are taken, so _tfd gets 497.
@@ -431,18 +439,10 @@ func TestInstallKeepsSymlinkedConfig(t *testing.T) {
 }
 
 func TestServiceStatus(t *testing.T) {
-	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != statusPath {
-			http.NotFound(w, r)
-			return
-		}
-		var rep StatusReport
-		rep.Status, rep.Model, rep.Config.Generation, rep.Plan.Text = "serving", "gopher", 3, "memory plan\n  limit ...\n"
-		writeJSON(w, http.StatusOK, rep)
-	}))
-	defer daemon.Close()
+	daemon := fakeDaemon(t, "")
 	r := &fakeRunner{out: map[string]string{"launchctl print": "system/dev.tfd.tfd = {\n\tstate = running\n\tpid = 4242\n}"}}
 	m, _ := newTestManager(t, Launchd, r)
+	m.Client = nil
 	os.MkdirAll(m.Paths.ConfigDir, 0o755)
 	os.WriteFile(m.Paths.ConfigFile(), []byte("[server]\nlisten = \""+daemon.Listener.Addr().String()+"\"\n"), 0o644)
 	st := m.Status(context.Background())
@@ -458,8 +458,13 @@ func TestServiceStatus(t *testing.T) {
 	}
 	r.out = nil
 	r.fail = map[string]bool{"launchctl print": true}
+	daemon.Close()
 	var b bytes.Buffer
-	m.Status(context.Background()).Write(&b)
+	if st := m.Status(context.Background()); st.Answered {
+		t.Errorf("a closed daemon answered: %+v", st)
+	} else {
+		st.Write(&b)
+	}
 	if !strings.Contains(b.String(), "not installed") {
 		t.Errorf("status says %q", &b)
 	}

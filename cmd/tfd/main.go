@@ -39,7 +39,8 @@ Usage:
   tfd install           install and start the system service (launchd on macOS, systemd on Linux)
   tfd uninstall         stop and remove the service; the config and models stay
   tfd start | stop | restart
-  tfd status            installed? running? the model, config generation and memory plan
+  tfd status            installed? running (or serving in the foreground)? the model, config
+                        generation and memory plan
   tfd version           print the version
 
 Flags of serve, config, plan and bench:

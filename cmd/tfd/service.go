@@ -43,7 +43,7 @@ func serviceCommand(cmd string, args []string, stdout, stderr io.Writer, newMana
 	case "status":
 		st := m.Status(ctx)
 		st.Write(stdout)
-		if !st.Installed {
+		if !st.Installed && !st.Answered {
 			return exitFailure
 		}
 		return 0

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +43,14 @@ func (r *recorder) Run(_ context.Context, name string, args ...string) (string, 
 	return "", nil
 }
 
+// noDaemon is a transport to no daemon, so that a tfd serving on this machine does not change
+// what status says.
+type noDaemon struct{}
+
+func (noDaemon) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused (test)")
+}
+
 // fakeManager returns a managerFunc for systemd rooted in a temporary folder.
 func fakeManager(t *testing.T, rec *recorder) managerFunc {
 	root := t.TempDir()
@@ -54,6 +64,7 @@ func fakeManager(t *testing.T, rec *recorder) managerFunc {
 			Runner:        rec,
 			DefaultConfig: configs.Default,
 			Out:           stdout,
+			Client:        &http.Client{Transport: noDaemon{}},
 		}, nil
 	}
 }
