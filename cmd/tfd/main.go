@@ -8,7 +8,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -119,8 +118,6 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective,
 // loadConfigWith is loadConfig for a command with flags of its own, which extra defines.
 func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*daemon.Effective, daemon.Sources, int) {
 	fs := flag.NewFlagSet("tfd "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath()) }
 	if extra != nil {
 		extra(fs)
 	}
@@ -129,15 +126,8 @@ func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*fla
 	for name, key := range shortcuts {
 		fs.String(name, "", key)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, daemon.Sources{}, 0
-		}
-		return nil, daemon.Sources{}, exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "tfd %s: unexpected argument %q\n", cmd, fs.Arg(0))
-		return nil, daemon.Sources{}, exitUsage
+	if code, done := parseFlags(cmd, fs, args, stderr); done {
+		return nil, daemon.Sources{}, code
 	}
 	src := daemon.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
 	if src.File == "" {
