@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/kardianos/service"
 )
@@ -81,6 +82,13 @@ type CommandRunner interface {
 	Run(ctx context.Context, name string, args ...string) (string, error)
 }
 
+// An Attacher runs a command wired to the caller's own streams until it ends or ctx is done:
+// `tfd logs` hands the terminal to journalctl -f or tail -F. A CommandRunner that can do so
+// implements it; ExecRunner does.
+type Attacher interface {
+	Attach(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) error
+}
+
 // ExecRunner runs commands with os/exec.
 type ExecRunner struct{}
 
@@ -91,6 +99,34 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) (string,
 		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
 	return string(out), nil
+}
+
+// Attach implements Attacher. When ctx ends (tfd was interrupted) the command is asked to stop
+// as Ctrl-C would ask it. An end by Ctrl-C is no error: the terminal sends SIGINT to the command
+// and to tfd at once, so the command may end before ctx hears of it.
+func (ExecRunner) Attach(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	err := cmd.Run()
+	if err == nil || ctx.Err() != nil || interrupted(err) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+}
+
+// interrupted reports whether err is a command's end by SIGINT, or by the exit status 130 that
+// programs which catch it give.
+func interrupted(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(interface {
+		Signaled() bool
+		Signal() syscall.Signal
+	})
+	return exit.ExitCode() == 130 || (ok && ws.Signaled() && ws.Signal() == syscall.SIGINT)
 }
 
 // ServiceManager installs, controls and reports on tfd's service. Its fields are the whole of
@@ -216,9 +252,9 @@ func (m *ServiceManager) Install(ctx context.Context) error {
 	}
 	fmt.Fprintf(m.Out, "tfd is running; it reloads %s when you edit it\n", m.Paths.ConfigFile())
 	if m.Platform == Launchd {
-		fmt.Fprintf(m.Out, "log: %s\n", m.Paths.LogFile())
+		fmt.Fprintf(m.Out, "log: %s (tfd logs follows it)\n", m.Paths.LogFile())
 	} else {
-		fmt.Fprintf(m.Out, "log: journalctl -u %s\n", ServiceUnit)
+		fmt.Fprintf(m.Out, "log: journalctl -u %s (tfd logs follows it)\n", ServiceUnit)
 	}
 	return nil
 }

@@ -74,3 +74,38 @@ func TestStatusForeground(t *testing.T) {
 		t.Error("a tfd that answers /health was not counted as answering")
 	}
 }
+
+// TestServiceLogs: tfd logs hands the terminal to tail -F on the log file under launchd and to
+// journalctl -f under systemd, with the lines asked for; --no-follow drops the following.
+func TestServiceLogs(t *testing.T) {
+	ctx := context.Background()
+	r := &fakeRunner{out: map[string]string{"tail": "a line\n"}}
+	m, _ := newTestManager(t, Launchd, r)
+	var out bytes.Buffer
+	if err := m.Logs(ctx, 5, true, nil, &out, &out); err == nil || !strings.Contains(err.Error(), "no log at "+m.Paths.LogFile()) {
+		t.Errorf("logs before any log: %v", err)
+	}
+	os.MkdirAll(m.Paths.LogDir, 0o750)
+	os.WriteFile(m.Paths.LogFile(), []byte("a line\n"), 0o640)
+	if err := m.Logs(ctx, 5, true, nil, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Logs(ctx, 0, false, nil, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"attach: tail -F -n 5 " + m.Paths.LogFile(), "attach: tail -n 0 " + m.Paths.LogFile()}
+	if got := r.take(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("logs ran %q, want %q", got, want)
+	}
+	if out.String() != "a line\na line\n" {
+		t.Errorf("logs printed %q", out.String())
+	}
+
+	m, _ = newTestManager(t, Systemd, r)
+	m.Logs(ctx, 20, true, nil, &out, &out)
+	m.Logs(ctx, 20, false, nil, &out, &out)
+	want = []string{"attach: journalctl -u tfd.service -n 20 --no-pager -f", "attach: journalctl -u tfd.service -n 20 --no-pager"}
+	if got := r.take(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("logs ran %q, want %q", got, want)
+	}
+}

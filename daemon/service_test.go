@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +46,16 @@ func (r *fakeRunner) Run(_ context.Context, name string, args ...string) (string
 		}
 	}
 	return "", nil
+}
+
+// Attach records the command as "attach: LINE" and prints its out value, as Run would answer.
+func (r *fakeRunner) Attach(ctx context.Context, _ io.Reader, stdout, _ io.Writer, name string, args ...string) error {
+	out, err := r.Run(ctx, name, args...)
+	r.mu.Lock()
+	r.cmds[len(r.cmds)-1] = "attach: " + r.cmds[len(r.cmds)-1]
+	r.mu.Unlock()
+	io.WriteString(stdout, out)
+	return err
 }
 
 func (r *fakeRunner) take() []string {

@@ -110,3 +110,19 @@ func TestInstallWarnsUnreadable(t *testing.T) {
 		t.Errorf("a model under /home: %s", out)
 	}
 }
+
+// TestExecRunnerAttach: an attached command reads the caller's input and writes its output; its
+// end by Ctrl-C is no error, any other failure is.
+func TestExecRunnerAttach(t *testing.T) {
+	ctx := context.Background()
+	var out strings.Builder
+	if err := (ExecRunner{}).Attach(ctx, strings.NewReader("a line\n"), &out, &out, "sh", "-c", "cat"); err != nil || out.String() != "a line\n" {
+		t.Errorf("cat: %q, %v", out.String(), err)
+	}
+	if err := (ExecRunner{}).Attach(ctx, nil, &out, &out, "sh", "-c", "kill -INT $$"); err != nil {
+		t.Errorf("a command ended by SIGINT: %v", err)
+	}
+	if err := (ExecRunner{}).Attach(ctx, nil, &out, &out, "sh", "-c", "exit 3"); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("a command that failed: %v", err)
+	}
+}

@@ -4,6 +4,7 @@
 //	tfd config [the same flags]   print the effective config and where each value came from
 //	tfd plan [the same flags]     print the memory plan without loading the model
 //	tfd install | uninstall | start | stop | restart | status   the system service
+//	tfd logs [-n N] [--no-follow]   follow the service's log
 //	tfd version
 package main
 
@@ -40,6 +41,8 @@ Usage:
   tfd start | stop | restart
   tfd status            installed? running (or serving in the foreground)? the model, config
                         generation and memory plan
+  tfd logs [flags]      print the service's last lines and follow its log (-n N lines first,
+                        default 10; --no-follow to stop there)
   tfd version           print the version
 
 Flags of serve, config, plan and bench:
@@ -85,6 +88,8 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 		return bench(args[1:], stdout, stderr)
 	case "install", "uninstall", "start", "stop", "restart", "status":
 		return serviceCommand(args[0], args[1:], stdout, stderr, newManager)
+	case "logs":
+		return logs(args[1:], stdout, stderr, newManager)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0

@@ -41,6 +41,9 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"bench", "--streams", "1,0"}, code: exitUsage,
 			stderr: `tfd bench: invalid value "1,0" for flag -streams: want whole numbers of 1 or more separated by commas`},
 		{args: []string{"bench", "--tokens"}, code: exitUsage, stderr: "tfd bench: flag needs an argument: -tokens"},
+		{args: []string{"logs", "-n", "-1"}, code: exitUsage,
+			stderr: `tfd logs: invalid value "-1" for flag -n: want a whole number of lines, 0 or more`},
+		{args: []string{"logs", "now"}, code: exitUsage, stderr: `tfd logs: unexpected argument "now"`},
 		{args: []string{"plan", "-h"}, code: 0, stderr: "Usage:"},
 	}
 	for _, tc := range tests {

@@ -60,13 +60,13 @@ func serviceCommand(cmd string, args []string, stdout, stderr io.Writer, newMana
 
 // newServiceManager is the real service manager: this machine's service manager, the default
 // paths, this binary (symlinks resolved, so that a Homebrew link is seen for its Cellar file).
-// Every command but status changes system state, so it needs root.
+// Every command but status and logs changes system state, so it needs root.
 func newServiceManager(cmd string, stdout io.Writer) (*daemon.ServiceManager, error) {
 	platform, err := daemon.PlatformFor(runtime.GOOS)
 	if err != nil {
 		return nil, err
 	}
-	if cmd != "status" && os.Geteuid() != 0 {
+	if cmd != "status" && cmd != "logs" && os.Geteuid() != 0 {
 		return nil, fmt.Errorf("tfd %s changes the system's services and needs root: sudo tfd %s", cmd, cmd)
 	}
 	exe, err := os.Executable()
