@@ -51,6 +51,10 @@ Flags of serve, config, plan and bench:
   --model PATH          model.path, a Hugging Face model folder (default: the bundled model)
   --parallel N|auto     sessions.parallel
 
+Flags of serve (beside those above):
+  --log-file FILE       log to FILE rather than standard error, following it when log rotation
+                        moves it away (the LaunchDaemon runs tfd so)
+
 Flags of bench (beside those above):
   --streams LIST        concurrent replies per run (default 1,4,16)
   --prompt N            prompt tokens per reply (default 256)
