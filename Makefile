@@ -1,4 +1,5 @@
-# tfd: make run serves the bundled model on 127.0.0.1:8417; make test runs the tests.
+# tfd: make run builds bin/tfd and serves the bundled model on 127.0.0.1:8417; make test runs the
+# tests; sudo bin/tfd install (after make build) installs the service.
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The release targets: Apple silicon Macs, and Linux on x86-64.
@@ -6,20 +7,26 @@ RELEASES := darwin/arm64 linux/amd64
 
 .PHONY: run test vet build darwin release clean test-cuda
 
-run:
-	$(GO) run ./cmd/tfd serve
+# run builds bin/tfd and serves the bundled model. exec hands the process to tfd, which exits 0
+# on Ctrl-C, so make reports no error (go run turned the interrupt into exit status 1).
+run: build
+	exec bin/tfd serve
 
-# test runs every test, then the concurrent packages again under the race detector.
+# test runs every test, then the concurrent packages again under the race detector (-short: the
+# soak runs once, in the first pass; under the race detector it would take minutes).
 test: vet
 	$(GO) test ./...
-	$(GO) test -race ./scheduler ./daemon ./cpu ./engine
+	$(GO) test -race -short ./scheduler ./daemon ./cpu ./engine
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
+# build says what it does first: a first build fetches the modules and compiles for a minute or
+# two without a word of its own.
 build:
+	@echo "building bin/tfd (the first build fetches and compiles the modules: a minute or two)"
 	CGO_ENABLED=0 $(GO) build -o bin/tfd ./cmd/tfd
 
 # darwin builds and vets the Mac target from here, so a Mac build never silently breaks.

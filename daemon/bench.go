@@ -36,7 +36,7 @@ type benchResult struct {
 // prompt of Go source. It writes one progress line per scenario to logger and a table to out.
 func Bench(ctx context.Context, cfg Config, opts BenchOptions, logger *slog.Logger, out io.Writer) error {
 	if len(opts.Streams) == 0 || slices.Min(opts.Streams) < 1 || opts.Prompt < 1 || opts.Tokens < 1 {
-		return fmt.Errorf("bench: want at least one stream count, all positive, and a positive prompt and token count; got %+v", opts)
+		return fmt.Errorf("bench: streams %v, prompt %d, tokens %d: want at least one stream count, and every count 1 or more", opts.Streams, opts.Prompt, opts.Tokens)
 	}
 	most := slices.Max(opts.Streams)
 	cfg.Sessions.Layout = fmt.Sprintf("%dx%d", opts.Prompt+opts.Tokens+1, most)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/kardianos/service"
 )
@@ -24,6 +25,10 @@ import (
 // (reported failing on macOS 13+), so tfd writes the files itself, from ServicePaths, and runs
 // launchctl bootstrap/bootout/kickstart and systemctl through a CommandRunner. Tests point both
 // at a temporary folder and a recorder; no service manager is touched.
+//
+// The service runs unprivileged: as the _tfd user under launchd (service_user.go), as a systemd
+// DynamicUser in a read-only view of the system under systemd (service_template.go), and always
+// from a root-owned copy of the binary at a fixed place (service_binary.go).
 
 // Service names.
 const (
@@ -31,6 +36,10 @@ const (
 	ServiceLabel = "dev.tfd.tfd"
 	// ServiceUnit is the systemd unit's name.
 	ServiceUnit = "tfd.service"
+	// ServiceUser is the macOS account (and group) the LaunchDaemon runs as: Install makes it
+	// with dscl, Uninstall removes it. systemd makes its own user for the unit at each start
+	// (DynamicUser), named after the unit.
+	ServiceUser = "_tfd"
 	// serviceStopSeconds is how long the service manager waits after SIGTERM before it kills
 	// tfd: server.shutdown_timeout's default (10 s) for running replies, plus time to free the
 	// model, with room to spare. Install warns when the config asks for longer.
@@ -67,76 +76,17 @@ func PlatformFor(goos string) (ServicePlatform, error) {
 	return 0, fmt.Errorf("service: tfd installs as a service on macOS (launchd) and Linux (systemd), not on %s: run tfd serve under your own supervisor", goos)
 }
 
-// ServicePaths are the files and folders the service layer reads and writes.
-type ServicePaths struct {
-	// ServiceDir holds the plist (/Library/LaunchDaemons) or the unit (/etc/systemd/system).
-	ServiceDir string
-	// ConfigDir holds tfd.toml; a folder of its own, since tfd watches it.
-	ConfigDir string
-	// LogDir holds tfd.log under launchd; systemd logs to the journal and ignores it.
-	LogDir string
-	// WorkingDir is the service's working directory.
-	WorkingDir string
-	// Executable is the tfd binary the service runs.
-	Executable string
-}
-
-// ServiceFile returns the path of the plist or unit.
-func (p ServicePaths) ServiceFile(platform ServicePlatform) string {
-	if platform == Launchd {
-		return filepath.Join(p.ServiceDir, ServiceLabel+".plist")
-	}
-	return filepath.Join(p.ServiceDir, ServiceUnit)
-}
-
-// ConfigFile returns the path of tfd.toml.
-func (p ServicePaths) ConfigFile() string { return filepath.Join(p.ConfigDir, "tfd.toml") }
-
-// LogFile returns the path of tfd.log.
-func (p ServicePaths) LogFile() string { return filepath.Join(p.LogDir, "tfd.log") }
-
-// HomebrewPrefix returns Homebrew's prefix on goarch: /opt/homebrew on Apple silicon, else
-// /usr/local.
-func HomebrewPrefix(goarch string) string {
-	if goarch == "arm64" {
-		return "/opt/homebrew"
-	}
-	return "/usr/local"
-}
-
-// DefaultServicePaths returns the paths of a service install on goos/goarch, with the binary at
-// executable: on macOS under Homebrew's prefix (etc/tfd, var/log, var/tfd), on Linux in /etc/tfd
-// and /var/lib/tfd.
-func DefaultServicePaths(goos, goarch, executable string) ServicePaths {
-	if goos == "darwin" {
-		prefix := HomebrewPrefix(goarch)
-		return ServicePaths{
-			ServiceDir: "/Library/LaunchDaemons",
-			ConfigDir:  filepath.Join(prefix, "etc", "tfd"),
-			LogDir:     filepath.Join(prefix, "var", "log"),
-			WorkingDir: filepath.Join(prefix, "var", "tfd"),
-			Executable: executable,
-		}
-	}
-	return ServicePaths{
-		ServiceDir: "/etc/systemd/system",
-		ConfigDir:  "/etc/tfd",
-		LogDir:     "/var/log",
-		WorkingDir: "/var/lib/tfd",
-		Executable: executable,
-	}
-}
-
-// Under returns p with every path moved below root, for tests.
-func (p ServicePaths) Under(root string) ServicePaths {
-	join := func(s string) string { return filepath.Join(root, s) }
-	return ServicePaths{join(p.ServiceDir), join(p.ConfigDir), join(p.LogDir), join(p.WorkingDir), p.Executable}
-}
-
-// CommandRunner runs a service manager's command (launchctl, systemctl) and returns its combined
-// output; a non-zero exit is an error that carries the output.
+// CommandRunner runs a command of the system's (launchctl, systemctl, dscl, chown) and returns
+// its combined output; a non-zero exit is an error that carries the output.
 type CommandRunner interface {
 	Run(ctx context.Context, name string, args ...string) (string, error)
+}
+
+// An Attacher runs a command wired to the caller's own streams until it ends or ctx is done:
+// `tfd logs` hands the terminal to journalctl -f or tail -F. A CommandRunner that can do so
+// implements it; ExecRunner does.
+type Attacher interface {
+	Attach(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) error
 }
 
 // ExecRunner runs commands with os/exec.
@@ -151,6 +101,34 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) (string,
 	return string(out), nil
 }
 
+// Attach implements Attacher. When ctx ends (tfd was interrupted) the command is asked to stop
+// as Ctrl-C would ask it. An end by Ctrl-C is no error: the terminal sends SIGINT to the command
+// and to tfd at once, so the command may end before ctx hears of it.
+func (ExecRunner) Attach(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	err := cmd.Run()
+	if err == nil || ctx.Err() != nil || interrupted(err) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+}
+
+// interrupted reports whether err is a command's end by SIGINT, or by the exit status 130 that
+// programs which catch it give.
+func interrupted(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(interface {
+		Signaled() bool
+		Signal() syscall.Signal
+	})
+	return exit.ExitCode() == 130 || (ok && ws.Signaled() && ws.Signal() == syscall.SIGINT)
+}
+
 // ServiceManager installs, controls and reports on tfd's service. Its fields are the whole of
 // what it touches; it keeps no other state.
 type ServiceManager struct {
@@ -161,23 +139,35 @@ type ServiceManager struct {
 	DefaultConfig []byte
 	// Out receives what each command tells the user.
 	Out io.Writer
-	// Client fetches the status endpoint; nil: a client with a 3-second timeout.
+	// Client asks a running tfd for its health and status; nil: a client with a 1-second
+	// timeout, since a tfd on this machine answers at once or not at all.
 	Client *http.Client
+	// TempDir is the temporary folder whose binaries Install refuses to copy (go run builds
+	// there and deletes the build when it exits); empty: os.TempDir(). Tests set it, since
+	// their own files live under os.TempDir().
+	TempDir string
 }
 
 // KardianosConfig returns the service as kardianos/service describes it: the name, the program
-// and its arguments, and the options tfd relies on, with its plist or unit template.
+// and its arguments, and the options tfd relies on, with its plist or unit template. Under
+// launchd tfd writes its own log (--log-file), so that it can follow newsyslog's rotation.
 func (m *ServiceManager) KardianosConfig() *service.Config {
 	name, tmplKey, tmpl := ServiceLabel, "LaunchdConfig", launchdTemplate
+	args := []string{"serve", "--config", m.Paths.ConfigFile()}
+	user := ""
 	if m.Platform == Systemd {
 		name, tmplKey, tmpl = "tfd", "SystemdScript", systemdTemplate
+	} else {
+		args = append(args, "--log-file", m.Paths.LogFile())
+		user = ServiceUser
 	}
 	return &service.Config{
 		Name:             name,
 		DisplayName:      "tfd",
 		Description:      "tfd: local language models over an OpenAI-compatible API",
+		UserName:         user,
 		Executable:       m.Paths.Executable,
-		Arguments:        []string{"serve", "--config", m.Paths.ConfigFile()},
+		Arguments:        args,
 		WorkingDirectory: m.Paths.WorkingDir,
 		Dependencies:     []string{"After=network.target"},
 		Option: service.KeyValue{
@@ -199,33 +189,52 @@ func (m *ServiceManager) Render() (string, error) {
 	return renderSystemd(m.KardianosConfig())
 }
 
-// Install writes the service file and, where none exists, the default config; creates the
-// working and log folders; and has the service manager load and start the service. Installing
-// over an earlier install replaces the service file and restarts the service; an existing config
-// file is never touched.
+// Install copies the running binary to its fixed place; under launchd makes the _tfd user,
+// the working and log folders it owns, and newsyslog's entry for the log; writes the default
+// config where none exists and the service file; and has the service manager load and start
+// the service. Installing over an earlier install replaces the binary and the service file and
+// restarts the service; an existing config file is never touched. It refuses, before changing
+// anything, a binary that go run built in a temporary folder.
 func (m *ServiceManager) Install(ctx context.Context) error {
 	text, err := m.Render()
 	if err != nil {
 		return fmt.Errorf("service: render the %s file: %w", m.Platform, err)
 	}
-	for _, dir := range []string{m.Paths.ServiceDir, m.Paths.ConfigDir, m.Paths.WorkingDir, m.Paths.LogDir} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("service: %w", err)
+	if err := m.checkSource(); err != nil {
+		return err
+	}
+	for _, dir := range []string{m.Paths.ServiceDir, m.Paths.ConfigDir} {
+		if err := mkdirMode(dir, 0o755, false); err != nil {
+			return err
 		}
+	}
+	var ids serviceIDs
+	if m.Platform == Launchd {
+		if ids, err = m.ensureUser(ctx); err != nil {
+			return err
+		}
+	}
+	if err := m.installBinary(ctx); err != nil {
+		return err
 	}
 	if err := m.writeDefaultConfig(); err != nil {
 		return err
 	}
-	m.warnStopTimeout()
-	if m.Platform == Launchd && m.loaded(ctx) {
-		// bootstrap refuses a loaded label: take the old definition out first.
-		if _, err := m.Runner.Run(ctx, "launchctl", "bootout", m.launchdTarget()); err != nil {
-			return fmt.Errorf("service: stop the installed tfd before replacing it: %w", err)
+	m.checkConfig(ids)
+	if m.Platform == Launchd {
+		if err := m.prepareLaunchd(ctx, ids); err != nil {
+			return err
+		}
+		if m.loaded(ctx) {
+			// bootstrap refuses a loaded label: take the old definition out first.
+			if _, err := m.Runner.Run(ctx, "launchctl", "bootout", m.launchdTarget()); err != nil {
+				return fmt.Errorf("service: stop the installed tfd before replacing it: %w", err)
+			}
 		}
 	}
 	file := m.Paths.ServiceFile(m.Platform)
-	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
-		return fmt.Errorf("service: write %s: %w", file, err)
+	if err := writeFileMode(file, []byte(text), 0o644); err != nil {
+		return err
 	}
 	fmt.Fprintf(m.Out, "installed %s\n", file)
 	if m.Platform == Launchd {
@@ -243,9 +252,52 @@ func (m *ServiceManager) Install(ctx context.Context) error {
 	}
 	fmt.Fprintf(m.Out, "tfd is running; it reloads %s when you edit it\n", m.Paths.ConfigFile())
 	if m.Platform == Launchd {
-		fmt.Fprintf(m.Out, "log: %s\n", m.Paths.LogFile())
+		fmt.Fprintf(m.Out, "log: %s (tfd logs follows it)\n", m.Paths.LogFile())
 	} else {
-		fmt.Fprintf(m.Out, "log: journalctl -u %s\n", ServiceUnit)
+		fmt.Fprintf(m.Out, "log: journalctl -u %s (tfd logs follows it)\n", ServiceUnit)
+	}
+	return nil
+}
+
+// mkdirMode makes dir with mode perm whatever the umask (a root shell with umask 077 would
+// otherwise hide it from the service user), and its missing parents with 0755, so the service
+// user can pass through them. A folder already there (a symlink to one counts) keeps its mode
+// unless force.
+func mkdirMode(dir string, perm fs.FileMode, force bool) error {
+	_, statErr := os.Stat(dir)
+	if statErr != nil {
+		if parent := filepath.Dir(dir); parent != dir {
+			if err := mkdirMode(parent, 0o755, false); err != nil {
+				return err
+			}
+		}
+		if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("service: %w", err)
+		}
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("service: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("service: %s is not a folder: move it away and install again", dir)
+	}
+	if (statErr != nil || force) && info.Mode().Perm() != perm {
+		if err := os.Chmod(dir, perm); err != nil {
+			return fmt.Errorf("service: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeFileMode writes data to path with mode perm whatever the umask.
+func writeFileMode(path string, data []byte, perm fs.FileMode) error {
+	err := os.WriteFile(path, data, perm)
+	if err == nil {
+		err = os.Chmod(path, perm)
+	}
+	if err != nil {
+		return fmt.Errorf("service: write %s: %w", path, err)
 	}
 	return nil
 }
@@ -263,6 +315,9 @@ func (m *ServiceManager) writeDefaultConfig() error {
 		return fmt.Errorf("service: create the config: %w", err)
 	}
 	_, err = f.Write(m.DefaultConfig)
+	if err == nil {
+		err = f.Chmod(0o644) // readable by the service user whatever root's umask
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -273,21 +328,9 @@ func (m *ServiceManager) writeDefaultConfig() error {
 	return nil
 }
 
-// warnStopTimeout tells the user when the config lets replies run longer at a stop than the
-// service manager waits.
-func (m *ServiceManager) warnStopTimeout() {
-	eff, err := LoadConfig(Sources{File: m.Paths.ConfigFile()})
-	if err != nil {
-		fmt.Fprintf(m.Out, "warning: the config does not load, so tfd will not start until it is fixed:\n%v\n", err)
-		return
-	}
-	if grace := eff.Config.Server.ShutdownTimeout.Seconds(); grace > serviceStopSeconds-5 {
-		fmt.Fprintf(m.Out, "warning: server.shutdown_timeout is %gs but %s kills tfd %d s after asking it to stop: lower it to %d s or less\n",
-			grace, m.Platform, serviceStopSeconds, serviceStopSeconds-5)
-	}
-}
-
-// Uninstall stops the service and removes its file. The config, the log and any models stay.
+// Uninstall stops the service and removes its file, under launchd also newsyslog's entry and
+// the _tfd user and group. The binary, the config, the log, the working folder and any models
+// stay, and it says so.
 func (m *ServiceManager) Uninstall(ctx context.Context) error {
 	file := m.Paths.ServiceFile(m.Platform)
 	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
@@ -311,8 +354,19 @@ func (m *ServiceManager) Uninstall(ctx context.Context) error {
 		if err := m.run(ctx, "systemctl", "daemon-reload"); err != nil {
 			return err
 		}
+	} else {
+		if err := os.Remove(m.Paths.NewsyslogFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("service: %w", err)
+		}
+		if err := m.removeUser(ctx); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(m.Out, "removed %s\nleft in place: the config %s, the working folder %s and your models\n", file, m.Paths.ConfigFile(), m.Paths.WorkingDir)
+	kept := fmt.Sprintf("the binary %s, the config %s, the working folder %s", m.Paths.Executable, m.Paths.ConfigFile(), m.Paths.WorkingDir)
+	if m.Platform == Launchd {
+		kept += ", the log folder " + m.Paths.LogDir
+	}
+	fmt.Fprintf(m.Out, "removed %s\nleft in place: %s and your models\n", file, kept)
 	return nil
 }
 

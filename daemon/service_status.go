@@ -3,6 +3,8 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,20 +21,27 @@ type ServiceStatus struct {
 	// File is the plist or unit; Installed reports whether it exists.
 	File      string
 	Installed bool
-	// State is kardianos' view: running, stopped (installed, not running) or unknown.
+	// State is the service manager's view: running, stopped (installed, not running) or
+	// unknown.
 	State service.Status
-	// PID is the running process's id when the service manager tells it; 0 otherwise.
+	// PID is the running service's process id when the service manager tells it; 0 otherwise.
 	PID int
-	// Daemon is the running daemon's own report; nil when it did not answer (DaemonErr says why).
+	// Listen is where tfd was asked: server.listen of the config the service uses.
+	Listen string
+	// Answered reports whether a tfd answered GET /health there, service or not; HealthModel
+	// is the model it named.
+	Answered    bool
+	HealthModel string
+	// Daemon is that tfd's full report; nil when none came (DaemonErr says why).
 	Daemon    *StatusReport
 	DaemonErr error
 }
 
 var launchdPID = regexp.MustCompile(`(?m)^\s*pid = (\d+)`)
 
-// Status reports whether the service is installed and running and, when it runs, asks the
-// daemon (at server.listen from the installed config) for its model, config generation and
-// memory plan.
+// Status reports whether the service is installed and running, and asks whatever tfd answers
+// at server.listen from the service's config (the service, or a tfd serve in a terminal) for
+// its model, config generation and memory plan.
 func (m *ServiceManager) Status(ctx context.Context) ServiceStatus {
 	st := ServiceStatus{File: m.Paths.ServiceFile(m.Platform), State: service.StatusUnknown}
 	if _, err := os.Stat(st.File); err == nil {
@@ -52,32 +61,84 @@ func (m *ServiceManager) Status(ctx context.Context) ServiceStatus {
 			fmt.Sscan(strings.TrimSpace(pid), &st.PID)
 		}
 	}
-	if st.State == service.StatusRunning {
-		st.Daemon, st.DaemonErr = m.askDaemon(ctx)
-	}
+	m.askDaemon(ctx, &st)
 	return st
 }
 
-// askDaemon reads the installed config for server.listen and fetches the status report there,
-// with the first API key when the config has a keys file it can read (without one the daemon
-// answers 401, and the error says so).
-func (m *ServiceManager) askDaemon(ctx context.Context) (*StatusReport, error) {
+// askDaemon reads the service's config for server.listen and asks there: GET /health, which
+// needs no key, to learn whether a tfd answers at all; then GET /v1/tfd/status with the first
+// key of server.api_keys_file when the file is readable, since the status may need a key.
+func (m *ServiceManager) askDaemon(ctx context.Context, st *ServiceStatus) {
 	eff, err := LoadConfig(Sources{File: m.Paths.ConfigFile(), Environ: os.Environ()})
 	if err != nil {
-		return nil, err
+		st.DaemonErr = err
+		return
 	}
-	var key string
-	if file := eff.Config.Server.APIKeysFile; file != "" {
-		if keys, err := ReadAPIKeys(file); err == nil {
+	st.Listen = statusAddr(eff.Config.Server.Listen)
+	client := cmp.Or(m.Client, &http.Client{Timeout: time.Second})
+	var health struct{ Model string }
+	if st.DaemonErr = getJSON(ctx, client, st.Listen, "/health", "", &health); st.DaemonErr != nil {
+		return
+	}
+	st.Answered, st.HealthModel = true, health.Model
+	key, keyErr := "", error(nil)
+	if f := eff.Config.Server.APIKeysFile; f != "" {
+		var keys []string
+		if keys, keyErr = ReadAPIKeys(f); keyErr == nil {
 			key = keys[0]
 		}
 	}
-	client := cmp.Or(m.Client, &http.Client{Timeout: 3 * time.Second})
-	rep, err := FetchStatus(ctx, client, eff.Config.Server.Listen, key)
-	if err != nil {
-		return nil, err
+	var rep StatusReport
+	err = getJSON(ctx, client, st.Listen, statusPath, key, &rep)
+	var refused *httpStatusError
+	if errors.As(err, &refused) && refused.code == http.StatusUnauthorized {
+		switch f := eff.Config.Server.APIKeysFile; {
+		case keyErr != nil:
+			err = fmt.Errorf("it needs an API key, and %w: run sudo tfd status, or tfd status as a user who can read it", keyErr)
+		case key == "":
+			err = fmt.Errorf("it needs an API key, and %s names no server.api_keys_file (that tfd runs with another config)", m.Paths.ConfigFile())
+		default:
+			err = fmt.Errorf("it refused the first key of %s (that tfd runs with other keys)", f)
+		}
 	}
-	return &rep, nil
+	if err != nil {
+		st.DaemonErr = err
+		return
+	}
+	st.Daemon = &rep
+}
+
+// httpStatusError is an answer other than 200 OK.
+type httpStatusError struct {
+	url, status string
+	code        int
+}
+
+func (e *httpStatusError) Error() string { return e.url + " answered " + e.status }
+
+// getJSON fetches http://addr+path, with key as a bearer token when set, and decodes a 200
+// answer into v.
+func getJSON(ctx context.Context, client *http.Client, addr, path, key string, v any) error {
+	url := "http://" + addr + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("nothing answers at %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &httpStatusError{url: url, status: resp.Status, code: resp.StatusCode}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("read %s: %w", url, err)
+	}
+	return nil
 }
 
 func firstMatch(re *regexp.Regexp, s string) string {
@@ -89,24 +150,35 @@ func firstMatch(re *regexp.Regexp, s string) string {
 
 // Write prints the status for a person.
 func (st ServiceStatus) Write(w io.Writer) {
+	running := st.State == service.StatusRunning
 	switch {
-	case !st.Installed && st.State != service.StatusRunning:
-		fmt.Fprintf(w, "tfd is not installed (no %s): run tfd install\n", st.File)
-		return
-	case st.State != service.StatusRunning:
+	case running:
+		pid := ""
+		if st.PID > 0 {
+			pid = fmt.Sprintf(" (pid %d)", st.PID)
+		}
+		fmt.Fprintf(w, "tfd is installed (%s) and running%s\n", st.File, pid)
+		if st.Daemon == nil && !st.Answered {
+			fmt.Fprintf(w, "the daemon did not answer: %v\n", st.DaemonErr)
+			return
+		}
+	case st.Answered && st.Installed:
+		fmt.Fprintf(w, "tfd is installed (%s) but the service manager does not report it running; a tfd answers on %s%s\n",
+			st.File, st.Listen, st.pidText())
+	case st.Answered:
+		fmt.Fprintf(w, "tfd is running in the foreground (not installed as a service) on %s%s\n", st.Listen, st.pidText())
+	case st.Installed:
 		fmt.Fprintf(w, "tfd is installed (%s) and not running: tfd start\n", st.File)
 		return
-	}
-	pid := ""
-	if st.PID > 0 {
-		pid = fmt.Sprintf(" (pid %d)", st.PID)
-	}
-	fmt.Fprintf(w, "tfd is installed (%s) and running%s\n", st.File, pid)
-	if st.Daemon == nil {
-		fmt.Fprintf(w, "the daemon did not answer: %v\n", st.DaemonErr)
+	default:
+		fmt.Fprintf(w, "tfd is not installed (no %s): run tfd install\n", st.File)
 		return
 	}
 	d := st.Daemon
+	if d == nil {
+		fmt.Fprintf(w, "model %s; no status report: %v\n", st.HealthModel, st.DaemonErr)
+		return
+	}
 	fmt.Fprintf(w, "model %s on %s, %s since %s\n", d.Model, d.Backend, d.Status, d.Started.Format(time.DateTime))
 	fmt.Fprintf(w, "config %s, generation %d", cmp.Or(d.Config.File, "(none)"), d.Config.Generation)
 	if r := d.Config.LastReload; r.Outcome != "" {
@@ -118,4 +190,12 @@ func (st ServiceStatus) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "sessions %s: %d of %d in use, %d waiting\n", d.Host.Layout, d.Host.SessionsInUse, d.Host.Sessions, d.Host.Waiting)
 	fmt.Fprint(w, d.Plan.Text)
+}
+
+// pidText is " (pid N)" from the daemon's own report, or "" without one.
+func (st ServiceStatus) pidText() string {
+	if st.Daemon == nil || st.Daemon.PID == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (pid %d)", st.Daemon.PID)
 }

@@ -12,8 +12,11 @@ import (
 // launchdTemplate is tfd's LaunchdConfig: kardianos/service's template syntax ({{Key}},
 // {{Key | fn}}, {{if}}, {{range}}, no dotted fields) over the keys kardianos fills, with what
 // kardianos does not emit written in: ProcessType Interactive (no CPU and I/O throttling for an
-// inference daemon), ExitTimeOut for the graceful stop, ThrottleInterval, and the open-file
-// limit. StandardOutPath and StandardErrorPath both name tfd.log, so there is one log to find.
+// inference daemon), ExitTimeOut for the graceful stop, ThrottleInterval, the open-file limit,
+// the group and the umask. UserName and GroupName run tfd as _tfd, never root; Umask 027 (23)
+// keeps what it writes from others. StandardOutPath and StandardErrorPath both name tfd.log,
+// which tfd also opens itself (--log-file) to follow its rotation: launchd's descriptors catch
+// only what is printed before tfd has opened it.
 const launchdTemplate = `<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
 <plist version="1.0">
@@ -29,6 +32,12 @@ const launchdTemplate = `<?xml version="1.0" encoding="UTF-8"?>
 	<{{RunAtLoad}}/>
 	<key>KeepAlive</key>
 	<{{KeepAlive}}/>
+	<key>UserName</key>
+	<string>{{UserName | html}}</string>
+	<key>GroupName</key>
+	<string>{{UserName | html}}</string>
+	<key>Umask</key>
+	<integer>23</integer>
 	<key>ProcessType</key>
 	<string>Interactive</string>
 	<key>ExitTimeOut</key>
@@ -53,6 +62,17 @@ const launchdTemplate = `<?xml version="1.0" encoding="UTF-8"?>
 // systemdTemplate is tfd's SystemdScript, in kardianos/service's template syntax over the keys
 // it fills. Restart=always with a short RestartSec brings tfd back quickly after a crash;
 // TimeoutStopSec fits the graceful stop; output goes to the journal (journalctl -u tfd).
+//
+// tfd runs as a user systemd makes at each start (DynamicUser), in a read-only view of the
+// system: it writes only its StateDirectory (/var/lib/tfd, the working folder) and its
+// CacheDirectory (/var/cache/tfd, for prompt_cache.spill_dir), and home folders are hidden.
+// Left out on purpose, since each would cut the service off from an NVIDIA GPU: PrivateDevices
+// (hides /dev/nvidia*), ProtectClock and DeviceAllow (any device rule closes the device list),
+// ProcSubset=pid (hides /proc/driver/nvidia), MemoryDenyWriteExecute (CUDA's driver maps code
+// it compiles). SystemCallFilter and RestrictAddressFamilies are left out until tried against
+// the driver's ioctls and sockets on a GPU machine. No SupplementaryGroups either: the driver
+// makes /dev/nvidia* 0666 by default, video and render guard only /dev/dri, and a group the
+// machine lacks would keep the unit from starting.
 const systemdTemplate = `[Unit]
 Description={{Description}}
 ConditionFileIsExecutable={{Path | cmdEscape}}
@@ -66,6 +86,26 @@ RestartSec=5
 TimeoutStopSec=` + stopSecondsText + `
 KillSignal=SIGTERM
 LimitNOFILE={{LimitNOFILE}}
+DynamicUser=yes
+StateDirectory=tfd
+CacheDirectory=tfd
+UMask=0027
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+ProtectKernelLogs=yes
+ProtectHostname=yes
+ProtectProc=invisible
+RestrictSUIDSGID=yes
+RestrictRealtime=yes
+RestrictNamespaces=yes
+LockPersonality=yes
+SystemCallArchitectures=native
+CapabilityBoundingSet=
 
 [Install]
 WantedBy=multi-user.target
@@ -87,6 +127,7 @@ func renderLaunchd(c *service.Config, logFile string) (string, error) {
 		"WorkingDirectory":  c.WorkingDirectory,
 		"KeepAlive":         strconv.FormatBool(optionBool(c, "KeepAlive")),
 		"RunAtLoad":         strconv.FormatBool(optionBool(c, "RunAtLoad")),
+		"UserName":          c.UserName,
 		"StandardOutPath":   logFile,
 		"StandardErrorPath": logFile,
 	}

@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,16 @@ func (r *fakeRunner) Run(_ context.Context, name string, args ...string) (string
 		}
 	}
 	return "", nil
+}
+
+// Attach records the command as "attach: LINE" and prints its out value, as Run would answer.
+func (r *fakeRunner) Attach(ctx context.Context, _ io.Reader, stdout, _ io.Writer, name string, args ...string) error {
+	out, err := r.Run(ctx, name, args...)
+	r.mu.Lock()
+	r.cmds[len(r.cmds)-1] = "attach: " + r.cmds[len(r.cmds)-1]
+	r.mu.Unlock()
+	io.WriteString(stdout, out)
+	return err
 }
 
 func (r *fakeRunner) take() []string {
@@ -99,17 +110,21 @@ func TestPlist(t *testing.T) {
 		t.Fatalf("the plist does not parse: %v\n%s", err, text)
 	}
 	want := map[string]any{
-		"Label":              ServiceLabel,
-		"ProgramArguments":   []any{"/opt/homebrew/bin/tfd", "serve", "--config", "/opt/homebrew/etc/tfd/tfd.toml"},
+		"Label": ServiceLabel,
+		"ProgramArguments": []any{"/opt/homebrew/bin/tfd", "serve", "--config", "/opt/homebrew/etc/tfd/tfd.toml",
+			"--log-file", "/opt/homebrew/var/log/tfd/tfd.log"},
 		"RunAtLoad":          true,
 		"KeepAlive":          true,
+		"UserName":           "_tfd",
+		"GroupName":          "_tfd",
+		"Umask":              uint64(0o027),
 		"ProcessType":        "Interactive",
 		"ExitTimeOut":        uint64(serviceStopSeconds),
 		"ThrottleInterval":   uint64(10),
 		"SoftResourceLimits": map[string]any{"NumberOfFiles": uint64(65536)},
 		"WorkingDirectory":   "/opt/homebrew/var/tfd",
-		"StandardOutPath":    "/opt/homebrew/var/log/tfd.log",
-		"StandardErrorPath":  "/opt/homebrew/var/log/tfd.log",
+		"StandardOutPath":    "/opt/homebrew/var/log/tfd/tfd.log",
+		"StandardErrorPath":  "/opt/homebrew/var/log/tfd/tfd.log",
 	}
 	for key, w := range want {
 		if !reflect.DeepEqual(got[key], w) {
@@ -133,7 +148,7 @@ func TestPlistEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got struct{ ProgramArguments []string }
-	if _, err := plist.Unmarshal([]byte(text), &got); err != nil || got.ProgramArguments[0] != "/Users/a&b/<tfd>" ||
+	if _, err := plist.Unmarshal([]byte(text), &got); err != nil || got.ProgramArguments[0] != "/tmp/it's/usr/local/bin/tfd" ||
 		got.ProgramArguments[3] != "/tmp/it's/opt/homebrew/etc/tfd/tfd.toml" {
 		t.Errorf("arguments %q (%v)", got.ProgramArguments, err)
 	}
@@ -156,7 +171,28 @@ func TestUnit(t *testing.T) {
 		"Service.TimeoutStopSec":         "30",
 		"Service.KillSignal":             "SIGTERM",
 		"Service.LimitNOFILE":            "65536",
-		"Install.WantedBy":               "multi-user.target",
+		// Unprivileged, in a read-only view of the system; the GPU's devices stay reachable.
+		"Service.DynamicUser":             "yes",
+		"Service.StateDirectory":          "tfd",
+		"Service.CacheDirectory":          "tfd",
+		"Service.UMask":                   "0027",
+		"Service.NoNewPrivileges":         "yes",
+		"Service.ProtectSystem":           "strict",
+		"Service.ProtectHome":             "yes",
+		"Service.PrivateTmp":              "yes",
+		"Service.ProtectKernelTunables":   "yes",
+		"Service.ProtectKernelModules":    "yes",
+		"Service.ProtectControlGroups":    "yes",
+		"Service.ProtectKernelLogs":       "yes",
+		"Service.ProtectHostname":         "yes",
+		"Service.ProtectProc":             "invisible",
+		"Service.RestrictSUIDSGID":        "yes",
+		"Service.RestrictRealtime":        "yes",
+		"Service.RestrictNamespaces":      "yes",
+		"Service.LockPersonality":         "yes",
+		"Service.SystemCallArchitectures": "native",
+		"Service.CapabilityBoundingSet":   "",
+		"Install.WantedBy":                "multi-user.target",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("unit:\n%v\nwant\n%v", got, want)
@@ -188,51 +224,111 @@ func parseUnit(t *testing.T, text string) map[string]string {
 	return out
 }
 
-// newTestManager installs into a temporary root with a recording runner.
+// newTestManager installs into a temporary root with a recording runner. The binary it
+// installs is a small file outside the root; the temporary folder whose builds it refuses is
+// one of the root's, since every test file lies under os.TempDir(). Its client reaches no
+// daemon, so a tfd serving on this machine does not change what status says.
 func newTestManager(t *testing.T, p ServicePlatform, r *fakeRunner) (*ServiceManager, *bytes.Buffer) {
 	t.Helper()
 	goos := map[ServicePlatform]string{Launchd: "darwin", Systemd: "linux"}[p]
+	root := t.TempDir()
+	// The service user passes through the folders above the test's files, as through / and
+	// /opt on a real machine (t.TempDir makes them 0700).
+	os.Chmod(filepath.Dir(root), 0o755)
+	os.Chmod(root, 0o755)
+	src := filepath.Join(t.TempDir(), "tfd")
+	os.WriteFile(src, []byte("#!tfd, built\n"), 0o700)
 	out := &bytes.Buffer{}
-	return &ServiceManager{Platform: p, Paths: DefaultServicePaths(goos, "arm64", "/opt/homebrew/bin/tfd").Under(t.TempDir()),
-		Runner: r, DefaultConfig: []byte("# the default\n"), Out: out}, out
+	return &ServiceManager{Platform: p, Paths: DefaultServicePaths(goos, "arm64", src).Under(root),
+		Runner: r, DefaultConfig: []byte("# the default\n"), Out: out, TempDir: filepath.Join(root, "tmp"),
+		Client: &http.Client{Transport: noDaemon{}}}, out
+}
+
+// noDaemon is a transport to no daemon at all.
+type noDaemon struct{}
+
+func (noDaemon) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused (test)")
+}
+
+// macUsers is what dscl lists on a test Mac: uid 499 and gid 498 are taken, so _tfd gets 497.
+func macUsers() map[string]string {
+	return map[string]string{
+		"dscl . -list /Users UniqueID":        "_www  70\nroot 0\n_taken 499\nalice 501\n",
+		"dscl . -list /Groups PrimaryGroupID": "admin 80\n_taken 498\nwheel 0\n",
+	}
+}
+
+// makeUserCmds are the commands that make _tfd with ids 497.
+var makeUserCmds = []string{
+	"dscl . -read /Users/_tfd UniqueID",
+	"dscl . -read /Groups/_tfd PrimaryGroupID",
+	"dscl . -list /Users UniqueID",
+	"dscl . -list /Groups PrimaryGroupID",
+	"dscl . -create /Groups/_tfd",
+	"dscl . -create /Groups/_tfd PrimaryGroupID 497",
+	"dscl . -create /Groups/_tfd RealName tfd service",
+	"dscl . -create /Groups/_tfd Password *",
+	"dscl . -create /Users/_tfd",
+	"dscl . -create /Users/_tfd UniqueID 497",
+	"dscl . -create /Users/_tfd PrimaryGroupID 497",
+	"dscl . -create /Users/_tfd UserShell /usr/bin/false",
+	"dscl . -create /Users/_tfd NFSHomeDirectory /var/empty",
+	"dscl . -create /Users/_tfd RealName tfd service",
+	"dscl . -create /Users/_tfd Password *",
+	"dscl . -create /Users/_tfd IsHidden 1",
 }
 
 func TestInstallLaunchd(t *testing.T) {
-	r := &fakeRunner{fail: map[string]bool{"launchctl print": true}}
+	r := &fakeRunner{fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, out: macUsers()}
 	m, out := newTestManager(t, Launchd, r)
 	ctx := context.Background()
 	if err := m.Install(ctx); err != nil {
 		t.Fatal(err)
 	}
 	plistFile := m.Paths.ServiceFile(Launchd)
-	want := []string{"launchctl print system/dev.tfd.tfd", "launchctl bootstrap system " + plistFile}
+	want := append(slices.Clone(makeUserCmds),
+		"chown 0:0 "+filepath.Join(filepath.Dir(m.Paths.Executable), ".tfd.install"),
+		"chown 497:497 "+m.Paths.WorkingDir,
+		"chown 497:80 "+m.Paths.LogDir,
+		"chown -h 497:80 "+m.Paths.LogFile(),
+		"launchctl print system/dev.tfd.tfd", "launchctl bootstrap system "+plistFile)
 	if got := r.take(); !reflect.DeepEqual(got, want) {
-		t.Errorf("install ran %q, want %q", got, want)
+		t.Errorf("install ran\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	checkFile(t, m.Paths.ConfigFile(), "# the default\n")
 	written, _ := os.ReadFile(plistFile)
 	if rendered, _ := m.Render(); string(written) != rendered {
 		t.Error("the installed plist differs from Render")
 	}
-	for _, d := range []string{m.Paths.WorkingDir, m.Paths.LogDir} {
-		if info, err := os.Stat(d); err != nil || !info.IsDir() {
-			t.Errorf("install did not create %s: %v", d, err)
+	if !strings.Contains(string(written), "<string>"+m.Paths.Executable+"</string>") {
+		t.Errorf("the plist does not run the installed binary %s", m.Paths.Executable)
+	}
+	checkFile(t, m.Paths.NewsyslogFile(), `# tfd's log, written by tfd install and removed by tfd uninstall: rotate past 10 MB, keep 5
+# gzipped archives (Z). tfd opens tfd.log again by itself once it has been moved, so no signal (N).
+# logfile	owner:group	mode	count	size(KB)	when	flags
+`+m.Paths.LogFile()+"\t_tfd:admin\t640\t5\t10240\t*\tNZ\n")
+	for _, want := range []string{m.Paths.LogFile(), "the service runs as _tfd (uid 497, gid 497)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("install did not say %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(out.String(), m.Paths.LogFile()) {
-		t.Errorf("install did not say where the log is:\n%s", out)
-	}
 
-	// Installed and loaded: a second install replaces the plist, keeps the edited config.
+	// Installed and loaded: a second install keeps the user and the edited config, and
+	// replaces the plist.
 	r.fail = nil
+	r.out = map[string]string{"dscl . -read /Users/_tfd": "UniqueID: 497\n", "dscl . -read /Groups/_tfd": "PrimaryGroupID: 497\n"}
 	os.WriteFile(m.Paths.ConfigFile(), []byte("# edited\n"), 0o644)
 	if err := m.Install(ctx); err != nil {
 		t.Fatal(err)
 	}
 	checkFile(t, m.Paths.ConfigFile(), "# edited\n")
-	want = []string{"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd", "launchctl bootstrap system " + plistFile}
+	want = []string{"dscl . -read /Users/_tfd UniqueID", "dscl . -read /Groups/_tfd PrimaryGroupID",
+		"chown 0:0 " + filepath.Join(filepath.Dir(m.Paths.Executable), ".tfd.install"),
+		"chown 497:497 " + m.Paths.WorkingDir, "chown 497:80 " + m.Paths.LogDir, "chown -h 497:80 " + m.Paths.LogFile(),
+		"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd", "launchctl bootstrap system " + plistFile}
 	if got := r.take(); !reflect.DeepEqual(got, want) {
-		t.Errorf("reinstall ran %q, want %q", got, want)
+		t.Errorf("reinstall ran\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
 	verbs := []struct {
@@ -242,7 +338,8 @@ func TestInstallLaunchd(t *testing.T) {
 		{m.Restart, []string{"launchctl print system/dev.tfd.tfd", "launchctl kickstart -k system/dev.tfd.tfd"}},
 		{m.Start, []string{"launchctl print system/dev.tfd.tfd", "launchctl kickstart system/dev.tfd.tfd"}},
 		{m.Stop, []string{"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd"}},
-		{m.Uninstall, []string{"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd"}},
+		{m.Uninstall, []string{"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd",
+			"dscl . -read /Users/_tfd", "dscl . -delete /Users/_tfd", "dscl . -read /Groups/_tfd", "dscl . -delete /Groups/_tfd"}},
 	}
 	for i, v := range verbs {
 		if err := v.run(ctx); err != nil {
@@ -252,15 +349,54 @@ func TestInstallLaunchd(t *testing.T) {
 			t.Errorf("verb %d ran %q, want %q", i, got, v.want)
 		}
 	}
-	if _, err := os.Stat(plistFile); !os.IsNotExist(err) {
-		t.Errorf("uninstall left the plist: %v", err)
+	for _, gone := range []string{plistFile, m.Paths.NewsyslogFile()} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("uninstall left %s: %v", gone, err)
+		}
 	}
 	checkFile(t, m.Paths.ConfigFile(), "# edited\n")
-	if !strings.Contains(out.String(), "left in place: the config") {
+	if !strings.Contains(out.String(), "left in place: the binary") {
 		t.Errorf("uninstall did not say what it left:\n%s", out)
 	}
 	if err := m.Start(ctx); err == nil || !strings.Contains(err.Error(), "run tfd install") {
 		t.Errorf("start after uninstall: %v", err)
+	}
+}
+
+// TestServiceUserKept: an install finds _tfd made before and makes nothing; without a free id
+// it says what to do.
+func TestServiceUserIDs(t *testing.T) {
+	used := map[int]bool{}
+	for id := serviceIDLow; id <= serviceIDHigh; id++ {
+		used[id] = true
+	}
+	if _, err := freeID(used, nil); err == nil || !strings.Contains(err.Error(), "make _tfd yourself with dscl") {
+		t.Errorf("no free id: %v", err)
+	}
+	delete(used, 350)
+	if id, err := freeID(used, map[int]bool{}); id != 350 || err != nil {
+		t.Errorf("freeID = %d, %v; want 350", id, err)
+	}
+	// A group made before and no user: the user takes the group's id when it is free.
+	r := &fakeRunner{fail: map[string]bool{"dscl . -read /Users": true},
+		out: map[string]string{"dscl . -read /Groups/_tfd PrimaryGroupID": "PrimaryGroupID: 420\n",
+			"dscl . -list": "root 0\n"}}
+	m, _ := newTestManager(t, Launchd, r)
+	ids, err := m.ensureUser(context.Background())
+	if err != nil || ids != (serviceIDs{420, 420}) {
+		t.Errorf("ensureUser = %v, %v; want 420/420", ids, err)
+	}
+	if got := r.take(); slices.Contains(got, "dscl . -create /Groups/_tfd") || !slices.Contains(got, "dscl . -create /Users/_tfd UniqueID 420") {
+		t.Errorf("ran %q", got)
+	}
+	// A step that fails takes the half-made record out again.
+	r = &fakeRunner{fail: map[string]bool{"dscl . -read": true, "dscl . -create /Users/_tfd UserShell": true}, out: macUsers()}
+	m.Runner = r
+	if _, err := m.ensureUser(context.Background()); err == nil || !strings.Contains(err.Error(), "removed it again") {
+		t.Errorf("ensureUser with dscl failing: %v", err)
+	}
+	if got := r.take(); got[len(got)-1] != "dscl . -delete /Users/_tfd" {
+		t.Errorf("the failed user was not removed: %q", got)
 	}
 }
 
@@ -271,9 +407,14 @@ func TestInstallSystemd(t *testing.T) {
 	if err := m.Install(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"systemctl daemon-reload", "systemctl enable tfd.service", "systemctl restart tfd.service"}
+	want := []string{"chown 0:0 " + filepath.Join(filepath.Dir(m.Paths.Executable), ".tfd.install"),
+		"systemctl daemon-reload", "systemctl enable tfd.service", "systemctl restart tfd.service"}
 	if got := r.take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("install ran %q, want %q", got, want)
+	}
+	// systemd makes the working folder itself (StateDirectory), owned by the DynamicUser.
+	if _, err := os.Stat(m.Paths.WorkingDir); !os.IsNotExist(err) {
+		t.Errorf("install made %s (%v), which is systemd's to make", m.Paths.WorkingDir, err)
 	}
 	for _, v := range []struct {
 		run  func(context.Context) error
@@ -309,22 +450,10 @@ func TestInstallKeepsSymlinkedConfig(t *testing.T) {
 }
 
 func TestServiceStatus(t *testing.T) {
-	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != statusPath {
-			http.NotFound(w, r)
-			return
-		}
-		if !hasKey(r, []string{"sk-status"}) { // the daemon has keys: tfd status reads one
-			writeUnauthorized(w)
-			return
-		}
-		var rep StatusReport
-		rep.Status, rep.Model, rep.Config.Generation, rep.Plan.Text = "serving", "gopher", 3, "memory plan\n  limit ...\n"
-		writeJSON(w, http.StatusOK, rep)
-	}))
-	defer daemon.Close()
+	daemon := fakeDaemon(t, "sk-status")
 	r := &fakeRunner{out: map[string]string{"launchctl print": "system/dev.tfd.tfd = {\n\tstate = running\n\tpid = 4242\n}"}}
 	m, _ := newTestManager(t, Launchd, r)
+	m.Client = nil
 	os.MkdirAll(m.Paths.ConfigDir, 0o755)
 	keys := filepath.Join(m.Paths.ConfigDir, "keys")
 	os.WriteFile(keys, []byte("# tfd status uses the first\nsk-status\nsk-other\n"), 0o600)
@@ -342,8 +471,13 @@ func TestServiceStatus(t *testing.T) {
 	}
 	r.out = nil
 	r.fail = map[string]bool{"launchctl print": true}
+	daemon.Close()
 	var b bytes.Buffer
-	m.Status(context.Background()).Write(&b)
+	if st := m.Status(context.Background()); st.Answered {
+		t.Errorf("a closed daemon answered: %+v", st)
+	} else {
+		st.Write(&b)
+	}
 	if !strings.Contains(b.String(), "not installed") {
 		t.Errorf("status says %q", &b)
 	}

@@ -25,8 +25,8 @@ func TestBench(t *testing.T) {
 	}
 	for _, bad := range [][]string{{"bench", "--streams", "0"}, {"bench", "--streams", "x"}, {"bench", "--tokens", "0"}} {
 		stderr.Reset()
-		if code := run(bad, &stdout, &stderr); code == 0 {
-			t.Errorf("tfd %v succeeded", bad)
+		if code := run(bad, &stdout, &stderr); code != exitUsage {
+			t.Errorf("tfd %v: exit %d, want %d (a usage error)\n%s", bad, code, exitUsage, &stderr)
 		}
 	}
 }

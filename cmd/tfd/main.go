@@ -4,11 +4,11 @@
 //	tfd config [the same flags]   print the effective config and where each value came from
 //	tfd plan [the same flags]     print the memory plan without loading the model
 //	tfd install | uninstall | start | stop | restart | status   the system service
+//	tfd logs [-n N] [--no-follow]   follow the service's log
 //	tfd version
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,7 +39,10 @@ Usage:
   tfd install           install and start the system service (launchd on macOS, systemd on Linux)
   tfd uninstall         stop and remove the service; the config and models stay
   tfd start | stop | restart
-  tfd status            installed? running? the model, config generation and memory plan
+  tfd status            installed? running (or serving in the foreground)? the model, config
+                        generation and memory plan
+  tfd logs [flags]      print the service's last lines and follow its log (-n N lines first,
+                        default 10; --no-follow to stop there)
   tfd version           print the version
 
 Flags of serve, config, plan and bench:
@@ -47,6 +50,10 @@ Flags of serve, config, plan and bench:
   --listen ADDR         server.listen, e.g. 127.0.0.1:8417
   --model PATH          model.path, a Hugging Face model folder (default: the bundled model)
   --parallel N|auto     sessions.parallel
+
+Flags of serve (beside those above):
+  --log-file FILE       log to FILE rather than standard error, following it when log rotation
+                        moves it away (the LaunchDaemon runs tfd so)
 
 Flags of bench (beside those above):
   --streams LIST        concurrent replies per run (default 1,4,16)
@@ -85,6 +92,8 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 		return bench(args[1:], stdout, stderr)
 	case "install", "uninstall", "start", "stop", "restart", "status":
 		return serviceCommand(args[0], args[1:], stdout, stderr, newManager)
+	case "logs":
+		return logs(args[1:], stdout, stderr, newManager)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0
@@ -118,8 +127,6 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective,
 // loadConfigWith is loadConfig for a command with flags of its own, which extra defines.
 func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*daemon.Effective, daemon.Sources, int) {
 	fs := flag.NewFlagSet("tfd "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath()) }
 	if extra != nil {
 		extra(fs)
 	}
@@ -128,15 +135,8 @@ func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*fla
 	for name, key := range shortcuts {
 		fs.String(name, "", key)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, daemon.Sources{}, 0
-		}
-		return nil, daemon.Sources{}, exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "tfd %s: unexpected argument %q\n", cmd, fs.Arg(0))
-		return nil, daemon.Sources{}, exitUsage
+	if code, done := parseFlags(cmd, fs, args, stderr); done {
+		return nil, daemon.Sources{}, code
 	}
 	src := daemon.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
 	if src.File == "" {

@@ -26,6 +26,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"plan", "--listen", "nowhere"}, code: exitUsage, stderr: "server.listen"},
 		{args: []string{"version"}, code: 0, stdout: "tfd "},
 		{args: []string{"help"}, code: 0, stdout: "tfd serve"},
+		{args: []string{"help"}, code: 0, stdout: "--log-file FILE"},
 		{args: []string{"config", "--config", config, "--parallel", "3"}, code: 0,
 			stdout: "grow = 512      # file " + config},
 		{args: []string{"config", "--config", config, "--parallel", "3"}, code: 0, stdout: `parallel = "3"  # flag --parallel`},
@@ -33,11 +34,24 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"config", "--listen", "nowhere"}, code: exitUsage, stderr: `tfd: config: server.listen = "nowhere" (flag --listen)`},
 		{args: []string{"serve", "--bogus"}, code: exitUsage, stderr: "flag provided but not defined"},
 		{args: []string{"serve", "extra"}, code: exitUsage, stderr: `unexpected argument "extra"`},
+		// Every bad flag value is a usage error: exit 2, one line naming the flag and what it takes.
+		{args: []string{"bench", "--tokens", "-1"}, code: exitUsage,
+			stderr: `tfd bench: invalid value "-1" for flag -tokens: want a whole number of tokens, 1 or more`},
+		{args: []string{"bench", "--prompt", "x"}, code: exitUsage,
+			stderr: `tfd bench: invalid value "x" for flag -prompt: want a whole number of tokens, 1 or more`},
+		{args: []string{"bench", "--streams", "1,0"}, code: exitUsage,
+			stderr: `tfd bench: invalid value "1,0" for flag -streams: want whole numbers of 1 or more separated by commas`},
+		{args: []string{"bench", "--tokens"}, code: exitUsage, stderr: "tfd bench: flag needs an argument: -tokens"},
+		{args: []string{"logs", "-n", "-1"}, code: exitUsage,
+			stderr: `tfd logs: invalid value "-1" for flag -n: want a whole number of lines, 0 or more`},
+		{args: []string{"logs", "now"}, code: exitUsage, stderr: `tfd logs: unexpected argument "now"`},
+		{args: []string{"plan", "-h"}, code: 0, stderr: "Usage:"},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer
 		code := runWith(tc.args, &stdout, &stderr, fakeManager(t, nil))
-		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) ||
+			(code == exitUsage && !strings.Contains(stderr.String(), "Usage:") && strings.Count(stderr.String(), "\n") != 1) {
 			t.Errorf("tfd %q: exit %d, want %d\nstdout: %s\nstderr: %s", tc.args, code, tc.code, stdout.String(), stderr.String())
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,11 +13,25 @@ import (
 	"tfd/daemon"
 )
 
-// serve runs the daemon until SIGINT or SIGTERM, then stops gracefully and exits 0.
+// serve runs the daemon until SIGINT or SIGTERM, then stops gracefully and exits 0. With
+// --log-file it logs to that file, and follows it when log rotation moves it away: the
+// LaunchDaemon's way, since launchd's own log descriptors would keep writing to the moved file.
 func serve(args []string, stderr io.Writer) int {
-	eff, src, code := loadConfig("serve", args, stderr)
+	var logFile string
+	eff, src, code := loadConfigWith("serve", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&logFile, "log-file", "", "log to this file, following its rotation")
+	})
 	if eff == nil {
 		return code
+	}
+	if logFile != "" {
+		f, err := daemon.OpenLogFile(logFile, true)
+		if err != nil {
+			report(stderr, err)
+			return exitFailure
+		}
+		defer f.Close()
+		stderr = f
 	}
 	logger, level := daemon.NewLeveledLogger(stderr)
 	logger.Info("starting", "version", version(), "config", cmp.Or(eff.File, "(none)"), "pid", os.Getpid())

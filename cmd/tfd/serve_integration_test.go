@@ -227,9 +227,9 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// startServer builds tfd and starts `tfd serve` on a free port with config as its config file
-// and no TFD_* variables, then waits for /health.
-func startServer(t *testing.T, configText string) *server {
+// startServer builds tfd and starts `tfd serve` on a free port with config as its config file,
+// the flags extra and no TFD_* variables, then waits for /health.
+func startServer(t *testing.T, configText string, extra ...string) *server {
 	t.Helper()
 	bin, err := buildOnce()
 	if err != nil {
@@ -240,7 +240,7 @@ func startServer(t *testing.T, configText string) *server {
 		t.Fatal(err)
 	}
 	s := &server{addr: freeAddr(t), exited: make(chan error, 1), log: &syncBuffer{}}
-	s.cmd = exec.Command(bin, "serve", "--config", config, "--listen", s.addr)
+	s.cmd = exec.Command(bin, append([]string{"serve", "--config", config, "--listen", s.addr}, extra...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "TFD_") {
 			s.cmd.Env = append(s.cmd.Env, kv)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"tfd/configs"
@@ -42,7 +43,7 @@ func serviceCommand(cmd string, args []string, stdout, stderr io.Writer, newMana
 	case "status":
 		st := m.Status(ctx)
 		st.Write(stdout)
-		if !st.Installed {
+		if !st.Installed && !st.Answered {
 			return exitFailure
 		}
 		return 0
@@ -58,16 +59,20 @@ func serviceCommand(cmd string, args []string, stdout, stderr io.Writer, newMana
 }
 
 // newServiceManager is the real service manager: this machine's service manager, the default
-// paths, this binary. Every command but status changes system state, so it needs root.
+// paths, this binary (symlinks resolved, so that a Homebrew link is seen for its Cellar file).
+// Every command but status and logs changes system state, so it needs root.
 func newServiceManager(cmd string, stdout io.Writer) (*daemon.ServiceManager, error) {
 	platform, err := daemon.PlatformFor(runtime.GOOS)
 	if err != nil {
 		return nil, err
 	}
-	if cmd != "status" && os.Geteuid() != 0 {
+	if cmd != "status" && cmd != "logs" && os.Geteuid() != 0 {
 		return nil, fmt.Errorf("tfd %s changes the system's services and needs root: sudo tfd %s", cmd, cmd)
 	}
 	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("find this program's path for the service: %w", err)
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +44,24 @@ func (r *recorder) Run(_ context.Context, name string, args ...string) (string, 
 	return "", nil
 }
 
+// Attach records the command as "attach: LINE" and prints its out value.
+func (r *recorder) Attach(ctx context.Context, _ io.Reader, stdout, _ io.Writer, name string, args ...string) error {
+	out, err := r.Run(ctx, name, args...)
+	r.mu.Lock()
+	r.cmds[len(r.cmds)-1] = "attach: " + r.cmds[len(r.cmds)-1]
+	r.mu.Unlock()
+	io.WriteString(stdout, out)
+	return err
+}
+
+// noDaemon is a transport to no daemon, so that a tfd serving on this machine does not change
+// what status says.
+type noDaemon struct{}
+
+func (noDaemon) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused (test)")
+}
+
 // fakeManager returns a managerFunc for systemd rooted in a temporary folder.
 func fakeManager(t *testing.T, rec *recorder) managerFunc {
 	root := t.TempDir()
@@ -54,12 +75,13 @@ func fakeManager(t *testing.T, rec *recorder) managerFunc {
 			Runner:        rec,
 			DefaultConfig: configs.Default,
 			Out:           stdout,
+			Client:        &http.Client{Transport: noDaemon{}},
 		}, nil
 	}
 }
 
 func TestServiceCommands(t *testing.T) {
-	rec := &recorder{fail: map[string]bool{"systemctl is-active": true}}
+	rec := &recorder{fail: map[string]bool{"systemctl is-active": true}, out: map[string]string{"journalctl": "a journal line\n"}}
 	newManager := fakeManager(t, rec)
 	m, _ := newManager("", io.Discard)
 	steps := []struct {
@@ -71,7 +93,8 @@ func TestServiceCommands(t *testing.T) {
 		{[]string{"status"}, 0, "installed"},
 		{[]string{"restart"}, 0, "restart done"},
 		{[]string{"install"}, 0, "kept the config"},
-		{[]string{"uninstall"}, 0, "left in place: the config"},
+		{[]string{"logs", "-n", "3", "--no-follow"}, 0, "a journal line"},
+		{[]string{"uninstall"}, 0, "left in place: the binary"},
 		{[]string{"status"}, exitFailure, "not installed"},
 	}
 	for _, s := range steps {
@@ -89,5 +112,8 @@ func TestServiceCommands(t *testing.T) {
 	want := []string{"systemctl daemon-reload", "systemctl enable tfd.service", "systemctl restart tfd.service"}
 	if got := strings.Join(rec.cmds[:3], "|"); got != strings.Join(want, "|") {
 		t.Errorf("install ran %q, want %q", rec.cmds[:3], want)
+	}
+	if !slices.Contains(rec.cmds, "attach: journalctl -u tfd.service -n 3 --no-pager") {
+		t.Errorf("logs did not run journalctl: %q", rec.cmds)
 	}
 }

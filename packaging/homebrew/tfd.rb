@@ -25,7 +25,9 @@ class Tfd < Formula
       The config is #{etc}/tfd/tfd.toml; tfd applies edits while it runs.
       Start it at boot as a LaunchDaemon:   sudo tfd install
       or for your user with Homebrew:       brew services start tfd
-      The API: http://127.0.0.1:8417/v1 (the log: #{var}/log/tfd.log)
+      The API: http://127.0.0.1:8417/v1
+      The log: #{var}/log/tfd.log under brew services, #{var}/log/tfd/tfd.log as a
+      LaunchDaemon (tfd logs follows it; the LaunchDaemon runs as the _tfd user it makes)
     EOS
   end
 

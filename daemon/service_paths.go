@@ -1,0 +1,100 @@
+package daemon
+
+import "path/filepath"
+
+// ServicePaths are the files and folders the service layer reads and writes.
+type ServicePaths struct {
+	// ServiceDir holds the plist (/Library/LaunchDaemons) or the unit (/etc/systemd/system).
+	ServiceDir string
+	// ConfigDir holds tfd.toml; a folder of its own, since tfd watches it.
+	ConfigDir string
+	// LogDir holds tfd.log under launchd: a folder of its own that the service user owns, so
+	// tfd can make the file again after newsyslog has rotated it. systemd logs to the journal
+	// and ignores it.
+	LogDir string
+	// WorkingDir is the service's working directory (under systemd, its StateDirectory).
+	WorkingDir string
+	// NewsyslogDir holds newsyslog's entry for tfd.log (/etc/newsyslog.d); empty under systemd.
+	NewsyslogDir string
+	// Executable is the tfd binary the service runs: a fixed, root-owned place, never the
+	// build that ran install.
+	Executable string
+	// Source is the binary Install copies to Executable: the running tfd. Empty when
+	// Executable already is that binary (Homebrew's link into its Cellar, or an installed
+	// /usr/local/bin/tfd running install again).
+	Source string
+}
+
+// ServiceFile returns the path of the plist or unit.
+func (p ServicePaths) ServiceFile(platform ServicePlatform) string {
+	if platform == Launchd {
+		return filepath.Join(p.ServiceDir, ServiceLabel+".plist")
+	}
+	return filepath.Join(p.ServiceDir, ServiceUnit)
+}
+
+// ConfigFile returns the path of tfd.toml.
+func (p ServicePaths) ConfigFile() string { return filepath.Join(p.ConfigDir, "tfd.toml") }
+
+// LogFile returns the path of tfd.log.
+func (p ServicePaths) LogFile() string { return filepath.Join(p.LogDir, "tfd.log") }
+
+// NewsyslogFile returns the path of newsyslog's entry for tfd.log.
+func (p ServicePaths) NewsyslogFile() string { return filepath.Join(p.NewsyslogDir, "tfd.conf") }
+
+// HomebrewPrefix returns Homebrew's prefix on goarch: /opt/homebrew on Apple silicon, else
+// /usr/local.
+func HomebrewPrefix(goarch string) string {
+	if goarch == "arm64" {
+		return "/opt/homebrew"
+	}
+	return "/usr/local"
+}
+
+// DefaultServicePaths returns the paths of a service install on goos/goarch for the running
+// binary at running (symlinks resolved; empty when only the other paths matter): on macOS
+// under Homebrew's prefix (etc/tfd, var/log/tfd, var/tfd), on Linux in /etc/tfd and
+// /var/lib/tfd. The binary the service runs is fixed: see serviceBinary.
+func DefaultServicePaths(goos, goarch, running string) ServicePaths {
+	exe, source := serviceBinary(goos, running)
+	if goos == "darwin" {
+		prefix := HomebrewPrefix(goarch)
+		return ServicePaths{
+			ServiceDir:   "/Library/LaunchDaemons",
+			ConfigDir:    filepath.Join(prefix, "etc", "tfd"),
+			LogDir:       filepath.Join(prefix, "var", "log", "tfd"),
+			WorkingDir:   filepath.Join(prefix, "var", "tfd"),
+			NewsyslogDir: "/etc/newsyslog.d",
+			Executable:   exe,
+			Source:       source,
+		}
+	}
+	return ServicePaths{
+		ServiceDir: "/etc/systemd/system",
+		ConfigDir:  "/etc/tfd",
+		LogDir:     "/var/log",
+		WorkingDir: "/var/lib/tfd",
+		Executable: exe,
+		Source:     source,
+	}
+}
+
+// Under returns p with every path it writes moved below root, for tests; Source, which it only
+// reads, stays.
+func (p ServicePaths) Under(root string) ServicePaths {
+	join := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return filepath.Join(root, s)
+	}
+	return ServicePaths{
+		ServiceDir:   join(p.ServiceDir),
+		ConfigDir:    join(p.ConfigDir),
+		LogDir:       join(p.LogDir),
+		WorkingDir:   join(p.WorkingDir),
+		NewsyslogDir: join(p.NewsyslogDir),
+		Executable:   join(p.Executable),
+		Source:       p.Source,
+	}
+}
