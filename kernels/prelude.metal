@@ -4,14 +4,17 @@
 #include <metal_stdlib>
 using namespace metal;
 
-// Threads: the generator appends tfd_group, tfd_local and tfd_size to every kernel's parameters.
-// Apple GPUs run SIMD groups of 32, the width LANE and WARP assume.
+// Threads: the generator appends to a kernel's parameters the thread-position arguments its body
+// reads (tfd_group, tfd_local, tfd_size, tfd_lane, tfd_simd; kernels.go). LANE and WARP are
+// Metal's own SIMD-group indices, not derived from the thread index; the kernels' butterflies and
+// per-warp slots still assume SIMD groups of 32, as on every Apple GPU, so a backend must check
+// that a pipeline's threadExecutionWidth is 32.
 #define GROUP_X ((int)tfd_group.x)
 #define GROUP_Y ((int)tfd_group.y)
 #define LOCAL_X ((int)tfd_local.x)
 #define GROUP_SIZE_X ((int)tfd_size.x)
-#define LANE (LOCAL_X & 31)
-#define WARP (LOCAL_X >> 5)
+#define LANE ((int)tfd_lane)
+#define WARP ((int)tfd_simd)
 
 // Memory and synchronisation.
 #define GLOBAL device
