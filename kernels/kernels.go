@@ -96,7 +96,7 @@ func CUDA() string {
 
 // Metal returns the whole Metal Shading Language source: the prelude, common.h and every kernel.
 // It has not yet been compiled by Apple's compiler; the package's tests compile it with clang
-// against a shim (see README.md, "What is verified").
+// against a shim and run every kernel on the CPU (see README.md, "What is verified").
 func Metal() string {
 	return emit("prelude.metal", metalSignature)
 }
