@@ -95,7 +95,8 @@ func CUDA() string {
 }
 
 // Metal returns the whole Metal Shading Language source: the prelude, common.h and every kernel.
-// It has never been compiled by Metal's compiler (see README.md).
+// It has not yet been compiled by Apple's compiler; the package's tests compile it with clang
+// against a shim and run every kernel on the CPU (see README.md, "What is verified").
 func Metal() string {
 	return emit("prelude.metal", metalSignature)
 }
@@ -138,7 +139,7 @@ func cudaSignature(k Kernel) string {
 }
 
 // metalSignature binds parameter i to [[buffer(i)]]: scalars are set with setBytes, buffers with
-// setBuffer, in declaration order.
+// setBuffer, in declaration order. The thread-position arguments follow.
 func metalSignature(k Kernel) string {
 	params := make([]string, 0, len(k.Params)+3)
 	for i, p := range k.Params {
@@ -155,17 +156,36 @@ func metalSignature(k Kernel) string {
 		}
 		params = append(params, fmt.Sprintf("%s [[buffer(%d)]]", s, i))
 	}
-	params = append(params,
-		"uint3 tfd_group [[threadgroup_position_in_grid]]",
-		"uint3 tfd_local [[thread_position_in_threadgroup]]",
-		"uint3 tfd_size [[threads_per_threadgroup]]")
+	body := commentRE.ReplaceAllString(k.Body, "")
+	for _, a := range metalThreadArgs {
+		if a.uses.MatchString(body) {
+			params = append(params, a.param)
+		}
+	}
 	return fmt.Sprintf("[[max_total_threads_per_threadgroup(%d)]] kernel void %s(%s)", k.Threads, k.Name, strings.Join(params, ", "))
+}
+
+// metalThreadArgs are the thread-position arguments a Metal kernel may take, each with the dialect
+// names (prelude.metal) that read it. A kernel gets only those its body uses: Metal would accept
+// the rest, but an unused parameter is a warning, and the MSL checks build with -Werror. Lane and
+// SIMD-group indices come from Metal's own attributes rather than from the thread index, so they
+// stay right whatever the SIMD width (the kernels still assume 32; see README.md).
+var metalThreadArgs = []struct {
+	uses  *regexp.Regexp
+	param string
+}{
+	{regexp.MustCompile(`\bGROUP_[XY]\b`), "uint3 tfd_group [[threadgroup_position_in_grid]]"},
+	{regexp.MustCompile(`\bLOCAL_X\b`), "uint3 tfd_local [[thread_position_in_threadgroup]]"},
+	{regexp.MustCompile(`\bGROUP_SIZE_X\b`), "uint3 tfd_size [[threads_per_threadgroup]]"},
+	{regexp.MustCompile(`\bLANE\b`), "ushort tfd_lane [[thread_index_in_simdgroup]]"},
+	{regexp.MustCompile(`\bWARP\b`), "ushort tfd_simd [[simdgroup_index_in_threadgroup]]"},
 }
 
 var (
 	headerRE  = regexp.MustCompile(`^kernel\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*\((.*)\)\s*threads\((\d+)\)\s*(?:variants\((.*)\))?\s*$`)
 	variantRE = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*`)
 	identRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+	commentRE = regexp.MustCompile(`//[^\n]*`)
 )
 
 func parseAll(fsys fs.FS) ([]Kernel, error) {

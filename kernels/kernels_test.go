@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// The CUDA emission is compiled by NVRTC in tfd/cuda's tests. The Metal emission cannot be
-// compiled here (no Mac): these tests check what can be checked on any machine.
+// The CUDA emission is compiled by NVRTC in tfd/cuda's tests. The Metal emission is compiled and
+// run with clang by the msl_*_test.go files; these tests check what needs no compiler.
 
 // TestEveryKernelIsEmittedTwice checks that each kernel appears in both emissions with its
 // parameters in the same order.

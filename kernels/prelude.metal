@@ -1,17 +1,25 @@
-// The dialect for Metal Shading Language. UNVERIFIED: written to the MSL specification, never
-// compiled (no Mac where it was written). Compile with fast math off (MTLMathModeSafe) so that
-// the bodies' explicit operations keep their order.
+// The dialect for Metal Shading Language, written to the MSL specification. Not yet compiled by
+// Apple's compiler: on Linux it is compiled by clang against a shim and run on the CPU (see
+// README.md, "What is verified"). Compile with fast math off (MTLMathModeSafe) so that the bodies'
+// explicit operations keep their order.
 #include <metal_stdlib>
 using namespace metal;
 
-// Threads: the generator appends tfd_group, tfd_local and tfd_size to every kernel's parameters.
-// Apple GPUs run SIMD groups of 32, the width LANE and WARP assume.
+// Even with fast math off, Metal may contract a*b+c into a fused multiply-add; the kernels' MUL
+// and ADD must round separately, as on the CPU and CUDA (where the _rn intrinsics ensure it).
+#pragma METAL fp contract(off)
+
+// Threads: the generator appends to a kernel's parameters the thread-position arguments its body
+// reads (tfd_group, tfd_local, tfd_size, tfd_lane, tfd_simd; kernels.go). LANE and WARP are
+// Metal's own SIMD-group indices, not derived from the thread index; the kernels' butterflies and
+// per-warp slots still assume SIMD groups of 32, as on every Apple GPU, so a backend must check
+// that a pipeline's threadExecutionWidth is 32.
 #define GROUP_X ((int)tfd_group.x)
 #define GROUP_Y ((int)tfd_group.y)
 #define LOCAL_X ((int)tfd_local.x)
 #define GROUP_SIZE_X ((int)tfd_size.x)
-#define LANE (LOCAL_X & 31)
-#define WARP (LOCAL_X >> 5)
+#define LANE ((int)tfd_lane)
+#define WARP ((int)tfd_simd)
 
 // Memory and synchronisation.
 #define GLOBAL device
@@ -41,12 +49,14 @@ FUNC float f16_to_f32(ushort h) {
 	return float(as_type<half>(h));
 }
 
-// The error word: [code, a, b, unused]. The first report wins.
+// The error word: [code, a, b, unused]. The first report wins. MSL has only the weak
+// compare-and-swap, which may fail spuriously: it is retried while the code is still 0.
 #define ERRPTR device atomic_int*
 FUNC void report(ERRPTR err, int code, int a, int b) {
-	int zero = 0;
-	if (atomic_compare_exchange_weak_explicit(err, &zero, code, memory_order_relaxed, memory_order_relaxed)) {
-		atomic_store_explicit(err + 1, a, memory_order_relaxed);
-		atomic_store_explicit(err + 2, b, memory_order_relaxed);
+	int expected = 0;
+	while (!atomic_compare_exchange_weak_explicit(err, &expected, code, memory_order_relaxed, memory_order_relaxed)) {
+		if (expected != 0) return; // another report won
 	}
+	atomic_store_explicit(err + 1, a, memory_order_relaxed);
+	atomic_store_explicit(err + 2, b, memory_order_relaxed);
 }

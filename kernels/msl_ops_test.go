@@ -1,0 +1,328 @@
+package kernels_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"tfd/compute"
+	_ "tfd/cpu"
+	"tfd/kernels"
+)
+
+// TestMSLRuns runs every kernel of the Metal emission on the CPU, through the MSL runner, on random
+// data of several shapes (ragged ones included: sizes that are not multiples of 8, 32, 128 or 256),
+// launched as kernels.*Launch says a backend launches it, and compares the results with the cpu
+// backend's ops at the tolerances tfd/cuda's op tests use against it: the two reduce in different
+// orders, so sums agree to a tolerance; data moves agree bit for bit.
+func TestMSLRuns(t *testing.T) {
+	start := time.Now()
+	r := startRunner(t, runner(t))
+	built := time.Since(start)
+	cpu, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	matched, failed, cases := map[string]bool{}, map[string]bool{}, 0
+	check := func(name string, f func(o *op)) {
+		from := len(r.Launched)
+		ok := t.Run(name, func(t *testing.T) { f(&op{t: t, r: r, cpu: cpu}) })
+		cases++
+		for _, k := range r.Launched[from:] {
+			matched[k] = matched[k] || ok
+			failed[k] = failed[k] || !ok
+		}
+	}
+
+	for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16} {
+		// in: both paths of the dot product (multiples of 8 or not), shorter and longer than a
+		// warp's 256-element stride; rows: every row group R (1, 2, 4, 8, 16), and 20 = 16 + 4.
+		for _, s := range []struct{ in, out int }{{8, 5}, {100, 37}, {384, 4}, {1001, 130}, {2048, 9}} {
+			for _, rows := range []int{1, 2, 3, 7, 20} {
+				check(fmt.Sprint("matmul ", dt, s.in, s.out, rows), func(o *op) { o.matMul(dt, s.in, s.out, rows, (s.in+rows)%2 == 0) })
+			}
+		}
+		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
+			check(fmt.Sprint("embed ", dt, s.vocab, s.dim), func(o *op) { o.embed(dt, s.vocab, s.dim, -1) })
+		}
+		check(fmt.Sprint("embed ", dt, " bad token"), func(o *op) { o.embed(dt, 10, 8, 10) })
+	}
+	for _, s := range []struct{ n, width, rows, bad int }{{9, 72, 4, -1}, {3, 1, 7, -1}, {5, 257, 3, -1}, {4, 8, 3, 2}} {
+		check(fmt.Sprint("gather ", s), func(o *op) { o.gather(s.n, s.width, s.rows, s.bad) })
+	}
+	for _, d := range []int{16, 77, 384, 4096} {
+		for _, n := range []int{1, 5, 33} {
+			check(fmt.Sprint("rmsnorm ", d, n), func(o *op) { o.rmsNorm(d, n, false) })
+			check(fmt.Sprint("rmsnorm add ", d, n), func(o *op) { o.rmsNorm(d, n, true) })
+		}
+	}
+	for _, hd := range []int{16, 22, 128, 512} { // 22: 11 pairs; 512: the kernel's most, 256 pairs
+		for _, heads := range []int{2, 6} {
+			check(fmt.Sprint("rope ", hd, heads), func(o *op) { o.rope(hd, heads) })
+		}
+	}
+	for _, c := range []struct{ hd, heads, kvHeads int }{{16, 4, 2}, {20, 3, 1}, {64, 6, 2}, {128, 8, 8}, {256, 4, 1}} {
+		check(fmt.Sprint("kv_write and attention ", c), func(o *op) { o.attention(c.hd, c.heads, c.kvHeads) })
+	}
+	check("kv_write and attention outside the pool", func(o *op) { o.attentionOutside() })
+	for _, n := range []int{1, 257, 5000} {
+		check(fmt.Sprint("silu_mul ", n), func(o *op) { o.elementwise("silu_mul", n) })
+		check(fmt.Sprint("add ", n), func(o *op) { o.elementwise("add", n) })
+	}
+	for _, c := range []struct{ n, tieA, tieB int }{{1, -1, -1}, {300, 7, 250}, {8193, 100, 8000}, {40, -2, -2}} {
+		check(fmt.Sprint("argmax_next ", c), func(o *op) { o.argmaxNext(c.n, c.tieA, c.tieB) })
+	}
+
+	var missing []string
+	for _, k := range kernels.All() {
+		if !matched[k.Name] || failed[k.Name] {
+			missing = append(missing, k.Name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("kernels not run, or not matching the cpu backend: %v", missing)
+	}
+	summary := fmt.Sprintf("msl: %d of %d kernels run on the CPU shim and match the cpu backend (%d cases, %d launches; runner built in %v, all in %v)",
+		len(kernels.All())-len(missing), len(kernels.All()), cases, len(r.Launched), built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Log(summary)
+	fmt.Println(summary) // shown by go test in a package directory, with -v, or on failure
+}
+
+// op is one case: the runner and the cpu backend, fed the same data.
+type op struct {
+	t   *testing.T
+	r   *mslRunner
+	cpu compute.Backend
+}
+
+func (o *op) launch(l kernels.Launch, args ...any) {
+	o.t.Helper()
+	if err := o.r.launch(l, args...); err != nil {
+		o.t.Fatalf("%s: %v", l.Kernel, err)
+	}
+}
+
+// upload gives the cpu backend a tensor.
+func (o *op) upload(dt compute.DType, data []byte, shape ...int) compute.Tensor {
+	o.t.Helper()
+	x, err := o.cpu.Upload(dt, shape, data)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	return x
+}
+
+// read returns n elements of a cpu tensor, failing on a data error.
+func (o *op) read(x compute.Tensor, n int) []float32 {
+	o.t.Helper()
+	out := make([]float32, n)
+	if err := o.cpu.ReadFloat32(x, out); err != nil {
+		o.t.Fatal(err)
+	}
+	return out
+}
+
+func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
+	xs, ws, bs := randn(1, rows*in), randn(2, out*in), randn(3, out)
+	wb := encode(dt, ws) // ws now holds the rounded weights
+	x := o.upload(compute.F32, f32Bytes(pad(xs, (rows+1)*in)), rows+1, in)
+	w := o.upload(dt, wb, out, in)
+	dst := o.upload(compute.F32, make([]byte, 4*(rows+1)*out), rows+1, out)
+	var bias compute.Tensor
+	mbias, hasBias := &mbuf{}, int32(0) // no bias: an empty buffer, so any read of it faults
+	if withBias {
+		bias, mbias, hasBias = o.upload(compute.F32, f32Bytes(bs), out), &mbuf{f32Bytes(bs)}, 1
+	}
+	o.cpu.MatMul(dst, x, w, bias, rows)
+	want := o.read(dst, (rows+1)*out)
+
+	md := &mbuf{make([]byte, 4*(rows+1)*out)}
+	o.launch(kernels.MatMulLaunch(weightSuffix(dt), rows, out), md, &mbuf{f32Bytes(pad(xs, (rows+1)*in))}, &mbuf{wb}, mbias,
+		int32(rows), int32(in), int32(out), hasBias)
+	got := floats(md)
+	for r := range rows {
+		for c := range out {
+			var mag float64
+			for i := range in {
+				mag += math.Abs(float64(xs[r*in+i]) * float64(ws[c*in+i]))
+			}
+			if withBias {
+				mag += math.Abs(float64(bs[c]))
+			}
+			if d := math.Abs(float64(got[r*out+c] - want[r*out+c])); !(d <= 1e-5*mag) {
+				o.t.Fatalf("dst[%d][%d] = %v, cpu %v: |Δ| %.3g > 1e-5·Σ|xw| (%.3g)", r, c, got[r*out+c], want[r*out+c], d, mag)
+			}
+		}
+	}
+	sameBits(o.t, "the row past rows", got[rows*out:], make([]float32, out))
+}
+
+func (o *op) embed(dt compute.DType, vocab, dim, badToken int) {
+	rng := rand.New(rand.NewPCG(uint64(vocab), uint64(dim)))
+	ids := make([]int32, 9)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(vocab))
+	}
+	if badToken >= 0 {
+		ids[4] = int32(badToken)
+	}
+	tb := encode(dt, randn(4, vocab*dim))
+	x := o.upload(compute.F32, make([]byte, 4*len(ids)*dim), len(ids), dim)
+	o.cpu.Embed(x, o.upload(dt, tb, vocab, dim), o.upload(compute.I32, i32Bytes(ids), len(ids)), len(ids))
+	cpuErr := o.cpu.Sync()
+	want := o.read(x, len(ids)*dim)
+
+	mx, errWord := &mbuf{make([]byte, 4*len(ids)*dim)}, &mbuf{make([]byte, 16)}
+	o.launch(kernels.EmbedLaunch(weightSuffix(dt), len(ids)), mx, &mbuf{tb}, &mbuf{i32Bytes(ids)}, int32(vocab), int32(dim), errWord)
+	sameBits(o.t, "x", floats(mx), want)
+	o.checkError(errWord, cpuErr, badToken >= 0, 1, 4, badToken) // ERR_EMBED, row 4
+}
+
+// checkError checks the error word against the cpu backend's Sync: [code, a, b] if a report was
+// due, zeros if not.
+func (o *op) checkError(w *mbuf, cpuErr error, due bool, code, a, b int) {
+	o.t.Helper()
+	got := [3]int32{}
+	for i := range got {
+		got[i] = int32(binary.LittleEndian.Uint32(w.b[4*i:]))
+	}
+	want := [3]int32{}
+	if due {
+		want = [3]int32{int32(code), int32(a), int32(b)}
+	}
+	if got != want || (cpuErr != nil) != due {
+		o.t.Errorf("error word %v, want %v; the cpu backend's Sync: %v", got, want, cpuErr)
+	}
+}
+
+func (o *op) gather(n, width, rows, bad int) {
+	src := randn(5, n*width)
+	idx := make([]int32, rows)
+	for i := range idx {
+		idx[i] = int32((i*7 + 3) % n)
+	}
+	if bad >= 0 {
+		idx[bad] = -1
+	}
+	dst := o.upload(compute.F32, make([]byte, 4*rows*width), rows, width)
+	o.cpu.Gather(dst, o.upload(compute.F32, f32Bytes(src), n, width), o.upload(compute.I32, i32Bytes(idx), rows), rows)
+	cpuErr := o.cpu.Sync()
+	want := o.read(dst, rows*width)
+
+	md, errWord := &mbuf{make([]byte, 4*rows*width)}, &mbuf{make([]byte, 16)}
+	o.launch(kernels.GatherLaunch(rows), md, &mbuf{f32Bytes(src)}, &mbuf{i32Bytes(idx)}, int32(n), int32(width), errWord)
+	sameBits(o.t, "dst", floats(md), want)
+	o.checkError(errWord, cpuErr, bad >= 0, 2, bad, -1) // ERR_GATHER
+}
+
+func (o *op) rmsNorm(d, n int, add bool) {
+	const eps = 1e-6
+	xs, rs, ws := randn(5, n*d), randn(6, n*d), randn(7, d)
+	x, res := o.upload(compute.F32, f32Bytes(xs), n, d), o.upload(compute.F32, f32Bytes(rs), n, d)
+	dst := o.upload(compute.F32, make([]byte, 4*n*d), n, d)
+	w := o.upload(compute.F32, f32Bytes(ws), d)
+	if add {
+		o.cpu.AddRMSNorm(dst, res, x, w, n, eps)
+	} else {
+		o.cpu.RMSNorm(dst, x, w, n, eps)
+	}
+	want := o.read(dst, n*d)
+
+	l := kernels.RMSNormLaunch(n)
+	md, mx, mw := &mbuf{make([]byte, 4*n*d)}, &mbuf{f32Bytes(xs)}, &mbuf{f32Bytes(ws)}
+	if add {
+		mr := &mbuf{f32Bytes(rs)}
+		o.launch(l, md, mr, mx, mw, int32(n), int32(d), float32(eps), int32(1))
+		near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
+		sameBits(o.t, "residual", floats(mr), o.read(res, n*d))
+		return
+	}
+	// Without the residual, as tfd/cuda binds it: residual is x.
+	o.launch(l, md, mx, mx, mw, int32(n), int32(d), float32(eps), int32(0))
+	near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
+	// In place: dst is x too.
+	o.launch(l, mx, mx, mx, mw, int32(n), int32(d), float32(eps), int32(0))
+	sameBits(o.t, "in place", floats(mx), floats(md))
+}
+
+func (o *op) rope(hd, heads int) {
+	const rows = 7
+	freqs := make([]float32, hd/2)
+	for j := range freqs {
+		freqs[j] = float32(1 / math.Pow(10000, float64(2*j)/float64(hd)))
+	}
+	xs := randn(8, rows*heads*hd)
+	pos := []int32{0, 1, 2, 100, 1000, 4095, 77777}
+	x := o.upload(compute.F32, f32Bytes(xs), rows, heads*hd)
+	o.cpu.RoPE(x, o.upload(compute.I32, i32Bytes(pos), rows), o.upload(compute.F32, f32Bytes(freqs), hd/2), rows, heads)
+	want := o.read(x, rows*heads*hd)
+
+	mx := &mbuf{f32Bytes(xs)}
+	o.launch(kernels.RoPELaunch(rows), mx, &mbuf{i32Bytes(pos)}, &mbuf{f32Bytes(freqs)}, int32(heads), int32(hd/2))
+	// The same steps as the CPU's; only a cos or sin rounded the other way apart.
+	near(o.t, "x", floats(mx), want, 1e-6, 1)
+}
+
+func (o *op) elementwise(kernel string, n int) {
+	as, bs := randn(9, n), randn(10, n)
+	tail := randn(11, 300) // past n: must stay as it is
+	// One row of n: the ops' rows are of the tensors' row length.
+	dst := o.upload(compute.F32, make([]byte, 4*n), 1, n)
+	a, b := o.upload(compute.F32, f32Bytes(as), 1, n), o.upload(compute.F32, f32Bytes(bs), 1, n)
+	l := kernels.AddLaunch(n)
+	if kernel == "silu_mul" {
+		o.cpu.SiLUMul(dst, a, b, 1)
+		l = kernels.SiLUMulLaunch(n)
+	} else {
+		o.cpu.Add(dst, a, b, 1)
+	}
+	want := o.read(dst, n)
+
+	md := &mbuf{f32Bytes(append(make([]float32, n), tail...))}
+	ma := &mbuf{f32Bytes(as)}
+	o.launch(l, md, ma, &mbuf{f32Bytes(bs)}, int32(n))
+	got := floats(md)
+	if kernel == "silu_mul" {
+		near(o.t, "silu_mul", got[:n], want, 2e-6, 1e-30)
+	} else {
+		sameBits(o.t, "add", got[:n], want)
+		// dst may be a.
+		o.launch(l, ma, ma, &mbuf{f32Bytes(bs)}, int32(n))
+		sameBits(o.t, "add in place", floats(ma), want)
+	}
+	sameBits(o.t, "past n", got[n:], tail)
+}
+
+func (o *op) argmaxNext(n, tieA, tieB int) {
+	logits := randn(12, n)
+	if tieA >= 0 {
+		logits[tieA], logits[tieB] = 10, 10 // ties go to the lower index
+	}
+	if tieA == -2 {
+		for i := range logits {
+			logits[i] = float32(math.Inf(-1))
+		}
+	}
+	const step, pos0 = 3, 41
+	l := o.upload(compute.F32, f32Bytes(logits), n)
+	tok, pos := o.upload(compute.I32, make([]byte, 4), 1), o.upload(compute.I32, i32Bytes([]int32{pos0}), 1)
+	chain := o.upload(compute.F32, make([]byte, 4*(step+1)), step+1)
+	o.cpu.(compute.Chainer).ArgmaxNext(l, tok, pos, chain, n, step)
+	want := o.read(chain, step+1)
+
+	mt, mp, mc := &mbuf{make([]byte, 4)}, &mbuf{i32Bytes([]int32{pos0})}, &mbuf{make([]byte, 4*(step+1))}
+	o.launch(kernels.ArgmaxNextLaunch(), &mbuf{f32Bytes(logits)}, mt, mp, mc, int32(n), int32(step))
+	sameBits(o.t, "chain", floats(mc), want)
+	if tk, p := int32(binary.LittleEndian.Uint32(mt.b)), int32(binary.LittleEndian.Uint32(mp.b)); float32(tk) != want[step] || p != pos0+1 {
+		o.t.Errorf("tokens[0] %d, positions[0] %d; want %v, %d", tk, p, want[step], pos0+1)
+	}
+}
+
+// weightSuffix names a weight dtype as the kernels' variants do.
+func weightSuffix(dt compute.DType) string {
+	return map[compute.DType]string{compute.F32: "f32", compute.BF16: "bf16", compute.F16: "f16"}[dt]
+}
