@@ -83,9 +83,9 @@ type KVSpec struct {
 	Slots   int
 }
 
-// Bytes returns the memory the pool needs when each element occupies elem bytes.
-func (s KVSpec) Bytes(elem int) int64 {
-	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * int64(s.Slots) * int64(elem)
+// Bytes returns the memory the pool needs. Every backend keeps keys and values as F32.
+func (s KVSpec) Bytes() int64 {
+	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * int64(s.Slots) * int64(F32.Size())
 }
 
 // Backend is one device that holds tensors and runs ops on them. A Backend is not safe for

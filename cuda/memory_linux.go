@@ -146,7 +146,7 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	}
 	kv := &kvPool{b: b, spec: spec}
 	if kv.ptr, err = b.alloc(4 * n); err != nil {
-		return nil, fmt.Errorf("cuda: NewKV of %.1f GiB: %w", float64(spec.Bytes(4))/(1<<30), err)
+		return nil, fmt.Errorf("cuda: NewKV of %.1f GiB: %w", float64(spec.Bytes())/(1<<30), err)
 	}
 	b.live[kv] = struct{}{}
 	return kv, nil

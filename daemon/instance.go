@@ -55,27 +55,17 @@ func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
 	parallel, _, _ := cfg.Sessions.ParallelN() // validated with the config; auto is 0
 	layout, _ := batch.ParseLayout(cfg.Sessions.Layout)
 	return engine.MakePlan(engine.PlanInput{
-		Model:          mcfg,
-		WeightBytes:    info.FileBytes,
-		DeviceMemory:   backend.Memory(),
-		LoadLimitGB:    cfg.Memory.LoadLimitGB,
-		MarginGB:       cfg.Memory.MarginGB,
-		Context:        cfg.Model.Context,
-		Parallel:       parallel,
-		Grow:           cfg.Sessions.Grow,
-		Layout:         layout,
-		MaxRows:        maxRows,
-		KVBytesPerElem: kvElemBytes(backend),
+		Model:        mcfg,
+		WeightBytes:  info.FileBytes,
+		DeviceMemory: backend.Memory(),
+		LoadLimitGB:  cfg.Memory.LoadLimitGB,
+		MarginGB:     cfg.Memory.MarginGB,
+		Context:      cfg.Model.Context,
+		Parallel:     parallel,
+		Grow:         cfg.Sessions.Grow,
+		Layout:       layout,
+		MaxRows:      maxRows,
 	})
-}
-
-// kvElemBytes is the size of one stored key or value: a backend may say with a KVBytesPerElem
-// method; otherwise F32, which errs on the side of memory.
-func kvElemBytes(b compute.Backend) int {
-	if s, ok := b.(interface{ KVBytesPerElem() int }); ok {
-		return s.KVBytesPerElem()
-	}
-	return 4
 }
 
 // residentBytes is what a loaded instance holds under the plan's limit.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"tfd/batch"
+	"tfd/compute"
 )
 
 // The memory plan decides, before any weight is loaded, how the memory under the load limit is
@@ -55,8 +56,6 @@ type PlanInput struct {
 	Layout batch.Layout
 	// MaxRows is the most rows one forward takes; 0: 256, as Load defaults.
 	MaxRows int
-	// KVBytesPerElem is the size of one stored key or value element; 0: 4 (F32).
-	KVBytesPerElem int
 	// AutoCap bounds the sessions auto makes; 0: DefaultAutoCap.
 	AutoCap int
 }
@@ -106,7 +105,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err := in.check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{MaxRows: in.MaxRows, KVPerToken: kvPerToken(in.Model, in.KVBytesPerElem)}
+	p := Plan{MaxRows: in.MaxRows, KVPerToken: kvPerToken(in.Model)}
 	var err error
 	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
 		return Plan{}, err
@@ -131,9 +130,6 @@ func MakePlan(in PlanInput) (Plan, error) {
 func (in PlanInput) withDefaults() PlanInput {
 	if in.MaxRows <= 0 {
 		in.MaxRows = 256
-	}
-	if in.KVBytesPerElem <= 0 {
-		in.KVBytesPerElem = 4
 	}
 	if in.AutoCap <= 0 {
 		in.AutoCap = DefaultAutoCap
@@ -276,8 +272,8 @@ func (p *Plan) refuse(n, tokens int, avail int64, ways string) error {
 
 // kvPerToken is the KV memory one token takes in one session: keys and values in every layer,
 // the MTP head's included.
-func kvPerToken(c Config, elem int) int64 {
-	return 2 * int64(c.Layers+min(c.MTPLayers, 1)) * int64(c.KVHeads) * int64(c.HeadDim) * int64(elem)
+func kvPerToken(c Config) int64 {
+	return compute.KVSpec{Layers: c.Layers + min(c.MTPLayers, 1), KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 1}.Bytes()
 }
 
 // ScratchBytes estimates the forward's scratch for maxRows rows: the F32 activations Load
