@@ -108,8 +108,11 @@ type Backend interface {
 	Alloc(dtype DType, shape ...int) (Tensor, error)
 	// NewKV returns a zeroed KV pool.
 	NewKV(spec KVSpec) (KV, error)
-	// Free releases a tensor or KV pool. Using it afterwards is a bug.
-	Free(t any)
+	// Free releases a tensor once the work enqueued so far is done with it; nil is a no-op.
+	// Using it afterwards is a bug.
+	Free(t Tensor)
+	// FreeKV releases a KV pool as Free releases a tensor.
+	FreeKV(kv KV)
 
 	// WriteInt32 enqueues a copy of src into the first len(src) elements of the I32 tensor dst.
 	// The backend copies src before returning, so the caller may reuse it at once.
@@ -117,6 +120,9 @@ type Backend interface {
 	// ReadFloat32 waits for all enqueued work and copies the first len(dst) elements of the F32
 	// tensor src into dst.
 	ReadFloat32(src Tensor, dst []float32) error
+	// ReadInt32 waits for all enqueued work and copies the first len(dst) elements of the I32
+	// tensor src into dst.
+	ReadInt32(src Tensor, dst []int32) error
 	// Sync waits for all enqueued work and reports the first error it met, if any.
 	Sync() error
 	// Close releases the backend and everything it allocated.
@@ -237,8 +243,8 @@ func Open(name string) (Backend, error) {
 // the whole chain can be replayed as one graph).
 type Chainer interface {
 	// ArgmaxNext writes the index of the largest of the first n values of logits (ties to the
-	// lowest index) into tokens[0] and, as an F32 value (exact below 2²⁴), into chain[step], and
-	// adds one to positions[0]: the next forward's row is the chosen token, one place further.
+	// lowest index) into tokens[0] and chain[step] (I32 both), and adds one to positions[0]: the
+	// next forward's row is the chosen token, one place further.
 	ArgmaxNext(logits, tokens, positions, chain Tensor, n, step int)
 }
 

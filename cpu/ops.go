@@ -236,5 +236,5 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	}
 	i32(tokens, "ArgmaxNext", "tokens", 1)[0] = int32(best)
 	i32(positions, "ArgmaxNext", "positions", 1)[0]++
-	f32(chain, "ArgmaxNext", "chain", step+1)[step] = float32(best)
+	i32(chain, "ArgmaxNext", "chain", step+1)[step] = int32(best)
 }

@@ -131,18 +131,26 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	return kv, nil
 }
 
-// Free drops the backend's references to a tensor or KV pool; the memory goes back to the Go heap
-// at the next collection. Using t afterwards panics.
-func (b *backend) Free(t any) {
-	switch t := t.(type) {
-	case *tensor:
-		t.f, t.i, t.h = nil, nil, nil
-	case *kvPool:
-		t.k, t.v = nil, nil
-	case nil:
-	default:
-		panic(fmt.Sprintf("cpu: Free of %T, which the cpu backend did not make", t))
+// Free drops the backend's references to a tensor; the memory goes back to the Go heap at the
+// next collection. Using t afterwards panics.
+func (b *backend) Free(t compute.Tensor) {
+	if t == nil {
+		return
 	}
+	x := asTensor(t, "Free", "t")
+	x.f, x.i, x.h = nil, nil, nil
+}
+
+// FreeKV drops the backend's references to a KV pool, as Free does for a tensor.
+func (b *backend) FreeKV(kv compute.KV) {
+	if kv == nil {
+		return
+	}
+	p, ok := kv.(*kvPool)
+	if !ok {
+		panic(fmt.Sprintf("cpu: FreeKV of %T, which the cpu backend did not make", kv))
+	}
+	p.k, p.v = nil, nil
 }
 
 // WriteInt32 copies src into the first len(src) elements of dst.
@@ -154,6 +162,12 @@ func (b *backend) WriteInt32(dst compute.Tensor, src []int32) {
 // ReadFloat32 copies the first len(dst) elements of src into dst, and reports what Sync would.
 func (b *backend) ReadFloat32(src compute.Tensor, dst []float32) error {
 	copy(dst, f32(src, "ReadFloat32", "src", len(dst)))
+	return b.Sync()
+}
+
+// ReadInt32 copies the first len(dst) elements of src into dst, and reports what Sync would.
+func (b *backend) ReadInt32(src compute.Tensor, dst []int32) error {
+	copy(dst, i32(src, "ReadInt32", "src", len(dst)))
 	return b.Sync()
 }
 

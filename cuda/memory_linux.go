@@ -168,11 +168,23 @@ func (b *backend) alloc(bytes int) (devPtr, error) {
 	return p, nil
 }
 
-// Free releases a tensor or pool once the work recorded so far is done with it.
-func (b *backend) Free(t any) {
+// Free releases a tensor once the work recorded so far is done with it.
+func (b *backend) Free(t compute.Tensor) {
+	if t != nil {
+		b.free(t)
+	}
+}
+
+// FreeKV releases a KV pool once the work recorded so far is done with it.
+func (b *backend) FreeKV(kv compute.KV) {
+	if kv != nil {
+		b.free(kv)
+	}
+}
+
+// free releases a tensor or pool of this backend: the one place device memory goes back.
+func (b *backend) free(t any) {
 	switch t := t.(type) {
-	case nil:
-		return
 	case *tensor:
 		if t.b != b {
 			panic("cuda: Free of a tensor another backend made")
@@ -228,18 +240,34 @@ func (b *backend) WriteInt32(dst compute.Tensor, src []int32) {
 // dst, through pinned memory.
 func (b *backend) ReadFloat32(src compute.Tensor, dst []float32) error {
 	s := b.tensorOf(src, "ReadFloat32", "src", compute.F32, len(dst))
-	bytes := 4 * len(dst)
-	if bytes == 0 {
+	if len(dst) == 0 {
 		return b.Sync()
 	}
+	err := b.read(s, 4*len(dst))
+	copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(&b.stage[0])), len(dst)))
+	return err
+}
+
+// ReadInt32 waits for the recorded work and copies the first len(dst) elements of src into dst.
+func (b *backend) ReadInt32(src compute.Tensor, dst []int32) error {
+	s := b.tensorOf(src, "ReadInt32", "src", compute.I32, len(dst))
+	if len(dst) == 0 {
+		return b.Sync()
+	}
+	err := b.read(s, 4*len(dst))
+	copy(dst, unsafe.Slice((*int32)(unsafe.Pointer(&b.stage[0])), len(dst)))
+	return err
+}
+
+// read copies the first bytes of s into the pinned stage once the recorded work is done, and
+// reports what Sync does.
+func (b *backend) read(s *tensor, bytes int) error {
 	if bytes > len(b.stage) {
 		b.replaceHost(&b.stage, bytes)
 	}
 	c := b.w.record()
 	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(&b.stage[0]))), uint64(s.ptr), uint64(bytes)}}
-	err := b.Sync()
-	copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(&b.stage[0])), len(dst)))
-	return err
+	return b.Sync()
 }
 
 // replaceHost swaps a pinned buffer for one of at least bytes, after the recorded work is done.

@@ -270,6 +270,6 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	lt := b.tensorOf(logits, "ArgmaxNext", "logits", compute.F32, n)
 	tt := b.tensorOf(tokens, "ArgmaxNext", "tokens", compute.I32, 1)
 	pt := b.tensorOf(positions, "ArgmaxNext", "positions", compute.I32, 1)
-	ct := b.tensorOf(chain, "ArgmaxNext", "chain", compute.F32, step+1)
+	ct := b.tensorOf(chain, "ArgmaxNext", "chain", compute.I32, step+1)
 	b.launch(b.k.argmaxNext, 1, 1, ptr(lt), ptr(tt), ptr(pt), ptr(ct), i32(n), i32(step))
 }

@@ -26,7 +26,7 @@ type activations struct {
 	final  compute.Tensor // [maxRows, hidden]: the rows whose logits are wanted, normed
 	logits compute.Tensor // [maxRows, vocab]
 	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
-	chain  compute.Tensor // [MaxChain]: the tokens a greedy chain chose, as F32
+	chain  compute.Tensor // [MaxChain] I32: the tokens a greedy chain chose
 
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
@@ -58,7 +58,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
 		{&a.gate, compute.F32, c.Intermediate}, {&a.up, compute.F32, c.Intermediate},
 		{&a.final, compute.F32, c.Hidden}, {&a.logits, compute.F32, c.Vocab},
-		{&a.warm, compute.F32, 4}, {&a.chain, compute.F32, MaxChain},
+		{&a.warm, compute.F32, 4}, {&a.chain, compute.I32, MaxChain},
 	}
 	for _, s := range specs {
 		shape := []int{maxRows, s.width}
@@ -265,13 +265,9 @@ func (c *Chains) GreedyChain(ctx context.Context, row batch.Row, n int) ([]int32
 		c.chainer.ArgmaxNext(a.logits, a.tokens, a.positions, a.chain, m.cfg.Vocab, step)
 	}
 	m.lastRows = 0 // the hidden states are the last step's, not a forward's the caller knows
-	chosen := a.hostLogits[:n]
-	if err := m.backend.ReadFloat32(a.chain, chosen); err != nil {
+	chosen := make([]int32, n)
+	if err := m.backend.ReadInt32(a.chain, chosen); err != nil {
 		return nil, fmt.Errorf("engine: greedy chain of %d: %w", n, err)
 	}
-	out := make([]int32, n)
-	for i, f := range chosen {
-		out[i] = int32(f)
-	}
-	return out, nil
+	return chosen, nil
 }

@@ -215,7 +215,7 @@ func (m *Model) Close() {
 		m.act = nil
 	}
 	if m.kv != nil {
-		m.backend.Free(m.kv)
+		m.backend.FreeKV(m.kv)
 		m.kv = nil
 	}
 	if m.invFreq != nil {

@@ -132,6 +132,15 @@ func floats(m *mbuf) []float32 {
 	return v
 }
 
+// ints reads a buffer of I32.
+func ints(m *mbuf) []int32 {
+	v := make([]int32, len(m.b)/4)
+	for i := range v {
+		v[i] = int32(binary.LittleEndian.Uint32(m.b[4*i:]))
+	}
+	return v
+}
+
 // pad returns v zero-extended to n elements.
 func pad(v []float32, n int) []float32 {
 	out := make([]float32, n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -310,14 +311,19 @@ func (o *op) argmaxNext(n, tieA, tieB int) {
 	const step, pos0 = 3, 41
 	l := o.upload(compute.F32, f32Bytes(logits), n)
 	tok, pos := o.upload(compute.I32, make([]byte, 4), 1), o.upload(compute.I32, i32Bytes([]int32{pos0}), 1)
-	chain := o.upload(compute.F32, make([]byte, 4*(step+1)), step+1)
+	chain := o.upload(compute.I32, make([]byte, 4*(step+1)), step+1)
 	o.cpu.(compute.Chainer).ArgmaxNext(l, tok, pos, chain, n, step)
-	want := o.read(chain, step+1)
+	want := make([]int32, step+1)
+	if err := o.cpu.ReadInt32(chain, want); err != nil {
+		o.t.Fatal(err)
+	}
 
 	mt, mp, mc := &mbuf{make([]byte, 4)}, &mbuf{i32Bytes([]int32{pos0})}, &mbuf{make([]byte, 4*(step+1))}
 	o.launch(kernels.ArgmaxNextLaunch(), &mbuf{f32Bytes(logits)}, mt, mp, mc, int32(n), int32(step))
-	sameBits(o.t, "chain", floats(mc), want)
-	if tk, p := int32(binary.LittleEndian.Uint32(mt.b)), int32(binary.LittleEndian.Uint32(mp.b)); float32(tk) != want[step] || p != pos0+1 {
+	if got := ints(mc); !slices.Equal(got, want) {
+		o.t.Errorf("chain %v, want %v", got, want)
+	}
+	if tk, p := int32(binary.LittleEndian.Uint32(mt.b)), int32(binary.LittleEndian.Uint32(mp.b)); tk != want[step] || p != pos0+1 {
 		o.t.Errorf("tokens[0] %d, positions[0] %d; want %v, %d", tk, p, want[step], pos0+1)
 	}
 }
