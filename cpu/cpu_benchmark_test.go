@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 )
 
 // BenchmarkMatMul reports, per shape and row count, the weight bytes streamed per second (b.SetBytes:
@@ -52,8 +53,8 @@ func BenchmarkMatMulGo(b *testing.B) {
 
 func benchMatMul(b *testing.B, dtype compute.DType, in, out, rows int) {
 	be := newTest(b)
-	x := ften(b, be, randn(1, rows*in), rows, in)
-	w := ften(b, be, randn(2, out*in), out, in)
+	x := ften(b, be, computetest.Randn(1, rows*in), rows, in)
+	w := ften(b, be, computetest.Randn(2, out*in), out, in)
 	if dtype != compute.F32 {
 		w = hten(b, be, dtype, truncated(w.f, dtype), out, in)
 	}
@@ -79,10 +80,10 @@ func BenchmarkAttention(b *testing.B) {
 				const kvHeads, heads, hd = 2, 14, 64
 				kvi, _ := be.NewKV(kvSpec(1, kvHeads, hd, ctx))
 				for l := range kvi.(*kvPool).k {
-					copy(kvi.(*kvPool).k[l], randn(1, ctx*kvHeads*hd))
-					copy(kvi.(*kvPool).v[l], randn(2, ctx*kvHeads*hd))
+					copy(kvi.(*kvPool).k[l], computetest.Randn(1, ctx*kvHeads*hd))
+					copy(kvi.(*kvPool).v[l], computetest.Randn(2, ctx*kvHeads*hd))
 				}
-				q, dst := ften(b, be, randn(3, rows*heads*hd), rows, heads*hd), ften(b, be, nil, rows, heads*hd)
+				q, dst := ften(b, be, computetest.Randn(3, rows*heads*hd), rows, heads*hd), ften(b, be, nil, rows, heads*hd)
 				pos := make([]int32, rows)
 				for r := range pos {
 					pos[r] = int32(ctx - rows + r)
@@ -100,7 +101,7 @@ func BenchmarkAttention(b *testing.B) {
 func BenchmarkSmallOp(b *testing.B) {
 	be := newTest(b)
 	const n = 1 << 16
-	x := ften(b, be, randn(1, n), 1, n)
+	x := ften(b, be, computetest.Randn(1, n), 1, n)
 	for b.Loop() {
 		be.Add(x, x, x, 1)
 	}

@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 	"testing"
+
+	"tfd/compute/computetest"
 )
 
 // expOf returns the exponential the current kernels compute for each x, through softmaxExp with
@@ -50,7 +52,7 @@ func TestExp(t *testing.T) {
 // of a slice or in its tail.
 func TestExpPositionInvariance(t *testing.T) {
 	forKernels(t, func(t *testing.T) {
-		xs, us := randn(1, 37), randn(2, 37)
+		xs, us := computetest.Randn(1, 37), computetest.Randn(2, 37)
 		for i := range xs {
 			xs[i] *= 6
 		}
@@ -60,10 +62,10 @@ func TestExpPositionInvariance(t *testing.T) {
 		for i := range xs {
 			for _, start := range []int{0, i % 8, i} {
 				e := expOf(xs[start : i+1])
-				sameBits(t, name("exp", i, start), e[i-start:], all[i:i+1])
+				computetest.SameBits(t, name("exp", i, start), e[i-start:], all[i:i+1])
 				s := make([]float32, i+1-start)
 				siluMul(s, xs[start:i+1], us[start:i+1])
-				sameBits(t, name("silu", i, start), s[i-start:], silu[i:i+1])
+				computetest.SameBits(t, name("silu", i, start), s[i-start:], silu[i:i+1])
 			}
 		}
 	})
@@ -73,14 +75,14 @@ func TestExpPositionInvariance(t *testing.T) {
 func TestSoftmaxSumOrder(t *testing.T) {
 	forKernels(t, func(t *testing.T) {
 		for _, n := range []int{1, 7, 8, 9, 29} {
-			e := randn(uint64(n), n)
+			e := computetest.Randn(uint64(n), n)
 			sum := softmaxExp(e, 0.5)
 			var lanes [8]float32
 			for j, v := range e {
 				lanes[j%8] += v
 			}
 			want := ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
-			sameBits(t, name("sum", n), []float32{sum}, []float32{want})
+			computetest.SameBits(t, name("sum", n), []float32{sum}, []float32{want})
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 )
 
 // Ops reading F16 and BF16 weights must give the bits they give with the same weights widened to
@@ -101,7 +102,7 @@ func hten(t testing.TB, b *backend, dtype compute.DType, h []uint16, shape ...in
 func weightTensor(t testing.TB, b *backend, dtype compute.DType, seed uint64, out, in int) (w, w32 *tensor) {
 	t.Helper()
 	if dtype == compute.F32 {
-		w = ften(t, b, randn(seed, out*in), out, in)
+		w = ften(t, b, computetest.Randn(seed, out*in), out, in)
 		return w, w
 	}
 	h := halfWeights(seed, out*in, dtype)
@@ -116,9 +117,9 @@ func TestMatMulHalf(t *testing.T) {
 				for _, in := range []int{1, 7, 8, 13, 37, 389, 1100} { // 1100: K-blocked
 					for _, out := range []int{1, 3, 17, 45, 64} {
 						w, w32 := weightTensor(t, b, dtype, uint64(in*100+out), out, in)
-						bias := ften(t, b, randn(3, out), out)
+						bias := ften(t, b, computetest.Randn(3, out), out)
 						for _, rows := range []int{1, 3, 17, 64} {
-							x := ften(t, b, randn(uint64(rows), rows*in), rows, in)
+							x := ften(t, b, computetest.Randn(uint64(rows), rows*in), rows, in)
 							got, want := ften(t, b, nil, rows, out), ften(t, b, nil, rows, out)
 							for _, bs := range []*tensor{nil, bias} {
 								if bs == nil {
@@ -128,7 +129,7 @@ func TestMatMulHalf(t *testing.T) {
 									b.MatMul(got, x, w, bs, rows)
 									b.MatMul(want, x, w32, bs, rows)
 								}
-								sameBits(t, name(in, out, rows, bs != nil), got.f, want.f)
+								computetest.SameBits(t, name(in, out, rows, bs != nil), got.f, want.f)
 							}
 						}
 					}
@@ -151,7 +152,7 @@ func TestEmbedHalf(t *testing.T) {
 			got, want := ften(t, b, nil, 4, dim), ften(t, b, nil, 4, dim)
 			b.Embed(got, table, ids, 4)
 			b.Embed(want, table32, ids, 4)
-			sameBits(t, "Embed", got.f, want.f)
+			computetest.SameBits(t, "Embed", got.f, want.f)
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}

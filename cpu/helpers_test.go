@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -38,16 +37,6 @@ func iten(t testing.TB, b *backend, data []int32, shape ...int) *tensor {
 	}
 	copy(tt.(*tensor).i, data)
 	return tt.(*tensor)
-}
-
-// randn returns n normally distributed floats from a generator seeded with seed.
-func randn(seed uint64, n int) []float32 {
-	r := rand.New(rand.NewPCG(seed, 0x7fd))
-	s := make([]float32, n)
-	for i := range s {
-		s[i] = float32(r.NormFloat64())
-	}
-	return s
 }
 
 // forKernels runs f once with each kind of kernel this machine has (assembly, pure Go).
@@ -94,25 +83,6 @@ func check(t *testing.T, what string, got []float32, want, mag []float64, tol fl
 	}
 	if bad > 5 {
 		t.Errorf("%s: %d of %d elements wrong", what, bad, len(want))
-	}
-}
-
-// sameBits reports the first elements whose bits differ.
-func sameBits(t *testing.T, what string, got, want []float32) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d elements, want %d", what, len(got), len(want))
-	}
-	bad := 0
-	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			if bad++; bad <= 3 {
-				t.Errorf("%s[%d] = %v (%#08x), want %v (%#08x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
-			}
-		}
-	}
-	if bad > 3 {
-		t.Errorf("%s: %d of %d elements differ", what, bad, len(want))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 )
 
 // Batch invariance, bit for bit: a row computed alone must equal the same row computed among 1, 2,
@@ -23,7 +24,7 @@ func placements(f func(rows, at int)) {
 
 // batchRows returns rows×width random floats with row at replaced by the row under test.
 func batchRows(seed uint64, rows, width, at int, row []float32) []float32 {
-	all := randn(seed, rows*width)
+	all := computetest.Randn(seed, rows*width)
 	copy(all[at*width:], row)
 	return all
 }
@@ -37,9 +38,9 @@ func invariant(t *testing.T, op func(rows, at int) []float32) {
 	withProcs(1, func() { alone = append([]float32(nil), op(1, 0)...) })
 	for _, procs := range procsToTry {
 		withProcs(procs, func() {
-			sameBits(t, name("alone", procs), op(1, 0), alone)
+			computetest.SameBits(t, name("alone", procs), op(1, 0), alone)
 			placements(func(rows, at int) {
-				sameBits(t, name(rows, at, procs), op(rows, at), alone)
+				computetest.SameBits(t, name(rows, at, procs), op(rows, at), alone)
 			})
 		})
 	}
@@ -56,10 +57,10 @@ func TestMatMulInvariance(t *testing.T) {
 				const out = 301
 				in := c.in
 				w, _ := weightTensor(t, b, c.dtype, 1, out, in)
-				bias := ften(t, b, randn(2, out), out)
+				bias := ften(t, b, computetest.Randn(2, out), out)
 				x := ften(t, b, nil, 34, in)
 				dst := ften(t, b, nil, 34, out)
-				row := randn(3, in)
+				row := computetest.Randn(3, in)
 				invariant(t, func(rows, at int) []float32 {
 					copy(x.f, batchRows(uint64(rows), rows, in, at, row))
 					b.MatMul(dst, x, w, bias, rows)
@@ -74,9 +75,9 @@ func TestRMSNormInvariance(t *testing.T) {
 	forKernels(t, func(t *testing.T) {
 		b := newTest(t)
 		const d = 2053
-		w := ften(t, b, randn(1, d), d)
+		w := ften(t, b, computetest.Randn(1, d), d)
 		x, res, dst := ften(t, b, nil, 34, d), ften(t, b, nil, 34, d), ften(t, b, nil, 34, d)
-		row, resRow := randn(2, d), randn(3, d)
+		row, resRow := computetest.Randn(2, d), computetest.Randn(3, d)
 		t.Run("RMSNorm", func(t *testing.T) {
 			invariant(t, func(rows, at int) []float32 {
 				copy(x.f, batchRows(uint64(rows), rows, d, at, row))
@@ -104,7 +105,7 @@ func TestRoPEInvariance(t *testing.T) {
 	}
 	inv := ften(t, b, freqs, hd/2)
 	x, pos := ften(t, b, nil, 34, heads*hd), iten(t, b, nil, 34)
-	row := randn(2, heads*hd)
+	row := computetest.Randn(2, heads*hd)
 	invariant(t, func(rows, at int) []float32 {
 		copy(x.f, batchRows(uint64(rows), rows, heads*hd, at, row))
 		for r := range rows {
@@ -119,7 +120,7 @@ func TestRoPEInvariance(t *testing.T) {
 func TestGatherInvariance(t *testing.T) {
 	b := newTest(t)
 	const d = 100
-	src := ften(t, b, randn(1, 40*d), 40, d)
+	src := ften(t, b, computetest.Randn(1, 40*d), 40, d)
 	dst, idx := ften(t, b, nil, 34, d), iten(t, b, nil, 34)
 	invariant(t, func(rows, at int) []float32 {
 		for i := range rows {
@@ -138,7 +139,7 @@ func TestAttentionInvariance(t *testing.T) {
 		kv := newKV(t, b, 1, kvHeads, hd, slots)
 		q, dst := ften(t, b, nil, 34, heads*hd), ften(t, b, nil, 34, heads*hd)
 		bases, pos := iten(t, b, nil, 34), iten(t, b, nil, 34)
-		row := randn(2, heads*hd)
+		row := computetest.Randn(2, heads*hd)
 		invariant(t, func(rows, at int) []float32 {
 			copy(q.f, batchRows(uint64(rows), rows, heads*hd, at, row))
 			// Other rows come in runs of five of one session (bases 0, 200, 400), like prefill

@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 	"testing"
+
+	"tfd/compute/computetest"
 )
 
 // Each op against a float64 reference written from the op's definition, on random data with odd
@@ -28,7 +30,7 @@ func TestMatMul(t *testing.T) {
 
 func testMatMul(t *testing.T, in, out, rows int, withBias bool) {
 	b := newTest(t)
-	xs, ws, bs := randn(1, rows*in), randn(2, out*in), randn(3, out)
+	xs, ws, bs := computetest.Randn(1, rows*in), computetest.Randn(2, out*in), computetest.Randn(3, out)
 	x, w := ften(t, b, xs, rows+2, in), ften(t, b, ws, out, in)
 	dst := ften(t, b, nil, rows+2, out)
 	var bias *tensor
@@ -75,7 +77,7 @@ func TestRMSNorm(t *testing.T) {
 func testRMSNorm(t *testing.T, d, n int, add bool) {
 	b := newTest(t)
 	const eps = 1e-6
-	xs, rs, ws := randn(1, n*d), randn(2, n*d), randn(3, d)
+	xs, rs, ws := computetest.Randn(1, n*d), computetest.Randn(2, n*d), computetest.Randn(3, d)
 	x, res, w := ften(t, b, xs, n, d), ften(t, b, rs, n, d), ften(t, b, ws, d)
 	dst := ften(t, b, nil, n, d)
 	h := make([]float64, n*d) // the vectors normalised
@@ -108,7 +110,7 @@ func testRMSNorm(t *testing.T, d, n int, add bool) {
 	// In place: dst is x.
 	if !add {
 		b.RMSNorm(x, x, w, n, eps)
-		sameBits(t, "in place", x.f, dst.f)
+		computetest.SameBits(t, "in place", x.f, dst.f)
 	}
 }
 
@@ -132,7 +134,7 @@ func testRoPE(t *testing.T, hd, rows int) {
 	b := newTest(t)
 	const heads = 3
 	half := hd / 2
-	xs := randn(1, rows*heads*hd)
+	xs := computetest.Randn(1, rows*heads*hd)
 	freqs := make([]float32, half)
 	for j := range freqs {
 		freqs[j] = float32(math.Pow(10000, -float64(2*j)/float64(hd)))
@@ -163,7 +165,7 @@ func TestElementwise(t *testing.T) {
 	b := newTest(t)
 	for _, rows := range []int{1, 3, 17} {
 		const dim = 4099 // more than one chunk, not a multiple of anything
-		gs, us := randn(1, rows*dim), randn(2, rows*dim)
+		gs, us := computetest.Randn(1, rows*dim), computetest.Randn(2, rows*dim)
 		for i := range gs {
 			gs[i] *= 8 // reach well into both tails of silu
 		}
@@ -195,19 +197,19 @@ func TestElementwise(t *testing.T) {
 func TestEmbedGather(t *testing.T) {
 	b := newTest(t)
 	const vocab, dim = 11, 5
-	tab := randn(1, vocab*dim)
+	tab := computetest.Randn(1, vocab*dim)
 	table := ften(t, b, tab, vocab, dim)
 	ids := []int32{3, 0, 10, 3}
 	x := ften(t, b, nil, 6, dim)
 	b.Embed(x, table, iten(t, b, ids, 6), len(ids))
 	for r, id := range ids {
-		sameBits(t, name("embed", r), x.f[r*dim:(r+1)*dim], tab[int(id)*dim:int(id+1)*dim])
+		computetest.SameBits(t, name("embed", r), x.f[r*dim:(r+1)*dim], tab[int(id)*dim:int(id+1)*dim])
 	}
 	dst := ften(t, b, nil, 3, dim)
 	idx := []int32{2, 2, 0}
 	b.Gather(dst, x, iten(t, b, idx, 3), 3)
 	for i, j := range idx {
-		sameBits(t, name("gather", i), dst.f[i*dim:(i+1)*dim], x.f[int(j)*dim:int(j+1)*dim])
+		computetest.SameBits(t, name("gather", i), dst.f[i*dim:(i+1)*dim], x.f[int(j)*dim:int(j+1)*dim])
 	}
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
@@ -234,7 +236,7 @@ func testAttention(t *testing.T, hd, group int) {
 	bases := []int32{40, 0, 40, 10, 0, 10, 10, 10, 10, 10, 10}
 	pos := []int32{3, 0, 20, 29, 9, 11, 12, 13, 14, 15, 16}
 	rows := len(bases)
-	qs := randn(9, rows*heads*hd)
+	qs := computetest.Randn(9, rows*heads*hd)
 	q := ften(t, b, qs, rows, heads*hd)
 	dst := ften(t, b, nil, rows, heads*hd)
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -289,8 +291,8 @@ func newKV(t *testing.T, b *backend, layers, kvHeads, hd, slots int) *kvPool {
 		pos[s] = int32(s)
 	}
 	for l := range layers {
-		k := ften(t, b, randn(uint64(100+2*l), slots*st), slots, st)
-		v := ften(t, b, randn(uint64(101+2*l), slots*st), slots, st)
+		k := ften(t, b, computetest.Randn(uint64(100+2*l), slots*st), slots, st)
+		v := ften(t, b, computetest.Randn(uint64(101+2*l), slots*st), slots, st)
 		b.KVWrite(kv, l, k, v, iten(t, b, bases, slots), iten(t, b, pos, slots), slots)
 	}
 	return kv

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"tfd/compute/computetest"
 )
 
 // countTask counts how often each item runs.
@@ -53,7 +55,7 @@ func TestCloseStopsWorkers(t *testing.T) {
 	before := runtime.NumGoroutine()
 	withProcs(4, func() {
 		b := newBackend()
-		x := ften(t, b, randn(1, 1<<20), 1, 1<<20)
+		x := ften(t, b, computetest.Randn(1, 1<<20), 1, 1<<20)
 		b.Add(x, x, x, 1) // big enough to wake every worker
 		if err := b.Close(); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 )
 
 func TestRegistered(t *testing.T) {
@@ -130,12 +131,12 @@ func TestUploadF32AndI32(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameBits(t, "f32", tf.(*tensor).f, f)
+	computetest.SameBits(t, "f32", tf.(*tensor).f, f)
 	got := make([]float32, 4)
 	if err := b.ReadFloat32(tf, got); err != nil {
 		t.Fatal(err)
 	}
-	sameBits(t, "read", got, f)
+	computetest.SameBits(t, "read", got, f)
 	ti, err := b.Upload(compute.I32, []int{4}, data)
 	if err != nil || ti.DType() != compute.I32 || ti.(*tensor).i[0] != int32(math.Float32bits(1.5)) {
 		t.Fatalf("I32 upload: %v %v", err, ti)
@@ -157,7 +158,7 @@ func TestKVRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv := kvi.(*kvPool)
-	ks, vs := randn(1, 4*st), randn(2, 4*st)
+	ks, vs := computetest.Randn(1, 4*st), computetest.Randn(2, 4*st)
 	bases, pos := []int32{0, 0, 10, 10}, []int32{0, 3, 1, 2}
 	for l := range layers {
 		b.KVWrite(kv, l, ften(t, b, ks, 4, st), ften(t, b, vs, 4, st), iten(t, b, bases, 4), iten(t, b, pos, 4), 4)
@@ -166,11 +167,11 @@ func TestKVRoundTrip(t *testing.T) {
 	for l := range layers {
 		for r := range bases {
 			s := int(bases[r] + pos[r])
-			sameBits(t, name("k", l, r), kv.k[l][s*st:(s+1)*st], ks[r*st:(r+1)*st])
-			sameBits(t, name("v", l, r), kv.v[l][s*st:(s+1)*st], vs[r*st:(r+1)*st])
+			computetest.SameBits(t, name("k", l, r), kv.k[l][s*st:(s+1)*st], ks[r*st:(r+1)*st])
+			computetest.SameBits(t, name("v", l, r), kv.v[l][s*st:(s+1)*st], vs[r*st:(r+1)*st])
 		}
-		sameBits(t, name("copied k", l), kv.k[l][20*st:23*st], kv.k[l][10*st:13*st])
-		sameBits(t, name("copied v", l), kv.v[l][20*st:23*st], kv.v[l][10*st:13*st])
+		computetest.SameBits(t, name("copied k", l), kv.k[l][20*st:23*st], kv.k[l][10*st:13*st])
+		computetest.SameBits(t, name("copied v", l), kv.v[l][20*st:23*st], kv.v[l][10*st:13*st])
 	}
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
@@ -180,7 +181,7 @@ func TestKVRoundTrip(t *testing.T) {
 // Data errors (a bad token, index or slot) are reported by Sync once, and the backend goes on.
 func TestDataErrors(t *testing.T) {
 	b := newTest(t)
-	table := ften(t, b, randn(1, 12), 4, 3)
+	table := ften(t, b, computetest.Randn(1, 12), 4, 3)
 	x := ften(t, b, []float32{9, 9, 9}, 1, 3)
 	b.Embed(x, table, iten(t, b, []int32{4}, 1), 1)
 	if err := b.Sync(); err == nil || !strings.HasPrefix(err.Error(), "cpu: Embed") {
@@ -224,19 +225,19 @@ func TestForeignTensorPanics(t *testing.T) {
 func TestNoAllocs(t *testing.T) {
 	b := newTest(t)
 	const in, out, rows, heads, kvHeads, hd = 256, 512, 16, 4, 2, 64
-	x, w := ften(t, b, randn(1, rows*in), rows, in), ften(t, b, randn(2, out*in), out, in)
+	x, w := ften(t, b, computetest.Randn(1, rows*in), rows, in), ften(t, b, computetest.Randn(2, out*in), out, in)
 	dst := ften(t, b, nil, rows, out)
-	nw := ften(t, b, randn(3, in), in)
+	nw := ften(t, b, computetest.Randn(3, in), in)
 	kv := newKV(t, b, 1, kvHeads, hd, 256)
-	q, att := ften(t, b, randn(4, rows*heads*hd), rows, heads*hd), ften(t, b, nil, rows, heads*hd)
+	q, att := ften(t, b, computetest.Randn(4, rows*heads*hd), rows, heads*hd), ften(t, b, nil, rows, heads*hd)
 	bases, pos := iten(t, b, make([]int32, rows), rows), iten(t, b, nil, rows)
 	for r := range rows {
 		pos.i[r] = int32(200 + r)
 	}
-	inv := ften(t, b, randn(5, hd/2), hd/2)
+	inv := ften(t, b, computetest.Randn(5, hd/2), hd/2)
 	// 16-bit weights, read directly (one row), widened in blocks (16 rows) or K-chunks (1100 long).
 	const long = 1100
-	xl, dl := ften(t, b, randn(6, rows*long), rows, long), ften(t, b, nil, rows, out)
+	xl, dl := ften(t, b, computetest.Randn(6, rows*long), rows, long), ften(t, b, nil, rows, out)
 	var halfW, halfL []*tensor
 	for _, dt := range halfTypes {
 		h, _ := weightTensor(t, b, dt, 7, out, in)

@@ -7,6 +7,7 @@ import (
 
 	"tfd/batch"
 	"tfd/compute"
+	"tfd/compute/computetest"
 	"tfd/engine"
 	"tfd/engine/enginetest"
 )
@@ -180,17 +181,7 @@ func BenchmarkLaunch(b *testing.B) {
 // tokens per second.
 func BenchmarkPrefill(b *testing.B) {
 	m := enginetest.Load(b, openCUDA(b), bundledDir, engine.Options{MaxRows: 256})
-	rows := make([]batch.Row, 256)
-	for i := range rows {
-		rows[i] = batch.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
-	}
-	b.ResetTimer()
-	for range b.N {
-		if _, err := m.Forward(context.Background(), rows); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(rows)*b.N)/b.Elapsed().Seconds(), "tok/s")
+	enginetest.BenchPrefill(b, m, 256)
 }
 
 // BenchmarkMatVec multiplies an 8192×8192 BF16 matrix by one row, the decode case, and reports
@@ -212,13 +203,13 @@ func benchMatMul(b *testing.B, dt compute.DType, out, in, rows int) {
 	setGraphs(g, false) // the kernel's own speed: b.N launches with no sync between
 	key := [3]int{int(dt), out, in}
 	if benchWeights[key] == nil {
-		benchWeights[key] = encode(dt, randn(1, out*in))
+		benchWeights[key] = computetest.Encode(dt, computetest.Randn(1, out*in))
 	}
 	w, err := g.Upload(dt, []int{out, in}, benchWeights[key])
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := uploadF32(b, g, randn(2, rows*in), rows, in)
+	x := uploadF32(b, g, computetest.Randn(2, rows*in), rows, in)
 	dst, err := g.Alloc(compute.F32, rows, out)
 	if err != nil {
 		b.Fatal(err)

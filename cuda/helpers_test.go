@@ -2,11 +2,10 @@ package cuda
 
 import (
 	"encoding/binary"
-	"math"
-	"math/rand/v2"
 	"testing"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 	_ "tfd/cpu"
 )
 
@@ -68,7 +67,7 @@ func (p *pair) f32(data []float32, shape ...int) tt {
 	}
 	full := make([]float32, n)
 	copy(full, data)
-	return p.upload(compute.F32, f32Bytes(full), shape...)
+	return p.upload(compute.F32, computetest.F32Bytes(full), shape...)
 }
 
 func (p *pair) i32(data []int32, shape ...int) tt {
@@ -88,7 +87,7 @@ func (p *pair) i32(data []int32, shape ...int) tt {
 // uploads it in dtype.
 func (p *pair) weights(dtype compute.DType, data []float32, shape ...int) tt {
 	p.t.Helper()
-	return p.upload(dtype, encode(dtype, data), shape...)
+	return p.upload(dtype, computetest.Encode(dtype, data), shape...)
 }
 
 // do runs f on both backends.
@@ -122,7 +121,7 @@ func readOne(t testing.TB, b compute.Backend, x compute.Tensor, n int) []float32
 
 func uploadF32(t testing.TB, b compute.Backend, data []float32, shape ...int) compute.Tensor {
 	t.Helper()
-	x, err := b.Upload(compute.F32, shape, f32Bytes(data))
+	x, err := b.Upload(compute.F32, shape, computetest.F32Bytes(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,111 +136,4 @@ func uploadI32(t testing.TB, b compute.Backend, data []int32) compute.Tensor {
 	}
 	b.WriteInt32(x, data)
 	return x
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
-	}
-	return b
-}
-
-// encode rounds v to dtype (to nearest, ties to even) in place and returns its bytes.
-func encode(dtype compute.DType, v []float32) []byte {
-	switch dtype {
-	case compute.F32:
-		return f32Bytes(v)
-	case compute.BF16:
-		b := make([]byte, 2*len(v))
-		for i, f := range v {
-			u := math.Float32bits(f)
-			u += 0x7fff + (u>>16)&1
-			h := uint16(u >> 16)
-			binary.LittleEndian.PutUint16(b[2*i:], h)
-			v[i] = math.Float32frombits(uint32(h) << 16)
-		}
-		return b
-	case compute.F16:
-		b := make([]byte, 2*len(v))
-		for i, f := range v {
-			h := f16Bits(f)
-			binary.LittleEndian.PutUint16(b[2*i:], h)
-			v[i] = compute.F16ToF32(h)
-		}
-		return b
-	}
-	panic("encode: " + dtype.String())
-}
-
-// f16Bits rounds f to binary16; values below the normal range become zero (the tests' data stay
-// in the normal range).
-func f16Bits(f float32) uint16 {
-	u := math.Float32bits(f)
-	sign := uint16(u>>16) & 0x8000
-	exp := int(u>>23&0xff) - 127 + 15
-	man := u & 0x7fffff
-	if exp <= 0 {
-		return sign
-	}
-	m := man >> 13
-	if rem := man & 0x1fff; rem > 0x1000 || (rem == 0x1000 && m&1 == 1) {
-		if m++; m == 0x400 {
-			m, exp = 0, exp+1
-		}
-	}
-	return sign | uint16(exp)<<10 | uint16(m)
-}
-
-// randn returns n normally distributed floats from a generator seeded with seed.
-func randn(seed uint64, n int) []float32 {
-	r := rand.New(rand.NewPCG(seed, 0xc0da))
-	s := make([]float32, n)
-	for i := range s {
-		s[i] = float32(r.NormFloat64())
-	}
-	return s
-}
-
-// near reports elements with |got−want| > tol·max(|want|, floor), at most a few, and returns the
-// largest |got−want|/max(|want|, floor) seen.
-func near(t testing.TB, what string, got, want []float32, tol, floor float64) float64 {
-	t.Helper()
-	bad, worst := 0, 0.0
-	for i := range want {
-		scale := max(math.Abs(float64(want[i])), floor)
-		d := math.Abs(float64(got[i]) - float64(want[i]))
-		if math.IsNaN(float64(got[i])) {
-			d = math.Inf(1)
-		}
-		worst = max(worst, d/scale)
-		if d > tol*scale {
-			if bad++; bad <= 5 {
-				t.Errorf("%s[%d] = %v, want %v (±%.3g)", what, i, got[i], want[i], tol*scale)
-			}
-		}
-	}
-	if bad > 5 {
-		t.Errorf("%s: %d of %d elements off", what, bad, len(want))
-	}
-	return worst
-}
-
-// sameBits reports the elements whose bits differ.
-func sameBits(t testing.TB, what string, got, want []float32) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d elements, want %d", what, len(got), len(want))
-	}
-	bad := 0
-	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			if bad++; bad <= 3 {
-				t.Errorf("%s[%d] = %v (%#08x), want %v (%#08x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
-			}
-		}
-	}
-	if bad > 3 {
-		t.Errorf("%s: %d of %d elements differ", what, bad, len(want))
-	}
 }

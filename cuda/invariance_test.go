@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 )
 
 // Batch invariance on the GPU, bit for bit: a row computed alone must equal the same row computed
@@ -36,12 +37,12 @@ func TestMatMulIsBatchInvariant(t *testing.T) {
 		for _, in := range []int{384, 1001, 4096} {
 			t.Run(fmt.Sprint(dt, in), func(t *testing.T) {
 				const out = 96
-				w, err := b.Upload(dt, []int{out, in}, encode(dt, randn(1, out*in)))
+				w, err := b.Upload(dt, []int{out, in}, computetest.Encode(dt, computetest.Randn(1, out*in)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				bias := uploadF32(t, b, randn(2, out), out)
-				target := randn(3, in)
+				bias := uploadF32(t, b, computetest.Randn(2, out), out)
+				target := computetest.Randn(3, in)
 				run := func(rows []float32, n, at int) []float32 {
 					x := uploadF32(t, b, rows, n, in)
 					dst, _ := b.Alloc(compute.F32, n, out)
@@ -53,8 +54,8 @@ func TestMatMulIsBatchInvariant(t *testing.T) {
 				}
 				alone := run(target, 1, 0)
 				for _, others := range othersToTry {
-					rows, at := batchOf(r, target, others, func(i int) []float32 { return randn(uint64(100+i), in) })
-					sameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, others+1, at), alone)
+					rows, at := batchOf(r, target, others, func(i int) []float32 { return computetest.Randn(uint64(100+i), in) })
+					computetest.SameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, others+1, at), alone)
 				}
 			})
 		}
@@ -67,8 +68,8 @@ func TestNormsAreBatchInvariant(t *testing.T) {
 	for _, d := range []int{64, 384, 4096} {
 		for _, add := range []bool{false, true} {
 			t.Run(fmt.Sprint(d, add), func(t *testing.T) {
-				w := uploadF32(t, b, randn(1, d), d)
-				target, targetRes := randn(2, d), randn(3, d)
+				w := uploadF32(t, b, computetest.Randn(1, d), d)
+				target, targetRes := computetest.Randn(2, d), computetest.Randn(3, d)
 				run := func(rows, res []float32, n, at int) []float32 {
 					x := uploadF32(t, b, rows, n, d)
 					rt := uploadF32(t, b, res, n, d)
@@ -92,10 +93,10 @@ func TestNormsAreBatchInvariant(t *testing.T) {
 						if i == at {
 							rows, res = append(rows, target...), append(res, targetRes...)
 						} else {
-							rows, res = append(rows, randn(uint64(200+i), d)...), append(res, randn(uint64(400+i), d)...)
+							rows, res = append(rows, computetest.Randn(uint64(200+i), d)...), append(res, computetest.Randn(uint64(400+i), d)...)
 						}
 					}
-					sameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, res, others+1, at), alone)
+					computetest.SameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, res, others+1, at), alone)
 				}
 			})
 		}
@@ -113,7 +114,7 @@ func TestAttentionIsBatchInvariant(t *testing.T) {
 	kv := fillKV(t, p, kc, 5)
 	qw := kc.heads * kc.spec.HeadDim
 	for _, target := range []struct{ session, pos int }{{1, 0}, {1, 129}, {1, 699}, {0, 255}} {
-		tq := randn(uint64(40+target.pos), qw)
+		tq := computetest.Randn(uint64(40+target.pos), qw)
 		run := func(qs []float32, bases, positions []int32, at int) []float32 {
 			n := len(bases)
 			q := uploadF32(t, g, qs, n, qw)
@@ -138,10 +139,10 @@ func TestAttentionIsBatchInvariant(t *testing.T) {
 					continue
 				}
 				s := r.IntN(len(kc.bases))
-				qs = append(qs, randn(uint64(300+i), qw)...)
+				qs = append(qs, computetest.Randn(uint64(300+i), qw)...)
 				bases, positions = append(bases, kc.bases[s]), append(positions, int32(r.IntN(kc.length[s])))
 			}
-			sameBits(t, fmt.Sprintf("session %d position %d, row %d of %d", target.session, target.pos, at, others+1),
+			computetest.SameBits(t, fmt.Sprintf("session %d position %d, row %d of %d", target.session, target.pos, at, others+1),
 				run(qs, bases, positions, at), alone)
 		}
 	}
@@ -154,11 +155,11 @@ func TestMatMulRowGroupsAgree(t *testing.T) {
 	b := openCUDA(t)
 	const in, out = 777, 40 // 777: the one-element-per-lane order
 	for _, dt := range weightDTypes {
-		w, err := b.Upload(dt, []int{out, in}, encode(dt, randn(1, out*in)))
+		w, err := b.Upload(dt, []int{out, in}, computetest.Encode(dt, computetest.Randn(1, out*in)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		xs := randn(2, 17*in)
+		xs := computetest.Randn(2, 17*in)
 		x := uploadF32(t, b, xs, 17, in)
 		dst, _ := b.Alloc(compute.F32, 17, out)
 		var first []float32
@@ -172,7 +173,7 @@ func TestMatMulRowGroupsAgree(t *testing.T) {
 				}
 				continue
 			}
-			sameBits(t, fmt.Sprintf("%v row 0 of %d", dt, rows), got, first)
+			computetest.SameBits(t, fmt.Sprintf("%v row 0 of %d", dt, rows), got, first)
 		}
 	}
 }

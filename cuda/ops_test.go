@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 )
 
 // Each op on the GPU against the CPU backend on the same random data. The two reduce in different
@@ -38,7 +39,7 @@ func TestMatMulMatchesCPU(t *testing.T) {
 }
 
 func testMatMul(t *testing.T, p *pair, dt compute.DType, in, out, rows int, withBias bool) {
-	xs, ws, bs := randn(1, rows*in), randn(2, out*in), randn(3, out)
+	xs, ws, bs := computetest.Randn(1, rows*in), computetest.Randn(2, out*in), computetest.Randn(3, out)
 	x := p.f32(xs, rows+1, in)
 	w := p.weights(dt, ws, out, in) // ws now holds the rounded weights both backends see
 	dst := p.f32(nil, rows+1, out)
@@ -76,18 +77,18 @@ func TestEmbedGatherMatchCPU(t *testing.T) {
 	for _, dt := range weightDTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			p.t = t
-			table := p.weights(dt, randn(4, vocab*dim), vocab, dim)
+			table := p.weights(dt, computetest.Randn(4, vocab*dim), vocab, dim)
 			tokens := p.i32(ids, rows)
 			x := p.f32(nil, rows, dim)
 			p.do(func(b compute.Backend, i int) { b.Embed(x[i], table[i], tokens[i], rows) })
 			g, c := p.read(x, rows*dim)
-			sameBits(t, "x", g, c)
+			computetest.SameBits(t, "x", g, c)
 
 			index := p.i32([]int32{8, 0, 4, 4}, 4)
 			dst := p.f32(nil, 4, dim)
 			p.do(func(b compute.Backend, i int) { b.Gather(dst[i], x[i], index[i], 4) })
 			g, c = p.read(dst, 4*dim)
-			sameBits(t, "gathered", g, c)
+			computetest.SameBits(t, "gathered", g, c)
 		})
 	}
 }
@@ -100,9 +101,9 @@ func TestRMSNormMatchesCPU(t *testing.T) {
 			for _, add := range []bool{false, true} {
 				t.Run(fmt.Sprint(d, n, add), func(t *testing.T) {
 					p.t = t
-					x := p.f32(randn(5, n*d), n, d)
-					res := p.f32(randn(6, n*d), n, d)
-					w := p.f32(randn(7, d), d)
+					x := p.f32(computetest.Randn(5, n*d), n, d)
+					res := p.f32(computetest.Randn(6, n*d), n, d)
+					w := p.f32(computetest.Randn(7, d), d)
 					dst := p.f32(nil, n, d)
 					p.do(func(b compute.Backend, i int) {
 						if add {
@@ -112,16 +113,16 @@ func TestRMSNormMatchesCPU(t *testing.T) {
 						}
 					})
 					g, c := p.read(dst, n*d)
-					near(t, "dst", g, c, 2e-6, 1e-3)
+					computetest.Near(t, "dst", g, c, 2e-6, 1e-3)
 					if add {
 						g, c = p.read(res, n*d)
-						sameBits(t, "residual", g, c)
+						computetest.SameBits(t, "residual", g, c)
 					} else {
 						// In place: dst is x.
 						want := g
 						p.do(func(b compute.Backend, i int) { b.RMSNorm(x[i], x[i], w[i], n, eps) })
 						g, _ = p.read(x, n*d)
-						sameBits(t, "in place", g, want)
+						computetest.SameBits(t, "in place", g, want)
 					}
 				})
 			}
@@ -140,13 +141,13 @@ func TestRoPEMatchesCPU(t *testing.T) {
 				for j := range freqs {
 					freqs[j] = float32(1 / math.Pow(10000, float64(2*j)/float64(hd)))
 				}
-				x := p.f32(randn(8, rows*heads*hd), rows, heads*hd)
+				x := p.f32(computetest.Randn(8, rows*heads*hd), rows, heads*hd)
 				pos := p.i32([]int32{0, 1, 2, 100, 1000, 4095, 77777}, rows)
 				inv := p.f32(freqs, hd/2)
 				p.do(func(b compute.Backend, i int) { b.RoPE(x[i], pos[i], inv[i], rows, heads) })
 				g, c := p.read(x, rows*heads*hd)
 				// Same steps as the CPU; only an F64 cos or sin rounding the other way apart.
-				near(t, "x", g, c, 1e-6, 1)
+				computetest.Near(t, "x", g, c, 1e-6, 1)
 			})
 		}
 	}
@@ -155,18 +156,18 @@ func TestRoPEMatchesCPU(t *testing.T) {
 func TestSiLUMulAddMatchCPU(t *testing.T) {
 	p := newPair(t)
 	const rows, width = 5, 1000
-	gate := p.f32(randn(9, rows*width), rows, width)
-	up := p.f32(randn(10, rows*width), rows, width)
+	gate := p.f32(computetest.Randn(9, rows*width), rows, width)
+	up := p.f32(computetest.Randn(10, rows*width), rows, width)
 	dst := p.f32(nil, rows, width)
 	p.do(func(b compute.Backend, i int) { b.SiLUMul(dst[i], gate[i], up[i], rows) })
 	g, c := p.read(dst, rows*width)
-	t.Logf("SiLUMul: worst relative difference %.3g", near(t, "silu", g, c, 2e-6, 1e-30))
+	t.Logf("SiLUMul: worst relative difference %.3g", computetest.Near(t, "silu", g, c, 2e-6, 1e-30))
 	// Add over all but the last row, which must keep the GPU's SiLUMul output.
 	last := slices.Clone(g[(rows-1)*width:])
 	p.do(func(b compute.Backend, i int) { b.Add(dst[i], gate[i], up[i], rows-1) })
 	g, c = p.read(dst, rows*width)
-	sameBits(t, "add", g[:(rows-1)*width], c[:(rows-1)*width])
-	sameBits(t, "the row past rows", g[(rows-1)*width:], last)
+	computetest.SameBits(t, "add", g[:(rows-1)*width], c[:(rows-1)*width])
+	computetest.SameBits(t, "the row past rows", g[(rows-1)*width:], last)
 }
 
 // kvCase is a pool filled with random keys and values for three sessions, and the rows that
@@ -196,7 +197,7 @@ func TestAttentionMatchesCPU(t *testing.T) {
 				}
 			}
 			rows, qw := len(bases), c.heads*c.hd
-			q := p.f32(randn(20, rows*qw), rows, qw)
+			q := p.f32(computetest.Randn(20, rows*qw), rows, qw)
 			bt, pt := p.i32(bases, rows), p.i32(positions, rows)
 			dst := p.f32(nil, rows, qw)
 			scale := float32(1 / math.Sqrt(float64(c.hd)))
@@ -205,7 +206,7 @@ func TestAttentionMatchesCPU(t *testing.T) {
 			})
 			g, cc := p.read(dst, rows*qw)
 			// The output is a convex combination of values of magnitude about 1.
-			t.Logf("worst |Δ| %.3g", near(t, "attention", g, cc, 1e-5, 1))
+			t.Logf("worst |Δ| %.3g", computetest.Near(t, "attention", g, cc, 1e-5, 1))
 		})
 	}
 }
@@ -230,8 +231,8 @@ func fillKV(t testing.TB, p *pair, kc kvCase, seed uint64) [2]compute.KV {
 	rows, st := len(bases), kc.spec.KVHeads*kc.spec.HeadDim
 	bt, pt := p.i32(bases, rows), p.i32(positions, rows)
 	for l := range kc.spec.Layers {
-		k := p.f32(randn(seed+uint64(10*l), rows*st), rows, st)
-		v := p.f32(randn(seed+uint64(10*l+1), rows*st), rows, st)
+		k := p.f32(computetest.Randn(seed+uint64(10*l), rows*st), rows, st)
+		v := p.f32(computetest.Randn(seed+uint64(10*l+1), rows*st), rows, st)
 		p.do(func(b compute.Backend, i int) { b.KVWrite(kv[i], l, k[i], v[i], bt[i], pt[i], rows) })
 	}
 	return kv
@@ -246,7 +247,7 @@ func TestCopyKVKeepsBits(t *testing.T) {
 	const n = 150
 	attend := func(base int32) []float32 {
 		rows := 3
-		q := uploadF32(t, g, randn(30, rows*4*64), rows, 4*64)
+		q := uploadF32(t, g, computetest.Randn(30, rows*4*64), rows, 4*64)
 		bt := uploadI32(t, g, []int32{base, base, base})
 		pt := uploadI32(t, g, []int32{0, 77, n - 1})
 		dst, _ := g.Alloc(compute.F32, rows, 4*64)
@@ -257,7 +258,7 @@ func TestCopyKVKeepsBits(t *testing.T) {
 	// Disjoint, then overlapping in both directions: each must move the bits unchanged.
 	for _, mv := range []struct{ src, dst int }{{400, 700}, {700, 650}, {650, 690}, {690, 400}} {
 		g.CopyKV(kv[0], mv.dst, mv.src, n)
-		sameBits(t, fmt.Sprintf("after CopyKV %d→%d", mv.src, mv.dst), attend(int32(mv.dst)), want)
+		computetest.SameBits(t, fmt.Sprintf("after CopyKV %d→%d", mv.src, mv.dst), attend(int32(mv.dst)), want)
 	}
 	g.CopyKV(kv[0], 900, 0, 200) // past the end
 	if err := g.Sync(); err == nil || !strings.Contains(err.Error(), "CopyKV") {
@@ -269,7 +270,7 @@ func TestCopyKVKeepsBits(t *testing.T) {
 // that the Sync after it is clean.
 func TestDataErrors(t *testing.T) {
 	b := openCUDA(t)
-	table := uploadF32(t, b, randn(1, 10*8), 10, 8)
+	table := uploadF32(t, b, computetest.Randn(1, 10*8), 10, 8)
 	x, _ := b.Alloc(compute.F32, 2, 8)
 	b.Embed(x, table, uploadI32(t, b, []int32{3, 10}), 2)
 	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "token 10 of row 1") {
@@ -282,7 +283,7 @@ func TestDataErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := uploadF32(t, b, randn(2, 8), 1, 8)
+	k := uploadF32(t, b, computetest.Randn(2, 8), 1, 8)
 	b.KVWrite(kv, 0, k, k, uploadI32(t, b, []int32{2}), uploadI32(t, b, []int32{2}), 1)
 	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "KVWrite") {
 		t.Errorf("KVWrite to slot 4 of 4: Sync = %v", err)
@@ -304,8 +305,8 @@ func TestDataErrors(t *testing.T) {
 func TestRecordingAllocatesNothing(t *testing.T) {
 	b := openCUDA(t)
 	const n = 256
-	x := uploadF32(t, b, randn(1, n*n), n, n)
-	w, err := b.Upload(compute.BF16, []int{n, n}, encode(compute.BF16, randn(2, n*n)))
+	x := uploadF32(t, b, computetest.Randn(1, n*n), n, n)
+	w, err := b.Upload(compute.BF16, []int{n, n}, computetest.Encode(compute.BF16, computetest.Randn(2, n*n)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,17 +17,7 @@ const bundledDir = "models/gopher"
 // BenchmarkPrefill runs a 256-token prompt in one forward and reports prompt tokens per second.
 func BenchmarkPrefill(b *testing.B) {
 	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 256})
-	rows := make([]batch.Row, 256)
-	for i := range rows {
-		rows[i] = batch.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
-	}
-	b.ResetTimer()
-	for range b.N {
-		if _, err := m.Forward(context.Background(), rows); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(rows)*b.N)/b.Elapsed().Seconds(), "tok/s")
+	enginetest.BenchPrefill(b, m, 256)
 }
 
 // BenchmarkDecode runs single-row forwards, each one token further, after a 128-token prompt

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tfd/compute"
+	"tfd/compute/computetest"
 	_ "tfd/cpu"
 	"tfd/kernels"
 )
@@ -128,21 +129,21 @@ func (o *op) read(x compute.Tensor, n int) []float32 {
 }
 
 func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
-	xs, ws, bs := randn(1, rows*in), randn(2, out*in), randn(3, out)
-	wb := encode(dt, ws) // ws now holds the rounded weights
-	x := o.upload(compute.F32, f32Bytes(pad(xs, (rows+1)*in)), rows+1, in)
+	xs, ws, bs := computetest.Randn(1, rows*in), computetest.Randn(2, out*in), computetest.Randn(3, out)
+	wb := computetest.Encode(dt, ws) // ws now holds the rounded weights
+	x := o.upload(compute.F32, computetest.F32Bytes(pad(xs, (rows+1)*in)), rows+1, in)
 	w := o.upload(dt, wb, out, in)
 	dst := o.upload(compute.F32, make([]byte, 4*(rows+1)*out), rows+1, out)
 	var bias compute.Tensor
 	mbias, hasBias := &mbuf{}, int32(0) // no bias: an empty buffer, so any read of it faults
 	if withBias {
-		bias, mbias, hasBias = o.upload(compute.F32, f32Bytes(bs), out), &mbuf{f32Bytes(bs)}, 1
+		bias, mbias, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), out), &mbuf{computetest.F32Bytes(bs)}, 1
 	}
 	o.cpu.MatMul(dst, x, w, bias, rows)
 	want := o.read(dst, (rows+1)*out)
 
 	md := &mbuf{make([]byte, 4*(rows+1)*out)}
-	o.launch(kernels.MatMulLaunch(weightSuffix(dt), rows, out), md, &mbuf{f32Bytes(pad(xs, (rows+1)*in))}, &mbuf{wb}, mbias,
+	o.launch(kernels.MatMulLaunch(weightSuffix(dt), rows, out), md, &mbuf{computetest.F32Bytes(pad(xs, (rows+1)*in))}, &mbuf{wb}, mbias,
 		int32(rows), int32(in), int32(out), hasBias)
 	got := floats(md)
 	for r := range rows {
@@ -159,7 +160,7 @@ func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
 			}
 		}
 	}
-	sameBits(o.t, "the row past rows", got[rows*out:], make([]float32, out))
+	computetest.SameBits(o.t, "the row past rows", got[rows*out:], make([]float32, out))
 }
 
 func (o *op) embed(dt compute.DType, vocab, dim, badToken int) {
@@ -171,15 +172,15 @@ func (o *op) embed(dt compute.DType, vocab, dim, badToken int) {
 	if badToken >= 0 {
 		ids[4] = int32(badToken)
 	}
-	tb := encode(dt, randn(4, vocab*dim))
+	tb := computetest.Encode(dt, computetest.Randn(4, vocab*dim))
 	x := o.upload(compute.F32, make([]byte, 4*len(ids)*dim), len(ids), dim)
-	o.cpu.Embed(x, o.upload(dt, tb, vocab, dim), o.upload(compute.I32, i32Bytes(ids), len(ids)), len(ids))
+	o.cpu.Embed(x, o.upload(dt, tb, vocab, dim), o.upload(compute.I32, computetest.I32Bytes(ids), len(ids)), len(ids))
 	cpuErr := o.cpu.Sync()
 	want := o.read(x, len(ids)*dim)
 
 	mx, errWord := &mbuf{make([]byte, 4*len(ids)*dim)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.EmbedLaunch(weightSuffix(dt), len(ids)), mx, &mbuf{tb}, &mbuf{i32Bytes(ids)}, int32(vocab), int32(dim), errWord)
-	sameBits(o.t, "x", floats(mx), want)
+	o.launch(kernels.EmbedLaunch(weightSuffix(dt), len(ids)), mx, &mbuf{tb}, &mbuf{computetest.I32Bytes(ids)}, int32(vocab), int32(dim), errWord)
+	computetest.SameBits(o.t, "x", floats(mx), want)
 	o.checkError(errWord, cpuErr, badToken >= 0, 1, 4, badToken) // ERR_EMBED, row 4
 }
 
@@ -201,7 +202,7 @@ func (o *op) checkError(w *mbuf, cpuErr error, due bool, code, a, b int) {
 }
 
 func (o *op) gather(n, width, rows, bad int) {
-	src := randn(5, n*width)
+	src := computetest.Randn(5, n*width)
 	idx := make([]int32, rows)
 	for i := range idx {
 		idx[i] = int32((i*7 + 3) % n)
@@ -210,22 +211,22 @@ func (o *op) gather(n, width, rows, bad int) {
 		idx[bad] = -1
 	}
 	dst := o.upload(compute.F32, make([]byte, 4*rows*width), rows, width)
-	o.cpu.Gather(dst, o.upload(compute.F32, f32Bytes(src), n, width), o.upload(compute.I32, i32Bytes(idx), rows), rows)
+	o.cpu.Gather(dst, o.upload(compute.F32, computetest.F32Bytes(src), n, width), o.upload(compute.I32, computetest.I32Bytes(idx), rows), rows)
 	cpuErr := o.cpu.Sync()
 	want := o.read(dst, rows*width)
 
 	md, errWord := &mbuf{make([]byte, 4*rows*width)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.GatherLaunch(rows), md, &mbuf{f32Bytes(src)}, &mbuf{i32Bytes(idx)}, int32(n), int32(width), errWord)
-	sameBits(o.t, "dst", floats(md), want)
+	o.launch(kernels.GatherLaunch(rows), md, &mbuf{computetest.F32Bytes(src)}, &mbuf{computetest.I32Bytes(idx)}, int32(n), int32(width), errWord)
+	computetest.SameBits(o.t, "dst", floats(md), want)
 	o.checkError(errWord, cpuErr, bad >= 0, 2, bad, -1) // ERR_GATHER
 }
 
 func (o *op) rmsNorm(d, n int, add bool) {
 	const eps = 1e-6
-	xs, rs, ws := randn(5, n*d), randn(6, n*d), randn(7, d)
-	x, res := o.upload(compute.F32, f32Bytes(xs), n, d), o.upload(compute.F32, f32Bytes(rs), n, d)
+	xs, rs, ws := computetest.Randn(5, n*d), computetest.Randn(6, n*d), computetest.Randn(7, d)
+	x, res := o.upload(compute.F32, computetest.F32Bytes(xs), n, d), o.upload(compute.F32, computetest.F32Bytes(rs), n, d)
 	dst := o.upload(compute.F32, make([]byte, 4*n*d), n, d)
-	w := o.upload(compute.F32, f32Bytes(ws), d)
+	w := o.upload(compute.F32, computetest.F32Bytes(ws), d)
 	if add {
 		o.cpu.AddRMSNorm(dst, res, x, w, n, eps)
 	} else {
@@ -234,20 +235,20 @@ func (o *op) rmsNorm(d, n int, add bool) {
 	want := o.read(dst, n*d)
 
 	l := kernels.RMSNormLaunch(n)
-	md, mx, mw := &mbuf{make([]byte, 4*n*d)}, &mbuf{f32Bytes(xs)}, &mbuf{f32Bytes(ws)}
+	md, mx, mw := &mbuf{make([]byte, 4*n*d)}, &mbuf{computetest.F32Bytes(xs)}, &mbuf{computetest.F32Bytes(ws)}
 	if add {
-		mr := &mbuf{f32Bytes(rs)}
+		mr := &mbuf{computetest.F32Bytes(rs)}
 		o.launch(l, md, mr, mx, mw, int32(n), int32(d), float32(eps), int32(1))
-		near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
-		sameBits(o.t, "residual", floats(mr), o.read(res, n*d))
+		computetest.Near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
+		computetest.SameBits(o.t, "residual", floats(mr), o.read(res, n*d))
 		return
 	}
 	// Without the residual, as tfd/cuda binds it: residual is x.
 	o.launch(l, md, mx, mx, mw, int32(n), int32(d), float32(eps), int32(0))
-	near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
+	computetest.Near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
 	// In place: dst is x too.
 	o.launch(l, mx, mx, mx, mw, int32(n), int32(d), float32(eps), int32(0))
-	sameBits(o.t, "in place", floats(mx), floats(md))
+	computetest.SameBits(o.t, "in place", floats(mx), floats(md))
 }
 
 func (o *op) rope(hd, heads int) {
@@ -256,24 +257,24 @@ func (o *op) rope(hd, heads int) {
 	for j := range freqs {
 		freqs[j] = float32(1 / math.Pow(10000, float64(2*j)/float64(hd)))
 	}
-	xs := randn(8, rows*heads*hd)
+	xs := computetest.Randn(8, rows*heads*hd)
 	pos := []int32{0, 1, 2, 100, 1000, 4095, 77777}
-	x := o.upload(compute.F32, f32Bytes(xs), rows, heads*hd)
-	o.cpu.RoPE(x, o.upload(compute.I32, i32Bytes(pos), rows), o.upload(compute.F32, f32Bytes(freqs), hd/2), rows, heads)
+	x := o.upload(compute.F32, computetest.F32Bytes(xs), rows, heads*hd)
+	o.cpu.RoPE(x, o.upload(compute.I32, computetest.I32Bytes(pos), rows), o.upload(compute.F32, computetest.F32Bytes(freqs), hd/2), rows, heads)
 	want := o.read(x, rows*heads*hd)
 
-	mx := &mbuf{f32Bytes(xs)}
-	o.launch(kernels.RoPELaunch(rows), mx, &mbuf{i32Bytes(pos)}, &mbuf{f32Bytes(freqs)}, int32(heads), int32(hd/2))
+	mx := &mbuf{computetest.F32Bytes(xs)}
+	o.launch(kernels.RoPELaunch(rows), mx, &mbuf{computetest.I32Bytes(pos)}, &mbuf{computetest.F32Bytes(freqs)}, int32(heads), int32(hd/2))
 	// The same steps as the CPU's; only a cos or sin rounded the other way apart.
-	near(o.t, "x", floats(mx), want, 1e-6, 1)
+	computetest.Near(o.t, "x", floats(mx), want, 1e-6, 1)
 }
 
 func (o *op) elementwise(kernel string, n int) {
-	as, bs := randn(9, n), randn(10, n)
-	tail := randn(11, 300) // past n: must stay as it is
+	as, bs := computetest.Randn(9, n), computetest.Randn(10, n)
+	tail := computetest.Randn(11, 300) // past n: must stay as it is
 	// One row of n: the ops' rows are of the tensors' row length.
 	dst := o.upload(compute.F32, make([]byte, 4*n), 1, n)
-	a, b := o.upload(compute.F32, f32Bytes(as), 1, n), o.upload(compute.F32, f32Bytes(bs), 1, n)
+	a, b := o.upload(compute.F32, computetest.F32Bytes(as), 1, n), o.upload(compute.F32, computetest.F32Bytes(bs), 1, n)
 	l := kernels.AddLaunch(n)
 	if kernel == "silu_mul" {
 		o.cpu.SiLUMul(dst, a, b, 1)
@@ -283,23 +284,23 @@ func (o *op) elementwise(kernel string, n int) {
 	}
 	want := o.read(dst, n)
 
-	md := &mbuf{f32Bytes(append(make([]float32, n), tail...))}
-	ma := &mbuf{f32Bytes(as)}
-	o.launch(l, md, ma, &mbuf{f32Bytes(bs)}, int32(n))
+	md := &mbuf{computetest.F32Bytes(append(make([]float32, n), tail...))}
+	ma := &mbuf{computetest.F32Bytes(as)}
+	o.launch(l, md, ma, &mbuf{computetest.F32Bytes(bs)}, int32(n))
 	got := floats(md)
 	if kernel == "silu_mul" {
-		near(o.t, "silu_mul", got[:n], want, 2e-6, 1e-30)
+		computetest.Near(o.t, "silu_mul", got[:n], want, 2e-6, 1e-30)
 	} else {
-		sameBits(o.t, "add", got[:n], want)
+		computetest.SameBits(o.t, "add", got[:n], want)
 		// dst may be a.
-		o.launch(l, ma, ma, &mbuf{f32Bytes(bs)}, int32(n))
-		sameBits(o.t, "add in place", floats(ma), want)
+		o.launch(l, ma, ma, &mbuf{computetest.F32Bytes(bs)}, int32(n))
+		computetest.SameBits(o.t, "add in place", floats(ma), want)
 	}
-	sameBits(o.t, "past n", got[n:], tail)
+	computetest.SameBits(o.t, "past n", got[n:], tail)
 }
 
 func (o *op) argmaxNext(n, tieA, tieB int) {
-	logits := randn(12, n)
+	logits := computetest.Randn(12, n)
 	if tieA >= 0 {
 		logits[tieA], logits[tieB] = 10, 10 // ties go to the lower index
 	}
@@ -309,8 +310,8 @@ func (o *op) argmaxNext(n, tieA, tieB int) {
 		}
 	}
 	const step, pos0 = 3, 41
-	l := o.upload(compute.F32, f32Bytes(logits), n)
-	tok, pos := o.upload(compute.I32, make([]byte, 4), 1), o.upload(compute.I32, i32Bytes([]int32{pos0}), 1)
+	l := o.upload(compute.F32, computetest.F32Bytes(logits), n)
+	tok, pos := o.upload(compute.I32, make([]byte, 4), 1), o.upload(compute.I32, computetest.I32Bytes([]int32{pos0}), 1)
 	chain := o.upload(compute.I32, make([]byte, 4*(step+1)), step+1)
 	o.cpu.(compute.Chainer).ArgmaxNext(l, tok, pos, chain, n, step)
 	want := make([]int32, step+1)
@@ -318,8 +319,8 @@ func (o *op) argmaxNext(n, tieA, tieB int) {
 		o.t.Fatal(err)
 	}
 
-	mt, mp, mc := &mbuf{make([]byte, 4)}, &mbuf{i32Bytes([]int32{pos0})}, &mbuf{make([]byte, 4*(step+1))}
-	o.launch(kernels.ArgmaxNextLaunch(), &mbuf{f32Bytes(logits)}, mt, mp, mc, int32(n), int32(step))
+	mt, mp, mc := &mbuf{make([]byte, 4)}, &mbuf{computetest.I32Bytes([]int32{pos0})}, &mbuf{make([]byte, 4*(step+1))}
+	o.launch(kernels.ArgmaxNextLaunch(), &mbuf{computetest.F32Bytes(logits)}, mt, mp, mc, int32(n), int32(step))
 	if got := ints(mc); !slices.Equal(got, want) {
 		o.t.Errorf("chain %v, want %v", got, want)
 	}

@@ -274,3 +274,19 @@ func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOption
 	opts.Drafter, opts.Chainer, opts.Warmer = m.MTP(), m.Chains(), m
 	return opts
 }
+
+// BenchPrefill runs a prompt of n tokens in one forward of m per iteration and reports prompt
+// tokens per second: the prefill benchmark of every backend.
+func BenchPrefill(b *testing.B, m *engine.Model, n int) {
+	rows := make([]batch.Row, n)
+	for i := range rows {
+		rows[i] = batch.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == len(rows)-1}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := m.Forward(context.Background(), rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(rows)*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
