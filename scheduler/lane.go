@@ -159,12 +159,6 @@ func (l *laneState) interrupted() bool {
 	}
 }
 
-func (h *Shared) pendingReconfig() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.reconfig != nil
-}
-
 // reconfigure puts a new routing in force: new admissions use its layout at once, in whatever of
 // it is free, while running replies finish in their sessions of the old one.
 func (l *laneState) reconfigure() {
