@@ -109,13 +109,6 @@ func (l *liveHandler) acquire(ctx context.Context) (*Handler, error) {
 	}
 }
 
-// current returns the Handler new requests go to, or nil while paused.
-func (l *liveHandler) current() *Handler {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cur
-}
-
 // swap makes h the Handler for new requests and returns the previous one (nil if paused). It
 // does not wait for the previous one's requests: see drain.
 func (l *liveHandler) swap(h *Handler) *Handler {

@@ -88,11 +88,26 @@ func (d *daemonUnderTest) stop(t *testing.T) {
 
 func (d *daemonUnderTest) status(t *testing.T) StatusReport {
 	t.Helper()
-	rep, err := FetchStatus(context.Background(), http.DefaultClient, strings.TrimPrefix(d.url, "http://"), "")
+	rep, err := fetchStatus(http.DefaultClient, strings.TrimPrefix(d.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// fetchStatus asks the daemon listening on addr for its status report, without a key.
+func fetchStatus(client *http.Client, addr string) (StatusReport, error) {
+	resp, err := client.Get("http://" + addr + statusPath)
+	if err != nil {
+		return StatusReport{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return StatusReport{}, fmt.Errorf("%s answered %s", statusPath, resp.Status)
+	}
+	var rep StatusReport
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	return rep, err
 }
 
 // waitGeneration waits until the daemon has applied config generation gen and, when sessions

@@ -1,10 +1,6 @@
 package daemon
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"os"
 	"time"
 
@@ -86,33 +82,4 @@ func (s *server) statusReport() StatusReport {
 	rep.Host.Layout, rep.Host.Retiring = batch.Layout(st.Layout).String(), batch.Layout(st.Retiring).String()
 	rep.Host.Sessions, rep.Host.SessionsInUse, rep.Host.Active, rep.Host.Waiting = st.Sessions, st.SessionsInUse, st.Active, st.Waiting
 	return rep
-}
-
-// FetchStatus asks the daemon listening on listen (server.listen) for its status report, with
-// key as its bearer key when not empty (the daemon wants one when it has API keys).
-func FetchStatus(ctx context.Context, client *http.Client, listen, key string) (StatusReport, error) {
-	url := "http://" + statusAddr(listen) + statusPath
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return StatusReport{}, err
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return StatusReport{}, fmt.Errorf("daemon: ask %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusUnauthorized {
-		return StatusReport{}, fmt.Errorf("daemon: %s wants an API key: give tfd status read access to server.api_keys_file (run it as root)", url)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return StatusReport{}, fmt.Errorf("daemon: %s answered %s", url, resp.Status)
-	}
-	var rep StatusReport
-	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-		return StatusReport{}, fmt.Errorf("daemon: read %s: %w", url, err)
-	}
-	return rep, nil
 }
