@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"tfd/daemon/config"
 	"tfd/engine"
 	"tfd/scheduler"
 )
@@ -34,7 +35,7 @@ type benchResult struct {
 // Bench loads cfg's model on cfg's backend with one session per stream of the largest scenario,
 // then runs each scenario twice, drafts off and on: that many greedy replies at once, each from a
 // prompt of Go source. It writes one progress line per scenario to logger and a table to out.
-func Bench(ctx context.Context, cfg Config, opts BenchOptions, logger *slog.Logger, out io.Writer) error {
+func Bench(ctx context.Context, cfg config.Config, opts BenchOptions, logger *slog.Logger, out io.Writer) error {
 	if len(opts.Streams) == 0 || slices.Min(opts.Streams) < 1 || opts.Prompt < 1 || opts.Tokens < 1 {
 		return fmt.Errorf("bench: streams %v, prompt %d, tokens %d: want at least one stream count, and every count 1 or more", opts.Streams, opts.Prompt, opts.Tokens)
 	}

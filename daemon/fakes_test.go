@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"tfd/daemon/config"
 	"tfd/engine/chattemplate"
 	"tfd/scheduler"
 )
@@ -200,9 +201,9 @@ func newTestEnv(t *testing.T, edit func(*Model, *HandlerOptions)) *testEnv {
 	tok := newFakeTokenizer()
 	env := &testEnv{tok: tok, tmpl: &fakeTemplate{}, host: &fakeHost{script: tok.ids("Hello", ",", " world", "!")}}
 	m := Model{Name: "gopher", Tokenizer: tok, Template: env.tmpl, EOS: []int32{tokEOS}, Context: 64, Host: env.host,
-		Defaults: SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1}}
+		Defaults: config.SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1}}
 	opts := HandlerOptions{
-		Sampling: Default().Sampling,
+		Sampling: config.Default().Sampling,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Seed:     func() uint64 { return 42 },
 	}

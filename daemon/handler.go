@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"tfd/daemon/config"
 	"time"
 )
 
@@ -24,9 +25,9 @@ const DefaultBodyTimeout = 30 * time.Second
 // HandlerOptions configure a [Handler].
 type HandlerOptions struct {
 	// Sampling holds the [sampling] defaults for requests that set none.
-	Sampling SamplingConfig
+	Sampling config.SamplingConfig
 	// Drafts holds the [drafts] settings; the zero value drafts nothing.
-	Drafts DraftsConfig
+	Drafts config.DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
 	// StallTimeout cancels a streamed reply whose client has not taken an event for this long
@@ -49,9 +50,9 @@ type HandlerOptions struct {
 // Routing is the part of a Handler's settings that a config reload changes while it serves.
 type Routing struct {
 	// Sampling holds the [sampling] defaults for requests that set none.
-	Sampling SamplingConfig
+	Sampling config.SamplingConfig
 	// Drafts holds the [drafts] settings.
-	Drafts DraftsConfig
+	Drafts config.DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
 	// StallTimeout cancels a streamed reply whose client has not taken an event for this long;
@@ -95,7 +96,7 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	if opts.Sampling.MaxTokens <= 0 {
-		opts.Sampling.MaxTokens = Default().Sampling.MaxTokens
+		opts.Sampling.MaxTokens = config.Default().Sampling.MaxTokens
 	}
 	h := &Handler{model: m, opts: opts, mux: http.NewServeMux()}
 	h.SetRouting(opts.routing())
@@ -115,7 +116,7 @@ func NewHandler(m Model, opts HandlerOptions) *Handler {
 // started before keep the ones they began with. A zero Sampling.MaxTokens becomes the default.
 func (h *Handler) SetRouting(r Routing) {
 	if r.Sampling.MaxTokens <= 0 {
-		r.Sampling.MaxTokens = Default().Sampling.MaxTokens
+		r.Sampling.MaxTokens = config.Default().Sampling.MaxTokens
 	}
 	h.routing.Store(&r)
 }
@@ -135,7 +136,7 @@ func (h *Handler) route(pattern string, handler http.HandlerFunc) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	stats := &requestStats{}
-	rec := &statusRecorder{ResponseWriter: w, writeBound: cmp.Or(h.routing.Load().StallTimeout, DefaultStallTimeout)}
+	rec := &statusRecorder{ResponseWriter: w, writeBound: cmp.Or(h.routing.Load().StallTimeout, config.DefaultStallTimeout)}
 	if r.ContentLength != 0 {
 		// A deadline for the whole body, whoever reads it: decodeBody, or net/http draining an
 		// unread body (after a 401, 404 or 405) before it answers. Without it a client that sends

@@ -12,6 +12,7 @@ import (
 
 	"tfd/batch"
 	"tfd/compute"
+	"tfd/daemon/config"
 	"tfd/engine"
 	"tfd/engine/tokenizer"
 	"tfd/models"
@@ -27,7 +28,7 @@ const maxRows = 256
 // instance and retires the old; each has a backend of its own, so that two models never drive
 // one backend from two goroutines (a backend is not safe for concurrent use).
 type instance struct {
-	mc      ModelConfig
+	mc      config.ModelConfig
 	plan    engine.Plan
 	backend compute.Backend
 	model   *engine.Model
@@ -38,7 +39,7 @@ type instance struct {
 }
 
 // modelSource returns the engine source mc names: the folder, or the bundled model.
-func modelSource(mc ModelConfig) engine.Source {
+func modelSource(mc config.ModelConfig) engine.Source {
 	if mc.Path == "" {
 		return engine.Source{FS: models.FS(), Name: cmp.Or(mc.Name, models.Name)}
 	}
@@ -47,7 +48,7 @@ func modelSource(mc ModelConfig) engine.Source {
 
 // PlanConfig computes the memory plan for cfg on backend without loading weights: it reads the
 // model's config.json and safetensors headers only.
-func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
+func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error) {
 	mcfg, info, err := engine.Inspect(modelSource(cfg.Model))
 	if err != nil {
 		return engine.Plan{}, fmt.Errorf("daemon: read the model for its memory plan: %w", err)
@@ -73,7 +74,7 @@ func (in *instance) residentBytes() int64 { return in.plan.Weights + in.plan.Scr
 
 // startInstance opens a backend, plans, loads the model and starts its host. plan, when not nil,
 // is a plan already made for cfg on this kind of backend; otherwise one is made here.
-func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing Routing, hopts HandlerOptions, logger *slog.Logger) (*instance, error) {
+func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, routing Routing, hopts HandlerOptions, logger *slog.Logger) (*instance, error) {
 	backend, err := OpenBackend(cfg.Model.Backend, logger)
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 }
 
 // load loads the weights with a KV pool of the plan's size and starts the host on its layout.
-func (in *instance) load(ctx context.Context, cfg Config, logger *slog.Logger, report func(where string, err error)) error {
+func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, modelSource(cfg.Model), in.backend, engine.Options{
 		Context: in.plan.Context, MaxRows: maxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
@@ -146,14 +147,14 @@ func workedAround(logger *slog.Logger, metrics *Metrics) func(where string, err 
 }
 
 // sharedOptions are the host's routing for cfg's sessions under the instance's plan.
-func (in *instance) sharedOptions(cfg Config) scheduler.SharedOptions {
+func (in *instance) sharedOptions(cfg config.Config) scheduler.SharedOptions {
 	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: cfg.Sessions.Grow, Queue: cfg.Sessions.Queue,
 		KeepWarm: in.keepWarm(cfg.Residency)}
 }
 
 // keepWarm is how long the host ticks the device after its last forward: residency.keep_warm
 // on a GPU, nothing on the CPU (there is nothing to keep warm).
-func (in *instance) keepWarm(rc ResidencyConfig) time.Duration {
+func (in *instance) keepWarm(rc config.ResidencyConfig) time.Duration {
 	if !rc.Enabled || in.backend.Name() == "cpu" {
 		return 0
 	}
@@ -214,14 +215,14 @@ func OpenBackend(name string, logger *slog.Logger) (compute.Backend, error) {
 }
 
 // servedModel is what the HTTP layer sees of m.
-func servedModel(m *engine.Model, mc ModelConfig, host scheduler.Host) Model {
+func servedModel(m *engine.Model, mc config.ModelConfig, host scheduler.Host) Model {
 	g := m.Generation()
 	sm := Model{
 		Name:      m.Name(),
 		Tokenizer: engineTokenizer{m.Tokenizer()},
 		EOS:       g.EOS,
 		Context:   m.Context(),
-		Defaults: SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
+		Defaults: config.SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
 			TopK: g.TopK, MinP: float64(g.MinP)},
 		Host:    host,
 		Created: time.Now().Unix(),

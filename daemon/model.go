@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"tfd/daemon/config"
 	"tfd/engine/chattemplate"
 	"tfd/scheduler"
 )
@@ -21,7 +22,7 @@ type Model struct {
 	Context int
 	// Defaults are the model's own sampling defaults (generation_config.json); negative fields
 	// and a zero MaxTokens are unset.
-	Defaults SamplingConfig
+	Defaults config.SamplingConfig
 	// Host runs requests.
 	Host scheduler.Host
 	// Created is the model's creation time reported by /v1/models, in Unix seconds.

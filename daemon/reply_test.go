@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"tfd/daemon/config"
 	"tfd/scheduler"
 )
 
@@ -312,27 +313,27 @@ func TestStopStrings(t *testing.T) {
 }
 
 func TestSampling(t *testing.T) {
-	unset := SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 4096}
+	unset := config.SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 4096}
 	// The context left after the prompt of {"role":"user","content":"Hi"}.
 	room := 64 - len(newFakeTokenizer().Encode("<|im_start|>user\nHi\n<|im_start|>assistant\n"))
 	tests := []struct {
 		name          string
 		fields        string
-		config, model SamplingConfig
+		config, model config.SamplingConfig
 		want          scheduler.Sampling
 		maxTokens     int
 	}{
 		{"OpenAI defaults", ``, unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
-		{"model defaults", ``, unset, SamplingConfig{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0},
+		{"model defaults", ``, unset, config.SamplingConfig{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0},
 			scheduler.Sampling{Temperature: 0.6, TopP: 0.95, TopK: 20, Seed: 42}, room},
-		{"config over model", ``, SamplingConfig{Temperature: 0.2, TopP: -1, TopK: 5, MinP: 0.1, MaxTokens: 10}, SamplingConfig{Temperature: 0.6, TopP: 0.9, TopK: 20, MinP: 0},
+		{"config over model", ``, config.SamplingConfig{Temperature: 0.2, TopP: -1, TopK: 5, MinP: 0.1, MaxTokens: 10}, config.SamplingConfig{Temperature: 0.6, TopP: 0.9, TopK: 20, MinP: 0},
 			scheduler.Sampling{Temperature: 0.2, TopP: 0.9, TopK: 5, MinP: 0.1, Seed: 42}, 10},
 		{"request over all", `,"temperature":0,"top_p":0.5,"top_k":-1,"min_p":0.05,"seed":18446744073709551615,"max_completion_tokens":3`,
-			SamplingConfig{Temperature: 0.2, TopP: 0.8, TopK: 5, MinP: 0.1, MaxTokens: 10}, unset,
+			config.SamplingConfig{Temperature: 0.2, TopP: 0.8, TopK: 5, MinP: 0.1, MaxTokens: 10}, unset,
 			scheduler.Sampling{Temperature: 0, TopP: 0.5, TopK: 0, MinP: 0.05, Seed: 1<<64 - 1}, 3},
 		{"seed -1 is random", `,"seed":-1`, unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
 		{"max_tokens that fills the context", fmt.Sprintf(`,"max_tokens":%d`, room), unset, unset, scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
-		{"the default clamped to the context", ``, SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 1000}, unset,
+		{"the default clamped to the context", ``, config.SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 1000}, unset,
 			scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
 	}
 	for _, tc := range tests {

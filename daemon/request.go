@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tfd/daemon/config"
 	"tfd/scheduler"
 )
 
@@ -210,7 +211,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 			MaxTokens:  maxTokens,
 			Sampling:   sampling,
 			StopTokens: h.model.EOS,
-			Drafts:     rt.Drafts.drafts(p.Draft),
+			Drafts:     drafts(rt.Drafts, p.Draft),
 		},
 		promptParam:  promptParam,
 		stops:        stops,
@@ -218,6 +219,21 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 		includeUsage: p.Stream && p.StreamOptions != nil && p.StreamOptions.IncludeUsage,
 		stall:        rt.StallTimeout,
 	}, nil
+}
+
+// drafts returns how a request may draft under the [drafts] settings d: not at all when drafting
+// is off in the config or the request asked for none ("draft": false); else from the MTP head
+// when mtp_max allows (one token a round: deeper chains are not built yet) and by n-gram copies
+// when ngram allows.
+func drafts(d config.DraftsConfig, requested *bool) scheduler.Drafts {
+	if !d.Enabled || (requested != nil && !*requested) {
+		return scheduler.Drafts{}
+	}
+	out := scheduler.Drafts{MTP: d.MTPMax > 0}
+	if d.NGram {
+		out.NGram = d.NGramMax
+	}
+	return out
 }
 
 // checkMaxTokens rejects a reply bound below 1.
@@ -230,7 +246,7 @@ func checkMaxTokens(param string, n *int) *apiError {
 
 // sampling validates p's sampling fields and fills the unset ones: the config's [sampling]
 // defaults first, then the model's generation_config, then OpenAI's (temperature 1, top_p 1).
-func (h *Handler) sampling(p *sampleParams, cfg SamplingConfig) (scheduler.Sampling, *apiError) {
+func (h *Handler) sampling(p *sampleParams, cfg config.SamplingConfig) (scheduler.Sampling, *apiError) {
 	if e := checkMaxTokens("max_tokens", p.MaxTokens); e != nil {
 		return scheduler.Sampling{}, e
 	}

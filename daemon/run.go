@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"tfd/daemon/config"
 	"tfd/scheduler"
 )
 
@@ -19,7 +20,7 @@ import (
 type RunOptions struct {
 	// Sources are the layers the config was built from; a reload reads them all again, and
 	// Sources.File is the file watched.
-	Sources Sources
+	Sources config.Sources
 	// Logger receives one line per event.
 	Logger *slog.Logger
 	// Level, if set, is Logger's level: Run sets it from log.level at start and on every reload.
@@ -38,7 +39,7 @@ type RunOptions struct {
 // retired after a model switch. Reloads run one at a time on the watcher's goroutine; mu guards
 // the state they change against the status endpoint, the metrics and the shutdown.
 type server struct {
-	src     Sources
+	src     config.Sources
 	opts    RunOptions
 	logger  *slog.Logger
 	metrics *Metrics
@@ -47,7 +48,7 @@ type server struct {
 	retired sync.WaitGroup // one per instance being retired
 
 	mu         sync.Mutex // guards the fields below
-	cfg        Config
+	cfg        config.Config
 	file       string
 	gen        int
 	routing    Routing
@@ -72,7 +73,7 @@ type reloadRecord struct {
 // returns nil; when ctx ends during the model load it returns nil without serving; otherwise it
 // returns the error that stopped it. The backends it may open are
 // those registered with compute (cmd/tfd imports them).
-func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
+func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	cfg := eff.Config
 	s := &server{src: opts.Sources, opts: opts, logger: opts.Logger, started: time.Now(), cfg: cfg, file: eff.File, gen: 1}
 	if opts.Level != nil {
@@ -219,10 +220,10 @@ func ignoreCancel(err error) error {
 
 // readRouting reads the settings that apply without reloading weights; reading the keys file
 // may fail.
-func readRouting(cfg Config) (Routing, error) {
+func readRouting(cfg config.Config) (Routing, error) {
 	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts, StallTimeout: cfg.Server.StallTimeout}
 	if cfg.Server.APIKeysFile != "" {
-		keys, err := ReadAPIKeys(cfg.Server.APIKeysFile)
+		keys, err := config.ReadAPIKeys(cfg.Server.APIKeysFile)
 		if err != nil {
 			return Routing{}, err
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	_ "tfd/cpu" // the bundled model runs on the CPU backend
+	"tfd/daemon/config"
 )
 
 // daemonUnderTest is an in-process Run serving the bundled model on the CPU.
@@ -30,20 +31,20 @@ type daemonUnderTest struct {
 	log    *lockedBuffer
 }
 
-// startDaemon writes config to a folder of its own and runs the daemon on it.
-func startDaemon(t *testing.T, config string) *daemonUnderTest {
+// startDaemon writes configText to a folder of its own and runs the daemon on it.
+func startDaemon(t *testing.T, configText string) *daemonUnderTest {
 	t.Helper()
-	return startDaemonWith(t, config, RunOptions{})
+	return startDaemonWith(t, configText, RunOptions{})
 }
 
 // startDaemonWith is startDaemon with RunOptions' test hooks set as in opts.
-func startDaemonWith(t *testing.T, config string, opts RunOptions) *daemonUnderTest {
+func startDaemonWith(t *testing.T, configText string, opts RunOptions) *daemonUnderTest {
 	t.Helper()
 	d := &daemonUnderTest{dir: t.TempDir(), done: make(chan error, 1), log: &lockedBuffer{}}
 	file := filepath.Join(d.dir, "tfd.toml")
-	writeText(t, file, config)
-	src := Sources{File: file, FileRequired: true, Flags: []Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
-	eff, err := LoadConfig(src)
+	writeText(t, file, configText)
+	src := config.Sources{File: file, FileRequired: true, Flags: []config.Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
+	eff, err := config.Load(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,8 +419,8 @@ func TestLoadProgress(t *testing.T) {
 // TestStopDuringLoad: a stop asked for while the model loads (SIGTERM from the service manager
 // at boot) ends Run cleanly, with one log line, so tfd exits 0 and the stop is not a failure.
 func TestStopDuringLoad(t *testing.T) {
-	src := Sources{Flags: []Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
-	eff, err := LoadConfig(src)
+	src := config.Sources{Flags: []config.Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
+	eff, err := config.Load(src)
 	if err != nil {
 		t.Fatal(err)
 	}

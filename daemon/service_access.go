@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"tfd/daemon/config"
 )
 
 // The service reads files it does not own: the config, the model, the API keys. Install checks,
@@ -17,7 +18,7 @@ import (
 // working as it asks: a graceful stop longer than the service manager waits, and files out of
 // the service user's reach.
 func (m *ServiceManager) checkConfig(ids serviceIDs) {
-	eff, err := LoadConfig(Sources{File: m.Paths.ConfigFile()})
+	eff, err := config.Load(config.Sources{File: m.Paths.ConfigFile()})
 	if err != nil {
 		fmt.Fprintf(m.Out, "warning: the config does not load, so tfd will not start until it is fixed:\n%v\n", err)
 		return

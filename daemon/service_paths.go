@@ -1,6 +1,9 @@
 package daemon
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"runtime"
+)
 
 // ServicePaths are the files and folders the service layer reads and writes.
 type ServicePaths struct {
@@ -97,4 +100,12 @@ func (p ServicePaths) Under(root string) ServicePaths {
 		Executable:   join(p.Executable),
 		Source:       p.Source,
 	}
+}
+
+// DefaultConfigPath returns where tfd looks for its config file when --config is not given:
+// Homebrew's etc on macOS (/opt/homebrew/etc/tfd/tfd.toml on Apple silicon, else
+// /usr/local/etc/tfd/tfd.toml), /etc/tfd/tfd.toml on Linux. The file lives in a folder of its
+// own so that watching the folder stays cheap. `tfd install` writes the service to use it.
+func DefaultConfigPath() string {
+	return DefaultServicePaths(runtime.GOOS, runtime.GOARCH, "").ConfigFile()
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"tfd/daemon/config"
 	"time"
 
 	"github.com/kardianos/service"
@@ -69,7 +70,7 @@ func (m *ServiceManager) Status(ctx context.Context) ServiceStatus {
 // needs no key, to learn whether a tfd answers at all; then GET /v1/tfd/status with the first
 // key of server.api_keys_file when the file is readable, since the status may need a key.
 func (m *ServiceManager) askDaemon(ctx context.Context, st *ServiceStatus) {
-	eff, err := LoadConfig(Sources{File: m.Paths.ConfigFile(), Environ: os.Environ()})
+	eff, err := config.Load(config.Sources{File: m.Paths.ConfigFile(), Environ: os.Environ()})
 	if err != nil {
 		st.DaemonErr = err
 		return
@@ -84,7 +85,7 @@ func (m *ServiceManager) askDaemon(ctx context.Context, st *ServiceStatus) {
 	key, keyErr := "", error(nil)
 	if f := eff.Config.Server.APIKeysFile; f != "" {
 		var keys []string
-		if keys, keyErr = ReadAPIKeys(f); keyErr == nil {
+		if keys, keyErr = config.ReadAPIKeys(f); keyErr == nil {
 			key = keys[0]
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"testing/synctest"
+	"tfd/daemon/config"
 	"time"
 )
 
@@ -91,13 +92,13 @@ func TestStallTimeoutReload(t *testing.T) {
 func TestApplyStallTimeout(t *testing.T) {
 	env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.StallTimeout = time.Minute })
 	s := &server{logger: slog.New(slog.NewTextHandler(io.Discard, nil)), cur: &instance{handler: env.h}}
-	old, next := Default(), Default()
+	old, next := config.Default(), config.Default()
 	next.Server.StallTimeout = 5 * time.Second
 	routing, err := readRouting(next)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.applyRouting(old, next, routing, diffConfig(old, next), &reloadReport{})
+	s.applyRouting(old, next, routing, config.Diff(old, next), &reloadReport{})
 	if got := env.h.routing.Load().StallTimeout; got != 5*time.Second {
 		t.Errorf("stall timeout %s after the reload, want 5s", got)
 	}
@@ -150,7 +151,7 @@ func TestWholeAnswerWriteBound(t *testing.T) {
 		stall, bound     time.Duration
 	}{
 		{"reply", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]}`, 10 * time.Second, 10 * time.Second},
-		{"reply, stall timeout off", "/v1/completions", `{"prompt":"Hi"}`, 0, DefaultStallTimeout},
+		{"reply, stall timeout off", "/v1/completions", `{"prompt":"Hi"}`, 0, config.DefaultStallTimeout},
 		{"error", "/v1/completions", `{"prompt":""}`, 10 * time.Second, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"tfd/daemon/config"
 	"tfd/engine"
 )
 
@@ -17,7 +18,7 @@ var errStopping = errors.New("daemon: tfd is stopping")
 // Otherwise new requests wait while the current instance finishes its replies and is freed, and
 // the new one loads in its place; if that load fails, the previous config's model is loaded
 // again so tfd keeps serving.
-func (s *server) switchModel(ctx context.Context, next Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
+func (s *server) switchModel(ctx context.Context, next config.Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
 	if plan.Left >= cur.residentBytes() {
 		return s.switchBeside(ctx, next, plan, routing, cur, r)
 	}
@@ -25,7 +26,7 @@ func (s *server) switchModel(ctx context.Context, next Config, plan engine.Plan,
 }
 
 // switchBeside loads next beside cur, then switches.
-func (s *server) switchBeside(ctx context.Context, next Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
+func (s *server) switchBeside(ctx context.Context, next config.Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
 	in, err := startInstance(ctx, next, &plan, routing, s.handlerWith(routing), s.logger)
 	if err != nil {
 		return err
@@ -41,7 +42,7 @@ func (s *server) switchBeside(ctx context.Context, next Config, plan engine.Plan
 }
 
 // switchAfterDrain frees cur once its replies are done, then loads next.
-func (s *server) switchAfterDrain(ctx context.Context, next Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
+func (s *server) switchAfterDrain(ctx context.Context, next config.Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
 	s.logger.Info("config reload: the new model does not fit beside the current one; new requests wait while running replies finish",
 		"need", engine.FormatBytes(plan.Weights+plan.Scratch+plan.KV), "left", engine.FormatBytes(plan.Left),
 		"current", engine.FormatBytes(cur.residentBytes()))

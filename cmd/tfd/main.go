@@ -20,6 +20,7 @@ import (
 	_ "tfd/cpu"  // registers the "cpu" backend
 	_ "tfd/cuda" // registers the "cuda" backend (Linux with an NVIDIA driver)
 	"tfd/daemon"
+	"tfd/daemon/config"
 )
 
 // Exit codes: 0 success, 1 a failure while running, 2 a usage or configuration error.
@@ -110,7 +111,7 @@ func printConfig(args []string, stdout, stderr io.Writer) int {
 	if eff == nil {
 		return code
 	}
-	if err := daemon.WriteTOML(stdout, eff); err != nil {
+	if err := config.WriteTOML(stdout, eff); err != nil {
 		report(stderr, err)
 		return exitFailure
 	}
@@ -120,12 +121,12 @@ func printConfig(args []string, stdout, stderr io.Writer) int {
 // loadConfig parses the flags of serve, config and plan and loads the configuration; it returns
 // the sources too, so serve can read them again on reload. On failure it reports the problem and
 // returns nil with the exit code.
-func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective, daemon.Sources, int) {
+func loadConfig(cmd string, args []string, stderr io.Writer) (*config.Effective, config.Sources, int) {
 	return loadConfigWith(cmd, args, stderr, nil)
 }
 
 // loadConfigWith is loadConfig for a command with flags of its own, which extra defines.
-func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*daemon.Effective, daemon.Sources, int) {
+func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*config.Effective, config.Sources, int) {
 	fs := flag.NewFlagSet("tfd "+cmd, flag.ContinueOnError)
 	if extra != nil {
 		extra(fs)
@@ -136,18 +137,18 @@ func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*fla
 		fs.String(name, "", key)
 	}
 	if code, done := parseFlags(cmd, fs, args, stderr); done {
-		return nil, daemon.Sources{}, code
+		return nil, config.Sources{}, code
 	}
-	src := daemon.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
+	src := config.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
 	if src.File == "" {
 		src.File = daemon.DefaultConfigPath()
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if key, ok := shortcuts[f.Name]; ok {
-			src.Flags = append(src.Flags, daemon.Flag{Name: "--" + f.Name, Key: key, Value: f.Value.String()})
+			src.Flags = append(src.Flags, config.Flag{Name: "--" + f.Name, Key: key, Value: f.Value.String()})
 		}
 	})
-	eff, err := daemon.LoadConfig(src)
+	eff, err := config.Load(src)
 	if err != nil {
 		report(stderr, err)
 		return nil, src, exitUsage

@@ -1,15 +1,16 @@
-package daemon
+// Package config owns tfd's configuration: the [Config] struct and its documented defaults;
+// loading it in layers through koanf (defaults < TOML file < TFD_* environment < flags), with
+// where each value came from and warnings for stray environment variables; validating it as a
+// whole; printing the effective config as TOML (`tfd config`); listing what differs between
+// two configs (what a reload changed); and reading the API keys file that server.api_keys_file
+// names. It knows nothing of the process that runs with the config.
+package config
 
-import (
-	"runtime"
-	"time"
-
-	"tfd/scheduler"
-)
+import "time"
 
 // Config is tfd's whole configuration. Each field's koanf tag is its key in the TOML file (section
 // and name), in TFD_* environment variables (TFD_SESSIONS_PARALLEL for sessions.parallel) and in
-// `tfd config`. The zero value is not useful: start from [Default] or [LoadConfig].
+// `tfd config`. The zero value is not useful: start from [Default] or [Load].
 type Config struct {
 	Server      ServerConfig      `koanf:"server"`
 	Model       ModelConfig       `koanf:"model"`
@@ -94,20 +95,6 @@ type DraftsConfig struct {
 	NGramMax int  `koanf:"ngram_max"`
 }
 
-// drafts returns how a request may draft: not at all when drafting is off in the config or the
-// request asked for none ("draft": false); else from the MTP head when mtp_max allows (one token a
-// round: deeper chains are not built yet) and by n-gram copies when ngram allows.
-func (d DraftsConfig) drafts(requested *bool) scheduler.Drafts {
-	if !d.Enabled || (requested != nil && !*requested) {
-		return scheduler.Drafts{}
-	}
-	out := scheduler.Drafts{MTP: d.MTPMax > 0}
-	if d.NGram {
-		out.NGram = d.NGramMax
-	}
-	return out
-}
-
 // SamplingConfig is the [sampling] section: defaults for requests that set none. A negative
 // Temperature, TopP, TopK or MinP is unset, and the model's generation_config.json decides.
 // The same type carries a model's own defaults in [Model.Defaults].
@@ -156,12 +143,4 @@ func Default() Config {
 		Residency:   ResidencyConfig{Enabled: true, KeepWarm: 15 * time.Minute},
 		Log:         LogConfig{Level: "info"},
 	}
-}
-
-// DefaultConfigPath returns where tfd looks for its config file when --config is not given:
-// Homebrew's etc on macOS (/opt/homebrew/etc/tfd/tfd.toml on Apple silicon, else
-// /usr/local/etc/tfd/tfd.toml), /etc/tfd/tfd.toml on Linux. The file lives in a folder of its
-// own so that watching the folder stays cheap. `tfd install` writes the service to use it.
-func DefaultConfigPath() string {
-	return DefaultServicePaths(runtime.GOOS, runtime.GOARCH, "").ConfigFile()
 }

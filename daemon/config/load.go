@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"errors"
@@ -18,8 +18,8 @@ import (
 	gotoml "github.com/pelletier/go-toml/v2"
 )
 
-// EnvPrefix starts every environment variable that sets a config key.
-const EnvPrefix = "TFD_"
+// envPrefix starts every environment variable that sets a config key.
+const envPrefix = "TFD_"
 
 // Layer is one of the places a config value can come from, in rising precedence.
 type Layer int
@@ -67,7 +67,7 @@ type Flag struct {
 	Value string
 }
 
-// Sources are the layers above the defaults that [LoadConfig] reads.
+// Sources are the layers above the defaults that [Load] reads.
 type Sources struct {
 	// File is the TOML file to read; empty: none.
 	File string
@@ -92,12 +92,12 @@ type Effective struct {
 	Warnings []string
 }
 
-// LoadConfig builds the configuration from the defaults, then src.File, then the TFD_*
+// Load builds the configuration from the defaults, then src.File, then the TFD_*
 // variables of src.Environ, then src.Flags, each overriding the one before key by key. It
 // rejects unknown keys, values of the wrong type and invalid values, naming in each error the
 // key, the value, where it came from and what is allowed; all problems are reported at once. A
 // TFD_* variable that names no key is only a warning, in Effective.Warnings.
-func LoadConfig(src Sources) (*Effective, error) {
+func Load(src Sources) (*Effective, error) {
 	layers, err := readLayers(src)
 	if err != nil {
 		return nil, err
@@ -185,10 +185,10 @@ func readLayers(src Sources) ([]sourceLayer, error) {
 func envLayer(environ []string) (sourceLayer, error) {
 	names := map[string]string{} // key → the variable that set it
 	provider := env.Provider(".", env.Opt{
-		Prefix:      EnvPrefix,
+		Prefix:      envPrefix,
 		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(name, value string) (string, any) {
-			key := EnvKey(name)
+			key := envKey(name)
 			names[key] = name
 			return key, value
 		},
@@ -242,12 +242,12 @@ func loadFile(src Sources) (*koanf.Koanf, error) {
 	return k, nil
 }
 
-// EnvKey maps an environment variable's name to the config key it sets: the TFD_ prefix goes,
+// envKey maps an environment variable's name to the config key it sets: the TFD_ prefix goes,
 // the rest is lowercased, and the underscore after the section's name becomes a dot, so
 // TFD_SESSIONS_PARALLEL sets sessions.parallel and TFD_PROMPT_CACHE_GIB sets prompt_cache.gib.
 // A name that starts with no known section splits at its first underscore.
-func EnvKey(name string) string {
-	rest := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
+func envKey(name string) string {
+	rest := strings.ToLower(strings.TrimPrefix(name, envPrefix))
 	best := ""
 	for _, s := range configSections() {
 		if strings.HasPrefix(rest, s+"_") && len(s) > len(best) {

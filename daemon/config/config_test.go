@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func writeFile(t *testing.T, text string) string {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	eff, err := LoadConfig(Sources{File: filepath.Join(t.TempDir(), "absent.toml")})
+	eff, err := Load(Sources{File: filepath.Join(t.TempDir(), "absent.toml")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,8 +31,8 @@ func TestConfigDefaults(t *testing.T) {
 			t.Errorf("%s from %s, want default", key, o)
 		}
 	}
-	if err := Default().Validate(); err != nil {
-		t.Errorf("the defaults are invalid: %v", err)
+	if ps := Default().problems(); len(ps) > 0 {
+		t.Errorf("the defaults are invalid: %v", ps)
 	}
 }
 
@@ -47,7 +47,7 @@ layout = "4096x2"
 [residency]
 keep_warm = 60
 `)
-	eff, err := LoadConfig(Sources{
+	eff, err := Load(Sources{
 		File:    path,
 		Environ: []string{"TFD_SESSIONS_PARALLEL=2", "TFD_SESSIONS_GROW=200", "TFD_PROMPT_CACHE_GIB=1.5", "HOME=/root"},
 		Flags:   []Flag{{Name: "--parallel", Key: "sessions.parallel", Value: "1"}},
@@ -82,8 +82,8 @@ func TestEnvKey(t *testing.T) {
 		"TFD_NOSECTION":              "nosection",
 		"TFD_FOO_BAR_BAZ":            "foo.bar_baz",
 	} {
-		if got := EnvKey(name); got != want {
-			t.Errorf("EnvKey(%s) = %q, want %q", name, got, want)
+		if got := envKey(name); got != want {
+			t.Errorf("envKey(%s) = %q, want %q", name, got, want)
 		}
 	}
 }
@@ -126,7 +126,7 @@ func TestConfigErrors(t *testing.T) {
 			case tc.file != "":
 				src.File = writeFile(t, tc.file)
 			}
-			_, err := LoadConfig(src)
+			_, err := Load(src)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -158,7 +158,7 @@ func TestOpenListen(t *testing.T) {
 		{"0.0.0.0:8417", "allow_open = true\n", true},
 		{"0.0.0.0:8417", "api_keys_file = \"" + keys + "\"\n", true},
 	} {
-		_, err := LoadConfig(Sources{File: writeFile(t, "[server]\nlisten = \""+tc.listen+"\"\n"+tc.extra), FileRequired: true})
+		_, err := Load(Sources{File: writeFile(t, "[server]\nlisten = \""+tc.listen+"\"\n"+tc.extra), FileRequired: true})
 		if (err == nil) != tc.ok {
 			t.Errorf("listen %s with %q: err %v, want ok %v", tc.listen, tc.extra, err, tc.ok)
 		}
@@ -168,7 +168,7 @@ func TestOpenListen(t *testing.T) {
 // TestStrayEnvironment: a TFD_* variable that names no key is a one-line warning naming it, not
 // an error; a real key with a bad value still is one.
 func TestStrayEnvironment(t *testing.T) {
-	eff, err := LoadConfig(Sources{Environ: []string{"TFD_SESSION_PARALLEL=2", "TFD_SESSIONS_GROW=100"}})
+	eff, err := Load(Sources{Environ: []string{"TFD_SESSION_PARALLEL=2", "TFD_SESSIONS_GROW=100"}})
 	if err != nil {
 		t.Fatalf("a stray variable stopped the load: %v", err)
 	}
@@ -179,7 +179,7 @@ func TestStrayEnvironment(t *testing.T) {
 		!strings.Contains(eff.Warnings[0], "TFD_SESSION_PARALLEL") || !strings.Contains(eff.Warnings[0], "[sessions]") {
 		t.Errorf("warnings %q, want one line naming TFD_SESSION_PARALLEL and the sections", eff.Warnings)
 	}
-	if _, err := LoadConfig(Sources{Environ: []string{"TFD_SESSIONS_GROW=lots"}}); err == nil {
+	if _, err := Load(Sources{Environ: []string{"TFD_SESSIONS_GROW=lots"}}); err == nil {
 		t.Error("a known key with a bad value is no error")
 	}
 }
@@ -187,7 +187,7 @@ func TestStrayEnvironment(t *testing.T) {
 func TestWriteTOML(t *testing.T) {
 	path := writeFile(t, "[model]\nname = \"gopher \\\"x\\\"\"\n[residency]\nkeep_warm = \"90m\"\n")
 	src := Sources{File: path, Environ: []string{"TFD_SAMPLING_TEMPERATURE=0.7"}, Flags: []Flag{{"--listen", "server.listen", "127.0.0.1:1"}}}
-	eff, err := LoadConfig(src)
+	eff, err := Load(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestWriteTOML(t *testing.T) {
 		}
 	}
 	// The output is a config file that gives the same values.
-	again, err := LoadConfig(Sources{File: writeFile(t, text), FileRequired: true})
+	again, err := Load(Sources{File: writeFile(t, text), FileRequired: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
-package daemon
+package config
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -17,17 +16,8 @@ type problem struct {
 	want string
 }
 
-// Validate checks c as a whole and reports every invalid value, each naming its key, the value
-// and what is allowed. [LoadConfig] validates already, adding where each value came from.
-func (c Config) Validate() error {
-	var errs []error
-	for _, p := range c.problems() {
-		errs = append(errs, fmt.Errorf("config: %s: %s", p.key, p.want))
-	}
-	return errors.Join(errs...)
-}
-
-// problems lists the invalid values of c in schema order.
+// problems lists the invalid values of c in schema order. [Load] reports them, adding where
+// each value came from.
 func (c Config) problems() []problem {
 	var ps []problem
 	check := func(ok bool, key, want string) bool {
