@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"tfd/daemon/config"
+	"tfd/daemon/metrics"
 	"time"
 )
 
@@ -44,7 +45,7 @@ type HandlerOptions struct {
 	// in every JSON client). A test hook.
 	Seed func() uint64
 	// Metrics, if set, counts every request.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 }
 
 // Routing is the part of a Handler's settings that a config reload changes while it serves.
@@ -148,7 +149,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		elapsed := time.Since(start)
 		h.logRequest(r, rec.status(), stats, elapsed)
 		if r.Method == http.MethodPost { // the completion endpoints; /health and /v1/models are not counted
-			h.opts.Metrics.observeRequest(rec.status(), stats, start)
+			h.opts.Metrics.ObserveRequest(stats.observed(rec.status(), start))
 		}
 	}()
 	if r.URL.Path != "/health" && !hasKey(r, h.routing.Load().APIKeys) { // monitors poll /health without credentials
@@ -283,6 +284,17 @@ func (s *statusRecorder) status() int {
 		return http.StatusOK
 	}
 	return s.code
+}
+
+// observed is the request as the metrics count it, answered with status: an error sent inside a
+// stream that began with 200 counts with its own status.
+func (s *requestStats) observed(status int, start time.Time) metrics.Request {
+	if late := int(s.lateStatus.Load()); late != 0 {
+		status = late
+	}
+	return metrics.Request{Status: status, ClientGone: s.clientGone.Load(), Start: start,
+		PromptTokens: s.prompt.Load(), CompletionTokens: s.completion.Load(), Drafted: s.drafted.Load(), Accepted: s.accepted.Load(),
+		Tokens: s.tokens, FirstToken: s.firstToken, LastToken: s.lastToken}
 }
 
 // noteToken records the arrival of a generated token.

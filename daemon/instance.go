@@ -13,6 +13,7 @@ import (
 	"tfd/batch"
 	"tfd/compute"
 	"tfd/daemon/config"
+	"tfd/daemon/metrics"
 	"tfd/engine"
 	"tfd/engine/tokenizer"
 	"tfd/models"
@@ -131,11 +132,11 @@ func loadProgress(logger *slog.Logger, start time.Time) func(step string, done, 
 // workedAround returns a host's Report: each error the host worked around is counted in
 // tfd_errors_total{where} and logged the first time one of its kind comes, so that a broken draft
 // head or tick shows up without flooding the log.
-func workedAround(logger *slog.Logger, metrics *Metrics) func(where string, err error) {
+func workedAround(logger *slog.Logger, m *metrics.Metrics) func(where string, err error) {
 	var mu sync.Mutex // guards seen
 	seen := map[string]bool{}
 	return func(where string, err error) {
-		metrics.countError(where)
+		m.CountError(where)
 		mu.Lock()
 		first := !seen[where]
 		seen[where] = true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"tfd/daemon/metrics"
 	"time"
 )
 
@@ -15,7 +16,7 @@ import (
 // ones go to the new one. While a model switch drains the old model before loading the new one,
 // new requests wait (until their context ends) and then go to the new model.
 type liveHandler struct {
-	metrics *Metrics
+	metrics *metrics.Metrics
 	status  func() StatusReport
 	keys    func() []string // the API keys in force; empty: none needed
 	// bodyTimeout bounds the arrival of a body liveHandler does not read: the Handlers'.
@@ -28,8 +29,8 @@ type liveHandler struct {
 	closed  chan struct{} // closed at shutdown: paused requests are answered 503
 }
 
-func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport, keys func() []string) *liveHandler {
-	return &liveHandler{cur: h, metrics: metrics, status: status, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
+func newLiveHandler(h *Handler, m *metrics.Metrics, status func() StatusReport, keys func() []string) *liveHandler {
+	return &liveHandler{cur: h, metrics: m, status: status, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
 }
 
 func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"tfd/daemon/metrics"
 	"tfd/scheduler"
 )
 
@@ -13,7 +14,7 @@ import (
 func TestDaemonEndpointsNeedKeys(t *testing.T) {
 	for _, keys := range [][]string{nil, {"sk-one"}} {
 		env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.APIKeys = keys })
-		metrics := NewMetrics(func() scheduler.Stats { return scheduler.Stats{} })
+		metrics := metrics.New(func() scheduler.Stats { return scheduler.Stats{} })
 		live := newLiveHandler(env.h, metrics, func() StatusReport { return StatusReport{Status: "serving"} }, func() []string { return keys })
 		for _, tc := range []struct {
 			path, auth string

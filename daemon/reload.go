@@ -9,15 +9,8 @@ import (
 	"time"
 
 	"tfd/daemon/config"
+	"tfd/daemon/metrics"
 	"tfd/engine"
-)
-
-// The outcomes a reload is counted under in tfd_config_reloads_total.
-const (
-	reloadApplied   = "applied"   // the new config is in force (some settings may wait for a restart)
-	reloadUnchanged = "unchanged" // the file changed but no setting did
-	reloadInvalid   = "invalid"   // refused: the old config keeps serving
-	reloadFailed    = "failed"    // valid, but applying it failed: the old config keeps serving
 )
 
 // How settings apply on reload, by key or by section (a prefix ending in a dot). server.listen
@@ -49,12 +42,12 @@ func (r *reloadReport) apply(format string, args ...any) {
 func (s *server) reload(ctx context.Context) {
 	eff, err := config.Load(s.src)
 	if err != nil {
-		s.finishReload(reloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
+		s.finishReload(metrics.ReloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
 		return
 	}
 	routing, err := readRouting(eff.Config) // the keys file, read once for the whole reload
 	if err != nil {
-		s.finishReload(reloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
+		s.finishReload(metrics.ReloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
 		return
 	}
 	s.mu.Lock()
@@ -69,7 +62,7 @@ func (s *server) reload(ctx context.Context) {
 		changes = append(changes, config.Change{Key: "server.api_keys_file", From: countKeys(oldKeys), To: countKeys(routing.APIKeys) + " (the file was edited)"})
 	}
 	if len(changes) == 0 {
-		s.finishReload(reloadUnchanged, "no setting changed", nil)
+		s.finishReload(metrics.ReloadUnchanged, "no setting changed", nil)
 		return
 	}
 	r := &reloadReport{}
@@ -78,9 +71,9 @@ func (s *server) reload(ctx context.Context) {
 	}
 	next := keepRestartKeys(old, eff.Config, changes, r)
 	if err := s.applyConfig(ctx, old, next, routing, cur, changes, r); err != nil {
-		outcome := reloadInvalid
+		outcome := metrics.ReloadInvalid
 		if _, failed := err.(applyError); failed {
-			outcome = reloadFailed
+			outcome = metrics.ReloadFailed
 		}
 		s.finishReload(outcome, "refused, the running config stays: "+oneLine(err), r)
 		return
@@ -91,8 +84,8 @@ func (s *server) reload(ctx context.Context) {
 	s.pending = r.waits
 	gen, in := s.gen, s.cur
 	s.mu.Unlock()
-	s.metrics.setPlan(in.plan, gen)
-	s.finishReload(reloadApplied, "", r)
+	s.metrics.SetPlan(in.plan, gen)
+	s.finishReload(metrics.ReloadApplied, "", r)
 }
 
 // applyError marks a reload that was valid but failed to apply (a model that did not load).
@@ -229,14 +222,14 @@ func keepRestartKeys(old, next config.Config, changes []config.Change, r *reload
 
 // finishReload logs the reload in one line and counts it.
 func (s *server) finishReload(outcome, why string, r *reloadReport) {
-	s.metrics.observeReload(outcome)
+	s.metrics.ObserveReload(outcome)
 	attrs := []any{"outcome", outcome}
 	if r != nil {
 		attrs = append(attrs, "changed", strings.Join(r.changed, "; "))
-		if len(r.applied) > 0 && outcome == reloadApplied {
+		if len(r.applied) > 0 && outcome == metrics.ReloadApplied {
 			attrs = append(attrs, "applied", strings.Join(r.applied, "; "))
 		}
-		if len(r.waits) > 0 && outcome == reloadApplied {
+		if len(r.waits) > 0 && outcome == metrics.ReloadApplied {
 			attrs = append(attrs, "waits", strings.Join(r.waits, "; "))
 		}
 	}
@@ -248,7 +241,7 @@ func (s *server) finishReload(outcome, why string, r *reloadReport) {
 	gen := s.gen
 	s.mu.Unlock()
 	attrs = append(attrs, "generation", gen)
-	if outcome == reloadInvalid || outcome == reloadFailed {
+	if outcome == metrics.ReloadInvalid || outcome == metrics.ReloadFailed {
 		s.logger.Warn("config reload", attrs...)
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tfd/daemon/config"
+	"tfd/daemon/metrics"
 	"tfd/scheduler"
 )
 
@@ -42,7 +43,7 @@ type server struct {
 	src     config.Sources
 	opts    RunOptions
 	logger  *slog.Logger
-	metrics *Metrics
+	metrics *metrics.Metrics
 	http    *liveHandler
 	started time.Time
 	retired sync.WaitGroup // one per instance being retired
@@ -92,7 +93,7 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 		return fmt.Errorf("daemon: server.listen: %w", err)
 	}
 	defer ln.Close()
-	s.metrics = NewMetrics(s.hostStats)
+	s.metrics = metrics.New(s.hostStats)
 	in, err := startInstance(ctx, cfg, nil, s.routing, s.handlerOptions(), s.logger)
 	if ctx.Err() != nil {
 		// A stop asked for while the model loaded (a service manager's SIGTERM at boot) is not a
@@ -107,7 +108,7 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 		return err
 	}
 	s.cur = in
-	s.metrics.setPlan(in.plan, s.gen)
+	s.metrics.SetPlan(in.plan, s.gen)
 	s.reportPlan(in)
 	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys)
 

@@ -20,6 +20,7 @@ import (
 
 	_ "tfd/cpu" // the bundled model runs on the CPU backend
 	"tfd/daemon/config"
+	"tfd/daemon/metrics"
 )
 
 // daemonUnderTest is an in-process Run serving the bundled model on the CPU.
@@ -223,7 +224,7 @@ func TestReload(t *testing.T) {
 	// An invalid edit is refused; the old config keeps serving.
 	writeText(t, file, "[sessions]\nparallel = \"many\"\n")
 	waitLog(t, d, `outcome=invalid`)
-	if rep := d.status(t); rep.Config.Generation != 3 || rep.Host.Sessions != 4 || rep.Config.LastReload.Outcome != reloadInvalid {
+	if rep := d.status(t); rep.Config.Generation != 3 || rep.Host.Sessions != 4 || rep.Config.LastReload.Outcome != metrics.ReloadInvalid {
 		t.Errorf("after an invalid edit: generation %d, %+v, %+v", rep.Config.Generation, rep.Host, rep.Config.LastReload)
 	}
 

@@ -1,4 +1,7 @@
-package daemon
+// Package metrics owns tfd's Prometheus metrics, served at GET /metrics: what the API handler
+// counts of each completion request, and what the process publishes (config reloads, the
+// memory plan in force, errors worked around). Each [Metrics] has a registry of its own.
+package metrics
 
 import (
 	"net/http"
@@ -40,8 +43,16 @@ const (
 	outcomeError       = "error"        // 5xx, or an error inside a stream
 )
 
-// NewMetrics returns the metrics, reading the queue and sessions from stats at each scrape.
-func NewMetrics(stats func() scheduler.Stats) *Metrics {
+// The outcomes a reload is counted under in tfd_config_reloads_total.
+const (
+	ReloadApplied   = "applied"   // the new config is in force (some settings may wait for a restart)
+	ReloadUnchanged = "unchanged" // the file changed but no setting did
+	ReloadInvalid   = "invalid"   // refused: the old config keeps serving
+	ReloadFailed    = "failed"    // valid, but applying it failed: the old config keeps serving
+)
+
+// New returns the metrics, reading the queue and sessions from stats at each scrape.
+func New(stats func() scheduler.Stats) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_requests_total",
@@ -85,7 +96,7 @@ func NewMetrics(stats func() scheduler.Stats) *Metrics {
 	for _, o := range []string{outcomeOK, outcomeClientError, outcomeCancelled, outcomeUnavailable, outcomeError} {
 		m.requests.WithLabelValues(o) // present at zero from the start, so rates work at once
 	}
-	for _, o := range []string{reloadApplied, reloadUnchanged, reloadInvalid, reloadFailed} {
+	for _, o := range []string{ReloadApplied, ReloadUnchanged, ReloadInvalid, ReloadFailed} {
 		m.reloads.WithLabelValues(o)
 	}
 	return m
@@ -96,24 +107,39 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// observeRequest counts one completion request that ended with status.
-func (m *Metrics) observeRequest(status int, s *requestStats, start time.Time) {
+// Request is one completion request as the metrics count it.
+type Request struct {
+	// Status is the request's HTTP status; for a stream that began with 200 and ended with an
+	// error event, the error's status.
+	Status int
+	// ClientGone reports that the client left before the reply ended.
+	ClientGone bool
+	// Start is when the request arrived.
+	Start time.Time
+	// PromptTokens and CompletionTokens count the request's tokens; Drafted and Accepted, the
+	// draft tokens proposed for its reply and those that landed.
+	PromptTokens, CompletionTokens, Drafted, Accepted int64
+	// Tokens counts the generated tokens whose arrival was timed; FirstToken and LastToken are
+	// when the first and last came (zero when none did).
+	Tokens                int
+	FirstToken, LastToken time.Time
+}
+
+// ObserveRequest counts one completion request.
+func (m *Metrics) ObserveRequest(r Request) {
 	if m == nil {
 		return
 	}
-	if late := int(s.lateStatus.Load()); late != 0 {
-		status = late
+	m.requests.WithLabelValues(outcome(r.Status, r.ClientGone)).Inc()
+	m.promptTokens.Add(float64(r.PromptTokens))
+	m.completionTokens.Add(float64(r.CompletionTokens))
+	m.draftTokens.WithLabelValues("proposed").Add(float64(r.Drafted))
+	m.draftTokens.WithLabelValues("accepted").Add(float64(r.Accepted))
+	if r.Tokens > 0 {
+		m.firstToken.Observe(r.FirstToken.Sub(r.Start).Seconds())
 	}
-	m.requests.WithLabelValues(outcome(status, s.clientGone.Load())).Inc()
-	m.promptTokens.Add(float64(s.prompt.Load()))
-	m.completionTokens.Add(float64(s.completion.Load()))
-	m.draftTokens.WithLabelValues("proposed").Add(float64(s.drafted.Load()))
-	m.draftTokens.WithLabelValues("accepted").Add(float64(s.accepted.Load()))
-	if s.tokens > 0 {
-		m.firstToken.Observe(s.firstToken.Sub(start).Seconds())
-	}
-	if s.tokens > 1 {
-		m.perToken.Observe(s.lastToken.Sub(s.firstToken).Seconds() / float64(s.tokens-1))
+	if r.Tokens > 1 {
+		m.perToken.Observe(r.LastToken.Sub(r.FirstToken).Seconds() / float64(r.Tokens-1))
 	}
 }
 
@@ -131,15 +157,15 @@ func outcome(status int, clientGone bool) string {
 	return outcomeOK
 }
 
-// observeReload counts one reload by its outcome.
-func (m *Metrics) observeReload(outcome string) {
+// ObserveReload counts one reload by its outcome.
+func (m *Metrics) ObserveReload(outcome string) {
 	if m != nil {
 		m.reloads.WithLabelValues(outcome).Inc()
 	}
 }
 
-// setPlan publishes the memory plan now in force and the config generation.
-func (m *Metrics) setPlan(p engine.Plan, generation int) {
+// SetPlan publishes the memory plan now in force and the config generation.
+func (m *Metrics) SetPlan(p engine.Plan, generation int) {
 	if m == nil {
 		return
 	}
@@ -152,8 +178,8 @@ func (m *Metrics) setPlan(p engine.Plan, generation int) {
 	m.generation.Set(float64(generation))
 }
 
-// countError counts an error worked around at where in tfd_errors_total.
-func (m *Metrics) countError(where string) {
+// CountError counts an error worked around at where in tfd_errors_total.
+func (m *Metrics) CountError(where string) {
 	if m != nil {
 		m.errors.WithLabelValues(where).Inc()
 	}

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-
+	"tfd/daemon/metrics"
 	"tfd/scheduler"
 )
 
@@ -16,7 +17,7 @@ import (
 // and only the first of each kind is logged.
 func TestWorkedAroundLogsOncePerKind(t *testing.T) {
 	var log bytes.Buffer
-	m := NewMetrics(func() scheduler.Stats { return scheduler.Stats{} })
+	m := metrics.New(func() scheduler.Stats { return scheduler.Stats{} })
 	report := workedAround(slog.New(slog.NewTextHandler(&log, nil)), m)
 	for range 3 {
 		report("draft", errors.New("head broken"))
@@ -25,8 +26,9 @@ func TestWorkedAroundLogsOncePerKind(t *testing.T) {
 	if n := strings.Count(log.String(), "worked around"); n != 2 {
 		t.Errorf("%d log lines, want one per kind:\n%s", n, log.String())
 	}
-	var got dto.Metric
-	if err := m.errors.WithLabelValues("draft").Write(&got); err != nil || got.GetCounter().GetValue() != 3 {
-		t.Errorf("tfd_errors_total{where=draft} = %v (%v), want 3", got.GetCounter().GetValue(), err)
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(w.Body.String(), `tfd_errors_total{where="draft"} 3`+"\n") {
+		t.Errorf("tfd_errors_total{where=draft} is not 3:\n%s", w.Body)
 	}
 }
