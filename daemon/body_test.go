@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"tfd/daemon/status"
 	"time"
 )
 
@@ -37,7 +38,7 @@ func TestStalledBody(t *testing.T) {
 			env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.BodyTimeout, o.APIKeys = 300*time.Millisecond, tc.keys })
 			var h http.Handler = env.h
 			if tc.down {
-				live := newLiveHandler(env.h, nil, func() StatusReport { return StatusReport{} }, func() []string { return nil })
+				live := newLiveHandler(env.h, nil, func() status.Report { return status.Report{} }, func() []string { return nil })
 				live.fail(errors.New("no model is loaded: fix the config"))
 				h = live
 			}

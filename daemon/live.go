@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 	"time"
 )
 
@@ -17,7 +18,7 @@ import (
 // new requests wait (until their context ends) and then go to the new model.
 type liveHandler struct {
 	metrics *metrics.Metrics
-	status  func() StatusReport
+	status  func() status.Report
 	keys    func() []string // the API keys in force; empty: none needed
 	// bodyTimeout bounds the arrival of a body liveHandler does not read: the Handlers'.
 	bodyTimeout time.Duration
@@ -29,13 +30,13 @@ type liveHandler struct {
 	closed  chan struct{} // closed at shutdown: paused requests are answered 503
 }
 
-func newLiveHandler(h *Handler, m *metrics.Metrics, status func() StatusReport, keys func() []string) *liveHandler {
-	return &liveHandler{cur: h, metrics: m, status: status, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
+func newLiveHandler(h *Handler, m *metrics.Metrics, report func() status.Report, keys func() []string) *liveHandler {
+	return &liveHandler{cur: h, metrics: m, status: report, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
 }
 
 func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/metrics", statusPath:
+	case "/metrics", status.Path:
 		l.boundUnread(w, r)
 		if !hasKey(r, l.keys()) {
 			writeUnauthorized(w)
@@ -46,7 +47,7 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/metrics":
 		l.metrics.Handler().ServeHTTP(w, r)
 		return
-	case statusPath:
+	case status.Path:
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
 			writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: errInvalidRequest, code: "method_not_allowed",

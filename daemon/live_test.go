@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 	"tfd/scheduler"
 )
 
@@ -15,7 +16,7 @@ func TestDaemonEndpointsNeedKeys(t *testing.T) {
 	for _, keys := range [][]string{nil, {"sk-one"}} {
 		env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.APIKeys = keys })
 		metrics := metrics.New(func() scheduler.Stats { return scheduler.Stats{} })
-		live := newLiveHandler(env.h, metrics, func() StatusReport { return StatusReport{Status: "serving"} }, func() []string { return keys })
+		live := newLiveHandler(env.h, metrics, func() status.Report { return status.Report{Status: "serving"} }, func() []string { return keys })
 		for _, tc := range []struct {
 			path, auth string
 			keyed      int // the status when keys are set
@@ -23,8 +24,8 @@ func TestDaemonEndpointsNeedKeys(t *testing.T) {
 			{"/metrics", "", http.StatusUnauthorized},
 			{"/metrics", "Bearer sk-wrong", http.StatusUnauthorized},
 			{"/metrics", "Bearer sk-one", http.StatusOK},
-			{statusPath, "", http.StatusUnauthorized},
-			{statusPath, "bearer sk-one", http.StatusOK},
+			{status.Path, "", http.StatusUnauthorized},
+			{status.Path, "bearer sk-one", http.StatusOK},
 			{"/v1/models", "", http.StatusUnauthorized},
 			{"/health", "", http.StatusOK},
 		} {

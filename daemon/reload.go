@@ -10,6 +10,7 @@ import (
 
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 	"tfd/engine"
 )
 
@@ -237,7 +238,7 @@ func (s *server) finishReload(outcome, why string, r *reloadReport) {
 		attrs = append(attrs, "why", why)
 	}
 	s.mu.Lock()
-	s.lastReload = reloadRecord{At: time.Now(), Outcome: outcome, Summary: why}
+	s.lastReload = status.Reload{At: time.Now(), Outcome: outcome, Summary: why}
 	gen := s.gen
 	s.mu.Unlock()
 	attrs = append(attrs, "generation", gen)

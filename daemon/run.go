@@ -14,6 +14,7 @@ import (
 
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 	"tfd/scheduler"
 )
 
@@ -56,15 +57,8 @@ type server struct {
 	cur        *instance   // nil only while a switch is between models
 	retiring   []*instance // switched away from; they finish their replies, then are freed
 	pending    []string    // changed settings that wait for a restart
-	lastReload reloadRecord
+	lastReload status.Reload
 	closed     bool
-}
-
-// reloadRecord is the last reload's outcome, for the status endpoint.
-type reloadRecord struct {
-	At      time.Time `json:"at"`
-	Outcome string    `json:"outcome"`
-	Summary string    `json:"summary"`
 }
 
 // Run serves eff until ctx ends: it reads the API keys, binds server.listen, plans memory, loads

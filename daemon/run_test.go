@@ -21,6 +21,7 @@ import (
 	_ "tfd/cpu" // the bundled model runs on the CPU backend
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 )
 
 // daemonUnderTest is an in-process Run serving the bundled model on the CPU.
@@ -88,7 +89,7 @@ func (d *daemonUnderTest) stop(t *testing.T) {
 	}
 }
 
-func (d *daemonUnderTest) status(t *testing.T) StatusReport {
+func (d *daemonUnderTest) status(t *testing.T) status.Report {
 	t.Helper()
 	rep, err := fetchStatus(http.DefaultClient, strings.TrimPrefix(d.url, "http://"))
 	if err != nil {
@@ -98,23 +99,23 @@ func (d *daemonUnderTest) status(t *testing.T) StatusReport {
 }
 
 // fetchStatus asks the daemon listening on addr for its status report, without a key.
-func fetchStatus(client *http.Client, addr string) (StatusReport, error) {
-	resp, err := client.Get("http://" + addr + statusPath)
+func fetchStatus(client *http.Client, addr string) (status.Report, error) {
+	resp, err := client.Get("http://" + addr + status.Path)
 	if err != nil {
-		return StatusReport{}, err
+		return status.Report{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return StatusReport{}, fmt.Errorf("%s answered %s", statusPath, resp.Status)
+		return status.Report{}, fmt.Errorf("%s answered %s", status.Path, resp.Status)
 	}
-	var rep StatusReport
+	var rep status.Report
 	err = json.NewDecoder(resp.Body).Decode(&rep)
 	return rep, err
 }
 
 // waitGeneration waits until the daemon has applied config generation gen and, when sessions
 // is not 0, the host has taken the new layout (it does once the running replies are done).
-func (d *daemonUnderTest) waitGeneration(t *testing.T, gen, sessions int) StatusReport {
+func (d *daemonUnderTest) waitGeneration(t *testing.T, gen, sessions int) status.Report {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"tfd/daemon/config"
+	"tfd/daemon/status"
 	"time"
 
 	"github.com/kardianos/service"
@@ -34,7 +35,7 @@ type ServiceStatus struct {
 	Answered    bool
 	HealthModel string
 	// Daemon is that tfd's full report; nil when none came (DaemonErr says why).
-	Daemon    *StatusReport
+	Daemon    *status.Report
 	DaemonErr error
 }
 
@@ -89,8 +90,8 @@ func (m *ServiceManager) askDaemon(ctx context.Context, st *ServiceStatus) {
 			key = keys[0]
 		}
 	}
-	var rep StatusReport
-	err = getJSON(ctx, client, st.Listen, statusPath, key, &rep)
+	var rep status.Report
+	err = getJSON(ctx, client, st.Listen, status.Path, key, &rep)
 	var refused *httpStatusError
 	if errors.As(err, &refused) && refused.code == http.StatusUnauthorized {
 		switch f := eff.Config.Server.APIKeysFile; {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"tfd/daemon/status"
 )
 
 // fakeDaemon serves /health openly and /v1/tfd/status, behind key when it is set, as tfd does
@@ -19,12 +20,12 @@ func fakeDaemon(t *testing.T, key string) *httptest.Server {
 		switch {
 		case r.URL.Path == "/health":
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "model": "gopher"})
-		case r.URL.Path != statusPath:
+		case r.URL.Path != status.Path:
 			http.NotFound(w, r)
 		case key != "" && r.Header.Get("Authorization") != "Bearer "+key:
 			http.Error(w, "no key", http.StatusUnauthorized)
 		default:
-			var rep StatusReport
+			var rep status.Report
 			rep.Status, rep.PID, rep.Model, rep.Backend = "serving", 777, "gopher", "cpu"
 			rep.Config.Generation, rep.Plan.Text = 3, "memory plan\n  limit ...\n"
 			writeJSON(w, http.StatusOK, rep)
