@@ -19,8 +19,8 @@ import (
 
 	_ "tfd/cpu"  // registers the "cpu" backend
 	_ "tfd/cuda" // registers the "cuda" backend (Linux with an NVIDIA driver)
-	"tfd/daemon"
 	"tfd/daemon/config"
+	"tfd/daemon/service"
 )
 
 // Exit codes: 0 success, 1 a failure while running, 2 a usage or configuration error.
@@ -79,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // touches nothing of the system's.
 func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath())
+		fmt.Fprintf(stderr, usage, service.DefaultConfigPath())
 		return exitUsage
 	}
 	switch args[0] {
@@ -99,10 +99,10 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 		fmt.Fprintln(stdout, version())
 		return 0
 	case "help", "-h", "--help", "-help":
-		fmt.Fprintf(stdout, usage, daemon.DefaultConfigPath())
+		fmt.Fprintf(stdout, usage, service.DefaultConfigPath())
 		return 0
 	}
-	fmt.Fprintf(stderr, "tfd: unknown command %q\n\n"+usage, args[0], daemon.DefaultConfigPath())
+	fmt.Fprintf(stderr, "tfd: unknown command %q\n\n"+usage, args[0], service.DefaultConfigPath())
 	return exitUsage
 }
 
@@ -141,7 +141,7 @@ func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*fla
 	}
 	src := config.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
 	if src.File == "" {
-		src.File = daemon.DefaultConfigPath()
+		src.File = service.DefaultConfigPath()
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if key, ok := shortcuts[f.Name]; ok {

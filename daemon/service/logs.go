@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"context"
@@ -15,26 +15,26 @@ import (
 // which a Go copy of tail would have to redo); under systemd from the journal, with journalctl.
 // Either gets the caller's streams, as if run by hand, through the Runner, which must be an
 // Attacher.
-func (m *ServiceManager) Logs(ctx context.Context, lines int, follow bool, stdin io.Reader, stdout, stderr io.Writer) error {
+func (m *Manager) Logs(ctx context.Context, lines int, follow bool, stdin io.Reader, stdout, stderr io.Writer) error {
 	a, ok := m.Runner.(Attacher)
 	if !ok {
 		return errors.New("service: this command runner cannot hand the terminal to a command")
 	}
 	n := strconv.Itoa(lines)
 	if m.Platform == Systemd {
-		args := []string{"-u", ServiceUnit, "-n", n, "--no-pager"}
+		args := []string{"-u", systemdUnit, "-n", n, "--no-pager"}
 		if follow {
 			args = append(args, "-f")
 		}
 		return a.Attach(ctx, stdin, stdout, stderr, "journalctl", args...)
 	}
-	file := m.Paths.LogFile()
+	file := m.Paths.logFile()
 	f, err := os.Open(file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("service: no log at %s: tfd has not run as a service here (tfd status; sudo tfd install)", file)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("service: %s is readable by %s and the admin group only: sudo tfd logs", file, ServiceUser)
+		return fmt.Errorf("service: %s is readable by %s and the admin group only: sudo tfd logs", file, serviceUser)
 	case err != nil:
 		return fmt.Errorf("service: %w", err)
 	}

@@ -1,14 +1,16 @@
-package daemon
+package service
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"tfd/daemon/service/servicetest"
 	"tfd/daemon/status"
 )
 
@@ -19,7 +21,7 @@ func fakeDaemon(t *testing.T, key string) *httptest.Server {
 	d := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/health":
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "model": "gopher"})
+			json.NewEncoder(w).Encode(map[string]string{"status": "ok", "model": "gopher"})
 		case r.URL.Path != status.Path:
 			http.NotFound(w, r)
 		case key != "" && r.Header.Get("Authorization") != "Bearer "+key:
@@ -28,7 +30,7 @@ func fakeDaemon(t *testing.T, key string) *httptest.Server {
 			var rep status.Report
 			rep.Status, rep.PID, rep.Model, rep.Backend = "serving", 777, "gopher", "cpu"
 			rep.Config.Generation, rep.Plan.Text = 3, "memory plan\n  limit ...\n"
-			writeJSON(w, http.StatusOK, rep)
+			json.NewEncoder(w).Encode(rep)
 		}
 	}))
 	t.Cleanup(d.Close)
@@ -40,7 +42,7 @@ func fakeDaemon(t *testing.T, key string) *httptest.Server {
 // is asked for with the first API key, and without a readable key what /health says is shown.
 func TestStatusForeground(t *testing.T) {
 	d := fakeDaemon(t, "k1")
-	r := &fakeRunner{fail: map[string]bool{"systemctl is-active": true}}
+	r := &servicetest.Runner{Fail: map[string]bool{"systemctl is-active": true}}
 	m, _ := newTestManager(t, Systemd, r)
 	m.Client = nil
 	keys := filepath.Join(t.TempDir(), "keys")
@@ -80,22 +82,22 @@ func TestStatusForeground(t *testing.T) {
 // journalctl -f under systemd, with the lines asked for; --no-follow drops the following.
 func TestServiceLogs(t *testing.T) {
 	ctx := context.Background()
-	r := &fakeRunner{out: map[string]string{"tail": "a line\n"}}
+	r := &servicetest.Runner{Out: map[string]string{"tail": "a line\n"}}
 	m, _ := newTestManager(t, Launchd, r)
 	var out bytes.Buffer
-	if err := m.Logs(ctx, 5, true, nil, &out, &out); err == nil || !strings.Contains(err.Error(), "no log at "+m.Paths.LogFile()) {
+	if err := m.Logs(ctx, 5, true, nil, &out, &out); err == nil || !strings.Contains(err.Error(), "no log at "+m.Paths.logFile()) {
 		t.Errorf("logs before any log: %v", err)
 	}
 	os.MkdirAll(m.Paths.LogDir, 0o750)
-	os.WriteFile(m.Paths.LogFile(), []byte("a line\n"), 0o640)
+	os.WriteFile(m.Paths.logFile(), []byte("a line\n"), 0o640)
 	if err := m.Logs(ctx, 5, true, nil, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Logs(ctx, 0, false, nil, &out, &out); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"attach: tail -F -n 5 " + m.Paths.LogFile(), "attach: tail -n 0 " + m.Paths.LogFile()}
-	if got := r.take(); strings.Join(got, "|") != strings.Join(want, "|") {
+	want := []string{"attach: tail -F -n 5 " + m.Paths.logFile(), "attach: tail -n 0 " + m.Paths.logFile()}
+	if got := r.Take(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("logs ran %q, want %q", got, want)
 	}
 	if out.String() != "a line\na line\n" {
@@ -106,7 +108,7 @@ func TestServiceLogs(t *testing.T) {
 	m.Logs(ctx, 20, true, nil, &out, &out)
 	m.Logs(ctx, 20, false, nil, &out, &out)
 	want = []string{"attach: journalctl -u tfd.service -n 20 --no-pager -f", "attach: journalctl -u tfd.service -n 20 --no-pager"}
-	if got := r.take(); strings.Join(got, "|") != strings.Join(want, "|") {
+	if got := r.Take(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("logs ran %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package daemon
+package service
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"tfd/daemon/service/servicetest"
 )
 
 // TestInstallModes: what install makes has the modes the service user needs and no wider, even
@@ -19,7 +20,7 @@ import (
 func TestInstallModes(t *testing.T) {
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)
-	r := &fakeRunner{fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, out: macUsers()}
+	r := &servicetest.Runner{Fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, Out: macUsers()}
 	m, _ := newTestManager(t, Launchd, r)
 	if err := m.Install(context.Background()); err != nil {
 		t.Fatal(err)
@@ -27,12 +28,12 @@ func TestInstallModes(t *testing.T) {
 	for path, want := range map[string]fs.FileMode{
 		m.Paths.WorkingDir:               0o750,
 		m.Paths.LogDir:                   0o750,
-		m.Paths.LogFile():                0o640,
+		m.Paths.logFile():                0o640,
 		filepath.Dir(m.Paths.LogDir):     0o755, // var/log, made on the way
 		m.Paths.ConfigDir:                0o755,
 		m.Paths.ConfigFile():             0o644,
 		m.Paths.ServiceFile(Launchd):     0o644,
-		m.Paths.NewsyslogFile():          0o644,
+		m.Paths.newsyslogFile():          0o644,
 		m.Paths.Executable:               0o755,
 		filepath.Dir(m.Paths.Executable): 0o755,
 	} {
@@ -45,20 +46,20 @@ func TestInstallModes(t *testing.T) {
 // TestInstallRefusesLogSymlink: the log folder is the service's, so a symlink at the log's
 // path may be its doing; root must not chmod or chown what it points at.
 func TestInstallRefusesLogSymlink(t *testing.T) {
-	r := &fakeRunner{fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, out: macUsers()}
+	r := &servicetest.Runner{Fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, Out: macUsers()}
 	m, _ := newTestManager(t, Launchd, r)
 	target := filepath.Join(t.TempDir(), "precious")
 	os.WriteFile(target, []byte("x"), 0o600)
 	os.MkdirAll(m.Paths.LogDir, 0o750)
-	os.Symlink(target, m.Paths.LogFile())
+	os.Symlink(target, m.Paths.logFile())
 	if err := m.Install(context.Background()); err == nil || !strings.Contains(err.Error(), "not a file tfd wrote") {
 		t.Errorf("install over a symlinked log: %v", err)
 	}
 	if info, _ := os.Stat(target); info.Mode().Perm() != 0o600 {
 		t.Errorf("install changed the symlink's target to %v", info.Mode().Perm())
 	}
-	for _, c := range r.take() {
-		if strings.Contains(c, m.Paths.LogFile()) {
+	for _, c := range r.Take() {
+		if strings.Contains(c, m.Paths.logFile()) {
 			t.Errorf("install ran %q", c)
 		}
 	}
@@ -67,8 +68,8 @@ func TestInstallRefusesLogSymlink(t *testing.T) {
 // TestInstallWarnsUnreadable: install says when the service user cannot read the model or the
 // API keys, or when everyone can read the keys, and how to fix it.
 func TestInstallWarnsUnreadable(t *testing.T) {
-	for _, p := range []ServicePlatform{Launchd, Systemd} {
-		r := &fakeRunner{fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, out: macUsers()}
+	for _, p := range []Platform{Launchd, Systemd} {
+		r := &servicetest.Runner{Fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, Out: macUsers()}
 		m, out := newTestManager(t, p, r)
 		home := filepath.Join(t.TempDir(), "home")
 		os.MkdirAll(filepath.Join(home, "model"), 0o755)
@@ -96,13 +97,13 @@ func TestInstallWarnsUnreadable(t *testing.T) {
 		os.Chmod(keys, 0o600)
 		out.Reset()
 		m.checkConfig(serviceIDs{497, 497})
-		want := map[ServicePlatform]string{Launchd: "sudo chown root:_tfd " + keys, Systemd: "LoadCredential="}[p]
+		want := map[Platform]string{Launchd: "sudo chown root:_tfd " + keys, Systemd: "LoadCredential="}[p]
 		if !strings.Contains(out.String(), "cannot read the API keys") || !strings.Contains(out.String(), want) {
 			t.Errorf("%s: unreadable keys: %s", p, out)
 		}
 	}
 	// systemd hides home folders from the service whatever their modes.
-	m, out := newTestManager(t, Systemd, &fakeRunner{})
+	m, out := newTestManager(t, Systemd, &servicetest.Runner{})
 	os.MkdirAll(m.Paths.ConfigDir, 0o755)
 	os.WriteFile(m.Paths.ConfigFile(), []byte("[model]\npath = \"/home/a/models/qwen\"\n"), 0o644)
 	m.checkConfig(serviceIDs{})

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"cmp"
@@ -15,17 +15,17 @@ import (
 	"tfd/daemon/status"
 	"time"
 
-	"github.com/kardianos/service"
+	kardianos "github.com/kardianos/service"
 )
 
-// ServiceStatus is what `tfd status` reports.
-type ServiceStatus struct {
+// Status is what `tfd status` reports.
+type Status struct {
 	// File is the plist or unit; Installed reports whether it exists.
 	File      string
 	Installed bool
 	// State is the service manager's view: running, stopped (installed, not running) or
 	// unknown.
-	State service.Status
+	State kardianos.Status
 	// PID is the running service's process id when the service manager tells it; 0 otherwise.
 	PID int
 	// Listen is where tfd was asked: server.listen of the config the service uses.
@@ -44,22 +44,22 @@ var launchdPID = regexp.MustCompile(`(?m)^\s*pid = (\d+)`)
 // Status reports whether the service is installed and running, and asks whatever tfd answers
 // at server.listen from the service's config (the service, or a tfd serve in a terminal) for
 // its model, config generation and memory plan.
-func (m *ServiceManager) Status(ctx context.Context) ServiceStatus {
-	st := ServiceStatus{File: m.Paths.ServiceFile(m.Platform), State: service.StatusUnknown}
+func (m *Manager) Status(ctx context.Context) Status {
+	st := Status{File: m.Paths.ServiceFile(m.Platform), State: kardianos.StatusUnknown}
 	if _, err := os.Stat(st.File); err == nil {
-		st.Installed, st.State = true, service.StatusStopped
+		st.Installed, st.State = true, kardianos.StatusStopped
 	}
 	if m.Platform == Launchd {
 		out, err := m.Runner.Run(ctx, "launchctl", "print", m.launchdTarget())
 		if err == nil && strings.Contains(out, "state = running") {
-			st.State = service.StatusRunning
+			st.State = kardianos.StatusRunning
 			fmt.Sscan(firstMatch(launchdPID, out), &st.PID)
 		}
 	} else {
-		out, err := m.Runner.Run(ctx, "systemctl", "is-active", ServiceUnit)
+		out, err := m.Runner.Run(ctx, "systemctl", "is-active", systemdUnit)
 		if err == nil && strings.TrimSpace(out) == "active" {
-			st.State = service.StatusRunning
-			pid, _ := m.Runner.Run(ctx, "systemctl", "show", "--property=MainPID", "--value", ServiceUnit)
+			st.State = kardianos.StatusRunning
+			pid, _ := m.Runner.Run(ctx, "systemctl", "show", "--property=MainPID", "--value", systemdUnit)
 			fmt.Sscan(strings.TrimSpace(pid), &st.PID)
 		}
 	}
@@ -70,7 +70,7 @@ func (m *ServiceManager) Status(ctx context.Context) ServiceStatus {
 // askDaemon reads the service's config for server.listen and asks there: GET /health, which
 // needs no key, to learn whether a tfd answers at all; then GET /v1/tfd/status with the first
 // key of server.api_keys_file when the file is readable, since the status may need a key.
-func (m *ServiceManager) askDaemon(ctx context.Context, st *ServiceStatus) {
+func (m *Manager) askDaemon(ctx context.Context, st *Status) {
 	eff, err := config.Load(config.Sources{File: m.Paths.ConfigFile(), Environ: os.Environ()})
 	if err != nil {
 		st.DaemonErr = err
@@ -151,8 +151,8 @@ func firstMatch(re *regexp.Regexp, s string) string {
 }
 
 // Write prints the status for a person.
-func (st ServiceStatus) Write(w io.Writer) {
-	running := st.State == service.StatusRunning
+func (st Status) Write(w io.Writer) {
+	running := st.State == kardianos.StatusRunning
 	switch {
 	case running:
 		pid := ""
@@ -195,7 +195,7 @@ func (st ServiceStatus) Write(w io.Writer) {
 }
 
 // pidText is " (pid N)" from the daemon's own report, or "" without one.
-func (st ServiceStatus) pidText() string {
+func (st Status) pidText() string {
 	if st.Daemon == nil || st.Daemon.PID == 0 {
 		return ""
 	}

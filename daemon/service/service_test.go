@@ -1,91 +1,44 @@
-package daemon
+package service
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"flag"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
+	"tfd/daemon/service/servicetest"
 
-	"github.com/kardianos/service"
+	kardianos "github.com/kardianos/service"
 	"howett.net/plist"
 )
 
 var update = flag.Bool("update", false, "rewrite packaging/ from the templates")
 
-// fakeRunner records the commands the service layer runs; a command that starts with a key of
-// fail fails, one that starts with a key of out prints its value.
-type fakeRunner struct {
-	mu   sync.Mutex // guards cmds
-	cmds []string
-	fail map[string]bool
-	out  map[string]string
-}
-
-func (r *fakeRunner) Run(_ context.Context, name string, args ...string) (string, error) {
-	line := strings.Join(append([]string{name}, args...), " ")
-	r.mu.Lock()
-	r.cmds = append(r.cmds, line)
-	r.mu.Unlock()
-	for prefix := range r.fail {
-		if strings.HasPrefix(line, prefix) {
-			return "", errors.New(line + ": exit status 1")
-		}
-	}
-	for prefix, out := range r.out {
-		if strings.HasPrefix(line, prefix) {
-			return out, nil
-		}
-	}
-	return "", nil
-}
-
-// Attach records the command as "attach: LINE" and prints its out value, as Run would answer.
-func (r *fakeRunner) Attach(ctx context.Context, _ io.Reader, stdout, _ io.Writer, name string, args ...string) error {
-	out, err := r.Run(ctx, name, args...)
-	r.mu.Lock()
-	r.cmds[len(r.cmds)-1] = "attach: " + r.cmds[len(r.cmds)-1]
-	r.mu.Unlock()
-	io.WriteString(stdout, out)
-	return err
-}
-
-func (r *fakeRunner) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cmds := r.cmds
-	r.cmds = nil
-	return cmds
-}
-
 // packagedManager is the manager whose files packaging/ holds: Homebrew on Apple silicon, and a
 // release archive's /usr/local/bin on Linux.
-func packagedManager(p ServicePlatform) *ServiceManager {
-	paths := DefaultServicePaths("darwin", "arm64", "/opt/homebrew/bin/tfd")
+func packagedManager(p Platform) *Manager {
+	paths := DefaultPaths("darwin", "arm64", "/opt/homebrew/bin/tfd")
 	if p == Systemd {
-		paths = DefaultServicePaths("linux", "amd64", "/usr/local/bin/tfd")
+		paths = DefaultPaths("linux", "amd64", "/usr/local/bin/tfd")
 	}
-	return &ServiceManager{Platform: p, Paths: paths}
+	return &Manager{Platform: p, Paths: paths}
 }
 
 // TestPackagingFiles renders the plist and the unit for the default paths and compares them with
 // packaging/, so the shipped files stay what install writes (go test -run Packaging -update
 // rewrites them).
 func TestPackagingFiles(t *testing.T) {
-	for p, file := range map[ServicePlatform]string{Launchd: "launchd/" + ServiceLabel + ".plist", Systemd: "systemd/" + ServiceUnit} {
-		text, err := packagedManager(p).Render()
+	for p, file := range map[Platform]string{Launchd: "launchd/" + launchdLabel + ".plist", Systemd: "systemd/" + systemdUnit} {
+		text, err := packagedManager(p).render()
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join("..", "packaging", file)
+		path := filepath.Join("..", "..", "packaging", file)
 		if *update {
 			os.MkdirAll(filepath.Dir(path), 0o755)
 			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -94,14 +47,14 @@ func TestPackagingFiles(t *testing.T) {
 		}
 		shipped, err := os.ReadFile(path)
 		if err != nil || string(shipped) != text {
-			t.Errorf("%s differs from what install writes (%v); run go test ./daemon -run Packaging -update\n%s", path, err, text)
+			t.Errorf("%s differs from what install writes (%v); run go test ./daemon/service -run Packaging -update\n%s", path, err, text)
 		}
 	}
 }
 
 func TestPlist(t *testing.T) {
 	m := packagedManager(Launchd)
-	text, err := m.Render()
+	text, err := m.render()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +63,7 @@ func TestPlist(t *testing.T) {
 		t.Fatalf("the plist does not parse: %v\n%s", err, text)
 	}
 	want := map[string]any{
-		"Label": ServiceLabel,
+		"Label": launchdLabel,
 		"ProgramArguments": []any{"/opt/homebrew/bin/tfd", "serve", "--config", "/opt/homebrew/etc/tfd/tfd.toml",
 			"--log-file", "/opt/homebrew/var/log/tfd/tfd.log"},
 		"RunAtLoad":          true,
@@ -142,8 +95,8 @@ func TestPlist(t *testing.T) {
 // TestPlistEscapes checks that paths with XML's special characters survive.
 func TestPlistEscapes(t *testing.T) {
 	m := packagedManager(Launchd)
-	m.Paths = DefaultServicePaths("darwin", "arm64", "/Users/a&b/<tfd>").Under("/tmp/it's")
-	text, err := m.Render()
+	m.Paths = under(DefaultPaths("darwin", "arm64", "/Users/a&b/<tfd>"), "/tmp/it's")
+	text, err := m.render()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +108,7 @@ func TestPlistEscapes(t *testing.T) {
 }
 
 func TestUnit(t *testing.T) {
-	text, err := packagedManager(Systemd).Render()
+	text, err := packagedManager(Systemd).render()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,9 +181,9 @@ func parseUnit(t *testing.T, text string) map[string]string {
 // installs is a small file outside the root; the temporary folder whose builds it refuses is
 // one of the root's, since every test file lies under os.TempDir(). Its client reaches no
 // daemon, so a tfd serving on this machine does not change what status says.
-func newTestManager(t *testing.T, p ServicePlatform, r *fakeRunner) (*ServiceManager, *bytes.Buffer) {
+func newTestManager(t *testing.T, p Platform, r *servicetest.Runner) (*Manager, *bytes.Buffer) {
 	t.Helper()
-	goos := map[ServicePlatform]string{Launchd: "darwin", Systemd: "linux"}[p]
+	goos := map[Platform]string{Launchd: "darwin", Systemd: "linux"}[p]
 	root := t.TempDir()
 	// The service user passes through the folders above the test's files, as through / and
 	// /opt on a real machine (t.TempDir makes them 0700).
@@ -239,16 +192,9 @@ func newTestManager(t *testing.T, p ServicePlatform, r *fakeRunner) (*ServiceMan
 	src := filepath.Join(t.TempDir(), "tfd")
 	os.WriteFile(src, []byte("#!tfd, built\n"), 0o700)
 	out := &bytes.Buffer{}
-	return &ServiceManager{Platform: p, Paths: DefaultServicePaths(goos, "arm64", src).Under(root),
+	return &Manager{Platform: p, Paths: under(DefaultPaths(goos, "arm64", src), root),
 		Runner: r, DefaultConfig: []byte("# the default\n"), Out: out, TempDir: filepath.Join(root, "tmp"),
-		Client: &http.Client{Transport: noDaemon{}}}, out
-}
-
-// noDaemon is a transport to no daemon at all.
-type noDaemon struct{}
-
-func (noDaemon) RoundTrip(*http.Request) (*http.Response, error) {
-	return nil, errors.New("connection refused (test)")
+		Client: servicetest.NoDaemon()}, out
 }
 
 // macUsers is what dscl lists on a test Mac: uid 499 and gid 498 are taken, so _tfd gets 497.
@@ -280,7 +226,7 @@ var makeUserCmds = []string{
 }
 
 func TestInstallLaunchd(t *testing.T) {
-	r := &fakeRunner{fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, out: macUsers()}
+	r := &servicetest.Runner{Fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, Out: macUsers()}
 	m, out := newTestManager(t, Launchd, r)
 	ctx := context.Background()
 	if err := m.Install(ctx); err != nil {
@@ -291,24 +237,24 @@ func TestInstallLaunchd(t *testing.T) {
 		"chown 0:0 "+filepath.Join(filepath.Dir(m.Paths.Executable), ".tfd.install"),
 		"chown 497:497 "+m.Paths.WorkingDir,
 		"chown 497:80 "+m.Paths.LogDir,
-		"chown -h 497:80 "+m.Paths.LogFile(),
+		"chown -h 497:80 "+m.Paths.logFile(),
 		"launchctl print system/dev.tfd.tfd", "launchctl bootstrap system "+plistFile)
-	if got := r.take(); !reflect.DeepEqual(got, want) {
+	if got := r.Take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("install ran\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	checkFile(t, m.Paths.ConfigFile(), "# the default\n")
 	written, _ := os.ReadFile(plistFile)
-	if rendered, _ := m.Render(); string(written) != rendered {
+	if rendered, _ := m.render(); string(written) != rendered {
 		t.Error("the installed plist differs from Render")
 	}
 	if !strings.Contains(string(written), "<string>"+m.Paths.Executable+"</string>") {
 		t.Errorf("the plist does not run the installed binary %s", m.Paths.Executable)
 	}
-	checkFile(t, m.Paths.NewsyslogFile(), `# tfd's log, written by tfd install and removed by tfd uninstall: rotate past 10 MB, keep 5
+	checkFile(t, m.Paths.newsyslogFile(), `# tfd's log, written by tfd install and removed by tfd uninstall: rotate past 10 MB, keep 5
 # gzipped archives (Z). tfd opens tfd.log again by itself once it has been moved, so no signal (N).
 # logfile	owner:group	mode	count	size(KB)	when	flags
-`+m.Paths.LogFile()+"\t_tfd:admin\t640\t5\t10240\t*\tNZ\n")
-	for _, want := range []string{m.Paths.LogFile(), "the service runs as _tfd (uid 497, gid 497)"} {
+`+m.Paths.logFile()+"\t_tfd:admin\t640\t5\t10240\t*\tNZ\n")
+	for _, want := range []string{m.Paths.logFile(), "the service runs as _tfd (uid 497, gid 497)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("install did not say %q:\n%s", want, out)
 		}
@@ -316,8 +262,8 @@ func TestInstallLaunchd(t *testing.T) {
 
 	// Installed and loaded: a second install keeps the user and the edited config, and
 	// replaces the plist.
-	r.fail = nil
-	r.out = map[string]string{"dscl . -read /Users/_tfd": "UniqueID: 497\n", "dscl . -read /Groups/_tfd": "PrimaryGroupID: 497\n"}
+	r.Fail = nil
+	r.Out = map[string]string{"dscl . -read /Users/_tfd": "UniqueID: 497\n", "dscl . -read /Groups/_tfd": "PrimaryGroupID: 497\n"}
 	os.WriteFile(m.Paths.ConfigFile(), []byte("# edited\n"), 0o644)
 	if err := m.Install(ctx); err != nil {
 		t.Fatal(err)
@@ -325,9 +271,9 @@ func TestInstallLaunchd(t *testing.T) {
 	checkFile(t, m.Paths.ConfigFile(), "# edited\n")
 	want = []string{"dscl . -read /Users/_tfd UniqueID", "dscl . -read /Groups/_tfd PrimaryGroupID",
 		"chown 0:0 " + filepath.Join(filepath.Dir(m.Paths.Executable), ".tfd.install"),
-		"chown 497:497 " + m.Paths.WorkingDir, "chown 497:80 " + m.Paths.LogDir, "chown -h 497:80 " + m.Paths.LogFile(),
+		"chown 497:497 " + m.Paths.WorkingDir, "chown 497:80 " + m.Paths.LogDir, "chown -h 497:80 " + m.Paths.logFile(),
 		"launchctl print system/dev.tfd.tfd", "launchctl bootout system/dev.tfd.tfd", "launchctl bootstrap system " + plistFile}
-	if got := r.take(); !reflect.DeepEqual(got, want) {
+	if got := r.Take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("reinstall ran\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
@@ -345,11 +291,11 @@ func TestInstallLaunchd(t *testing.T) {
 		if err := v.run(ctx); err != nil {
 			t.Fatalf("verb %d: %v", i, err)
 		}
-		if got := r.take(); !reflect.DeepEqual(got, v.want) {
+		if got := r.Take(); !reflect.DeepEqual(got, v.want) {
 			t.Errorf("verb %d ran %q, want %q", i, got, v.want)
 		}
 	}
-	for _, gone := range []string{plistFile, m.Paths.NewsyslogFile()} {
+	for _, gone := range []string{plistFile, m.Paths.newsyslogFile()} {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("uninstall left %s: %v", gone, err)
 		}
@@ -378,30 +324,30 @@ func TestServiceUserIDs(t *testing.T) {
 		t.Errorf("freeID = %d, %v; want 350", id, err)
 	}
 	// A group made before and no user: the user takes the group's id when it is free.
-	r := &fakeRunner{fail: map[string]bool{"dscl . -read /Users": true},
-		out: map[string]string{"dscl . -read /Groups/_tfd PrimaryGroupID": "PrimaryGroupID: 420\n",
+	r := &servicetest.Runner{Fail: map[string]bool{"dscl . -read /Users": true},
+		Out: map[string]string{"dscl . -read /Groups/_tfd PrimaryGroupID": "PrimaryGroupID: 420\n",
 			"dscl . -list": "root 0\n"}}
 	m, _ := newTestManager(t, Launchd, r)
 	ids, err := m.ensureUser(context.Background())
 	if err != nil || ids != (serviceIDs{420, 420}) {
 		t.Errorf("ensureUser = %v, %v; want 420/420", ids, err)
 	}
-	if got := r.take(); slices.Contains(got, "dscl . -create /Groups/_tfd") || !slices.Contains(got, "dscl . -create /Users/_tfd UniqueID 420") {
+	if got := r.Take(); slices.Contains(got, "dscl . -create /Groups/_tfd") || !slices.Contains(got, "dscl . -create /Users/_tfd UniqueID 420") {
 		t.Errorf("ran %q", got)
 	}
 	// A step that fails takes the half-made record out again.
-	r = &fakeRunner{fail: map[string]bool{"dscl . -read": true, "dscl . -create /Users/_tfd UserShell": true}, out: macUsers()}
+	r = &servicetest.Runner{Fail: map[string]bool{"dscl . -read": true, "dscl . -create /Users/_tfd UserShell": true}, Out: macUsers()}
 	m.Runner = r
 	if _, err := m.ensureUser(context.Background()); err == nil || !strings.Contains(err.Error(), "removed it again") {
 		t.Errorf("ensureUser with dscl failing: %v", err)
 	}
-	if got := r.take(); got[len(got)-1] != "dscl . -delete /Users/_tfd" {
+	if got := r.Take(); got[len(got)-1] != "dscl . -delete /Users/_tfd" {
 		t.Errorf("the failed user was not removed: %q", got)
 	}
 }
 
 func TestInstallSystemd(t *testing.T) {
-	r := &fakeRunner{}
+	r := &servicetest.Runner{}
 	m, _ := newTestManager(t, Systemd, r)
 	ctx := context.Background()
 	if err := m.Install(ctx); err != nil {
@@ -409,7 +355,7 @@ func TestInstallSystemd(t *testing.T) {
 	}
 	want := []string{"chown 0:0 " + filepath.Join(filepath.Dir(m.Paths.Executable), ".tfd.install"),
 		"systemctl daemon-reload", "systemctl enable tfd.service", "systemctl restart tfd.service"}
-	if got := r.take(); !reflect.DeepEqual(got, want) {
+	if got := r.Take(); !reflect.DeepEqual(got, want) {
 		t.Errorf("install ran %q, want %q", got, want)
 	}
 	// systemd makes the working folder itself (StateDirectory), owned by the DynamicUser.
@@ -428,7 +374,7 @@ func TestInstallSystemd(t *testing.T) {
 		if err := v.run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.take(); !reflect.DeepEqual(got, v.want) {
+		if got := r.Take(); !reflect.DeepEqual(got, v.want) {
 			t.Errorf("ran %q, want %q", got, v.want)
 		}
 	}
@@ -438,7 +384,7 @@ func TestInstallSystemd(t *testing.T) {
 // TestInstallKeepsSymlinkedConfig checks that a config that is a symlink (a dotfiles repo) is
 // not replaced.
 func TestInstallKeepsSymlinkedConfig(t *testing.T) {
-	m, _ := newTestManager(t, Systemd, &fakeRunner{})
+	m, _ := newTestManager(t, Systemd, &servicetest.Runner{})
 	os.MkdirAll(m.Paths.ConfigDir, 0o755)
 	target := filepath.Join(t.TempDir(), "mine.toml")
 	os.WriteFile(target, []byte("# mine\n"), 0o644)
@@ -451,7 +397,7 @@ func TestInstallKeepsSymlinkedConfig(t *testing.T) {
 
 func TestServiceStatus(t *testing.T) {
 	daemon := fakeDaemon(t, "sk-status")
-	r := &fakeRunner{out: map[string]string{"launchctl print": "system/dev.tfd.tfd = {\n\tstate = running\n\tpid = 4242\n}"}}
+	r := &servicetest.Runner{Out: map[string]string{"launchctl print": "system/dev.tfd.tfd = {\n\tstate = running\n\tpid = 4242\n}"}}
 	m, _ := newTestManager(t, Launchd, r)
 	m.Client = nil
 	os.MkdirAll(m.Paths.ConfigDir, 0o755)
@@ -459,7 +405,7 @@ func TestServiceStatus(t *testing.T) {
 	os.WriteFile(keys, []byte("# tfd status uses the first\nsk-status\nsk-other\n"), 0o600)
 	os.WriteFile(m.Paths.ConfigFile(), []byte("[server]\nlisten = \""+daemon.Listener.Addr().String()+"\"\napi_keys_file = \""+keys+"\"\n"), 0o644)
 	st := m.Status(context.Background())
-	if st.Installed || st.State != service.StatusRunning || st.PID != 4242 || st.Daemon == nil || st.Daemon.Config.Generation != 3 {
+	if st.Installed || st.State != kardianos.StatusRunning || st.PID != 4242 || st.Daemon == nil || st.Daemon.Config.Generation != 3 {
 		t.Errorf("status %+v", st)
 	}
 	var text bytes.Buffer
@@ -469,8 +415,8 @@ func TestServiceStatus(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, &text)
 		}
 	}
-	r.out = nil
-	r.fail = map[string]bool{"launchctl print": true}
+	r.Out = nil
+	r.Fail = map[string]bool{"launchctl print": true}
 	daemon.Close()
 	var b bytes.Buffer
 	if st := m.Status(context.Background()); st.Answered {
@@ -498,10 +444,10 @@ func TestPlatformFor(t *testing.T) {
 	if _, err := PlatformFor("windows"); err == nil {
 		t.Error("windows has no service here")
 	}
-	if got := DefaultServicePaths("darwin", "amd64", "").ConfigFile(); got != "/usr/local/etc/tfd/tfd.toml" {
+	if got := DefaultPaths("darwin", "amd64", "").ConfigFile(); got != "/usr/local/etc/tfd/tfd.toml" {
 		t.Errorf("Intel Mac config %s", got)
 	}
-	if got := DefaultServicePaths("darwin", "arm64", "").ConfigFile(); got != "/opt/homebrew/etc/tfd/tfd.toml" {
+	if got := DefaultPaths("darwin", "arm64", "").ConfigFile(); got != "/opt/homebrew/etc/tfd/tfd.toml" {
 		t.Errorf("Apple silicon config %s", got)
 	}
 }
@@ -509,7 +455,7 @@ func TestPlatformFor(t *testing.T) {
 // TestFailedInstallLeavesNoServiceFile: when the service manager refuses (a Linux without
 // systemd, say), install takes its unit out again and says so; the config it wrote stays.
 func TestFailedInstallLeavesNoServiceFile(t *testing.T) {
-	r := &fakeRunner{fail: map[string]bool{"systemctl daemon-reload": true}}
+	r := &servicetest.Runner{Fail: map[string]bool{"systemctl daemon-reload": true}}
 	m, _ := newTestManager(t, Systemd, r)
 	err := m.Install(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "removed "+m.Paths.ServiceFile(Systemd)+" again") {
@@ -520,5 +466,25 @@ func TestFailedInstallLeavesNoServiceFile(t *testing.T) {
 	}
 	if _, err := os.Stat(m.Paths.ConfigFile()); err != nil {
 		t.Errorf("the config is gone: %v", err)
+	}
+}
+
+// under returns p with every path it writes moved below root; Source, which it only reads,
+// stays.
+func under(p Paths, root string) Paths {
+	join := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return filepath.Join(root, s)
+	}
+	return Paths{
+		ServiceDir:   join(p.ServiceDir),
+		ConfigDir:    join(p.ConfigDir),
+		LogDir:       join(p.LogDir),
+		WorkingDir:   join(p.WorkingDir),
+		NewsyslogDir: join(p.NewsyslogDir),
+		Executable:   join(p.Executable),
+		Source:       p.Source,
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"cmp"
@@ -40,7 +40,7 @@ func serviceBinary(goos, running string) (exe, source string) {
 // checkSource refuses to install from a temporary folder: go run builds tfd under
 // os.TempDir()/go-build… (or GOTMPDIR) and deletes it when it exits, and whatever else lies in
 // the temporary folder may be cleaned away before the next boot.
-func (m *ServiceManager) checkSource() error {
+func (m *Manager) checkSource() error {
 	src := m.Paths.Source
 	if src == "" || !temporaryBuild(src, cmp.Or(m.TempDir, os.TempDir())) {
 		return nil
@@ -78,7 +78,7 @@ func temporaryBuild(path, tempDir string) bool {
 // installBinary copies Paths.Source to Paths.Executable, owned by root and mode 0755. The copy
 // is atomic: written and synced beside the target, then renamed over it, so a running service
 // keeps its old file and the next start finds a whole new one, never half of it.
-func (m *ServiceManager) installBinary(ctx context.Context) error {
+func (m *Manager) installBinary(ctx context.Context) error {
 	src, dst := m.Paths.Source, m.Paths.Executable
 	if src == "" {
 		fmt.Fprintf(m.Out, "the service runs %s\n", dst)
@@ -91,7 +91,7 @@ func (m *ServiceManager) installBinary(ctx context.Context) error {
 	return nil
 }
 
-func (m *ServiceManager) copyBinary(ctx context.Context, src, dst string) (err error) {
+func (m *Manager) copyBinary(ctx context.Context, src, dst string) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // checkConfig loads the installed config and warns about what would keep the service from
 // working as it asks: a graceful stop longer than the service manager waits, and files out of
 // the service user's reach.
-func (m *ServiceManager) checkConfig(ids serviceIDs) {
+func (m *Manager) checkConfig(ids serviceIDs) {
 	eff, err := config.Load(config.Sources{File: m.Paths.ConfigFile()})
 	if err != nil {
 		fmt.Fprintf(m.Out, "warning: the config does not load, so tfd will not start until it is fixed:\n%v\n", err)
@@ -38,15 +38,15 @@ func (m *ServiceManager) checkConfig(ids serviceIDs) {
 }
 
 // serviceUserName names the service's user in messages.
-func (m *ServiceManager) serviceUserName() string {
+func (m *Manager) serviceUserName() string {
 	if m.Platform == Launchd {
-		return ServiceUser
+		return serviceUser
 	}
 	return "tfd (systemd's DynamicUser)"
 }
 
 // warnUnreachable warns when the service user cannot read path (a folder: list and enter it).
-func (m *ServiceManager) warnUnreachable(what, path string, ids serviceIDs) {
+func (m *Manager) warnUnreachable(what, path string, ids serviceIDs) {
 	if why := m.unreachable(path, ids); why != "" {
 		fmt.Fprintf(m.Out, "warning: the service runs as %s and cannot read %s %s: %s; let others read it (chmod o+rx on the folders, o+r on the files) or move it where they can\n",
 			m.serviceUserName(), what, path, why)
@@ -54,8 +54,8 @@ func (m *ServiceManager) warnUnreachable(what, path string, ids serviceIDs) {
 }
 
 // checkKeysFile warns when the service user cannot read the API keys, or everyone can.
-func (m *ServiceManager) checkKeysFile(path string, ids serviceIDs) {
-	fix := fmt.Sprintf("sudo chown root:%s %s && sudo chmod 640 %s", ServiceUser, path, path)
+func (m *Manager) checkKeysFile(path string, ids serviceIDs) {
+	fix := fmt.Sprintf("sudo chown root:%s %s && sudo chmod 640 %s", serviceUser, path, path)
 	if m.Platform == Systemd {
 		fix = fmt.Sprintf("sudo chmod 600 %s and hand it to the service with LoadCredential= (packaging/README.md says how)", path)
 	}
@@ -70,7 +70,7 @@ func (m *ServiceManager) checkKeysFile(path string, ids serviceIDs) {
 // unreachable says why the service user (ids; zero: a user that owns nothing and is in no
 // group of the files', as systemd's DynamicUser or any other user) cannot read path, or
 // returns "" when it can or when path cannot be examined (the service will say what it meets).
-func (m *ServiceManager) unreachable(path string, ids serviceIDs) string {
+func (m *Manager) unreachable(path string, ids serviceIDs) string {
 	if m.Platform == Systemd {
 		for _, hidden := range []string{"/home", "/root", "/run/user"} {
 			if path == hidden || strings.HasPrefix(path, hidden+"/") {

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"context"
@@ -33,9 +33,9 @@ const (
 
 // ensureUser returns the ids of _tfd, making the user and its group where they are missing:
 // hidden, no login shell, no home, no password.
-func (m *ServiceManager) ensureUser(ctx context.Context) (serviceIDs, error) {
-	uid, uerr := m.dsclID(ctx, "/Users/"+ServiceUser, "UniqueID")
-	gid, gerr := m.dsclID(ctx, "/Groups/"+ServiceUser, "PrimaryGroupID")
+func (m *Manager) ensureUser(ctx context.Context) (serviceIDs, error) {
+	uid, uerr := m.dsclID(ctx, "/Users/"+serviceUser, "UniqueID")
+	gid, gerr := m.dsclID(ctx, "/Groups/"+serviceUser, "PrimaryGroupID")
 	if uerr == nil && gerr == nil {
 		return serviceIDs{uid, gid}, nil
 	}
@@ -51,7 +51,7 @@ func (m *ServiceManager) ensureUser(ctx context.Context) (serviceIDs, error) {
 		if gid, err = freeID(groups, users); err != nil {
 			return serviceIDs{}, err
 		}
-		err = m.dsclCreate(ctx, "/Groups/"+ServiceUser, [][2]string{
+		err = m.dsclCreate(ctx, "/Groups/"+serviceUser, [][2]string{
 			{"PrimaryGroupID", strconv.Itoa(gid)}, {"RealName", "tfd service"}, {"Password", "*"},
 		})
 		if err != nil {
@@ -65,7 +65,7 @@ func (m *ServiceManager) ensureUser(ctx context.Context) (serviceIDs, error) {
 				return serviceIDs{}, err
 			}
 		}
-		err = m.dsclCreate(ctx, "/Users/"+ServiceUser, [][2]string{
+		err = m.dsclCreate(ctx, "/Users/"+serviceUser, [][2]string{
 			{"UniqueID", strconv.Itoa(uid)}, {"PrimaryGroupID", strconv.Itoa(gid)},
 			{"UserShell", "/usr/bin/false"}, {"NFSHomeDirectory", "/var/empty"},
 			{"RealName", "tfd service"}, {"Password", "*"}, {"IsHidden", "1"},
@@ -74,13 +74,13 @@ func (m *ServiceManager) ensureUser(ctx context.Context) (serviceIDs, error) {
 			return serviceIDs{}, err
 		}
 	}
-	fmt.Fprintf(m.Out, "the service runs as %s (uid %d, gid %d)\n", ServiceUser, uid, gid)
+	fmt.Fprintf(m.Out, "the service runs as %s (uid %d, gid %d)\n", serviceUser, uid, gid)
 	return serviceIDs{uid, gid}, nil
 }
 
 // dsclCreate makes the record and sets its attributes; if a step fails it deletes the record
 // again, so the next install starts clean.
-func (m *ServiceManager) dsclCreate(ctx context.Context, record string, attrs [][2]string) error {
+func (m *Manager) dsclCreate(ctx context.Context, record string, attrs [][2]string) error {
 	if _, err := m.Runner.Run(ctx, "dscl", ".", "-create", record); err != nil {
 		return fmt.Errorf("service: make %s: %w", record, err)
 	}
@@ -94,7 +94,7 @@ func (m *ServiceManager) dsclCreate(ctx context.Context, record string, attrs []
 }
 
 // dsclID reads one numeric attribute of a record ("UniqueID: 499"); an error means no record.
-func (m *ServiceManager) dsclID(ctx context.Context, record, attr string) (int, error) {
+func (m *Manager) dsclID(ctx context.Context, record, attr string) (int, error) {
 	out, err := m.Runner.Run(ctx, "dscl", ".", "-read", record, attr)
 	if err != nil {
 		return 0, err
@@ -107,7 +107,7 @@ func (m *ServiceManager) dsclID(ctx context.Context, record, attr string) (int, 
 }
 
 // dsclIDs returns the ids in use in a folder of records ("_www   70" a line).
-func (m *ServiceManager) dsclIDs(ctx context.Context, folder, attr string) (map[int]bool, error) {
+func (m *Manager) dsclIDs(ctx context.Context, folder, attr string) (map[int]bool, error) {
 	out, err := m.Runner.Run(ctx, "dscl", ".", "-list", folder, attr)
 	if err != nil {
 		return nil, fmt.Errorf("service: list the ids in use: %w", err)
@@ -131,13 +131,13 @@ func freeID(a, b map[int]bool) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("service: no user and group id is free between %d and %d for %s: free one, or make %s yourself with dscl and install again",
-		serviceIDLow, serviceIDHigh, ServiceUser, ServiceUser)
+		serviceIDLow, serviceIDHigh, serviceUser, serviceUser)
 }
 
 // removeUser deletes _tfd and its group, where they exist. Files they owned keep the numeric
 // ids; the next install takes the same ids when they are still free.
-func (m *ServiceManager) removeUser(ctx context.Context) error {
-	for _, record := range []string{"/Users/" + ServiceUser, "/Groups/" + ServiceUser} {
+func (m *Manager) removeUser(ctx context.Context) error {
+	for _, record := range []string{"/Users/" + serviceUser, "/Groups/" + serviceUser} {
 		if _, err := m.Runner.Run(ctx, "dscl", ".", "-read", record); err != nil {
 			continue
 		}
@@ -152,7 +152,7 @@ func (m *ServiceManager) removeUser(ctx context.Context) error {
 // prepareLaunchd makes what the LaunchDaemon writes, owned by _tfd: the working folder
 // (_tfd:_tfd 0750), the log folder and log (_tfd:admin, 0750 and 0640), and newsyslog's entry
 // that rotates the log.
-func (m *ServiceManager) prepareLaunchd(ctx context.Context, ids serviceIDs) error {
+func (m *Manager) prepareLaunchd(ctx context.Context, ids serviceIDs) error {
 	owner := fmt.Sprintf("%d:%d", ids.uid, ids.gid)
 	logOwner := fmt.Sprintf("%d:%d", ids.uid, adminGID)
 	if err := m.ownedDir(ctx, m.Paths.WorkingDir, owner); err != nil {
@@ -168,7 +168,7 @@ func (m *ServiceManager) prepareLaunchd(ctx context.Context, ids serviceIDs) err
 }
 
 // ownedDir makes dir with mode 0750 and gives it to owner ("uid:gid").
-func (m *ServiceManager) ownedDir(ctx context.Context, dir, owner string) error {
+func (m *Manager) ownedDir(ctx context.Context, dir, owner string) error {
 	if err := mkdirMode(dir, 0o750, true); err != nil {
 		return err
 	}
@@ -179,8 +179,8 @@ func (m *ServiceManager) ownedDir(ctx context.Context, dir, owner string) error 
 // folder belongs to _tfd, so whatever is at the log's path may have been put there by the
 // service: a symlink there is refused, not followed, or root's chown would hand its target to
 // _tfd.
-func (m *ServiceManager) ownedLog(ctx context.Context, owner string) error {
-	path := m.Paths.LogFile()
+func (m *Manager) ownedLog(ctx context.Context, owner string) error {
+	path := m.Paths.logFile()
 	before, err := os.Lstat(path)
 	if err == nil && !before.Mode().IsRegular() {
 		return fmt.Errorf("service: %s is a %s, not a file tfd wrote: remove it and install again", path, before.Mode().Type())
@@ -204,15 +204,15 @@ func (m *ServiceManager) ownedLog(ctx context.Context, owner string) error {
 
 // Log rotation under launchd: newsyslog (run by launchd every half hour) moves tfd.log aside
 // past 10 MB, gzips it and keeps five; tfd notices the move at its next line and opens a new
-// tfd.log (LogFile), so newsyslog needs to signal nothing (flag N).
+// tfd.log (daemon.LogFile), so newsyslog needs to signal nothing (flag N).
 const (
 	logRotateKB   = 10 * 1024
 	logRotateKeep = 5
 )
 
 // writeNewsyslog writes newsyslog's entry for tfd.log.
-func (m *ServiceManager) writeNewsyslog() error {
-	log := m.Paths.LogFile()
+func (m *Manager) writeNewsyslog() error {
+	log := m.Paths.logFile()
 	if strings.ContainsAny(log, " \t#") {
 		return fmt.Errorf("service: newsyslog cannot name the log %q (it has a space or #): install with a log folder without them", log)
 	}
@@ -220,9 +220,9 @@ func (m *ServiceManager) writeNewsyslog() error {
 # gzipped archives (Z). tfd opens tfd.log again by itself once it has been moved, so no signal (N).
 # logfile	owner:group	mode	count	size(KB)	when	flags
 %s	%s:admin	640	%d	%d	*	NZ
-`, logRotateKB/1024, logRotateKeep, log, ServiceUser, logRotateKeep, logRotateKB)
+`, logRotateKB/1024, logRotateKeep, log, serviceUser, logRotateKeep, logRotateKB)
 	if err := mkdirMode(m.Paths.NewsyslogDir, 0o755, false); err != nil {
 		return err
 	}
-	return writeFileMode(m.Paths.NewsyslogFile(), []byte(text), 0o644)
+	return writeFileMode(m.Paths.newsyslogFile(), []byte(text), 0o644)
 }

@@ -1,7 +1,22 @@
-package daemon
+// Package service owns tfd's install as a system service: a LaunchDaemon on macOS, a systemd
+// unit on Linux. [Manager] installs, uninstalls, starts, stops and restarts it, reports its
+// status (asking a running tfd for its own), and follows its log; it writes the plist or unit
+// from its templates, copies the binary to a fixed root-owned place, makes the _tfd user and the
+// folders it owns, and newsyslog's entry for its log.
+//
+// kardianos/service v1.3.0 describes the service (its Config with the Option keys, the template
+// syntax of its LaunchdConfig and SystemdScript options, its Status), but its own Install writes
+// to fixed system folders and drives launchd with the legacy load/unload verbs (reported failing
+// on macOS 13+), so tfd writes the files itself, at [Paths], and runs launchctl
+// bootstrap/bootout/kickstart and systemctl through a [CommandRunner]. Tests point both at a
+// temporary folder and a recorder (servicetest.Runner); no service manager is touched.
+//
+// The service runs unprivileged: as the _tfd user under launchd (user.go), as a systemd
+// DynamicUser in a read-only view of the system under systemd (template.go), and always from a
+// root-owned copy of the binary at a fixed place (binary.go).
+package service
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,63 +25,48 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 
-	"github.com/kardianos/service"
+	kardianos "github.com/kardianos/service"
 )
-
-// The service layer installs tfd as a system service: a LaunchDaemon on macOS, a systemd unit on
-// Linux. kardianos/service v1.3.0 describes the service (service.Config with its Option keys,
-// the template syntax of its LaunchdConfig and SystemdScript options, service.Status), but its own
-// Install writes to fixed system folders and drives launchd with the legacy load/unload verbs
-// (reported failing on macOS 13+), so tfd writes the files itself, from ServicePaths, and runs
-// launchctl bootstrap/bootout/kickstart and systemctl through a CommandRunner. Tests point both
-// at a temporary folder and a recorder; no service manager is touched.
-//
-// The service runs unprivileged: as the _tfd user under launchd (service_user.go), as a systemd
-// DynamicUser in a read-only view of the system under systemd (service_template.go), and always
-// from a root-owned copy of the binary at a fixed place (service_binary.go).
 
 // Service names.
 const (
-	// ServiceLabel is the launchd label, and the plist's name in /Library/LaunchDaemons.
-	ServiceLabel = "dev.tfd.tfd"
-	// ServiceUnit is the systemd unit's name.
-	ServiceUnit = "tfd.service"
-	// ServiceUser is the macOS account (and group) the LaunchDaemon runs as: Install makes it
+	// launchdLabel is the launchd label, and the plist's name in /Library/LaunchDaemons.
+	launchdLabel = "dev.tfd.tfd"
+	// systemdUnit is the systemd unit's name.
+	systemdUnit = "tfd.service"
+	// serviceUser is the macOS account (and group) the LaunchDaemon runs as: Install makes it
 	// with dscl, Uninstall removes it. systemd makes its own user for the unit at each start
 	// (DynamicUser), named after the unit.
-	ServiceUser = "_tfd"
+	serviceUser = "_tfd"
 	// serviceStopSeconds is how long the service manager waits after SIGTERM before it kills
 	// tfd: server.shutdown_timeout's default (10 s) for running replies, plus time to free the
 	// model, with room to spare. Install warns when the config asks for longer.
 	serviceStopSeconds = 30
 )
 
-// ServicePlatform is the service manager tfd installs into.
-type ServicePlatform int
+// Platform is the service manager tfd installs into.
+type Platform int
 
 // The platforms.
 const (
-	Launchd ServicePlatform = iota + 1 // macOS
-	Systemd                            // Linux
+	Launchd Platform = iota + 1 // macOS
+	Systemd                     // Linux
 )
 
-func (p ServicePlatform) String() string {
+func (p Platform) String() string {
 	switch p {
 	case Launchd:
 		return "launchd"
 	case Systemd:
 		return "systemd"
 	}
-	return fmt.Sprintf("ServicePlatform(%d)", int(p))
+	return fmt.Sprintf("Platform(%d)", int(p))
 }
 
 // PlatformFor returns the service manager of goos, or an error naming the ones tfd supports.
-func PlatformFor(goos string) (ServicePlatform, error) {
+func PlatformFor(goos string) (Platform, error) {
 	switch goos {
 	case "darwin":
 		return Launchd, nil
@@ -76,64 +76,11 @@ func PlatformFor(goos string) (ServicePlatform, error) {
 	return 0, fmt.Errorf("service: tfd installs as a service on macOS (launchd) and Linux (systemd), not on %s: run tfd serve under your own supervisor", goos)
 }
 
-// CommandRunner runs a command of the system's (launchctl, systemctl, dscl, chown) and returns
-// its combined output; a non-zero exit is an error that carries the output.
-type CommandRunner interface {
-	Run(ctx context.Context, name string, args ...string) (string, error)
-}
-
-// An Attacher runs a command wired to the caller's own streams until it ends or ctx is done:
-// `tfd logs` hands the terminal to journalctl -f or tail -F. A CommandRunner that can do so
-// implements it; ExecRunner does.
-type Attacher interface {
-	Attach(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) error
-}
-
-// ExecRunner runs commands with os/exec.
-type ExecRunner struct{}
-
-// Run implements CommandRunner.
-func (ExecRunner) Run(ctx context.Context, name string, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return string(out), nil
-}
-
-// Attach implements Attacher. When ctx ends (tfd was interrupted) the command is asked to stop
-// as Ctrl-C would ask it. An end by Ctrl-C is no error: the terminal sends SIGINT to the command
-// and to tfd at once, so the command may end before ctx hears of it.
-func (ExecRunner) Attach(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	err := cmd.Run()
-	if err == nil || ctx.Err() != nil || interrupted(err) {
-		return nil
-	}
-	return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
-}
-
-// interrupted reports whether err is a command's end by SIGINT, or by the exit status 130 that
-// programs which catch it give.
-func interrupted(err error) bool {
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		return false
-	}
-	ws, ok := exit.Sys().(interface {
-		Signaled() bool
-		Signal() syscall.Signal
-	})
-	return exit.ExitCode() == 130 || (ok && ws.Signaled() && ws.Signal() == syscall.SIGINT)
-}
-
-// ServiceManager installs, controls and reports on tfd's service. Its fields are the whole of
+// Manager installs, controls and reports on tfd's service. Its fields are the whole of
 // what it touches; it keeps no other state.
-type ServiceManager struct {
-	Platform ServicePlatform
-	Paths    ServicePaths
+type Manager struct {
+	Platform Platform
+	Paths    Paths
 	Runner   CommandRunner
 	// DefaultConfig is the documented default tfd.toml that Install writes where none exists.
 	DefaultConfig []byte
@@ -148,20 +95,20 @@ type ServiceManager struct {
 	TempDir string
 }
 
-// KardianosConfig returns the service as kardianos/service describes it: the name, the program
+// kardianosConfig returns the service as kardianos/service describes it: the name, the program
 // and its arguments, and the options tfd relies on, with its plist or unit template. Under
 // launchd tfd writes its own log (--log-file), so that it can follow newsyslog's rotation.
-func (m *ServiceManager) KardianosConfig() *service.Config {
-	name, tmplKey, tmpl := ServiceLabel, "LaunchdConfig", launchdTemplate
+func (m *Manager) kardianosConfig() *kardianos.Config {
+	name, tmplKey, tmpl := launchdLabel, "LaunchdConfig", launchdTemplate
 	args := []string{"serve", "--config", m.Paths.ConfigFile()}
 	user := ""
 	if m.Platform == Systemd {
 		name, tmplKey, tmpl = "tfd", "SystemdScript", systemdTemplate
 	} else {
-		args = append(args, "--log-file", m.Paths.LogFile())
-		user = ServiceUser
+		args = append(args, "--log-file", m.Paths.logFile())
+		user = serviceUser
 	}
-	return &service.Config{
+	return &kardianos.Config{
 		Name:             name,
 		DisplayName:      "tfd",
 		Description:      "tfd: local language models over an OpenAI-compatible API",
@@ -170,7 +117,7 @@ func (m *ServiceManager) KardianosConfig() *service.Config {
 		Arguments:        args,
 		WorkingDirectory: m.Paths.WorkingDir,
 		Dependencies:     []string{"After=network.target"},
-		Option: service.KeyValue{
+		Option: kardianos.KeyValue{
 			"KeepAlive":    true,
 			"RunAtLoad":    true,
 			"Restart":      "always",
@@ -181,12 +128,12 @@ func (m *ServiceManager) KardianosConfig() *service.Config {
 	}
 }
 
-// Render returns the plist or unit as Install writes it.
-func (m *ServiceManager) Render() (string, error) {
+// render returns the plist or unit as Install writes it.
+func (m *Manager) render() (string, error) {
 	if m.Platform == Launchd {
-		return renderLaunchd(m.KardianosConfig(), m.Paths.LogFile())
+		return renderLaunchd(m.kardianosConfig(), m.Paths.logFile())
 	}
-	return renderSystemd(m.KardianosConfig())
+	return renderSystemd(m.kardianosConfig())
 }
 
 // Install copies the running binary to its fixed place; under launchd makes the _tfd user,
@@ -195,8 +142,8 @@ func (m *ServiceManager) Render() (string, error) {
 // the service. Installing over an earlier install replaces the binary and the service file and
 // restarts the service; an existing config file is never touched. It refuses, before changing
 // anything, a binary that go run built in a temporary folder.
-func (m *ServiceManager) Install(ctx context.Context) error {
-	text, err := m.Render()
+func (m *Manager) Install(ctx context.Context) error {
+	text, err := m.render()
 	if err != nil {
 		return fmt.Errorf("service: render the %s file: %w", m.Platform, err)
 	}
@@ -240,7 +187,7 @@ func (m *ServiceManager) Install(ctx context.Context) error {
 	if m.Platform == Launchd {
 		err = m.run(ctx, "launchctl", "bootstrap", "system", file)
 	} else {
-		err = m.runAll(ctx, []string{"daemon-reload"}, []string{"enable", ServiceUnit}, []string{"restart", ServiceUnit})
+		err = m.runAll(ctx, []string{"daemon-reload"}, []string{"enable", systemdUnit}, []string{"restart", systemdUnit})
 	}
 	if err != nil {
 		// Half an install helps nobody: take the service file out again (the config stays, as
@@ -252,9 +199,9 @@ func (m *ServiceManager) Install(ctx context.Context) error {
 	}
 	fmt.Fprintf(m.Out, "tfd is running; it reloads %s when you edit it\n", m.Paths.ConfigFile())
 	if m.Platform == Launchd {
-		fmt.Fprintf(m.Out, "log: %s (tfd logs follows it)\n", m.Paths.LogFile())
+		fmt.Fprintf(m.Out, "log: %s (tfd logs follows it)\n", m.Paths.logFile())
 	} else {
-		fmt.Fprintf(m.Out, "log: journalctl -u %s (tfd logs follows it)\n", ServiceUnit)
+		fmt.Fprintf(m.Out, "log: journalctl -u %s (tfd logs follows it)\n", systemdUnit)
 	}
 	return nil
 }
@@ -304,7 +251,7 @@ func writeFileMode(path string, data []byte, perm fs.FileMode) error {
 
 // writeDefaultConfig writes DefaultConfig to the config file unless a file (or a symlink to one)
 // is already there.
-func (m *ServiceManager) writeDefaultConfig() error {
+func (m *Manager) writeDefaultConfig() error {
 	path := m.Paths.ConfigFile()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
@@ -331,7 +278,7 @@ func (m *ServiceManager) writeDefaultConfig() error {
 // Uninstall stops the service and removes its file, under launchd also newsyslog's entry and
 // the _tfd user and group. The binary, the config, the log, the working folder and any models
 // stay, and it says so.
-func (m *ServiceManager) Uninstall(ctx context.Context) error {
+func (m *Manager) Uninstall(ctx context.Context) error {
 	file := m.Paths.ServiceFile(m.Platform)
 	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("service: tfd is not installed (no %s)", file)
@@ -342,7 +289,7 @@ func (m *ServiceManager) Uninstall(ctx context.Context) error {
 			err = m.run(ctx, "launchctl", "bootout", m.launchdTarget())
 		}
 	} else {
-		err = m.run(ctx, "systemctl", "disable", "--now", ServiceUnit)
+		err = m.run(ctx, "systemctl", "disable", "--now", systemdUnit)
 	}
 	if err != nil {
 		return err
@@ -355,7 +302,7 @@ func (m *ServiceManager) Uninstall(ctx context.Context) error {
 			return err
 		}
 	} else {
-		if err := os.Remove(m.Paths.NewsyslogFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(m.Paths.newsyslogFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("service: %w", err)
 		}
 		if err := m.removeUser(ctx); err != nil {
@@ -371,12 +318,12 @@ func (m *ServiceManager) Uninstall(ctx context.Context) error {
 }
 
 // Start starts the installed service.
-func (m *ServiceManager) Start(ctx context.Context) error {
+func (m *Manager) Start(ctx context.Context) error {
 	if err := m.requireInstalled(); err != nil {
 		return err
 	}
 	if m.Platform == Systemd {
-		return m.run(ctx, "systemctl", "start", ServiceUnit)
+		return m.run(ctx, "systemctl", "start", systemdUnit)
 	}
 	if m.loaded(ctx) {
 		return m.run(ctx, "launchctl", "kickstart", m.launchdTarget())
@@ -386,12 +333,12 @@ func (m *ServiceManager) Start(ctx context.Context) error {
 
 // Stop stops the service; it stays installed and starts again at boot. Under launchd that means
 // bootout, since KeepAlive would restart a killed process.
-func (m *ServiceManager) Stop(ctx context.Context) error {
+func (m *Manager) Stop(ctx context.Context) error {
 	if err := m.requireInstalled(); err != nil {
 		return err
 	}
 	if m.Platform == Systemd {
-		return m.run(ctx, "systemctl", "stop", ServiceUnit)
+		return m.run(ctx, "systemctl", "stop", systemdUnit)
 	}
 	if !m.loaded(ctx) {
 		fmt.Fprintln(m.Out, "tfd is not running")
@@ -401,12 +348,12 @@ func (m *ServiceManager) Stop(ctx context.Context) error {
 }
 
 // Restart stops and starts the service (a config edit needs no restart: tfd reloads it).
-func (m *ServiceManager) Restart(ctx context.Context) error {
+func (m *Manager) Restart(ctx context.Context) error {
 	if err := m.requireInstalled(); err != nil {
 		return err
 	}
 	if m.Platform == Systemd {
-		return m.run(ctx, "systemctl", "restart", ServiceUnit)
+		return m.run(ctx, "systemctl", "restart", systemdUnit)
 	}
 	if m.loaded(ctx) {
 		return m.run(ctx, "launchctl", "kickstart", "-k", m.launchdTarget())
@@ -414,15 +361,15 @@ func (m *ServiceManager) Restart(ctx context.Context) error {
 	return m.run(ctx, "launchctl", "bootstrap", "system", m.Paths.ServiceFile(Launchd))
 }
 
-func (m *ServiceManager) launchdTarget() string { return "system/" + ServiceLabel }
+func (m *Manager) launchdTarget() string { return "system/" + launchdLabel }
 
 // loaded reports whether launchd knows the label.
-func (m *ServiceManager) loaded(ctx context.Context) bool {
+func (m *Manager) loaded(ctx context.Context) bool {
 	_, err := m.Runner.Run(ctx, "launchctl", "print", m.launchdTarget())
 	return err == nil
 }
 
-func (m *ServiceManager) requireInstalled() error {
+func (m *Manager) requireInstalled() error {
 	file := m.Paths.ServiceFile(m.Platform)
 	if _, err := os.Stat(file); err != nil {
 		return fmt.Errorf("service: tfd is not installed (no %s): run tfd install", file)
@@ -431,7 +378,7 @@ func (m *ServiceManager) requireInstalled() error {
 }
 
 // run runs one command and wraps its error.
-func (m *ServiceManager) run(ctx context.Context, name string, args ...string) error {
+func (m *Manager) run(ctx context.Context, name string, args ...string) error {
 	if _, err := m.Runner.Run(ctx, name, args...); err != nil {
 		return fmt.Errorf("service: %w", err)
 	}
@@ -439,7 +386,7 @@ func (m *ServiceManager) run(ctx context.Context, name string, args ...string) e
 }
 
 // runAll runs systemctl with each argument list in turn, stopping at the first failure.
-func (m *ServiceManager) runAll(ctx context.Context, argLists ...[]string) error {
+func (m *Manager) runAll(ctx context.Context, argLists ...[]string) error {
 	for _, args := range argLists {
 		if err := m.run(ctx, "systemctl", args...); err != nil {
 			return err

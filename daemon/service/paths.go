@@ -1,12 +1,12 @@
-package daemon
+package service
 
 import (
 	"path/filepath"
 	"runtime"
 )
 
-// ServicePaths are the files and folders the service layer reads and writes.
-type ServicePaths struct {
+// Paths are the files and folders the service layer reads and writes.
+type Paths struct {
 	// ServiceDir holds the plist (/Library/LaunchDaemons) or the unit (/etc/systemd/system).
 	ServiceDir string
 	// ConfigDir holds tfd.toml; a folder of its own, since tfd watches it.
@@ -29,40 +29,40 @@ type ServicePaths struct {
 }
 
 // ServiceFile returns the path of the plist or unit.
-func (p ServicePaths) ServiceFile(platform ServicePlatform) string {
+func (p Paths) ServiceFile(platform Platform) string {
 	if platform == Launchd {
-		return filepath.Join(p.ServiceDir, ServiceLabel+".plist")
+		return filepath.Join(p.ServiceDir, launchdLabel+".plist")
 	}
-	return filepath.Join(p.ServiceDir, ServiceUnit)
+	return filepath.Join(p.ServiceDir, systemdUnit)
 }
 
 // ConfigFile returns the path of tfd.toml.
-func (p ServicePaths) ConfigFile() string { return filepath.Join(p.ConfigDir, "tfd.toml") }
+func (p Paths) ConfigFile() string { return filepath.Join(p.ConfigDir, "tfd.toml") }
 
-// LogFile returns the path of tfd.log.
-func (p ServicePaths) LogFile() string { return filepath.Join(p.LogDir, "tfd.log") }
+// logFile returns the path of tfd.log.
+func (p Paths) logFile() string { return filepath.Join(p.LogDir, "tfd.log") }
 
-// NewsyslogFile returns the path of newsyslog's entry for tfd.log.
-func (p ServicePaths) NewsyslogFile() string { return filepath.Join(p.NewsyslogDir, "tfd.conf") }
+// newsyslogFile returns the path of newsyslog's entry for tfd.log.
+func (p Paths) newsyslogFile() string { return filepath.Join(p.NewsyslogDir, "tfd.conf") }
 
-// HomebrewPrefix returns Homebrew's prefix on goarch: /opt/homebrew on Apple silicon, else
+// homebrewPrefix returns Homebrew's prefix on goarch: /opt/homebrew on Apple silicon, else
 // /usr/local.
-func HomebrewPrefix(goarch string) string {
+func homebrewPrefix(goarch string) string {
 	if goarch == "arm64" {
 		return "/opt/homebrew"
 	}
 	return "/usr/local"
 }
 
-// DefaultServicePaths returns the paths of a service install on goos/goarch for the running
+// DefaultPaths returns the paths of a service install on goos/goarch for the running
 // binary at running (symlinks resolved; empty when only the other paths matter): on macOS
 // under Homebrew's prefix (etc/tfd, var/log/tfd, var/tfd), on Linux in /etc/tfd and
 // /var/lib/tfd. The binary the service runs is fixed: see serviceBinary.
-func DefaultServicePaths(goos, goarch, running string) ServicePaths {
+func DefaultPaths(goos, goarch, running string) Paths {
 	exe, source := serviceBinary(goos, running)
 	if goos == "darwin" {
-		prefix := HomebrewPrefix(goarch)
-		return ServicePaths{
+		prefix := homebrewPrefix(goarch)
+		return Paths{
 			ServiceDir:   "/Library/LaunchDaemons",
 			ConfigDir:    filepath.Join(prefix, "etc", "tfd"),
 			LogDir:       filepath.Join(prefix, "var", "log", "tfd"),
@@ -72,7 +72,7 @@ func DefaultServicePaths(goos, goarch, running string) ServicePaths {
 			Source:       source,
 		}
 	}
-	return ServicePaths{
+	return Paths{
 		ServiceDir: "/etc/systemd/system",
 		ConfigDir:  "/etc/tfd",
 		LogDir:     "/var/log",
@@ -82,30 +82,10 @@ func DefaultServicePaths(goos, goarch, running string) ServicePaths {
 	}
 }
 
-// Under returns p with every path it writes moved below root, for tests; Source, which it only
-// reads, stays.
-func (p ServicePaths) Under(root string) ServicePaths {
-	join := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		return filepath.Join(root, s)
-	}
-	return ServicePaths{
-		ServiceDir:   join(p.ServiceDir),
-		ConfigDir:    join(p.ConfigDir),
-		LogDir:       join(p.LogDir),
-		WorkingDir:   join(p.WorkingDir),
-		NewsyslogDir: join(p.NewsyslogDir),
-		Executable:   join(p.Executable),
-		Source:       p.Source,
-	}
-}
-
 // DefaultConfigPath returns where tfd looks for its config file when --config is not given:
 // Homebrew's etc on macOS (/opt/homebrew/etc/tfd/tfd.toml on Apple silicon, else
 // /usr/local/etc/tfd/tfd.toml), /etc/tfd/tfd.toml on Linux. The file lives in a folder of its
 // own so that watching the folder stays cheap. `tfd install` writes the service to use it.
 func DefaultConfigPath() string {
-	return DefaultServicePaths(runtime.GOOS, runtime.GOARCH, "").ConfigFile()
+	return DefaultPaths(runtime.GOOS, runtime.GOARCH, "").ConfigFile()
 }

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/kardianos/service"
+	kardianos "github.com/kardianos/service"
 )
 
 // launchdTemplate is tfd's LaunchdConfig: kardianos/service's template syntax ({{Key}},
@@ -119,7 +119,7 @@ var plistEscaper = strings.NewReplacer(`&`, "&amp;", `'`, "&#39;", `<`, "&lt;", 
 
 // renderLaunchd renders c's LaunchdConfig with the values kardianos' launchd Install gives it,
 // except the log paths, which name logFile.
-func renderLaunchd(c *service.Config, logFile string) (string, error) {
+func renderLaunchd(c *kardianos.Config, logFile string) (string, error) {
 	data := map[string]any{
 		"Name":              c.Name,
 		"Path":              c.Executable,
@@ -136,7 +136,7 @@ func renderLaunchd(c *service.Config, logFile string) (string, error) {
 }
 
 // renderSystemd renders c's SystemdScript with the values kardianos' systemd Install gives it.
-func renderSystemd(c *service.Config) (string, error) {
+func renderSystemd(c *kardianos.Config) (string, error) {
 	data := map[string]any{
 		"Description":      c.Description,
 		"Path":             c.Executable,
@@ -153,7 +153,7 @@ func renderSystemd(c *service.Config) (string, error) {
 	return renderKardianos(c.Option["SystemdScript"].(string), data, funcs)
 }
 
-func optionBool(c *service.Config, key string) bool {
+func optionBool(c *kardianos.Config, key string) bool {
 	b, _ := c.Option[key].(bool)
 	return b
 }

@@ -1,4 +1,4 @@
-package daemon
+package service
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"tfd/daemon/service/servicetest"
 )
 
 // TestServiceBinaryPlace: the service runs a fixed binary; only Homebrew's own stays where it is.
@@ -19,7 +20,7 @@ func TestServiceBinaryPlace(t *testing.T) {
 		{"darwin", "/opt/homebrew/bin/tfd", "/opt/homebrew/bin/tfd", ""},
 		{"darwin", "/usr/local/Cellar/tfd/1.0/bin/tfd", "/usr/local/bin/tfd", ""},
 	} {
-		p := DefaultServicePaths(c.goos, "arm64", c.running)
+		p := DefaultPaths(c.goos, "arm64", c.running)
 		if p.Executable != c.exe || p.Source != c.source {
 			t.Errorf("%s %s: runs %q from %q, want %q from %q", c.goos, c.running, p.Executable, p.Source, c.exe, c.source)
 		}
@@ -29,8 +30,8 @@ func TestServiceBinaryPlace(t *testing.T) {
 // TestInstallCopiesBinary: install puts a root-owned 0755 copy of the running binary at the
 // fixed place, over an older one, atomically, and the service file runs that copy.
 func TestInstallCopiesBinary(t *testing.T) {
-	for _, p := range []ServicePlatform{Launchd, Systemd} {
-		r := &fakeRunner{fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, out: macUsers()}
+	for _, p := range []Platform{Launchd, Systemd} {
+		r := &servicetest.Runner{Fail: map[string]bool{"launchctl print": true, "dscl . -read": true}, Out: macUsers()}
 		m, out := newTestManager(t, p, r)
 		os.MkdirAll(filepath.Dir(m.Paths.Executable), 0o755)
 		os.WriteFile(m.Paths.Executable, []byte("#!tfd, old\n"), 0o755)
@@ -45,11 +46,11 @@ func TestInstallCopiesBinary(t *testing.T) {
 		if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 			t.Errorf("%s: the copy's temporary file is still there: %v", p, err)
 		}
-		cmds := strings.Join(r.take(), "\n")
+		cmds := strings.Join(r.Take(), "\n")
 		if !strings.Contains(cmds, "chown 0:0 "+tmp+"\n") {
 			t.Errorf("%s: the copy was not given to root before it was renamed into place:\n%s", p, cmds)
 		}
-		text, _ := m.Render()
+		text, _ := m.render()
 		if !strings.Contains(text, m.Paths.Executable) || strings.Contains(text, m.Paths.Source) {
 			t.Errorf("%s: the service file does not run the copy %s:\n%s", p, m.Paths.Executable, text)
 		}
@@ -62,7 +63,7 @@ func TestInstallCopiesBinary(t *testing.T) {
 // TestInstallRefusesTemporaryBuild: a binary from go run (or anything else in the temporary
 // folder) is refused before anything is changed, with the way to a lasting build.
 func TestInstallRefusesTemporaryBuild(t *testing.T) {
-	r := &fakeRunner{}
+	r := &servicetest.Runner{}
 	m, _ := newTestManager(t, Systemd, r)
 	for _, src := range []string{
 		filepath.Join(m.TempDir, "anything", "tfd"),
@@ -75,7 +76,7 @@ func TestInstallRefusesTemporaryBuild(t *testing.T) {
 			t.Errorf("install from %s: %v", src, err)
 		}
 	}
-	if cmds := r.take(); len(cmds) > 0 {
+	if cmds := r.Take(); len(cmds) > 0 {
 		t.Errorf("a refused install ran %q", cmds)
 	}
 	for _, f := range []string{m.Paths.ServiceFile(Systemd), m.Paths.Executable, m.Paths.ConfigFile()} {
