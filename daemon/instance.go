@@ -12,6 +12,7 @@ import (
 
 	"tfd/batch"
 	"tfd/compute"
+	"tfd/daemon/api"
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
 	"tfd/engine"
@@ -25,7 +26,7 @@ import (
 const maxRows = 256
 
 // instance is one served model: its backend, its weights and KV pool, the scheduler host that
-// runs its requests and the HTTP Handler that feeds the host. A model switch builds a new
+// runs its requests and the API Handler that feeds the host. A model switch builds a new
 // instance and retires the old; each has a backend of its own, so that two models never drive
 // one backend from two goroutines (a backend is not safe for concurrent use).
 type instance struct {
@@ -34,7 +35,10 @@ type instance struct {
 	backend compute.Backend
 	model   *engine.Model
 	host    *scheduler.Shared
-	handler *Handler
+	// served is what the API sees of the model; handler serves the API for it. A reload that
+	// renames the model replaces both, under the server's lock.
+	served  api.ServedModel
+	handler *front
 	// loadTime is how long the weights took to load, for the log.
 	loadTime time.Duration
 }
@@ -73,9 +77,10 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 // residentBytes is what a loaded instance holds under the plan's limit.
 func (in *instance) residentBytes() int64 { return in.plan.Weights + in.plan.Scratch + in.plan.KV }
 
-// startInstance opens a backend, plans, loads the model and starts its host. plan, when not nil,
-// is a plan already made for cfg on this kind of backend; otherwise one is made here.
-func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, routing Routing, hopts HandlerOptions, logger *slog.Logger) (*instance, error) {
+// startInstance opens a backend, plans, loads the model and starts its host, with an API Handler
+// made with hopts. plan, when not nil, is a plan already made for cfg on this kind of backend;
+// otherwise one is made here.
+func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, hopts api.HandlerOptions, logger *slog.Logger) (*instance, error) {
 	backend, err := OpenBackend(cfg.Model.Backend, logger)
 	if err != nil {
 		return nil, err
@@ -91,7 +96,8 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ro
 		in.close(context.Background())
 		return nil, err
 	}
-	in.handler = NewHandler(servedModel(in.model, cfg.Model, in.host), hopts.withRouting(routing))
+	in.served = servedModel(in.model, in.host)
+	in.handler = newFront(api.NewHandler(in.served, hopts))
 	return in, nil
 }
 
@@ -215,10 +221,10 @@ func OpenBackend(name string, logger *slog.Logger) (compute.Backend, error) {
 	return nil, fmt.Errorf("daemon: model.backend auto: no backend opened (registered: %v): %w", registered, errors.Join(errs...))
 }
 
-// servedModel is what the HTTP layer sees of m.
-func servedModel(m *engine.Model, mc config.ModelConfig, host scheduler.Host) Model {
+// servedModel is what the HTTP API sees of m, served by host.
+func servedModel(m *engine.Model, host scheduler.Host) api.ServedModel {
 	g := m.Generation()
-	sm := Model{
+	sm := api.ServedModel{
 		Name:      m.Name(),
 		Tokenizer: engineTokenizer{m.Tokenizer()},
 		EOS:       g.EOS,
@@ -234,7 +240,7 @@ func servedModel(m *engine.Model, mc config.ModelConfig, host scheduler.Host) Mo
 	return sm
 }
 
-// engineTokenizer adapts the engine's tokenizer to the Tokenizer interface.
+// engineTokenizer adapts the engine's tokenizer to the API's Tokenizer interface.
 type engineTokenizer struct{ *tokenizer.Tokenizer }
 
-func (t engineTokenizer) NewDecoder() Decoder { return t.Tokenizer.NewDecoder() }
+func (t engineTokenizer) NewDecoder() api.Decoder { return t.Tokenizer.NewDecoder() }

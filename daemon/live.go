@@ -5,14 +5,16 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
+
+	"tfd/daemon/api"
 	"tfd/daemon/metrics"
 	"tfd/daemon/status"
-	"time"
 )
 
 // liveHandler is the HTTP handler of a running daemon. It serves /metrics and /v1/tfd/status
 // itself (with an API key when keys are set: they tell the load and the config) and passes every
-// other request to the current model's Handler. A config reload swaps
+// other request to the current model's API Handler. A config reload swaps
 // that Handler: requests already in the old one finish there (with the old model and host), new
 // ones go to the new one. While a model switch drains the old model before loading the new one,
 // new requests wait (until their context ends) and then go to the new model.
@@ -24,22 +26,32 @@ type liveHandler struct {
 	bodyTimeout time.Duration
 
 	mu      sync.Mutex    // guards cur, resumed, down and closed
-	cur     *Handler      // nil while a switch has paused admissions
+	cur     *front        // nil while a switch has paused admissions
 	resumed chan struct{} // closed when admissions resume; nil while not paused
 	down    error         // set when no model could be loaded: requests get 503 saying why
 	closed  chan struct{} // closed at shutdown: paused requests are answered 503
 }
 
-func newLiveHandler(h *Handler, m *metrics.Metrics, report func() status.Report, keys func() []string) *liveHandler {
-	return &liveHandler{cur: h, metrics: m, status: report, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
+// front is an API Handler as the live handler hands requests to it: the requests it is serving
+// are counted, so that a model switch can wait for them (see drain).
+type front struct {
+	*api.Handler
+	inflight sync.WaitGroup
+}
+
+func newFront(h *api.Handler) *front { return &front{Handler: h} }
+
+// newLiveHandler returns the live handler serving f, with bodyTimeout the Handlers' bound on a
+// request body's arrival.
+func newLiveHandler(f *front, m *metrics.Metrics, report func() status.Report, keys func() []string, bodyTimeout time.Duration) *liveHandler {
+	return &liveHandler{cur: f, metrics: m, status: report, keys: keys, bodyTimeout: bodyTimeout, closed: make(chan struct{})}
 }
 
 func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/metrics", status.Path:
 		l.boundUnread(w, r)
-		if !hasKey(r, l.keys()) {
-			writeUnauthorized(w)
+		if !api.Authorize(w, r, l.keys()) {
 			return
 		}
 	}
@@ -49,12 +61,10 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case status.Path:
 		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: errInvalidRequest, code: "method_not_allowed",
-				message: r.Method + " is not allowed on " + r.URL.Path + "; use GET"})
+			api.WriteMethodNotAllowed(w, r, http.MethodGet)
 			return
 		}
-		writeJSON(w, http.StatusOK, l.status())
+		api.WriteJSON(w, http.StatusOK, l.status())
 		return
 	}
 	h, err := l.acquire(r.Context())
@@ -64,10 +74,10 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var down downError
 	switch {
 	case errors.As(err, &down):
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: errServer, code: "no_model", retryAfter: 30, message: down.Error()})
+		api.WriteNoModel(w, down.Error())
 		return
 	case err != nil:
-		writeError(w, shuttingDown())
+		api.WriteShuttingDown(w)
 		return
 	}
 	defer h.inflight.Done()
@@ -87,7 +97,7 @@ func (l *liveHandler) boundUnread(w http.ResponseWriter, r *http.Request) {
 
 // acquire returns the current Handler with the request counted in its inflight group, waiting
 // while a switch has paused admissions. It fails when ctx ends or the daemon stops first.
-func (l *liveHandler) acquire(ctx context.Context) (*Handler, error) {
+func (l *liveHandler) acquire(ctx context.Context) (*front, error) {
 	for {
 		l.mu.Lock()
 		h, resumed, down := l.cur, l.resumed, l.down
@@ -113,7 +123,7 @@ func (l *liveHandler) acquire(ctx context.Context) (*Handler, error) {
 
 // swap makes h the Handler for new requests and returns the previous one (nil if paused). It
 // does not wait for the previous one's requests: see drain.
-func (l *liveHandler) swap(h *Handler) *Handler {
+func (l *liveHandler) swap(h *front) *front {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur
@@ -126,7 +136,7 @@ func (l *liveHandler) swap(h *Handler) *Handler {
 }
 
 // pause stops handing requests to any Handler until swap, and returns the one that was current.
-func (l *liveHandler) pause() *Handler {
+func (l *liveHandler) pause() *front {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur
@@ -163,7 +173,7 @@ func (l *liveHandler) close() {
 }
 
 // drain waits until the requests h was serving when it stopped being current have ended.
-func drain(h *Handler) {
+func drain(h *front) {
 	if h != nil {
 		h.inflight.Wait()
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"tfd/daemon/api"
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
 	"tfd/daemon/status"
@@ -94,7 +95,7 @@ type applyError struct{ error }
 
 // applyConfig puts next, with routing read from it, in force over old: first everything that can
 // refuse (the memory plan), then the sessions or the model, then the routing.
-func (s *server) applyConfig(ctx context.Context, old, next config.Config, routing Routing, cur *instance, changes []config.Change, r *reloadReport) error {
+func (s *server) applyConfig(ctx context.Context, old, next config.Config, routing api.Routing, cur *instance, changes []config.Change, r *reloadReport) error {
 	var plan engine.Plan
 	if touches(changes, planKeys...) {
 		var err error
@@ -152,12 +153,12 @@ func (s *server) reconfigure(next config.Config, plan engine.Plan, cur *instance
 }
 
 // rename serves the current model under next's model.name: a new Handler on the same host.
-func (s *server) rename(next config.Config, cur *instance, routing Routing, r *reloadReport) {
-	m := cur.handler.model
+func (s *server) rename(next config.Config, cur *instance, routing api.Routing, r *reloadReport) {
+	m := cur.served
 	m.Name = modelName(next.Model, cur)
-	h := NewHandler(m, s.handlerWith(routing))
+	h := newFront(api.NewHandler(m, s.handlerOptions(routing)))
 	s.mu.Lock()
-	cur.handler = h
+	cur.served, cur.handler = m, h
 	s.mu.Unlock()
 	old := s.http.swap(h)
 	go drain(old) // nothing to free: the host and model stay
@@ -176,7 +177,7 @@ func modelName(mc config.ModelConfig, cur *instance) string {
 }
 
 // applyRouting puts the settings that need no new model in force.
-func (s *server) applyRouting(old, next config.Config, routing Routing, changes []config.Change, r *reloadReport) {
+func (s *server) applyRouting(old, next config.Config, routing api.Routing, changes []config.Change, r *reloadReport) {
 	s.mu.Lock()
 	s.routing = routing
 	cur := s.cur
@@ -197,11 +198,6 @@ func (s *server) applyRouting(old, next config.Config, routing Routing, changes 
 	if old.Server.ShutdownTimeout != next.Server.ShutdownTimeout {
 		r.apply("server.shutdown_timeout %s", next.Server.ShutdownTimeout)
 	}
-}
-
-// handlerWith returns the shared Handler options with routing.
-func (s *server) handlerWith(routing Routing) HandlerOptions {
-	return s.handlerOptions().withRouting(routing)
 }
 
 // keepRestartKeys returns next with the settings that need a restart kept at their old values,

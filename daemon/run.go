@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"tfd/daemon/api"
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
 	"tfd/daemon/status"
@@ -33,7 +34,7 @@ type RunOptions struct {
 	Debounce time.Duration
 	// Ready, if set, is called with the bound address once requests are served. A test hook.
 	Ready func(addr net.Addr)
-	// BodyTimeout bounds a request body's arrival; 0: DefaultBodyTimeout. A test hook.
+	// BodyTimeout bounds a request body's arrival; 0: api.DefaultBodyTimeout. A test hook.
 	BodyTimeout time.Duration
 }
 
@@ -53,7 +54,7 @@ type server struct {
 	cfg        config.Config
 	file       string
 	gen        int
-	routing    Routing
+	routing    api.Routing
 	cur        *instance   // nil only while a switch is between models
 	retiring   []*instance // switched away from; they finish their replies, then are freed
 	pending    []string    // changed settings that wait for a restart
@@ -88,7 +89,7 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	}
 	defer ln.Close()
 	s.metrics = metrics.New(s.hostStats)
-	in, err := startInstance(ctx, cfg, nil, s.routing, s.handlerOptions(), s.logger)
+	in, err := startInstance(ctx, cfg, nil, s.handlerOptions(s.routing), s.logger)
 	if ctx.Err() != nil {
 		// A stop asked for while the model loaded (a service manager's SIGTERM at boot) is not a
 		// failure: end as a stop while serving does, so tfd exits 0.
@@ -104,7 +105,7 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	s.cur = in
 	s.metrics.SetPlan(in.plan, s.gen)
 	s.reportPlan(in)
-	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys)
+	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys, cmp.Or(s.opts.BodyTimeout, api.DefaultBodyTimeout))
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched, armed := make(chan struct{}), make(chan struct{})
@@ -131,9 +132,10 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	return err
 }
 
-// handlerOptions are the options every instance's Handler shares.
-func (s *server) handlerOptions() HandlerOptions {
-	return HandlerOptions{Logger: s.logger, Metrics: s.metrics, BodyTimeout: s.opts.BodyTimeout}
+// handlerOptions are the options of an instance's API Handler: the ones every instance shares,
+// with routing.
+func (s *server) handlerOptions(routing api.Routing) api.HandlerOptions {
+	return api.HandlerOptions{Routing: routing, Logger: s.logger, Metrics: s.metrics, BodyTimeout: s.opts.BodyTimeout}
 }
 
 // reportPlan shows the plan at startup: one block on Report, one line in the log.
@@ -215,12 +217,12 @@ func ignoreCancel(err error) error {
 
 // readRouting reads the settings that apply without reloading weights; reading the keys file
 // may fail.
-func readRouting(cfg config.Config) (Routing, error) {
-	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts, StallTimeout: cfg.Server.StallTimeout}
+func readRouting(cfg config.Config) (api.Routing, error) {
+	r := api.Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts, StallTimeout: cfg.Server.StallTimeout}
 	if cfg.Server.APIKeysFile != "" {
 		keys, err := config.ReadAPIKeys(cfg.Server.APIKeysFile)
 		if err != nil {
-			return Routing{}, err
+			return api.Routing{}, err
 		}
 		r.APIKeys = keys
 	}

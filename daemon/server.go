@@ -6,9 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
+
+	"tfd/daemon/api"
 )
 
 // lastWordsTimeout bounds how long, once the host has closed (its replies done, or cancelled
@@ -92,11 +93,5 @@ func (g *stopGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		http.NewResponseController(w).SetReadDeadline(time.Now().Add(lastWordsTimeout))
 	}
-	e := shuttingDown()
-	if r.URL.Path == "/health" {
-		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
-		writeJSON(w, e.status, map[string]string{"status": "stopping"})
-		return
-	}
-	writeError(w, e)
+	api.WriteStopping(w, r)
 }

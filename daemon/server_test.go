@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 
 func TestServe(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	env := newTestEnv(t, nil)
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "Hello, world!") })
+	var hostClosed atomic.Bool
+	host := closerFunc(func(context.Context) error { hostClosed.Store(true); return nil })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +27,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ln, env.h, env.host, func() time.Duration { return time.Second }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		served <- Serve(ctx, ln, hello, host, func() time.Duration { return time.Second }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	url := "http://" + ln.Addr().String()
 	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hi"}`))
@@ -46,7 +49,7 @@ func TestServe(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not return after its context ended")
 	}
-	if !env.host.closed {
+	if !hostClosed.Load() {
 		t.Error("Serve did not close the host")
 	}
 	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
@@ -58,7 +61,9 @@ func TestServe(t *testing.T) {
 // TestServeDuringGrace: while running replies have their grace, tfd still accepts connections
 // and answers new requests 503 shutting_down with Retry-After, and /health says it is stopping.
 func TestServeDuringGrace(t *testing.T) {
-	env := newTestEnv(t, nil)
+	passed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("%s %s passed the gate while stopping", r.Method, r.URL.Path)
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +77,7 @@ func TestServeDuringGrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ln, env.h, host, func() time.Duration { return time.Minute }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		served <- Serve(ctx, ln, passed, host, func() time.Duration { return time.Minute }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	cancel()
 	<-closing

@@ -24,7 +24,7 @@ func (s *server) statusReport() status.Report {
 	rep.Config.Waiting = s.pending
 	rep.Host.Grow, rep.Host.Queue = s.cfg.Sessions.Grow, s.cfg.Sessions.Queue
 	if in != nil {
-		rep.Model, rep.Backend = in.handler.model.Name, in.backend.Name()
+		rep.Model, rep.Backend = in.served.Name, in.backend.Name()
 		rep.Plan = planReport(in.plan)
 	}
 	s.mu.Unlock()

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"cmp"
@@ -162,11 +162,11 @@ func jsonKind(t reflect.Type) string {
 
 // checkModel accepts an empty name (the served model) or the served model's name.
 func (h *Handler) checkModel(name string) *apiError {
-	if name == "" || name == h.model.Name {
+	if name == "" || name == h.served.Name {
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, typ: errInvalidRequest, param: "model", code: "model_not_found",
-		message: fmt.Sprintf("the model %q does not exist: this server serves %q", name, h.model.Name)}
+		message: fmt.Sprintf("the model %q does not exist: this server serves %q", name, h.served.Name)}
 }
 
 // newJob validates p's fields and builds the job for prompt; promptParam names the prompt's
@@ -188,7 +188,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 	if len(prompt) == 0 {
 		return nil, badRequest(promptParam, "the prompt is empty: %s must hold some text", promptParam)
 	}
-	ctxLen := h.model.Context
+	ctxLen := h.served.Context
 	if len(prompt) >= ctxLen {
 		return nil, &apiError{status: http.StatusBadRequest, typ: errInvalidRequest, param: promptParam, code: "context_length_exceeded",
 			message: fmt.Sprintf("the prompt is %d tokens but the model's context holds %d tokens for prompt and reply together: shorten the %s (or serve a larger model.context, if the model allows it)", len(prompt), ctxLen, promptParam)}
@@ -210,7 +210,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 			Prompt:     prompt,
 			MaxTokens:  maxTokens,
 			Sampling:   sampling,
-			StopTokens: h.model.EOS,
+			StopTokens: h.served.EOS,
 			Drafts:     drafts(rt.Drafts, p.Draft),
 		},
 		promptParam:  promptParam,
@@ -272,7 +272,7 @@ func (h *Handler) sampling(p *sampleParams, cfg config.SamplingConfig) (schedule
 	if e != nil {
 		return scheduler.Sampling{}, e
 	}
-	model := h.model.Defaults
+	model := h.served.Defaults
 	return scheduler.Sampling{
 		Temperature: float32(pick(p.Temperature, cfg.Temperature, model.Temperature, 1)),
 		TopP:        float32(pick(p.TopP, cfg.TopP, model.TopP, 1)),

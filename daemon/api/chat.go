@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.model.Name, logprobs: j.req.Logprobs}
+	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.served.Name, logprobs: j.req.Logprobs}
 	if offersTools(&req) {
 		f.calls = &toolStream{}
 	}
@@ -74,14 +74,14 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	if h.model.Template == nil {
-		return nil, badRequest("messages", "the model %q has no chat template: use /v1/completions with a prompt", h.model.Name)
+	if h.served.Template == nil {
+		return nil, badRequest("messages", "the model %q has no chat template: use /v1/completions with a prompt", h.served.Name)
 	}
-	prompt, err := h.model.Template.Render(msgs, chattemplate.Options{AddGenerationPrompt: true, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs})
+	prompt, err := h.served.Template.Render(msgs, chattemplate.Options{AddGenerationPrompt: true, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		return nil, badRequest("messages", "the model's chat template rejected the messages: %v", err)
 	}
-	j, e := h.newJob(&req.sampleParams, h.model.Tokenizer.Encode(prompt), "messages")
+	j, e := h.newJob(&req.sampleParams, h.served.Tokenizer.Encode(prompt), "messages")
 	if e != nil {
 		return nil, e
 	}

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"encoding/json"
@@ -30,7 +30,7 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	h.serveReply(w, r, j, &completionFormat{id: newID("cmpl"), created: time.Now().Unix(), model: h.model.Name, logprobs: j.req.Logprobs})
+	h.serveReply(w, r, j, &completionFormat{id: newID("cmpl"), created: time.Now().Unix(), model: h.served.Name, logprobs: j.req.Logprobs})
 }
 
 // completionJob validates req and tokenizes its prompt.
@@ -52,7 +52,7 @@ func (h *Handler) completionJob(req *completionRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	j, e := h.newJob(&req.sampleParams, h.model.Tokenizer.Encode(text), "prompt")
+	j, e := h.newJob(&req.sampleParams, h.served.Tokenizer.Encode(text), "prompt")
 	if e != nil {
 		return nil, e
 	}

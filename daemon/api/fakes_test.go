@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"context"
@@ -196,16 +196,16 @@ type testEnv struct {
 
 // newTestEnv serves a model named gopher with a 64-token context whose host replies
 // "Hello, world!" (4 tokens).
-func newTestEnv(t *testing.T, edit func(*Model, *HandlerOptions)) *testEnv {
+func newTestEnv(t *testing.T, edit func(*ServedModel, *HandlerOptions)) *testEnv {
 	t.Helper()
 	tok := newFakeTokenizer()
 	env := &testEnv{tok: tok, tmpl: &fakeTemplate{}, host: &fakeHost{script: tok.ids("Hello", ",", " world", "!")}}
-	m := Model{Name: "gopher", Tokenizer: tok, Template: env.tmpl, EOS: []int32{tokEOS}, Context: 64, Host: env.host,
+	m := ServedModel{Name: "gopher", Tokenizer: tok, Template: env.tmpl, EOS: []int32{tokEOS}, Context: 64, Host: env.host,
 		Defaults: config.SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1}}
 	opts := HandlerOptions{
-		Sampling: config.Default().Sampling,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Seed:     func() uint64 { return 42 },
+		Routing: Routing{Sampling: config.Default().Sampling},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Seed:    func() uint64 { return 42 },
 	}
 	if edit != nil {
 		edit(&m, &opts)

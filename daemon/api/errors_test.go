@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"cmp"
@@ -13,16 +13,6 @@ import (
 	"tfd/scheduler"
 )
 
-// apiErrorJSON is the decoded body of an error response.
-type apiErrorJSON struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
 func TestErrors(t *testing.T) {
 	long := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 100) + `"}]}`
 	chat := func(fields string) string {
@@ -33,7 +23,7 @@ func TestErrors(t *testing.T) {
 		method     string // default POST
 		path       string // default /v1/chat/completions
 		body       string
-		edit       func(*Model, *HandlerOptions)
+		edit       func(*ServedModel, *HandlerOptions)
 		status     int
 		typ, param string
 		code       string
@@ -80,9 +70,9 @@ func TestErrors(t *testing.T) {
 		{name: "top_logprobs without logprobs", body: chat(`,"top_logprobs":2`), status: 400, param: "top_logprobs", msg: "needs logprobs"},
 		{name: "response_format json", body: chat(`,"response_format":{"type":"json_object"}`), status: 400, param: "response_format", msg: "not supported"},
 		{name: "template raises", body: chat(`,"chat_template_kwargs":{"fail":true}`), status: 400, param: "messages", msg: "roles must alternate"},
-		{name: "no template", body: chat(``), edit: func(m *Model, _ *HandlerOptions) { m.Template = nil }, status: 400, param: "messages", msg: "/v1/completions"},
+		{name: "no template", body: chat(``), edit: func(m *ServedModel, _ *HandlerOptions) { m.Template = nil }, status: 400, param: "messages", msg: "/v1/completions"},
 		{name: "prompt over the context", body: long, status: 400, param: "messages", code: "context_length_exceeded", msg: "the prompt is 118 tokens but the model's context holds 64"},
-		{name: "prompt over a session", body: chat(``), edit: func(m *Model, _ *HandlerOptions) {
+		{name: "prompt over a session", body: chat(``), edit: func(m *ServedModel, _ *HandlerOptions) {
 			m.Host.(*fakeHost).submitErr = &scheduler.PromptTooLongError{Prompt: 9, Context: 8}
 		}, status: 400, param: "messages", code: "context_length_exceeded", msg: "largest session holds 8"},
 		{name: "unknown model", body: `{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}`, status: 404, param: "model", code: "model_not_found", msg: `serves "gopher"`},
@@ -90,13 +80,13 @@ func TestErrors(t *testing.T) {
 		{name: "GET on chat", method: "GET", status: 405, code: "method_not_allowed", msg: "use POST"},
 		{name: "POST on models", method: "POST", path: "/v1/models", status: 405, code: "method_not_allowed", msg: "use GET"},
 		{name: "unknown path", method: "GET", path: "/v2/things", status: 404, code: "unknown_url", msg: "/v1/chat/completions"},
-		{name: "body too large", body: chat(`,"pad":"` + strings.Repeat("x", 2000) + `"`), edit: func(_ *Model, o *HandlerOptions) { o.MaxBodyBytes = 1000 },
+		{name: "body too large", body: chat(`,"pad":"` + strings.Repeat("x", 2000) + `"`), edit: func(_ *ServedModel, o *HandlerOptions) { o.MaxBodyBytes = 1000 },
 			status: 413, code: "request_too_large", msg: "limit of 1000 bytes"},
-		{name: "queue full", body: chat(``), edit: func(m *Model, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = scheduler.ErrQueueFull },
+		{name: "queue full", body: chat(``), edit: func(m *ServedModel, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = scheduler.ErrQueueFull },
 			status: 503, typ: errServer, code: "queue_full", msg: "retry"},
-		{name: "host closed", body: chat(``), edit: func(m *Model, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = scheduler.ErrClosed },
+		{name: "host closed", body: chat(``), edit: func(m *ServedModel, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = scheduler.ErrClosed },
 			status: 503, typ: errServer, code: "shutting_down"},
-		{name: "host fails", body: chat(``), edit: func(m *Model, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = errors.New("boom") },
+		{name: "host fails", body: chat(``), edit: func(m *ServedModel, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = errors.New("boom") },
 			status: 500, typ: errServer, code: "internal_error", msg: "boom"},
 		{name: "no API key", method: "GET", path: "/v1/models", edit: withKeys, status: 401, code: "invalid_api_key", msg: "Authorization: Bearer"},
 		{name: "completion prompt missing", path: "/v1/completions", body: `{}`, status: 400, param: "prompt", msg: "missing"},
@@ -116,7 +106,7 @@ func TestErrors(t *testing.T) {
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d; body %s", w.Code, tc.status, w.Body)
 			}
-			var got apiErrorJSON
+			var got errorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 				t.Fatalf("body is not an OpenAI error: %v: %s", err, w.Body)
 			}
@@ -180,7 +170,7 @@ func TestDefaultMaxTokensClamped(t *testing.T) {
 	}
 }
 
-func withKeys(_ *Model, o *HandlerOptions) { o.APIKeys = []string{"sk-one", "sk-two"} }
+func withKeys(_ *ServedModel, o *HandlerOptions) { o.APIKeys = []string{"sk-one", "sk-two"} }
 
 func TestAPIKeys(t *testing.T) {
 	env := newTestEnv(t, withKeys)
@@ -227,7 +217,7 @@ func TestQueueFullRetryAfter(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &scheduler.QueueFullError{RetryAfter: 7 * time.Second}), "7"},
 		{scheduler.ErrQueueFull, "1"}, // a host that gives no estimate
 	} {
-		env := newTestEnv(t, func(m *Model, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = tc.err })
+		env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) { m.Host.(*fakeHost).submitErr = tc.err })
 		w := env.do("POST", "/v1/completions", `{"prompt":"Hi"}`)
 		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"queue_full"`) {
 			t.Fatalf("%v: status %d %s", tc.err, w.Code, w.Body)

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"bufio"
@@ -337,7 +337,7 @@ func TestSampling(t *testing.T) {
 			scheduler.Sampling{Temperature: 1, TopP: 1, Seed: 42}, room},
 	}
 	for _, tc := range tests {
-		env := newTestEnv(t, func(m *Model, o *HandlerOptions) { o.Sampling, m.Defaults = tc.config, tc.model })
+		env := newTestEnv(t, func(m *ServedModel, o *HandlerOptions) { o.Sampling, m.Defaults = tc.config, tc.model })
 		w := env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]`+tc.fields+`}`)
 		r := decodeResponse(t, w)
 		req := env.host.lastRequest(t)
@@ -354,7 +354,7 @@ func TestSampling(t *testing.T) {
 }
 
 func TestFreshSeeds(t *testing.T) {
-	env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.Seed = nil })
+	env := newTestEnv(t, func(_ *ServedModel, o *HandlerOptions) { o.Seed = nil })
 	seen := map[uint64]bool{}
 	for range 4 {
 		r := decodeResponse(t, env.do("POST", "/v1/completions", `{"prompt":"Hi"}`))

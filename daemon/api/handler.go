@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"cmp"
@@ -9,15 +9,15 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"time"
+
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
-	"time"
 )
 
-// DefaultMaxBodyBytes bounds a request body when HandlerOptions.MaxBodyBytes is 0.
-const DefaultMaxBodyBytes = 8 << 20
+// defaultMaxBodyBytes bounds a request body when HandlerOptions.MaxBodyBytes is 0.
+const defaultMaxBodyBytes = 8 << 20
 
 // DefaultBodyTimeout bounds the arrival of a request body when HandlerOptions.BodyTimeout is 0:
 // 8 MiB take well under a second on any link a local server sees.
@@ -25,18 +25,11 @@ const DefaultBodyTimeout = 30 * time.Second
 
 // HandlerOptions configure a [Handler].
 type HandlerOptions struct {
-	// Sampling holds the [sampling] defaults for requests that set none.
-	Sampling config.SamplingConfig
-	// Drafts holds the [drafts] settings; the zero value drafts nothing.
-	Drafts config.DraftsConfig
-	// APIKeys are the bearer keys accepted; empty: no authentication.
-	APIKeys []string
-	// StallTimeout cancels a streamed reply whose client has not taken an event for this long
-	// (server.stall_timeout); 0: never.
-	StallTimeout time.Duration
+	// Routing holds the settings a config reload changes while the Handler serves.
+	Routing
 	// Logger receives one line per request; nil: slog.Default().
 	Logger *slog.Logger
-	// MaxBodyBytes bounds a request body; 0: DefaultMaxBodyBytes.
+	// MaxBodyBytes bounds a request body; 0: defaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// BodyTimeout bounds the time from a request's start to the end of its body; a body late
 	// past it is answered 408 and its connection closed. 0: DefaultBodyTimeout.
@@ -52,55 +45,37 @@ type HandlerOptions struct {
 type Routing struct {
 	// Sampling holds the [sampling] defaults for requests that set none.
 	Sampling config.SamplingConfig
-	// Drafts holds the [drafts] settings.
+	// Drafts holds the [drafts] settings; the zero value drafts nothing.
 	Drafts config.DraftsConfig
 	// APIKeys are the bearer keys accepted; empty: no authentication.
 	APIKeys []string
-	// StallTimeout cancels a streamed reply whose client has not taken an event for this long;
-	// 0: never.
+	// StallTimeout cancels a streamed reply whose client has not taken an event for this long
+	// (server.stall_timeout); 0: never.
 	StallTimeout time.Duration
-}
-
-// routing returns the options' routing settings.
-func (o HandlerOptions) routing() Routing {
-	return Routing{Sampling: o.Sampling, Drafts: o.Drafts, APIKeys: o.APIKeys, StallTimeout: o.StallTimeout}
-}
-
-// withRouting returns o with r's settings.
-func (o HandlerOptions) withRouting(r Routing) HandlerOptions {
-	o.Sampling, o.Drafts, o.APIKeys, o.StallTimeout = r.Sampling, r.Drafts, r.APIKeys, r.StallTimeout
-	return o
 }
 
 // Handler serves tfd's OpenAI-compatible HTTP API for one model. It is safe for concurrent use.
 type Handler struct {
-	model   Model
+	served  ServedModel
 	opts    HandlerOptions
 	mux     *http.ServeMux
 	routing atomic.Pointer[Routing] // replaced whole by SetRouting; each request reads it once
-
-	// inflight counts the requests this handler is serving, so that a model switch can wait
-	// for them (see liveHandler).
-	inflight sync.WaitGroup
 }
 
 // NewHandler returns the API handler for m. m.Tokenizer and m.Host must be set, and m.Context
 // must be positive.
-func NewHandler(m Model, opts HandlerOptions) *Handler {
+func NewHandler(m ServedModel, opts HandlerOptions) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+		opts.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if opts.BodyTimeout == 0 {
 		opts.BodyTimeout = DefaultBodyTimeout
 	}
-	if opts.Sampling.MaxTokens <= 0 {
-		opts.Sampling.MaxTokens = config.Default().Sampling.MaxTokens
-	}
-	h := &Handler{model: m, opts: opts, mux: http.NewServeMux()}
-	h.SetRouting(opts.routing())
+	h := &Handler{served: m, opts: opts, mux: http.NewServeMux()}
+	h.SetRouting(opts.Routing)
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)
 	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"
@@ -126,11 +101,7 @@ func (h *Handler) SetRouting(r Routing) {
 func (h *Handler) route(pattern string, handler http.HandlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	h.mux.HandleFunc(pattern, handler)
-	h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", method)
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: errInvalidRequest, code: "method_not_allowed",
-			message: r.Method + " is not allowed on " + r.URL.Path + "; use " + method})
-	})
+	h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { WriteMethodNotAllowed(w, r, method) })
 }
 
 // ServeHTTP logs the request, checks its key and bounds its body and answer, then routes it.
@@ -152,17 +123,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.opts.Metrics.ObserveRequest(stats.observed(rec.status(), start))
 		}
 	}()
-	if r.URL.Path != "/health" && !hasKey(r, h.routing.Load().APIKeys) { // monitors poll /health without credentials
-		writeUnauthorized(rec)
+	if r.URL.Path != "/health" && !Authorize(rec, r, h.routing.Load().APIKeys) { // monitors poll /health without credentials
 		return
 	}
 	r.Body = http.MaxBytesReader(rec, r.Body, h.opts.MaxBodyBytes)
 	h.mux.ServeHTTP(rec, r)
 }
 
-// hasKey reports whether r may use the API under keys: always when there are none, else when its
-// Authorization header is "Bearer <one of keys>". The scheme is case-insensitive (RFC 7235), so
-// "bearer" is as good as "Bearer".
+// Authorize reports whether r may use the API under keys: always when there are none, else when
+// its Authorization header is "Bearer <one of keys>". The scheme is case-insensitive (RFC 7235),
+// so "bearer" is as good as "Bearer". A request that may not is answered 401 here.
+func Authorize(w http.ResponseWriter, r *http.Request, keys []string) bool {
+	if hasKey(r, keys) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	writeError(w, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
+		message: "missing or wrong API key: send the header Authorization: Bearer <key>, with a key from the server's api_keys_file"})
+	return false
+}
+
+// hasKey reports whether r may use the API under keys (see Authorize).
 func hasKey(r *http.Request, keys []string) bool {
 	if len(keys) == 0 {
 		return true
@@ -177,13 +158,6 @@ func hasKey(r *http.Request, keys []string) bool {
 		match |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
 	}
 	return match == 1
-}
-
-// writeUnauthorized answers a request that lacks a valid API key.
-func writeUnauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", "Bearer")
-	writeError(w, &apiError{status: http.StatusUnauthorized, typ: errInvalidRequest, code: "invalid_api_key",
-		message: "missing or wrong API key: send the header Authorization: Bearer <key>, with a key from the server's api_keys_file"})
 }
 
 func (h *Handler) logRequest(r *http.Request, status int, stats *requestStats, elapsed time.Duration) {

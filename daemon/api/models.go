@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import "net/http"
 
@@ -11,12 +11,12 @@ type modelObject struct {
 }
 
 func (h *Handler) modelObject() modelObject {
-	return modelObject{ID: h.model.Name, Object: "model", Created: h.model.Created, OwnedBy: "tfd"}
+	return modelObject{ID: h.served.Name, Object: "model", Created: h.served.Created, OwnedBy: "tfd"}
 }
 
 // listModels answers GET /v1/models with the one served model.
 func (h *Handler) listModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, struct {
+	WriteJSON(w, http.StatusOK, struct {
 		Object string        `json:"object"`
 		Data   []modelObject `json:"data"`
 	}{"list", []modelObject{h.modelObject()}})
@@ -25,16 +25,16 @@ func (h *Handler) listModels(w http.ResponseWriter, r *http.Request) {
 // getModel answers GET /v1/models/{id}.
 func (h *Handler) getModel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if id != h.model.Name {
+	if id != h.served.Name {
 		if e := h.checkModel(id); e != nil {
 			writeError(w, e)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, h.modelObject())
+	WriteJSON(w, http.StatusOK, h.modelObject())
 }
 
 // health answers GET /health: 200 while the server takes requests. It needs no API key.
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "model": h.model.Name})
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "model": h.served.Name})
 }

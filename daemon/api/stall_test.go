@@ -1,8 +1,7 @@
-package daemon
+package api
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,8 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"testing/synctest"
-	"tfd/daemon/config"
 	"time"
+
+	"tfd/daemon/config"
 )
 
 // TestStallTimeout streams replies to clients that read at different paces: one that stops
@@ -41,7 +41,7 @@ func TestStallTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var log strings.Builder
-				env := newTestEnv(t, func(_ *Model, o *HandlerOptions) {
+				env := newTestEnv(t, func(_ *ServedModel, o *HandlerOptions) {
 					o.StallTimeout = tc.stall
 					o.Logger = slog.New(slog.NewTextHandler(&log, nil))
 				})
@@ -74,7 +74,7 @@ func TestStallTimeout(t *testing.T) {
 // the next requests.
 func TestStallTimeoutReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.StallTimeout = time.Minute })
+		env := newTestEnv(t, func(_ *ServedModel, o *HandlerOptions) { o.StallTimeout = time.Minute })
 		rt := *env.h.routing.Load()
 		rt.StallTimeout = 10 * time.Second
 		env.h.SetRouting(rt)
@@ -87,44 +87,28 @@ func TestStallTimeoutReload(t *testing.T) {
 	})
 }
 
-// TestApplyStallTimeout: a config reload that changes server.stall_timeout hands it to the
-// serving Handler.
-func TestApplyStallTimeout(t *testing.T) {
-	env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.StallTimeout = time.Minute })
-	s := &server{logger: slog.New(slog.NewTextHandler(io.Discard, nil)), cur: &instance{handler: env.h}}
-	old, next := config.Default(), config.Default()
-	next.Server.StallTimeout = 5 * time.Second
-	routing, err := readRouting(next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.applyRouting(old, next, routing, config.Diff(old, next), &reloadReport{})
-	if got := env.h.routing.Load().StallTimeout; got != 5*time.Second {
-		t.Errorf("stall timeout %s after the reload, want 5s", got)
-	}
-}
-
 var _ http.ResponseWriter = (*slowClient)(nil)
 
 // TestStalledClientOverTCP is the stall over a real connection: a client with a small receive
 // buffer asks for a long stream and reads nothing. Once the kernel's buffers are full the
 // server's write blocks, and stall_timeout later the stream is cancelled at the host.
 func TestStalledClientOverTCP(t *testing.T) {
-	var log lockedBuffer
-	env := newTestEnv(t, func(m *Model, o *HandlerOptions) {
+	var log strings.Builder // read once the server has stopped
+	env := newTestEnv(t, func(m *ServedModel, o *HandlerOptions) {
 		m.Context = 1 << 24
 		o.StallTimeout = 200 * time.Millisecond
 		o.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	})
 	env.host.repeat = true
 	env.host.cancelled = make(chan struct{})
-	url, stop := serveForTest(t, env.h)
+	srv := httptest.NewServer(env.h)
+	defer srv.Close()
 	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var err error
 		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 		return err
 	}}
-	conn, err := dialer.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	conn, err := dialer.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +118,11 @@ func TestStalledClientOverTCP(t *testing.T) {
 	select {
 	case <-env.host.cancelled:
 	case <-time.After(20 * time.Second):
+		conn.Close()
+		srv.Close()
 		t.Fatalf("the stream of a client that reads nothing was not cancelled\n%s", &log)
 	}
-	stop() // waits for the handler, which logs after the cancel
+	srv.Close() // waits for the handler, which logs after the cancel
 	if !strings.Contains(log.String(), `msg="client stalled: reply cancelled" id=cmpl-`) {
 		t.Errorf("no log line for the stall:\n%s", &log)
 	}
@@ -156,7 +142,7 @@ func TestWholeAnswerWriteBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				env := newTestEnv(t, func(_ *Model, o *HandlerOptions) { o.StallTimeout = tc.stall })
+				env := newTestEnv(t, func(_ *ServedModel, o *HandlerOptions) { o.StallTimeout = tc.stall })
 				client := &slowClient{takeAfter: func(int) time.Duration { return -1 }}
 				start := time.Now()
 				env.h.ServeHTTP(client, httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body)))

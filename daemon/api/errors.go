@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"encoding/json"
@@ -65,11 +65,39 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
-	writeJSON(w, e.status, e.body())
+	WriteJSON(w, e.status, e.body())
 }
 
-// writeJSON answers with status and v as the JSON body.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteMethodNotAllowed answers r, whose path takes only the method allowed, with 405.
+func WriteMethodNotAllowed(w http.ResponseWriter, r *http.Request, allowed string) {
+	w.Header().Set("Allow", allowed)
+	writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: errInvalidRequest, code: "method_not_allowed",
+		message: r.Method + " is not allowed on " + r.URL.Path + "; use " + allowed})
+}
+
+// WriteShuttingDown answers 503 shutting_down, with Retry-After: tfd is stopping.
+func WriteShuttingDown(w http.ResponseWriter) { writeError(w, shuttingDown()) }
+
+// WriteStopping answers a request that came while tfd stops: 503 with Retry-After, as
+// {"status":"stopping"} on /health (what a monitor polls) and shutting_down elsewhere.
+func WriteStopping(w http.ResponseWriter, r *http.Request) {
+	e := shuttingDown()
+	if r.URL.Path == "/health" {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		WriteJSON(w, e.status, map[string]string{"status": "stopping"})
+		return
+	}
+	writeError(w, e)
+}
+
+// WriteNoModel answers 503 no_model, with Retry-After, while no model is loaded; message says
+// why.
+func WriteNoModel(w http.ResponseWriter, message string) {
+	writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: errServer, code: "no_model", retryAfter: 30, message: message})
+}
+
+// WriteJSON answers with status and v as the JSON body.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"context"
@@ -92,7 +92,7 @@ func (h *Handler) serveReply(w http.ResponseWriter, r *http.Request, j *job, f r
 		writeError(w, res.err)
 		return
 	}
-	writeJSON(w, http.StatusOK, f.whole(text.String(), logprobs, res.finish, j.usage(res), j.info(res)))
+	WriteJSON(w, http.StatusOK, f.whole(text.String(), logprobs, res.finish, j.usage(res), j.info(res)))
 }
 
 // streamReply sends the reply as server-sent events: a data line per chunk, then data: [DONE].

@@ -1,4 +1,10 @@
-package daemon
+// Package api owns tfd's OpenAI-compatible HTTP API for one served model: the [Handler] and its
+// routes (/v1/models, /v1/chat/completions, /v1/completions, /health), validating requests and
+// rendering chats with the model's template, replies whole or streamed as server-sent events,
+// OpenAI's error shape, tool calls, stop strings, API keys, and the deadlines on a request's body
+// and on each write of its answer. It sees the model only through [ServedModel], so that it can
+// be tested with a fake tokenizer, template and host. API.md lists what is supported.
+package api
 
 import (
 	"tfd/daemon/config"
@@ -6,9 +12,12 @@ import (
 	"tfd/scheduler"
 )
 
-// Model is everything the HTTP layer needs of the served model. [Run] builds it from the engine;
-// tests build it from fakes.
-type Model struct {
+// ServedModel is everything the HTTP API needs of the model it serves: its name, tokenizer, chat
+// template, stop tokens and context, and the scheduler host that runs its requests. It is
+// neither the engine's loaded model (engine.Model) nor the scheduler's view of one
+// (scheduler.Model): the daemon builds it from the first and the host that drives it; tests
+// build it from fakes.
+type ServedModel struct {
 	// Name is the model's id in /v1/models and in responses.
 	Name string
 	// Tokenizer turns prompts into token ids and generated ids back into text.

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"encoding/json"
@@ -56,7 +56,7 @@ func TestChatToolCalls(t *testing.T) {
 	const said = `Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>`
 	const tools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
 	newEnv := func() *testEnv {
-		env := newTestEnv(t, func(m *Model, _ *HandlerOptions) { m.Context = 512 })
+		env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) { m.Context = 512 })
 		env.host.script = append(env.tok.ids(said), tokEOS)
 		return env
 	}

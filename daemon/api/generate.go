@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type emitFunc func(text string, logprobs []tokenLogprob) error
 // early (a stop string matched, the client went away) by calling cancel.
 func (h *Handler) submit(ctx context.Context, j *job) (<-chan scheduler.Event, context.CancelFunc, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
-	events, err := h.model.Host.Submit(ctx, j.req)
+	events, err := h.served.Host.Submit(ctx, j.req)
 	if err != nil {
 		cancel()
 		return nil, nil, submitError(err, j.promptParam)
@@ -101,7 +101,7 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 			}
 		}
 	}()
-	tok := h.model.Tokenizer
+	tok := h.served.Tokenizer
 	dec := tok.NewDecoder()
 	timing := statsOf(ctx)
 	stops := stopMatcher{stops: j.stops}
