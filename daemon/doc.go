@@ -2,9 +2,9 @@
 // model into an instance (a backend, the weights, the scheduler host and the API Handler that
 // feeds it), serves HTTP through the live handler (the API, /metrics and the status endpoint),
 // watches the config and reloads it, switches models, and stops gracefully; and the process's
-// log; and `tfd bench`, for now. The rooms it wires: config (what to run), api (the
-// OpenAI-compatible HTTP API), metrics, status (the status report's shape); service installs the
-// process.
+// log. The rooms it wires: config (what to run), api (the OpenAI-compatible HTTP API), metrics,
+// status (the status report's shape). service installs the process; bench loads the model as
+// the process does (OpenBackend, PlanConfig, ModelSource) to measure it.
 //
 // The API sees the model only through api.ServedModel, which an instance builds from the
 // engine's model and its host.

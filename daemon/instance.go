@@ -21,9 +21,9 @@ import (
 	"tfd/scheduler"
 )
 
-// maxRows is the rows one forward takes: the engine's default, named here because the memory
-// plan sizes the scratch for it.
-const maxRows = 256
+// MaxRows is the rows one forward takes: the engine's default, named here because the memory
+// plan sizes the scratch for it. bench loads with it too.
+const MaxRows = 256
 
 // instance is one served model: its backend, its weights and KV pool, the scheduler host that
 // runs its requests and the API Handler that feeds the host. A model switch builds a new
@@ -43,8 +43,8 @@ type instance struct {
 	loadTime time.Duration
 }
 
-// modelSource returns the engine source mc names: the folder, or the bundled model.
-func modelSource(mc config.ModelConfig) engine.Source {
+// ModelSource returns the engine source mc names: the folder, or the bundled model.
+func ModelSource(mc config.ModelConfig) engine.Source {
 	if mc.Path == "" {
 		return engine.Source{FS: models.FS(), Name: cmp.Or(mc.Name, models.Name)}
 	}
@@ -54,7 +54,7 @@ func modelSource(mc config.ModelConfig) engine.Source {
 // PlanConfig computes the memory plan for cfg on backend without loading weights: it reads the
 // model's config.json and safetensors headers only.
 func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error) {
-	mcfg, info, err := engine.Inspect(modelSource(cfg.Model))
+	mcfg, info, err := engine.Inspect(ModelSource(cfg.Model))
 	if err != nil {
 		return engine.Plan{}, fmt.Errorf("daemon: read the model for its memory plan: %w", err)
 	}
@@ -70,7 +70,7 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 		Parallel:     parallel,
 		Grow:         cfg.Sessions.Grow,
 		Layout:       layout,
-		MaxRows:      maxRows,
+		MaxRows:      MaxRows,
 	})
 }
 
@@ -104,8 +104,8 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 // load loads the weights with a KV pool of the plan's size and starts the host on its layout.
 func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
-	m, err := engine.Load(ctx, modelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: maxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
+	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
+		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {
 			return fmt.Errorf("daemon: load the bundled model: %w", err)

@@ -173,7 +173,7 @@ func modelName(mc config.ModelConfig, cur *instance) string {
 	if mc.Path != "" {
 		return filepath.Base(filepath.Clean(mc.Path))
 	}
-	return modelSource(mc).Name
+	return ModelSource(mc).Name
 }
 
 // applyRouting puts the settings that need no new model in force.

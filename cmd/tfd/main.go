@@ -90,7 +90,7 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 	case "plan":
 		return printPlan(args[1:], stdout, stderr)
 	case "bench":
-		return bench(args[1:], stdout, stderr)
+		return runBench(args[1:], stdout, stderr)
 	case "install", "uninstall", "start", "stop", "restart", "status":
 		return serviceCommand(args[0], args[1:], stdout, stderr, newManager)
 	case "logs":

@@ -1,4 +1,7 @@
-package daemon
+// Package bench owns `tfd bench`: it loads the configured model as the daemon does, runs greedy
+// replies at several concurrencies, drafts off and on, and prints a table of the time to the
+// first token, the tokens per second in all and of one reply, and the share of drafts that landed.
+package bench
 
 import (
 	"context"
@@ -10,13 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"tfd/daemon"
 	"tfd/daemon/config"
 	"tfd/engine"
 	"tfd/scheduler"
 )
 
-// BenchOptions says what `tfd bench` measures.
-type BenchOptions struct {
+// Options say what `tfd bench` measures.
+type Options struct {
 	Streams []int // concurrent replies per scenario, e.g. 1, 4, 16
 	Prompt  int   // prompt tokens per reply
 	Tokens  int   // generated tokens per reply
@@ -32,27 +36,27 @@ type benchResult struct {
 	accepted  float64       // share of draft tokens that landed
 }
 
-// Bench loads cfg's model on cfg's backend with one session per stream of the largest scenario,
+// Run loads cfg's model on cfg's backend with one session per stream of the largest scenario,
 // then runs each scenario twice, drafts off and on: that many greedy replies at once, each from a
 // prompt of Go source. It writes one progress line per scenario to logger and a table to out.
-func Bench(ctx context.Context, cfg config.Config, opts BenchOptions, logger *slog.Logger, out io.Writer) error {
+func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logger, out io.Writer) error {
 	if len(opts.Streams) == 0 || slices.Min(opts.Streams) < 1 || opts.Prompt < 1 || opts.Tokens < 1 {
 		return fmt.Errorf("bench: streams %v, prompt %d, tokens %d: want at least one stream count, and every count 1 or more", opts.Streams, opts.Prompt, opts.Tokens)
 	}
 	most := slices.Max(opts.Streams)
 	cfg.Sessions.Layout = fmt.Sprintf("%dx%d", opts.Prompt+opts.Tokens+1, most)
 	cfg.Sessions.Grow = opts.Tokens
-	backend, err := OpenBackend(cfg.Model.Backend, logger)
+	backend, err := daemon.OpenBackend(cfg.Model.Backend, logger)
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
-	plan, err := PlanConfig(cfg, backend)
+	plan, err := daemon.PlanConfig(cfg, backend)
 	if err != nil {
 		return fmt.Errorf("bench: %d sessions of %d tokens: %w", most, opts.Prompt+opts.Tokens+1, err)
 	}
 	logger.Info("bench: loading the model", "backend", backend.Name(), "sessions", plan.LayoutString())
-	m, err := engine.Load(ctx, modelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: maxRows, Slots: plan.Slots()})
+	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: daemon.MaxRows, Slots: plan.Slots()})
 	if err != nil {
 		return fmt.Errorf("bench: load the model: %w", err)
 	}
@@ -60,7 +64,7 @@ func Bench(ctx context.Context, cfg config.Config, opts BenchOptions, logger *sl
 	prompt := benchPrompt(m, opts.Prompt+most)
 	// A first short run pays the one-time costs (kernel compilation, graph capture) outside the
 	// figures.
-	if _, err := benchScenario(ctx, m, plan.Layout, prompt, BenchOptions{Prompt: opts.Prompt, Tokens: min(8, opts.Tokens)}, 1, false); err != nil {
+	if _, err := benchScenario(ctx, m, plan.Layout, prompt, Options{Prompt: opts.Prompt, Tokens: min(8, opts.Tokens)}, 1, false); err != nil {
 		return err
 	}
 	var results []benchResult
@@ -126,7 +130,7 @@ func benchPrompt(m *engine.Model, n int) []int32 {
 
 // benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into
 // the text so that no two are the same.
-func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts BenchOptions, n int, drafts bool) (benchResult, error) {
+func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts Options, n int, drafts bool) (benchResult, error) {
 	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains()})
 	if err != nil {
 		return benchResult{}, err
@@ -188,7 +192,7 @@ func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []
 	return r, nil
 }
 
-func writeBench(out io.Writer, model, backend string, opts BenchOptions, results []benchResult) error {
+func writeBench(out io.Writer, model, backend string, opts Options, results []benchResult) error {
 	fmt.Fprintf(out, "%s on %s: greedy replies of %d tokens after %d-token prompts\n", model, backend, opts.Tokens, opts.Prompt)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "streams\tdrafts\tfirst token\ttok/s, all\ttok/s, a reply\tdrafts landed\t")
