@@ -41,7 +41,7 @@ func TestStalledBody(t *testing.T) {
 				live.fail(errors.New("no model is loaded: fix the config"))
 				h = live
 			}
-			url, _ := serveForTest(t, h)
+			url, _ := serveForTest(t, h, nil)
 			var wg sync.WaitGroup
 			for i := range conns {
 				wg.Go(func() {

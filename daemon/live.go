@@ -161,7 +161,7 @@ func (l *liveHandler) fail(err error) {
 // downError is acquire's error while no model is loaded.
 type downError struct{ error }
 
-// close answers requests waiting on a pause with 503; Serve calls it at shutdown.
+// close answers requests waiting on a pause with 503; serve calls it at shutdown.
 func (l *liveHandler) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()

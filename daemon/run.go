@@ -119,7 +119,7 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
-	err = Serve(ctx, ln, s.http, closerFunc(s.shutdown), s.grace, s.logger)
+	err = serve(ctx, ln, s.http, closerFunc(s.shutdown), s.grace, s.logger)
 	stopWatch()
 	<-watched
 	s.retired.Wait()
@@ -203,7 +203,7 @@ func (s *server) retire(in *instance) {
 	})
 }
 
-// closerFunc adapts a function to Serve's host parameter.
+// closerFunc adapts a function to serve's host parameter.
 type closerFunc func(ctx context.Context) error
 
 func (f closerFunc) Close(ctx context.Context) error { return f(ctx) }

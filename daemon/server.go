@@ -17,19 +17,19 @@ import (
 // event, before their connections are closed.
 const lastWordsTimeout = 2 * time.Second
 
-// Closer is what Serve needs of the host: scheduler.Host's Close.
-type Closer interface {
+// closer is what serve needs of the host: scheduler.Host's Close.
+type closer interface {
 	// Close stops admitting, lets running streams finish until ctx ends, then cancels the rest.
 	Close(ctx context.Context) error
 }
 
-// Serve answers HTTP on ln with handler until ctx ends, then shuts down in order: new requests
+// serve answers HTTP on ln with handler until ctx ends, then shuts down in order: new requests
 // are answered 503 shutting_down (with Retry-After; /health says "stopping") while host's
 // running replies have up to grace() to finish (they are cancelled after, each with a terminal
 // event); then it stops accepting connections and waits a moment for the handlers to send what
 // they hold. It returns nil after a shutdown asked for by ctx, or the error that stopped serving.
 // Either way ln and host are closed when it returns. grace is read when the shutdown begins.
-func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host Closer, grace func() time.Duration, logger *slog.Logger) error {
+func serve(ctx context.Context, ln net.Listener, handler http.Handler, host closer, grace func() time.Duration, logger *slog.Logger) error {
 	gate := &stopGate{next: handler}
 	srv := &http.Server{
 		Handler:           gate,
