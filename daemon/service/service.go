@@ -318,15 +318,19 @@ func (m *Manager) Uninstall(ctx context.Context) error {
 }
 
 // Start starts the installed service.
-func (m *Manager) Start(ctx context.Context) error {
+func (m *Manager) Start(ctx context.Context) error { return m.start(ctx, "start", "kickstart") }
+
+// start starts the installed service with systemctl's verb, or under launchd with launchctl's
+// kickstart and its flags when the service is loaded, else by loading it.
+func (m *Manager) start(ctx context.Context, verb string, kickstart ...string) error {
 	if err := m.requireInstalled(); err != nil {
 		return err
 	}
 	if m.Platform == Systemd {
-		return m.run(ctx, "systemctl", "start", systemdUnit)
+		return m.run(ctx, "systemctl", verb, systemdUnit)
 	}
 	if m.loaded(ctx) {
-		return m.run(ctx, "launchctl", "kickstart", m.launchdTarget())
+		return m.run(ctx, "launchctl", append(kickstart, m.launchdTarget())...)
 	}
 	return m.run(ctx, "launchctl", "bootstrap", "system", m.Paths.ServiceFile(Launchd))
 }
@@ -349,16 +353,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 
 // Restart stops and starts the service (a config edit needs no restart: tfd reloads it).
 func (m *Manager) Restart(ctx context.Context) error {
-	if err := m.requireInstalled(); err != nil {
-		return err
-	}
-	if m.Platform == Systemd {
-		return m.run(ctx, "systemctl", "restart", systemdUnit)
-	}
-	if m.loaded(ctx) {
-		return m.run(ctx, "launchctl", "kickstart", "-k", m.launchdTarget())
-	}
-	return m.run(ctx, "launchctl", "bootstrap", "system", m.Paths.ServiceFile(Launchd))
+	return m.start(ctx, "restart", "kickstart", "-k")
 }
 
 func (m *Manager) launchdTarget() string { return "system/" + launchdLabel }
