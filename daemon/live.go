@@ -32,14 +32,21 @@ type liveHandler struct {
 	closed  chan struct{} // closed at shutdown: paused requests are answered 503
 }
 
+// apiHandler is what the daemon needs of an API Handler (*api.Handler): to serve requests, and
+// to take the routing of a reload.
+type apiHandler interface {
+	http.Handler
+	SetRouting(api.Routing)
+}
+
 // front is an API Handler as the live handler hands requests to it: the requests it is serving
 // are counted, so that a model switch can wait for them (see drain).
 type front struct {
-	*api.Handler
+	apiHandler
 	inflight sync.WaitGroup
 }
 
-func newFront(h *api.Handler) *front { return &front{Handler: h} }
+func newFront(h apiHandler) *front { return &front{apiHandler: h} }
 
 // newLiveHandler returns the live handler serving f, with bodyTimeout the Handlers' bound on a
 // request body's arrival.
