@@ -16,7 +16,7 @@ run: build
 # soak runs once, in the first pass; under the race detector it would take minutes).
 test: vet
 	$(GO) test ./...
-	$(GO) test -race -short ./scheduler ./daemon ./cpu ./engine
+	$(GO) test -race -short ./scheduler ./daemon/... ./cpu ./engine
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
