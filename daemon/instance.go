@@ -156,7 +156,7 @@ func workedAround(logger *slog.Logger, m *metrics.Metrics) func(where string, er
 // sharedOptions are the host's routing for cfg's sessions under the instance's plan.
 func (in *instance) sharedOptions(cfg config.Config) scheduler.SharedOptions {
 	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: cfg.Sessions.Grow, Queue: cfg.Sessions.Queue,
-		KeepWarm: in.keepWarm(cfg.Residency)}
+		KeepWarm: in.keepWarm(cfg.Residency), WarmTick: cfg.Residency.Tick}
 }
 
 // keepWarm is how long the host ticks the device after its last forward: residency.keep_warm

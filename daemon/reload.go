@@ -184,8 +184,8 @@ func (s *server) applyRouting(old, next config.Config, routing api.Routing, chan
 	s.mu.Unlock()
 	h := cur.handler
 	if touches(changes, "residency.") {
-		cur.host.SetKeepWarm(cur.keepWarm(next.Residency))
-		r.apply("keep-warm window %s", cur.keepWarm(next.Residency))
+		cur.host.SetKeepWarm(cur.keepWarm(next.Residency), next.Residency.Tick)
+		r.apply("keep-warm window %s, a tick every %s", cur.keepWarm(next.Residency), next.Residency.Tick)
 	}
 	if touches(changes, "sampling.", "server.api_keys_file", "server.stall_timeout", "drafts.") {
 		h.SetRouting(routing)

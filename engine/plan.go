@@ -40,6 +40,9 @@ type PlanInput struct {
 	// DeviceMemory is the backend's memory in bytes (RAM for the CPU and Metal, device memory for
 	// CUDA); 0 when unknown, and then LoadLimitGB must be set.
 	DeviceMemory uint64
+	// WorkingSet, when not 0, is what the GPU may hold at once (Metal's
+	// recommendedMaxWorkingSetSize): the limit never goes above it.
+	WorkingSet uint64
 	// LoadLimitGB caps the plan, in GiB, itself capped at DeviceMemory; 0: DefaultLimitShare of it.
 	LoadLimitGB float64
 	// MarginGB is kept free under the limit, in GiB.
@@ -152,8 +155,19 @@ func (in PlanInput) check() error {
 	return nil
 }
 
-// limit returns the bytes the plan works within and how they were chosen.
+// limit returns the bytes the plan works within and how they were chosen: limitOfMemory's, never
+// above the GPU's working set.
 func (in PlanInput) limit() (int64, string, error) {
+	limit, from, err := in.limitOfMemory()
+	if set := int64(min(in.WorkingSet, math.MaxInt64)); err == nil && set > 0 && limit > set {
+		return set, from + fmt.Sprintf(", capped at the GPU's recommended working set of %s", FormatBytes(set)), nil
+	}
+	return limit, from, err
+}
+
+// limitOfMemory returns memory.load_limit_gb, capped at the machine's memory, or the default share
+// of that memory.
+func (in PlanInput) limitOfMemory() (int64, string, error) {
 	device := int64(min(in.DeviceMemory, math.MaxInt64))
 	if in.LoadLimitGB > 0 {
 		asked := int64(in.LoadLimitGB * GiB)

@@ -177,3 +177,37 @@ func TestInspectNamesTheFolder(t *testing.T) {
 		t.Errorf("Inspect = %v, want an error naming %s", err, dir)
 	}
 }
+
+// TestPlanCappedAtWorkingSet: on a Mac the limit never passes the GPU's recommended working set,
+// and the plan says so.
+func TestPlanCappedAtWorkingSet(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limitGB    float64
+		workingSet uint64
+		want       int64
+		says       string
+	}{
+		{"70% of RAM under the working set", 0, 40 * GiB, -1, "70% of 48.0 GiB"},
+		{"70% of RAM over the working set", 0, 30 * GiB, 30 * GiB, "capped at the GPU's recommended working set of 30.0 GiB"},
+		{"load limit over the working set", 40, 30 * GiB, 30 * GiB, "memory.load_limit_gb = 40, capped at the GPU's recommended working set"},
+		{"no working set known", 0, 0, -1, "70% of 48.0 GiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tinyInput(func(in *PlanInput) {
+				in.DeviceMemory, in.WorkingSet, in.LoadLimitGB = 48*GiB, tc.workingSet, tc.limitGB
+			})
+			p, err := MakePlan(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want < 0 { // the default share of RAM
+				ram := float64(48 * GiB)
+				tc.want = int64(ram * DefaultLimitShare)
+			}
+			if p.Limit != tc.want || !strings.Contains(p.LimitFrom, tc.says) {
+				t.Errorf("limit %s (%s), want %s saying %q", FormatBytes(p.Limit), p.LimitFrom, FormatBytes(tc.want), tc.says)
+			}
+		})
+	}
+}

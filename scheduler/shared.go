@@ -158,11 +158,7 @@ func (h *Shared) apply(opts SharedOptions) {
 	h.lane.grow, h.lane.prefillChunk = opts.Grow, opts.PrefillChunk
 	h.queueMax.Store(int64(opts.Queue))
 	h.largest.Store(int64(h.lane.pool.largest()))
-	h.SetKeepWarm(opts.KeepWarm)
-	if opts.WarmTick <= 0 {
-		opts.WarmTick = 500 * time.Millisecond
-	}
-	h.warmTick.Store(int64(opts.WarmTick))
+	h.SetKeepWarm(opts.KeepWarm, opts.WarmTick)
 	h.publishLayout()
 }
 
@@ -178,8 +174,15 @@ func (h *Shared) publishLayout() {
 	h.statsMu.Unlock()
 }
 
-// SetKeepWarm changes the keep-warm window at once; it is safe for concurrent use.
-func (h *Shared) SetKeepWarm(d time.Duration) { h.keepWarm.Store(int64(d)) }
+// SetKeepWarm changes the keep-warm window and the tick's period (0: 500 ms) at once; it is safe
+// for concurrent use.
+func (h *Shared) SetKeepWarm(window, tick time.Duration) {
+	if tick <= 0 {
+		tick = 500 * time.Millisecond
+	}
+	h.keepWarm.Store(int64(window))
+	h.warmTick.Store(int64(tick))
+}
 
 // Reconfigure swaps the routing: new admissions use the new layout at once, in whatever part of
 // it no running reply holds, while streams already admitted finish in their sessions of the old

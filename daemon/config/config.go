@@ -113,6 +113,8 @@ type ResidencyConfig struct {
 	// KeepWarm is how long after the last request the memory is kept warm. In the file it is a
 	// duration string ("15m") or a number of seconds.
 	KeepWarm time.Duration `koanf:"keep_warm"`
+	// Tick is how often an idle GPU gets a token amount of real work within KeepWarm.
+	Tick time.Duration `koanf:"tick"`
 }
 
 // LogConfig is the [log] section.
@@ -140,7 +142,7 @@ func Default() Config {
 		PromptCache: PromptCacheConfig{GiB: -1},
 		Drafts:      DraftsConfig{Enabled: true, MTPMax: 3, NGram: true, NGramMax: 4},
 		Sampling:    SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 4096},
-		Residency:   ResidencyConfig{Enabled: true, KeepWarm: 15 * time.Minute},
+		Residency:   ResidencyConfig{Enabled: true, KeepWarm: 15 * time.Minute, Tick: 500 * time.Millisecond},
 		Log:         LogConfig{Level: "info"},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"tfd/batch"
 )
@@ -61,6 +62,7 @@ func (c Config) problems() []problem {
 	check(s.MaxTokens > 0, "sampling.max_tokens", "want a positive number of tokens")
 
 	check(c.Residency.KeepWarm >= 0, "residency.keep_warm", "want a duration ≥ 0")
+	check(c.Residency.Tick >= 10*time.Millisecond, "residency.tick", "want a duration of at least 10ms (macOS takes idle GPU memory back after about a second: 500ms keeps ahead of it)")
 	check(oneOf(c.Log.Level, "debug", "info", "warn", "error"), "log.level", "want one of debug, info, warn, error")
 	return ps
 }
