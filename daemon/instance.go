@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,20 +204,20 @@ func OpenBackend(name string, logger *slog.Logger) (compute.Backend, error) {
 	}
 	registered := compute.Drivers()
 	var errs []error
+	var why []string // one line for the log: why each backend before the one taken was passed over
 	for _, n := range backendPreference {
 		if !slices.Contains(registered, n) {
 			continue
 		}
 		b, err := compute.Open(n)
 		if err == nil {
+			if len(why) > 0 {
+				logger.Info("model.backend auto: serving on "+n, "passed_over", strings.Join(why, "; "))
+			}
 			return b, nil
 		}
-		if errors.Is(err, compute.ErrNoDevice) {
-			logger.Debug("no device for this backend, trying the next", "backend", n, "err", err)
-		} else {
-			logger.Warn("backend failed to open, trying the next", "backend", n, "err", err)
-		}
 		errs = append(errs, err)
+		why = append(why, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	return nil, fmt.Errorf("daemon: model.backend auto: no backend opened (registered: %v): %w", registered, errors.Join(errs...))
 }
