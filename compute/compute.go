@@ -248,6 +248,16 @@ type Chainer interface {
 	ArgmaxNext(logits, tokens, positions, chain Tensor, n, step int)
 }
 
+// Warmer is an optional interface of a Backend whose device cools down while idle (a GPU lowers
+// its clocks; macOS takes idle GPU memory back). The engine's Model.Warm calls it on the
+// scheduler's idle tick, from the goroutine that drives the backend.
+type Warmer interface {
+	// Warm keeps the device ready while idle with a token amount of real work, waits for it, and
+	// uses the moment to apply what waits for idleness (Metal commits the changes to its residency
+	// set staged during the last request). It reports the work's error.
+	Warm() error
+}
+
 // Elements returns the number of elements of a tensor of shape, or an error for a negative
 // dimension or a count whose bytes would overflow an int. Backends size allocations with it.
 func Elements(shape []int) (int, error) {

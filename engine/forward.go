@@ -207,10 +207,14 @@ func attentionScale(headDim int) float32 {
 	return float32(1 / math.Sqrt(float64(headDim)))
 }
 
-// Warm runs one tiny kernel (16 bytes added to themselves) and waits for it, so that an idle GPU
-// does real work and keeps its clocks and memory ready for the next request. It implements
-// scheduler.Warmer; like Forward it is not safe for concurrent use.
+// Warm keeps an idle device ready for the next request: it runs the backend's own Warm where the
+// backend is a compute.Warmer, and otherwise one tiny kernel (16 bytes added to themselves) that it
+// waits for, so that an idle GPU does real work and keeps its clocks and memory up. It implements
+// batch.Warmer; like Forward it is not safe for concurrent use.
 func (m *Model) Warm() error {
+	if w, ok := m.backend.(compute.Warmer); ok {
+		return w.Warm()
+	}
 	m.backend.Add(m.act.warm, m.act.warm, m.act.warm, 1)
 	return m.backend.Sync()
 }

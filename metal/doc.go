@@ -10,6 +10,8 @@
 //     tests implement them with a fake device.
 //   - residency.go (every platform) is the keeper: the registry of live buffers, staging and
 //     commit points, whole-or-none against the memory bound, and the idle tick.
-//   - the *_darwin.go files are the Objective-C binding (one Go type per protocol, selectors as
-//     package variables) and the compute.Backend built on it.
+//   - memory_darwin.go reads what the memory plan needs of a Mac: its RAM (hw.memsize) and
+//     whether iogpu.disable_wired_collector keeps macOS off the GPU memory tfd wires.
+//   - the other *_darwin.go files are the Objective-C binding (one Go type per protocol,
+//     selectors as package variables) and the compute.Backend built on it.
 package metal

@@ -1,14 +1,21 @@
 // Package scheduler is the lane core: it turns requests into streams of tokens. It owns streams,
 // sessions (ranges of the model's KV slots), rounds (batched forwards), drafting, keyed sampling,
-// admission and cancellation, and sees the engine only through the Model interface (and the
-// optional Drafter, Chainer and Warmer).
+// admission and cancellation, and sees the engine only through the Model interface and the
+// abilities it is given (batch.Drafter, batch.Chainer, batch.Warmer).
 //
 // One goroutine, the lane, owns all of that state; Submit, Close, Reconfigure and Stats reach it
-// through a channel and a few atomics. Each turn of the lane admits waiting streams into free
-// sessions (preferring one that still holds the start of the prompt), ends cancelled ones, and
-// then either drives a stream that is alone (the lone driver: greedy chains of several tokens per
-// call where the backend offers them) or runs one shared round: a decoding row per stream, with
-// the drafts priced rounds grant it, then prompt chunks with what is left.
+// through a channel, a wake signal and a few atomics. Each turn of the lane ends cancelled
+// streams, admits waiting ones into free sessions (preferring one that still holds the start of
+// the prompt), and then either drives a stream that is alone (the lone driver: greedy chains of
+// several tokens per call where the model offers them) or runs one shared round: a decoding row
+// per stream, with the drafts priced rounds grant it, then prompt chunks with what is left.
+//
+// The lane never waits on a client. A stream's events go through a buffer and a relay goroutine
+// to its reader; a stream whose reader is behind keeps its session and sits out rounds, and the
+// relay wakes the lane when the reader catches up. When no stream can move, the lane blocks on
+// arrivals, that wake signal (a reader caught up, a request ended, the routing changed) and the
+// keep-warm timer; it never polls. A layout change applies at once to the part of the new layout
+// that no running reply holds, and to the rest as those replies end.
 //
 // Every reply is exact: a forward's rows do not affect one another (the compute contract's batch
 // invariance), and a token sampled at position p depends only on the logits and (seed, p). So a
