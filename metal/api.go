@@ -158,6 +158,7 @@ var messages = []message{
 	// MTLCommandQueue, MTLCommandBuffer.
 	{"commandBuffer", "MTL::CommandQueue", nil, kindObject},
 	{"addResidencySet:", "MTL::CommandQueue", []kind{kindObject}, kindVoid},
+	{"removeResidencySet:", "MTL::CommandQueue", []kind{kindObject}, kindVoid},
 	{"computeCommandEncoder", "MTL::CommandBuffer", nil, kindObject},
 	{"blitCommandEncoder", "MTL::CommandBuffer", nil, kindObject},
 	{"commit", "MTL::CommandBuffer", nil, kindVoid},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/ebitengine/purego/objc"
@@ -33,10 +34,11 @@ type backend struct {
 	ticks   [2]*buffer // the idle tick copies 16 bytes from the first to the second
 	own     []*buffer  // the four above
 
-	// Residency: the keeper is made at the first allocation, with opts as they are then.
+	// Residency: the keeper is made at the first allocation, with opts as they are then. It is
+	// read by ResidencyStats from other goroutines (/metrics), hence the atomic pointer.
 	opts       ResidencyOptions
 	logger     *slog.Logger
-	keep       *keeper
+	keep       atomic.Pointer[keeper]
 	wasLoaded  bool              // the keeper was told the load is over
 	sets       []mtlResidencySet // the sets made for the keeper, released at Close
 	workingSet uint64            // recommendedMaxWorkingSetSize at Open
@@ -217,6 +219,7 @@ func (b *backend) release() {
 	}
 	clear(b.pipes)
 	for _, s := range b.sets {
+		b.queue.removeResidencySet(s) // the keeper ended residency; the set is the backend's
 		release(s.id)
 	}
 	release(b.lib.id)
@@ -239,9 +242,15 @@ func (b *backend) Describe() string {
 		b.device, b.found, float64(b.workingSet)/(1<<30), float64(b.maxBuf)/(1<<30))
 }
 
+var (
+	_ compute.Chainer = (*backend)(nil)
+	_ compute.Warmer  = (*backend)(nil)
+	_ Residency       = (*backend)(nil)
+)
+
 // SetResidency implements Residency: it must come before the first Upload, Alloc or NewKV.
 func (b *backend) SetResidency(opts ResidencyOptions, logger *slog.Logger) error {
-	if b.keep != nil {
+	if b.keep.Load() != nil {
 		return errors.New("metal: SetResidency after the backend made its first tensor: set residency before loading the model")
 	}
 	b.opts = opts
@@ -251,19 +260,27 @@ func (b *backend) SetResidency(opts ResidencyOptions, logger *slog.Logger) error
 	return nil
 }
 
-// residency returns the keeper, making it at the first call with the options set by then.
-func (b *backend) residency() *keeper {
-	if b.keep == nil {
-		opts := b.opts
-		if opts.Limit == 0 {
-			opts.Limit = b.workingSet
-		}
-		b.keep = newKeeper(b, opts, b.logger)
-		for _, a := range b.own {
-			b.keep.track(a)
-		}
+// ResidencyStats implements Residency: what /metrics shows of the keeper; zero before the first
+// tensor. It is safe for concurrent use.
+func (b *backend) ResidencyStats() ResidencyStats {
+	if k := b.keep.Load(); k != nil {
+		return k.stats()
 	}
-	return b.keep
+	return ResidencyStats{}
+}
+
+// residency returns the keeper, making it at the first call with the options set by then (Limit
+// 0 is the device's working set, which the keeper applies anyway).
+func (b *backend) residency() *keeper {
+	k := b.keep.Load()
+	if k == nil {
+		k = newKeeper(b, b.opts, b.logger)
+		for _, a := range b.own {
+			k.track(a)
+		}
+		b.keep.Store(k)
+	}
+	return k
 }
 
 // loaded tells the keeper, once, that the load is over. It runs before the first command
@@ -271,9 +288,13 @@ func (b *backend) residency() *keeper {
 // scratch before its first forward, so that is when the whole working set exists. Buffers
 // made later are staged by the keeper like those of a request.
 func (b *backend) loaded() {
-	if !b.wasLoaded {
-		b.wasLoaded = true
-		b.residency().loaded()
+	if b.wasLoaded {
+		return
+	}
+	b.wasLoaded = true
+	b.residency().loaded()
+	if off, err := wiredCollectorDisabled(); err == nil && !off {
+		b.logger.Info(wiredCollectorHint)
 	}
 }
 
@@ -310,8 +331,8 @@ func (b *backend) Close() error {
 	}
 	err := b.flush()
 	b.closed = true
-	if b.keep != nil {
-		b.keep.close()
+	if k := b.keep.Load(); k != nil {
+		k.close()
 	}
 	b.release()
 	return err
@@ -339,7 +360,7 @@ func (b *backend) collectErrors() error {
 }
 
 // commandBuffer returns the command buffer being encoded, opening one if there is none: the
-// keeper hears first (its staged adds land before the work that may need them).
+// keeper hears first (at a request's start it commits what it staged since the last commit).
 func (b *backend) commandBuffer() mtlCommandBuffer {
 	if b.closed {
 		panic("metal: op on a closed backend")
@@ -381,7 +402,8 @@ func (b *backend) endCompute() {
 	}
 }
 
-// flush commits the command buffer being encoded, if any, and waits for it.
+// flush commits the command buffer being encoded, if any, and waits for it; then the keeper
+// hears that the device is idle.
 func (b *backend) flush() error {
 	if b.cmd.id == 0 {
 		return nil
@@ -390,7 +412,9 @@ func (b *backend) flush() error {
 	cmd := b.cmd
 	b.cmd = mtlCommandBuffer{}
 	cmd.commit()
-	return b.wait(cmd, "a forward")
+	err := b.wait(cmd, "a forward")
+	b.residency().afterWork()
+	return err
 }
 
 // wait waits for a committed command buffer, releases it, and reports its failure with its

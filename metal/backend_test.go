@@ -222,6 +222,12 @@ func TestWarmTicks(t *testing.T) {
 		}
 		b.Add(x, x, x, 1)
 		computetest.SameBits(t, "x+x after the ticks", readOne(t, b, x, 4), []float32{2, 4, 6, 8})
+		// On: a set on macOS 15 and later, none before (the keeper logs which); ticks either way.
+		st := b.(Residency).ResidencyStats()
+		if st.Ticks != 3 || (!on && st.On) {
+			t.Errorf("residency %v: %+v after three ticks", on, st)
+		}
+		t.Logf("residency %v: %+v", on, st)
 	}
 }
 

@@ -33,6 +33,8 @@ func DefaultResidency() ResidencyOptions {
 // with the [residency] settings and the plan's limit; a backend never given them keeps
 // DefaultResidency. Limit 0 means the device's recommendedMaxWorkingSetSize. logger receives
 // the keeper's reports (whole or none, the bytes held); nil keeps slog.Default().
+// ResidencyStats is what /metrics shows; it is safe to call from any goroutine.
 type Residency interface {
 	SetResidency(opts ResidencyOptions, logger *slog.Logger) error
+	ResidencyStats() ResidencyStats
 }

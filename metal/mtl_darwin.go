@@ -158,6 +158,11 @@ func (q mtlCommandQueue) addResidencySet(s mtlResidencySet) {
 	send(q.id, sel_addResidencySet, uintptr(s.id))
 }
 
+// removeResidencySet detaches a set from the queue's command buffers.
+func (q mtlCommandQueue) removeResidencySet(s mtlResidencySet) {
+	send(q.id, sel_removeResidencySet, uintptr(s.id))
+}
+
 // mtlCommandBuffer is an id<MTLCommandBuffer>
 // (https://developer.apple.com/documentation/metal/mtlcommandbuffer).
 type mtlCommandBuffer struct{ id objc.ID }

@@ -115,6 +115,7 @@ var (
 	sel_gpuAddress                                                  = selector("gpuAddress")
 	sel_commandBuffer                                               = selector("commandBuffer")
 	sel_addResidencySet                                             = selector("addResidencySet:")
+	sel_removeResidencySet                                          = selector("removeResidencySet:")
 	sel_computeCommandEncoder                                       = selector("computeCommandEncoder")
 	sel_blitCommandEncoder                                          = selector("blitCommandEncoder")
 	sel_commit                                                      = selector("commit")

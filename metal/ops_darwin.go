@@ -38,7 +38,7 @@ func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	vocab, dim := tt.shape[0], tt.shape[1]
 	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
 	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
-	b.dispatch(kernels.EmbedLaunch(w, rows), buf(xt), buf(tt), buf(ids), i32(vocab), i32(dim), b.errArg())
+	b.dispatch(kernels.EmbedLaunch(w, rows), bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim), b.errArg())
 }
 
 // Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
@@ -51,7 +51,7 @@ func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
 	n, w := st.shape[0], st.rowLen()
 	d := b.tensorOf(dst, "Gather", "dst", compute.F32, rows*w)
 	idx := b.tensorOf(index, "Gather", "index", compute.I32, rows)
-	b.dispatch(kernels.GatherLaunch(rows), buf(d), buf(st), buf(idx), i32(n), i32(w), b.errArg())
+	b.dispatch(kernels.GatherLaunch(rows), bufArg(d), bufArg(st), bufArg(idx), i32(n), i32(w), b.errArg())
 }
 
 // RMSNorm writes dst[i] = w·(x[i]·rsqrt(mean(x[i]²)+eps)) for n vectors of len(w) each. dst may
@@ -80,7 +80,7 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 	if residual != nil {
 		rt, add = b.tensorOf(residual, op, "residual", compute.F32, n*d), 1
 	}
-	b.dispatch(kernels.RMSNormLaunch(n), buf(dt), buf(rt), buf(xt), buf(wt), i32(n), i32(d), f32(eps), i32(add))
+	b.dispatch(kernels.RMSNormLaunch(n), bufArg(dt), bufArg(rt), bufArg(xt), bufArg(wt), i32(n), i32(d), f32(eps), i32(add))
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
@@ -99,9 +99,9 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	var bt arg
 	hasBias := 0
 	if bias != nil {
-		bt, hasBias = buf(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
+		bt, hasBias = bufArg(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
 	}
-	b.dispatch(kernels.MatMulLaunch(ws, rows, out), buf(dt), buf(xt), buf(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias))
+	b.dispatch(kernels.MatMulLaunch(ws, rows, out), bufArg(dt), bufArg(xt), bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias))
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
@@ -114,7 +114,7 @@ func (b *backend) RoPE(x, positions, invFreq compute.Tensor, rows, heads int) {
 	}
 	xt := b.tensorOf(x, "RoPE", "x", compute.F32, rows*heads*2*half)
 	pt := b.tensorOf(positions, "RoPE", "positions", compute.I32, rows)
-	b.dispatch(kernels.RoPELaunch(rows), buf(xt), buf(pt), buf(ft), i32(heads), i32(half))
+	b.dispatch(kernels.RoPELaunch(rows), bufArg(xt), bufArg(pt), bufArg(ft), i32(heads), i32(half))
 }
 
 // KVWrite stores k[r] and v[r] into slot bases[r]+positions[r] of the layer. A row whose slot
@@ -127,7 +127,7 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 	bt := b.tensorOf(bases, "KVWrite", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "KVWrite", "positions", compute.I32, rows)
 	l := p.layers[layer]
-	b.dispatch(kernels.KVWriteLaunch(rows), arg{buf: l}, arg{buf: l, off: p.values()}, buf(kt), buf(vt), buf(bt), buf(pt),
+	b.dispatch(kernels.KVWriteLaunch(rows), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(kt), bufArg(vt), bufArg(bt), bufArg(pt),
 		i32(p.spec.Slots), i32(st), b.errArg())
 }
 
@@ -146,7 +146,7 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	bt := b.tensorOf(bases, "Attention", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "Attention", "positions", compute.I32, rows)
 	l := p.layers[layer]
-	b.dispatch(kernels.AttentionLaunch(rows, heads), buf(dt), buf(qt), arg{buf: l}, arg{buf: l, off: p.values()}, buf(bt), buf(pt),
+	b.dispatch(kernels.AttentionLaunch(rows, heads), bufArg(dt), bufArg(qt), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(bt), bufArg(pt),
 		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), b.errArg())
 }
 
@@ -168,7 +168,7 @@ func (b *backend) elementwise(op string, launch func(n int) kernels.Launch, dst,
 	dt := b.tensorOf(dst, op, "dst", compute.F32, n)
 	at := b.tensorOf(x, op, "a", compute.F32, n)
 	bt := b.tensorOf(y, op, "b", compute.F32, n)
-	b.dispatch(launch(n), buf(dt), buf(at), buf(bt), i32(n))
+	b.dispatch(launch(n), bufArg(dt), bufArg(at), bufArg(bt), i32(n))
 }
 
 // CopyKV copies n slots from src to dst in every layer, bits unchanged; the ranges may overlap.
@@ -222,7 +222,7 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	tt := b.tensorOf(tokens, "ArgmaxNext", "tokens", compute.I32, 1)
 	pt := b.tensorOf(positions, "ArgmaxNext", "positions", compute.I32, 1)
 	ct := b.tensorOf(chain, "ArgmaxNext", "chain", compute.I32, step+1)
-	b.dispatch(kernels.ArgmaxNextLaunch(), buf(lt), buf(tt), buf(pt), buf(ct), i32(n), i32(step))
+	b.dispatch(kernels.ArgmaxNextLaunch(), bufArg(lt), bufArg(tt), bufArg(pt), bufArg(ct), i32(n), i32(step))
 }
 
 // asTensor returns t as this backend's tensor, or panics naming the op and argument.
@@ -268,7 +268,7 @@ func (b *backend) asKV(kv compute.KV, op string, layer int) *kvPool {
 }
 
 // Kernel arguments: a tensor's buffer at offset 0, the error word, and 4-byte scalars.
-func buf(t *tensor) arg        { return arg{buf: t.buf} }
+func bufArg(t *tensor) arg     { return arg{buf: t.buf} }
 func (b *backend) errArg() arg { return arg{buf: b.errWord} }
 func i32(v int) arg            { return arg{scalar: uint64(uint32(int32(v)))} }
 func f32(v float32) arg        { return arg{scalar: uint64(math.Float32bits(v))} }
