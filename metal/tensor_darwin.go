@@ -3,7 +3,6 @@
 package metal
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"unsafe"
@@ -121,7 +120,7 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 		return nil, fmt.Errorf("metal: %w", err)
 	}
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {
-		data, dtype = widen(dtype, data), compute.F32
+		data, dtype = compute.WidenToF32(dtype, data), compute.F32
 	}
 	t := &tensor{b: b, dtype: dtype, shape: append([]int(nil), shape...), n: n}
 	if n == 0 {
@@ -134,22 +133,6 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 	b.track(t.buf)
 	b.live[t] = struct{}{}
 	return t, nil
-}
-
-// widen converts F16 or BF16 data to F32 bytes, exactly.
-func widen(dtype compute.DType, data []byte) []byte {
-	out := make([]byte, 2*len(data))
-	for i := range len(data) / 2 {
-		h := binary.LittleEndian.Uint16(data[2*i:])
-		var f float32
-		if dtype == compute.BF16 {
-			f = compute.BF16ToF32(h)
-		} else {
-			f = compute.F16ToF32(h)
-		}
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
-	}
-	return out
 }
 
 // Alloc returns a zeroed F32 or I32 tensor (Metal clears new buffers).
