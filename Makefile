@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The release targets: Apple silicon Macs, and Linux on x86-64.
 RELEASES := darwin/arm64 linux/amd64
 
-.PHONY: run test vet build darwin release clean test-cuda test-metal
+.PHONY: run test test-openai vet build darwin release clean test-cuda test-metal
 
 # run builds bin/tfd and serves the bundled model. exec hands the process to tfd, which exits 0
 # on Ctrl-C, so make reports no error (go run turned the interrupt into exit status 1).
@@ -16,7 +16,13 @@ run: build
 # soak runs once, in the first pass; under the race detector it would take minutes).
 test: vet
 	$(GO) test ./...
-	$(GO) test -race -short ./scheduler ./daemon ./cpu ./engine
+	$(GO) test -race -short ./scheduler ./daemon/... ./cpu ./engine
+
+# test-openai talks to a real tfd with the official openai-go client. It is apart from test because
+# compiling that client takes a minute or two on a small machine; .ci/run runs both.
+test-openai:
+	$(GO) vet -tags openai ./cmd/tfd
+	$(GO) test -tags openai ./cmd/tfd -run '^TestServe$$'
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

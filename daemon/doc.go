@@ -1,11 +1,13 @@
-// Package daemon owns the life of the tfd process: its configuration (koanf layers, validation,
-// the effective view printed by `tfd config`) and its live reload (an fsnotify watch on the
-// config's folder), the memory plan in force, the OpenAI-compatible HTTP API with /metrics and
-// the status endpoint, request logs, the graceful stop, and tfd's install as a system service
-// (launchd on macOS, systemd on Linux).
+// Package daemon owns the life of the tfd process: Run binds the port, plans memory, loads the
+// model into an instance (a backend, the weights, the scheduler host and the API Handler that
+// feeds it), serves HTTP through the live handler (the API, /metrics and the status endpoint),
+// watches the config and reloads it, switches models, and stops gracefully; and the process's
+// log. The rooms it wires: config (what to run), api (the OpenAI-compatible HTTP API), metrics,
+// status (the status report's shape). service installs the process; bench loads the model as
+// the process does (OpenBackend, PlanConfig, ModelSource) to measure it.
 //
-// The HTTP layer sees the model only through [Model], a small struct of the daemon's own, so it
-// can be tested with a fake tokenizer, template and host; [Run] builds a Model from the engine.
+// The API sees the model only through api.ServedModel, which an instance builds from the
+// engine's model and its host.
 //
 // Reload semantics, in one place: a change of the config file or of the API keys file in force
 // is debounced, the config is built again from every layer and validated as a whole (the keys

@@ -12,33 +12,39 @@ import (
 
 	"tfd/batch"
 	"tfd/compute"
+	"tfd/daemon/api"
+	"tfd/daemon/config"
+	"tfd/daemon/metrics"
 	"tfd/engine"
 	"tfd/engine/tokenizer"
 	"tfd/models"
 	"tfd/scheduler"
 )
 
-// maxRows is the rows one forward takes: the engine's default, named here because the memory
-// plan sizes the scratch for it.
-const maxRows = 256
+// MaxRows is the rows one forward takes: the engine's default, named here because the memory
+// plan sizes the scratch for it. bench loads with it too.
+const MaxRows = 256
 
 // instance is one served model: its backend, its weights and KV pool, the scheduler host that
-// runs its requests and the HTTP Handler that feeds the host. A model switch builds a new
+// runs its requests and the API Handler that feeds the host. A model switch builds a new
 // instance and retires the old; each has a backend of its own, so that two models never drive
 // one backend from two goroutines (a backend is not safe for concurrent use).
 type instance struct {
-	mc      ModelConfig
+	mc      config.ModelConfig
 	plan    engine.Plan
 	backend compute.Backend
 	model   *engine.Model
 	host    *scheduler.Shared
-	handler *Handler
+	// served is what the API sees of the model; handler serves the API for it. A reload that
+	// renames the model replaces both, under the server's lock.
+	served  api.ServedModel
+	handler *front
 	// loadTime is how long the weights took to load, for the log.
 	loadTime time.Duration
 }
 
-// modelSource returns the engine source mc names: the folder, or the bundled model.
-func modelSource(mc ModelConfig) engine.Source {
+// ModelSource returns the engine source mc names: the folder, or the bundled model.
+func ModelSource(mc config.ModelConfig) engine.Source {
 	if mc.Path == "" {
 		return engine.Source{FS: models.FS(), Name: cmp.Or(mc.Name, models.Name)}
 	}
@@ -47,8 +53,8 @@ func modelSource(mc ModelConfig) engine.Source {
 
 // PlanConfig computes the memory plan for cfg on backend without loading weights: it reads the
 // model's config.json and safetensors headers only.
-func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
-	mcfg, info, err := engine.Inspect(modelSource(cfg.Model))
+func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error) {
+	mcfg, info, err := engine.Inspect(ModelSource(cfg.Model))
 	if err != nil {
 		return engine.Plan{}, fmt.Errorf("daemon: read the model for its memory plan: %w", err)
 	}
@@ -64,16 +70,17 @@ func PlanConfig(cfg Config, backend compute.Backend) (engine.Plan, error) {
 		Parallel:     parallel,
 		Grow:         cfg.Sessions.Grow,
 		Layout:       layout,
-		MaxRows:      maxRows,
+		MaxRows:      MaxRows,
 	})
 }
 
 // residentBytes is what a loaded instance holds under the plan's limit.
 func (in *instance) residentBytes() int64 { return in.plan.Weights + in.plan.Scratch + in.plan.KV }
 
-// startInstance opens a backend, plans, loads the model and starts its host. plan, when not nil,
-// is a plan already made for cfg on this kind of backend; otherwise one is made here.
-func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing Routing, hopts HandlerOptions, logger *slog.Logger) (*instance, error) {
+// startInstance opens a backend, plans, loads the model and starts its host, with an API Handler
+// made with hopts. plan, when not nil, is a plan already made for cfg on this kind of backend;
+// otherwise one is made here.
+func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, hopts api.HandlerOptions, logger *slog.Logger) (*instance, error) {
 	backend, err := OpenBackend(cfg.Model.Backend, logger)
 	if err != nil {
 		return nil, err
@@ -89,15 +96,16 @@ func startInstance(ctx context.Context, cfg Config, plan *engine.Plan, routing R
 		in.close(context.Background())
 		return nil, err
 	}
-	in.handler = NewHandler(servedModel(in.model, cfg.Model, in.host), hopts.withRouting(routing))
+	in.served = servedModel(in.model, in.host)
+	in.handler = newFront(api.NewHandler(in.served, hopts))
 	return in, nil
 }
 
 // load loads the weights with a KV pool of the plan's size and starts the host on its layout.
-func (in *instance) load(ctx context.Context, cfg Config, logger *slog.Logger, report func(where string, err error)) error {
+func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
-	m, err := engine.Load(ctx, modelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: maxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
+	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
+		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {
 			return fmt.Errorf("daemon: load the bundled model: %w", err)
@@ -130,11 +138,11 @@ func loadProgress(logger *slog.Logger, start time.Time) func(step string, done, 
 // workedAround returns a host's Report: each error the host worked around is counted in
 // tfd_errors_total{where} and logged the first time one of its kind comes, so that a broken draft
 // head or tick shows up without flooding the log.
-func workedAround(logger *slog.Logger, metrics *Metrics) func(where string, err error) {
+func workedAround(logger *slog.Logger, m *metrics.Metrics) func(where string, err error) {
 	var mu sync.Mutex // guards seen
 	seen := map[string]bool{}
 	return func(where string, err error) {
-		metrics.countError(where)
+		m.CountError(where)
 		mu.Lock()
 		first := !seen[where]
 		seen[where] = true
@@ -146,14 +154,14 @@ func workedAround(logger *slog.Logger, metrics *Metrics) func(where string, err 
 }
 
 // sharedOptions are the host's routing for cfg's sessions under the instance's plan.
-func (in *instance) sharedOptions(cfg Config) scheduler.SharedOptions {
+func (in *instance) sharedOptions(cfg config.Config) scheduler.SharedOptions {
 	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: cfg.Sessions.Grow, Queue: cfg.Sessions.Queue,
 		KeepWarm: in.keepWarm(cfg.Residency)}
 }
 
 // keepWarm is how long the host ticks the device after its last forward: residency.keep_warm
 // on a GPU, nothing on the CPU (there is nothing to keep warm).
-func (in *instance) keepWarm(rc ResidencyConfig) time.Duration {
+func (in *instance) keepWarm(rc config.ResidencyConfig) time.Duration {
 	if !rc.Enabled || in.backend.Name() == "cpu" {
 		return 0
 	}
@@ -213,15 +221,15 @@ func OpenBackend(name string, logger *slog.Logger) (compute.Backend, error) {
 	return nil, fmt.Errorf("daemon: model.backend auto: no backend opened (registered: %v): %w", registered, errors.Join(errs...))
 }
 
-// servedModel is what the HTTP layer sees of m.
-func servedModel(m *engine.Model, mc ModelConfig, host scheduler.Host) Model {
+// servedModel is what the HTTP API sees of m, served by host.
+func servedModel(m *engine.Model, host scheduler.Host) api.ServedModel {
 	g := m.Generation()
-	sm := Model{
+	sm := api.ServedModel{
 		Name:      m.Name(),
 		Tokenizer: engineTokenizer{m.Tokenizer()},
 		EOS:       g.EOS,
 		Context:   m.Context(),
-		Defaults: SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
+		Defaults: config.SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
 			TopK: g.TopK, MinP: float64(g.MinP)},
 		Host:    host,
 		Created: time.Now().Unix(),
@@ -232,7 +240,7 @@ func servedModel(m *engine.Model, mc ModelConfig, host scheduler.Host) Model {
 	return sm
 }
 
-// engineTokenizer adapts the engine's tokenizer to the Tokenizer interface.
+// engineTokenizer adapts the engine's tokenizer to the API's Tokenizer interface.
 type engineTokenizer struct{ *tokenizer.Tokenizer }
 
-func (t engineTokenizer) NewDecoder() Decoder { return t.Tokenizer.NewDecoder() }
+func (t engineTokenizer) NewDecoder() api.Decoder { return t.Tokenizer.NewDecoder() }

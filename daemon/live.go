@@ -6,38 +6,59 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"tfd/daemon/api"
+	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 )
 
 // liveHandler is the HTTP handler of a running daemon. It serves /metrics and /v1/tfd/status
 // itself (with an API key when keys are set: they tell the load and the config) and passes every
-// other request to the current model's Handler. A config reload swaps
+// other request to the current model's API Handler. A config reload swaps
 // that Handler: requests already in the old one finish there (with the old model and host), new
 // ones go to the new one. While a model switch drains the old model before loading the new one,
 // new requests wait (until their context ends) and then go to the new model.
 type liveHandler struct {
-	metrics *Metrics
-	status  func() StatusReport
+	metrics *metrics.Metrics
+	status  func() status.Report
 	keys    func() []string // the API keys in force; empty: none needed
 	// bodyTimeout bounds the arrival of a body liveHandler does not read: the Handlers'.
 	bodyTimeout time.Duration
 
 	mu      sync.Mutex    // guards cur, resumed, down and closed
-	cur     *Handler      // nil while a switch has paused admissions
+	cur     *front        // nil while a switch has paused admissions
 	resumed chan struct{} // closed when admissions resume; nil while not paused
 	down    error         // set when no model could be loaded: requests get 503 saying why
 	closed  chan struct{} // closed at shutdown: paused requests are answered 503
 }
 
-func newLiveHandler(h *Handler, metrics *Metrics, status func() StatusReport, keys func() []string) *liveHandler {
-	return &liveHandler{cur: h, metrics: metrics, status: status, keys: keys, bodyTimeout: h.opts.BodyTimeout, closed: make(chan struct{})}
+// apiHandler is what the daemon needs of an API Handler (*api.Handler): to serve requests, and
+// to take the routing of a reload.
+type apiHandler interface {
+	http.Handler
+	SetRouting(api.Routing)
+}
+
+// front is an API Handler as the live handler hands requests to it: the requests it is serving
+// are counted, so that a model switch can wait for them (see drain).
+type front struct {
+	apiHandler
+	inflight sync.WaitGroup
+}
+
+func newFront(h apiHandler) *front { return &front{apiHandler: h} }
+
+// newLiveHandler returns the live handler serving f, with bodyTimeout the Handlers' bound on a
+// request body's arrival.
+func newLiveHandler(f *front, m *metrics.Metrics, report func() status.Report, keys func() []string, bodyTimeout time.Duration) *liveHandler {
+	return &liveHandler{cur: f, metrics: m, status: report, keys: keys, bodyTimeout: bodyTimeout, closed: make(chan struct{})}
 }
 
 func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/metrics", statusPath:
+	case "/metrics", status.Path:
 		l.boundUnread(w, r)
-		if !hasKey(r, l.keys()) {
-			writeUnauthorized(w)
+		if !api.Authorize(w, r, l.keys()) {
 			return
 		}
 	}
@@ -45,14 +66,12 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/metrics":
 		l.metrics.Handler().ServeHTTP(w, r)
 		return
-	case statusPath:
+	case status.Path:
 		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: errInvalidRequest, code: "method_not_allowed",
-				message: r.Method + " is not allowed on " + r.URL.Path + "; use GET"})
+			api.WriteMethodNotAllowed(w, r, http.MethodGet)
 			return
 		}
-		writeJSON(w, http.StatusOK, l.status())
+		api.WriteJSON(w, http.StatusOK, l.status())
 		return
 	}
 	h, err := l.acquire(r.Context())
@@ -62,10 +81,10 @@ func (l *liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var down downError
 	switch {
 	case errors.As(err, &down):
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, typ: errServer, code: "no_model", retryAfter: 30, message: down.Error()})
+		api.WriteNoModel(w, down.Error())
 		return
 	case err != nil:
-		writeError(w, shuttingDown())
+		api.WriteShuttingDown(w)
 		return
 	}
 	defer h.inflight.Done()
@@ -85,7 +104,7 @@ func (l *liveHandler) boundUnread(w http.ResponseWriter, r *http.Request) {
 
 // acquire returns the current Handler with the request counted in its inflight group, waiting
 // while a switch has paused admissions. It fails when ctx ends or the daemon stops first.
-func (l *liveHandler) acquire(ctx context.Context) (*Handler, error) {
+func (l *liveHandler) acquire(ctx context.Context) (*front, error) {
 	for {
 		l.mu.Lock()
 		h, resumed, down := l.cur, l.resumed, l.down
@@ -109,16 +128,9 @@ func (l *liveHandler) acquire(ctx context.Context) (*Handler, error) {
 	}
 }
 
-// current returns the Handler new requests go to, or nil while paused.
-func (l *liveHandler) current() *Handler {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cur
-}
-
 // swap makes h the Handler for new requests and returns the previous one (nil if paused). It
 // does not wait for the previous one's requests: see drain.
-func (l *liveHandler) swap(h *Handler) *Handler {
+func (l *liveHandler) swap(h *front) *front {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur
@@ -131,7 +143,7 @@ func (l *liveHandler) swap(h *Handler) *Handler {
 }
 
 // pause stops handing requests to any Handler until swap, and returns the one that was current.
-func (l *liveHandler) pause() *Handler {
+func (l *liveHandler) pause() *front {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur
@@ -156,7 +168,7 @@ func (l *liveHandler) fail(err error) {
 // downError is acquire's error while no model is loaded.
 type downError struct{ error }
 
-// close answers requests waiting on a pause with 503; Serve calls it at shutdown.
+// close answers requests waiting on a pause with 503; serve calls it at shutdown.
 func (l *liveHandler) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -168,7 +180,7 @@ func (l *liveHandler) close() {
 }
 
 // drain waits until the requests h was serving when it stopped being current have ended.
-func drain(h *Handler) {
+func drain(h *front) {
 	if h != nil {
 		h.inflight.Wait()
 	}

@@ -22,9 +22,11 @@ func TestLogFileFollowsRotation(t *testing.T) {
 	l.Write([]byte("two\n"))
 	os.Rename(path, path+".1") // a rotation that leaves no file behind
 	l.Write([]byte("three\n"))
-	checkFile(t, path+".0", "one\n")
-	checkFile(t, path+".1", "turned over\ntwo\n")
-	checkFile(t, path, "three\n")
+	for file, want := range map[string]string{path + ".0": "one\n", path + ".1": "turned over\ntwo\n", path: "three\n"} {
+		if got, err := os.ReadFile(file); err != nil || string(got) != want {
+			t.Errorf("%s holds %q (%v), want %q", file, got, err, want)
+		}
+	}
 	if info, err := os.Stat(path); err != nil {
 		t.Error(err)
 	} else if info.Mode().Perm()&0o027 != 0 {

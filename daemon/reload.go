@@ -4,20 +4,15 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"tfd/daemon/api"
+	"tfd/daemon/config"
+	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 	"tfd/engine"
-)
-
-// The outcomes a reload is counted under in tfd_config_reloads_total.
-const (
-	reloadApplied   = "applied"   // the new config is in force (some settings may wait for a restart)
-	reloadUnchanged = "unchanged" // the file changed but no setting did
-	reloadInvalid   = "invalid"   // refused: the old config keeps serving
-	reloadFailed    = "failed"    // valid, but applying it failed: the old config keeps serving
 )
 
 // How settings apply on reload, by key or by section (a prefix ending in a dot). server.listen
@@ -33,11 +28,6 @@ var (
 	unbuiltKeys = []string{"prompt_cache."}
 )
 
-// change is one setting whose value differs between two configs.
-type change struct{ key, from, to string }
-
-func (c change) String() string { return c.key + " " + c.from + " → " + c.to }
-
 // reloadReport collects what one reload did, for its log line.
 type reloadReport struct {
 	changed, applied, waits []string
@@ -52,14 +42,14 @@ func (r *reloadReport) apply(format string, args ...any) {
 // and the running config and keys stay. It runs on the watcher's goroutine, so reloads never
 // overlap.
 func (s *server) reload(ctx context.Context) {
-	eff, err := LoadConfig(s.src)
+	eff, err := config.Load(s.src)
 	if err != nil {
-		s.finishReload(reloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
+		s.finishReload(metrics.ReloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
 		return
 	}
 	routing, err := readRouting(eff.Config) // the keys file, read once for the whole reload
 	if err != nil {
-		s.finishReload(reloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
+		s.finishReload(metrics.ReloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
 		return
 	}
 	s.mu.Lock()
@@ -68,13 +58,13 @@ func (s *server) reload(ctx context.Context) {
 	if closed || cur == nil {
 		return
 	}
-	changes := diffConfig(old, eff.Config)
+	changes := config.Diff(old, eff.Config)
 	if !slices.Equal(oldKeys, routing.APIKeys) && !touches(changes, "server.api_keys_file") {
 		// The same keys file, edited: a key added or revoked.
-		changes = append(changes, change{"server.api_keys_file", countKeys(oldKeys), countKeys(routing.APIKeys) + " (the file was edited)"})
+		changes = append(changes, config.Change{Key: "server.api_keys_file", From: countKeys(oldKeys), To: countKeys(routing.APIKeys) + " (the file was edited)"})
 	}
 	if len(changes) == 0 {
-		s.finishReload(reloadUnchanged, "no setting changed", nil)
+		s.finishReload(metrics.ReloadUnchanged, "no setting changed", nil)
 		return
 	}
 	r := &reloadReport{}
@@ -83,9 +73,9 @@ func (s *server) reload(ctx context.Context) {
 	}
 	next := keepRestartKeys(old, eff.Config, changes, r)
 	if err := s.applyConfig(ctx, old, next, routing, cur, changes, r); err != nil {
-		outcome := reloadInvalid
+		outcome := metrics.ReloadInvalid
 		if _, failed := err.(applyError); failed {
-			outcome = reloadFailed
+			outcome = metrics.ReloadFailed
 		}
 		s.finishReload(outcome, "refused, the running config stays: "+oneLine(err), r)
 		return
@@ -96,8 +86,8 @@ func (s *server) reload(ctx context.Context) {
 	s.pending = r.waits
 	gen, in := s.gen, s.cur
 	s.mu.Unlock()
-	s.metrics.setPlan(in.plan, gen)
-	s.finishReload(reloadApplied, "", r)
+	s.metrics.SetPlan(in.plan, gen)
+	s.finishReload(metrics.ReloadApplied, "", r)
 }
 
 // applyError marks a reload that was valid but failed to apply (a model that did not load).
@@ -105,7 +95,7 @@ type applyError struct{ error }
 
 // applyConfig puts next, with routing read from it, in force over old: first everything that can
 // refuse (the memory plan), then the sessions or the model, then the routing.
-func (s *server) applyConfig(ctx context.Context, old, next Config, routing Routing, cur *instance, changes []change, r *reloadReport) error {
+func (s *server) applyConfig(ctx context.Context, old, next config.Config, routing api.Routing, cur *instance, changes []config.Change, r *reloadReport) error {
 	var plan engine.Plan
 	if touches(changes, planKeys...) {
 		var err error
@@ -130,8 +120,8 @@ func (s *server) applyConfig(ctx context.Context, old, next Config, routing Rout
 	}
 	s.applyRouting(old, next, routing, changes, r)
 	for _, c := range changes {
-		if touches([]change{c}, unbuiltKeys...) {
-			r.waits = append(r.waits, c.key+" (not built yet: no effect)")
+		if touches([]config.Change{c}, unbuiltKeys...) {
+			r.waits = append(r.waits, c.Key+" (not built yet: no effect)")
 		}
 	}
 	return nil
@@ -139,13 +129,13 @@ func (s *server) applyConfig(ctx context.Context, old, next Config, routing Rout
 
 // needsModelLoad reports whether plan needs the weights loaded again: a new model or context,
 // or sessions that do not fit the KV pool the current model was loaded with.
-func needsModelLoad(changes []change, plan engine.Plan, cur *instance) bool {
+func needsModelLoad(changes []config.Change, plan engine.Plan, cur *instance) bool {
 	return touches(changes, modelKeys...) || plan.Context != cur.plan.Context || plan.Slots() > cur.model.Slots()
 }
 
 // reconfigure gives the current host the plan's sessions: new admissions use them, running
 // streams finish where they are.
-func (s *server) reconfigure(next Config, plan engine.Plan, cur *instance, r *reloadReport) error {
+func (s *server) reconfigure(next config.Config, plan engine.Plan, cur *instance, r *reloadReport) error {
 	s.mu.Lock()
 	kept := cur.plan
 	cur.plan.Layout, cur.plan.Parallel, cur.plan.Notes = plan.Layout, plan.Parallel, plan.Notes
@@ -163,12 +153,12 @@ func (s *server) reconfigure(next Config, plan engine.Plan, cur *instance, r *re
 }
 
 // rename serves the current model under next's model.name: a new Handler on the same host.
-func (s *server) rename(next Config, cur *instance, routing Routing, r *reloadReport) {
-	m := cur.handler.model
+func (s *server) rename(next config.Config, cur *instance, routing api.Routing, r *reloadReport) {
+	m := cur.served
 	m.Name = modelName(next.Model, cur)
-	h := NewHandler(m, s.handlerWith(routing))
+	h := newFront(api.NewHandler(m, s.handlerOptions(routing)))
 	s.mu.Lock()
-	cur.handler = h
+	cur.served, cur.handler = m, h
 	s.mu.Unlock()
 	old := s.http.swap(h)
 	go drain(old) // nothing to free: the host and model stay
@@ -176,18 +166,18 @@ func (s *server) rename(next Config, cur *instance, routing Routing, r *reloadRe
 }
 
 // modelName is the id a model is served under: model.name, or the folder's (or bundled) name.
-func modelName(mc ModelConfig, cur *instance) string {
+func modelName(mc config.ModelConfig, cur *instance) string {
 	if mc.Name != "" {
 		return mc.Name
 	}
 	if mc.Path != "" {
 		return filepath.Base(filepath.Clean(mc.Path))
 	}
-	return modelSource(mc).Name
+	return ModelSource(mc).Name
 }
 
 // applyRouting puts the settings that need no new model in force.
-func (s *server) applyRouting(old, next Config, routing Routing, changes []change, r *reloadReport) {
+func (s *server) applyRouting(old, next config.Config, routing api.Routing, changes []config.Change, r *reloadReport) {
 	s.mu.Lock()
 	s.routing = routing
 	cur := s.cur
@@ -210,16 +200,11 @@ func (s *server) applyRouting(old, next Config, routing Routing, changes []chang
 	}
 }
 
-// handlerWith returns the shared Handler options with routing.
-func (s *server) handlerWith(routing Routing) HandlerOptions {
-	return s.handlerOptions().withRouting(routing)
-}
-
 // keepRestartKeys returns next with the settings that need a restart kept at their old values,
 // noting each as waiting.
-func keepRestartKeys(old, next Config, changes []change, r *reloadReport) Config {
+func keepRestartKeys(old, next config.Config, changes []config.Change, r *reloadReport) config.Config {
 	for _, c := range changes {
-		switch c.key {
+		switch c.Key {
 		case "server.listen":
 			next.Server.Listen = old.Server.Listen
 		case "model.backend":
@@ -227,21 +212,21 @@ func keepRestartKeys(old, next Config, changes []change, r *reloadReport) Config
 		default:
 			continue
 		}
-		r.waits = append(r.waits, c.key+" (restart tfd: tfd restart)")
+		r.waits = append(r.waits, c.Key+" (restart tfd: tfd restart)")
 	}
 	return next
 }
 
 // finishReload logs the reload in one line and counts it.
 func (s *server) finishReload(outcome, why string, r *reloadReport) {
-	s.metrics.observeReload(outcome)
+	s.metrics.ObserveReload(outcome)
 	attrs := []any{"outcome", outcome}
 	if r != nil {
 		attrs = append(attrs, "changed", strings.Join(r.changed, "; "))
-		if len(r.applied) > 0 && outcome == reloadApplied {
+		if len(r.applied) > 0 && outcome == metrics.ReloadApplied {
 			attrs = append(attrs, "applied", strings.Join(r.applied, "; "))
 		}
-		if len(r.waits) > 0 && outcome == reloadApplied {
+		if len(r.waits) > 0 && outcome == metrics.ReloadApplied {
 			attrs = append(attrs, "waits", strings.Join(r.waits, "; "))
 		}
 	}
@@ -249,36 +234,23 @@ func (s *server) finishReload(outcome, why string, r *reloadReport) {
 		attrs = append(attrs, "why", why)
 	}
 	s.mu.Lock()
-	s.lastReload = reloadRecord{At: time.Now(), Outcome: outcome, Summary: why}
+	s.lastReload = status.Reload{At: time.Now(), Outcome: outcome, Summary: why}
 	gen := s.gen
 	s.mu.Unlock()
 	attrs = append(attrs, "generation", gen)
-	if outcome == reloadInvalid || outcome == reloadFailed {
+	if outcome == metrics.ReloadInvalid || outcome == metrics.ReloadFailed {
 		s.logger.Warn("config reload", attrs...)
 		return
 	}
 	s.logger.Info("config reload", attrs...)
 }
 
-// diffConfig lists the settings whose values differ between a and b, in schema order.
-func diffConfig(a, b Config) []change {
-	fa := configFields(reflect.ValueOf(&a).Elem())
-	fb := configFields(reflect.ValueOf(&b).Elem())
-	var out []change
-	for i := range fa {
-		if !reflect.DeepEqual(fa[i].v.Interface(), fb[i].v.Interface()) {
-			out = append(out, change{fa[i].key, tomlValue(fa[i].v), tomlValue(fb[i].v)})
-		}
-	}
-	return out
-}
-
 // touches reports whether any change's key equals one of keys or starts with one that ends in
 // a dot (a section).
-func touches(changes []change, keys ...string) bool {
+func touches(changes []config.Change, keys ...string) bool {
 	for _, c := range changes {
 		for _, k := range keys {
-			if c.key == k || (strings.HasSuffix(k, ".") && strings.HasPrefix(c.key, k)) {
+			if c.Key == k || (strings.HasSuffix(k, ".") && strings.HasPrefix(c.Key, k)) {
 				return true
 			}
 		}

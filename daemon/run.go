@@ -12,6 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"tfd/daemon/api"
+	"tfd/daemon/config"
+	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 	"tfd/scheduler"
 )
 
@@ -19,7 +23,7 @@ import (
 type RunOptions struct {
 	// Sources are the layers the config was built from; a reload reads them all again, and
 	// Sources.File is the file watched.
-	Sources Sources
+	Sources config.Sources
 	// Logger receives one line per event.
 	Logger *slog.Logger
 	// Level, if set, is Logger's level: Run sets it from log.level at start and on every reload.
@@ -30,7 +34,7 @@ type RunOptions struct {
 	Debounce time.Duration
 	// Ready, if set, is called with the bound address once requests are served. A test hook.
 	Ready func(addr net.Addr)
-	// BodyTimeout bounds a request body's arrival; 0: DefaultBodyTimeout. A test hook.
+	// BodyTimeout bounds a request body's arrival; 0: api.DefaultBodyTimeout. A test hook.
 	BodyTimeout time.Duration
 }
 
@@ -38,31 +42,24 @@ type RunOptions struct {
 // retired after a model switch. Reloads run one at a time on the watcher's goroutine; mu guards
 // the state they change against the status endpoint, the metrics and the shutdown.
 type server struct {
-	src     Sources
+	src     config.Sources
 	opts    RunOptions
 	logger  *slog.Logger
-	metrics *Metrics
+	metrics *metrics.Metrics
 	http    *liveHandler
 	started time.Time
 	retired sync.WaitGroup // one per instance being retired
 
 	mu         sync.Mutex // guards the fields below
-	cfg        Config
+	cfg        config.Config
 	file       string
 	gen        int
-	routing    Routing
+	routing    api.Routing
 	cur        *instance   // nil only while a switch is between models
 	retiring   []*instance // switched away from; they finish their replies, then are freed
 	pending    []string    // changed settings that wait for a restart
-	lastReload reloadRecord
+	lastReload status.Reload
 	closed     bool
-}
-
-// reloadRecord is the last reload's outcome, for the status endpoint.
-type reloadRecord struct {
-	At      time.Time `json:"at"`
-	Outcome string    `json:"outcome"`
-	Summary string    `json:"summary"`
 }
 
 // Run serves eff until ctx ends: it reads the API keys, binds server.listen, plans memory, loads
@@ -72,7 +69,7 @@ type reloadRecord struct {
 // returns nil; when ctx ends during the model load it returns nil without serving; otherwise it
 // returns the error that stopped it. The backends it may open are
 // those registered with compute (cmd/tfd imports them).
-func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
+func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	cfg := eff.Config
 	s := &server{src: opts.Sources, opts: opts, logger: opts.Logger, started: time.Now(), cfg: cfg, file: eff.File, gen: 1}
 	if opts.Level != nil {
@@ -91,8 +88,8 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 		return fmt.Errorf("daemon: server.listen: %w", err)
 	}
 	defer ln.Close()
-	s.metrics = NewMetrics(s.hostStats)
-	in, err := startInstance(ctx, cfg, nil, s.routing, s.handlerOptions(), s.logger)
+	s.metrics = metrics.New(s.hostStats)
+	in, err := startInstance(ctx, cfg, nil, s.handlerOptions(s.routing), s.logger)
 	if ctx.Err() != nil {
 		// A stop asked for while the model loaded (a service manager's SIGTERM at boot) is not a
 		// failure: end as a stop while serving does, so tfd exits 0.
@@ -106,9 +103,9 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 		return err
 	}
 	s.cur = in
-	s.metrics.setPlan(in.plan, s.gen)
+	s.metrics.SetPlan(in.plan, s.gen)
 	s.reportPlan(in)
-	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys)
+	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys, cmp.Or(s.opts.BodyTimeout, api.DefaultBodyTimeout))
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched, armed := make(chan struct{}), make(chan struct{})
@@ -122,7 +119,7 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
-	err = Serve(ctx, ln, s.http, closerFunc(s.shutdown), s.grace, s.logger)
+	err = serve(ctx, ln, s.http, closerFunc(s.shutdown), s.grace, s.logger)
 	stopWatch()
 	<-watched
 	s.retired.Wait()
@@ -135,9 +132,10 @@ func Run(ctx context.Context, eff *Effective, opts RunOptions) error {
 	return err
 }
 
-// handlerOptions are the options every instance's Handler shares.
-func (s *server) handlerOptions() HandlerOptions {
-	return HandlerOptions{Logger: s.logger, Metrics: s.metrics, BodyTimeout: s.opts.BodyTimeout}
+// handlerOptions are the options of an instance's API Handler: the ones every instance shares,
+// with routing.
+func (s *server) handlerOptions(routing api.Routing) api.HandlerOptions {
+	return api.HandlerOptions{Routing: routing, Logger: s.logger, Metrics: s.metrics, BodyTimeout: s.opts.BodyTimeout}
 }
 
 // reportPlan shows the plan at startup: one block on Report, one line in the log.
@@ -205,7 +203,7 @@ func (s *server) retire(in *instance) {
 	})
 }
 
-// closerFunc adapts a function to Serve's host parameter.
+// closerFunc adapts a function to serve's host parameter.
 type closerFunc func(ctx context.Context) error
 
 func (f closerFunc) Close(ctx context.Context) error { return f(ctx) }
@@ -219,12 +217,12 @@ func ignoreCancel(err error) error {
 
 // readRouting reads the settings that apply without reloading weights; reading the keys file
 // may fail.
-func readRouting(cfg Config) (Routing, error) {
-	r := Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts, StallTimeout: cfg.Server.StallTimeout}
+func readRouting(cfg config.Config) (api.Routing, error) {
+	r := api.Routing{Sampling: cfg.Sampling, Drafts: cfg.Drafts, StallTimeout: cfg.Server.StallTimeout}
 	if cfg.Server.APIKeysFile != "" {
-		keys, err := ReadAPIKeys(cfg.Server.APIKeysFile)
+		keys, err := config.ReadAPIKeys(cfg.Server.APIKeysFile)
 		if err != nil {
-			return Routing{}, err
+			return api.Routing{}, err
 		}
 		r.APIKeys = keys
 	}

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	_ "tfd/cpu" // the bundled model runs on the CPU backend
+	"tfd/daemon/config"
+	"tfd/daemon/metrics"
+	"tfd/daemon/status"
 )
 
 // daemonUnderTest is an in-process Run serving the bundled model on the CPU.
@@ -30,20 +33,20 @@ type daemonUnderTest struct {
 	log    *lockedBuffer
 }
 
-// startDaemon writes config to a folder of its own and runs the daemon on it.
-func startDaemon(t *testing.T, config string) *daemonUnderTest {
+// startDaemon writes configText to a folder of its own and runs the daemon on it.
+func startDaemon(t *testing.T, configText string) *daemonUnderTest {
 	t.Helper()
-	return startDaemonWith(t, config, RunOptions{})
+	return startDaemonWith(t, configText, RunOptions{})
 }
 
 // startDaemonWith is startDaemon with RunOptions' test hooks set as in opts.
-func startDaemonWith(t *testing.T, config string, opts RunOptions) *daemonUnderTest {
+func startDaemonWith(t *testing.T, configText string, opts RunOptions) *daemonUnderTest {
 	t.Helper()
 	d := &daemonUnderTest{dir: t.TempDir(), done: make(chan error, 1), log: &lockedBuffer{}}
 	file := filepath.Join(d.dir, "tfd.toml")
-	writeText(t, file, config)
-	src := Sources{File: file, FileRequired: true, Flags: []Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
-	eff, err := LoadConfig(src)
+	writeText(t, file, configText)
+	src := config.Sources{File: file, FileRequired: true, Flags: []config.Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
+	eff, err := config.Load(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,18 +89,33 @@ func (d *daemonUnderTest) stop(t *testing.T) {
 	}
 }
 
-func (d *daemonUnderTest) status(t *testing.T) StatusReport {
+func (d *daemonUnderTest) status(t *testing.T) status.Report {
 	t.Helper()
-	rep, err := FetchStatus(context.Background(), http.DefaultClient, strings.TrimPrefix(d.url, "http://"), "")
+	rep, err := fetchStatus(http.DefaultClient, strings.TrimPrefix(d.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
 }
 
+// fetchStatus asks the daemon listening on addr for its status report, without a key.
+func fetchStatus(client *http.Client, addr string) (status.Report, error) {
+	resp, err := client.Get("http://" + addr + status.Path)
+	if err != nil {
+		return status.Report{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return status.Report{}, fmt.Errorf("%s answered %s", status.Path, resp.Status)
+	}
+	var rep status.Report
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	return rep, err
+}
+
 // waitGeneration waits until the daemon has applied config generation gen and, when sessions
 // is not 0, the host has taken the new layout (it does once the running replies are done).
-func (d *daemonUnderTest) waitGeneration(t *testing.T, gen, sessions int) StatusReport {
+func (d *daemonUnderTest) waitGeneration(t *testing.T, gen, sessions int) status.Report {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -207,7 +225,7 @@ func TestReload(t *testing.T) {
 	// An invalid edit is refused; the old config keeps serving.
 	writeText(t, file, "[sessions]\nparallel = \"many\"\n")
 	waitLog(t, d, `outcome=invalid`)
-	if rep := d.status(t); rep.Config.Generation != 3 || rep.Host.Sessions != 4 || rep.Config.LastReload.Outcome != reloadInvalid {
+	if rep := d.status(t); rep.Config.Generation != 3 || rep.Host.Sessions != 4 || rep.Config.LastReload.Outcome != metrics.ReloadInvalid {
 		t.Errorf("after an invalid edit: generation %d, %+v, %+v", rep.Config.Generation, rep.Host, rep.Config.LastReload)
 	}
 
@@ -403,8 +421,8 @@ func TestLoadProgress(t *testing.T) {
 // TestStopDuringLoad: a stop asked for while the model loads (SIGTERM from the service manager
 // at boot) ends Run cleanly, with one log line, so tfd exits 0 and the stop is not a failure.
 func TestStopDuringLoad(t *testing.T) {
-	src := Sources{Flags: []Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
-	eff, err := LoadConfig(src)
+	src := config.Sources{Flags: []config.Flag{{Name: "--listen", Key: "server.listen", Value: "127.0.0.1:0"}}}
+	eff, err := config.Load(src)
 	if err != nil {
 		t.Fatal(err)
 	}

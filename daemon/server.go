@@ -1,18 +1,15 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"tfd/daemon/api"
 )
 
 // lastWordsTimeout bounds how long, once the host has closed (its replies done, or cancelled
@@ -20,19 +17,19 @@ import (
 // event, before their connections are closed.
 const lastWordsTimeout = 2 * time.Second
 
-// Closer is what Serve needs of the host: scheduler.Host's Close.
-type Closer interface {
+// closer is what serve needs of the host: scheduler.Host's Close.
+type closer interface {
 	// Close stops admitting, lets running streams finish until ctx ends, then cancels the rest.
 	Close(ctx context.Context) error
 }
 
-// Serve answers HTTP on ln with handler until ctx ends, then shuts down in order: new requests
+// serve answers HTTP on ln with handler until ctx ends, then shuts down in order: new requests
 // are answered 503 shutting_down (with Retry-After; /health says "stopping") while host's
 // running replies have up to grace() to finish (they are cancelled after, each with a terminal
 // event); then it stops accepting connections and waits a moment for the handlers to send what
 // they hold. It returns nil after a shutdown asked for by ctx, or the error that stopped serving.
 // Either way ln and host are closed when it returns. grace is read when the shutdown begins.
-func Serve(ctx context.Context, ln net.Listener, handler http.Handler, host Closer, grace func() time.Duration, logger *slog.Logger) error {
+func serve(ctx context.Context, ln net.Listener, handler http.Handler, host closer, grace func() time.Duration, logger *slog.Logger) error {
 	gate := &stopGate{next: handler}
 	srv := &http.Server{
 		Handler:           gate,
@@ -96,36 +93,5 @@ func (g *stopGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		http.NewResponseController(w).SetReadDeadline(time.Now().Add(lastWordsTimeout))
 	}
-	e := shuttingDown()
-	if r.URL.Path == "/health" {
-		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
-		writeJSON(w, e.status, map[string]string{"status": "stopping"})
-		return
-	}
-	writeError(w, e)
-}
-
-// ReadAPIKeys reads a keys file: one key a line; blank lines and lines starting with # are
-// skipped. A file without keys is an error, since it would lock every client out.
-func ReadAPIKeys(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: server.api_keys_file: %w", err)
-	}
-	defer f.Close()
-	var keys []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			keys = append(keys, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("daemon: read server.api_keys_file %s: %w", path, err)
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("daemon: server.api_keys_file " + path + " holds no keys: add one key a line, or set api_keys_file to \"\" for no authentication")
-	}
-	return keys, nil
+	api.WriteStopping(w, r)
 }

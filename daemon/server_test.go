@@ -6,53 +6,37 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
+// TestServe: serve answers on its listener until its context ends, then closes the host and
+// the listener.
 func TestServe(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	env := newTestEnv(t, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(ctx, ln, env.h, env.host, func() time.Duration { return time.Second }, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	url := "http://" + ln.Addr().String()
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "Hello, world!") })
+	var hostClosed atomic.Bool
+	url, stop := serveForTest(t, hello, closerFunc(func(context.Context) error { hostClosed.Store(true); return nil }))
 	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hi"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "Hello, world!") {
+	if resp.StatusCode != 200 || string(body) != "Hello, world!" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	http.DefaultClient.CloseIdleConnections()
-	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after its context ended")
+	stop()
+	if !hostClosed.Load() {
+		t.Error("serve did not close the host")
 	}
-	if !env.host.closed {
-		t.Error("Serve did not close the host")
-	}
-	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+	if c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://")); err == nil {
 		c.Close()
 		t.Error("the listener is still open")
 	}
@@ -61,7 +45,9 @@ func TestServe(t *testing.T) {
 // TestServeDuringGrace: while running replies have their grace, tfd still accepts connections
 // and answers new requests 503 shutting_down with Retry-After, and /health says it is stopping.
 func TestServeDuringGrace(t *testing.T) {
-	env := newTestEnv(t, nil)
+	passed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("%s %s passed the gate while stopping", r.Method, r.URL.Path)
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +61,7 @@ func TestServeDuringGrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ln, env.h, host, func() time.Duration { return time.Minute }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		served <- serve(ctx, ln, passed, host, func() time.Duration { return time.Minute }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	cancel()
 	<-closing
@@ -100,7 +86,7 @@ func TestServeDuringGrace(t *testing.T) {
 	}
 	close(release)
 	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
+		t.Fatalf("serve: %v", err)
 	}
 	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 		c.Close()
@@ -108,28 +94,14 @@ func TestServeDuringGrace(t *testing.T) {
 	}
 }
 
-func TestReadAPIKeys(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "keys")
-	os.WriteFile(path, []byte("# clients\nsk-one\n\n  sk-two  \n"), 0o600)
-	keys, err := ReadAPIKeys(path)
-	if err != nil || !reflect.DeepEqual(keys, []string{"sk-one", "sk-two"}) {
-		t.Errorf("keys %q, %v", keys, err)
-	}
-	empty := filepath.Join(dir, "empty")
-	os.WriteFile(empty, []byte("# none yet\n"), 0o600)
-	if _, err := ReadAPIKeys(empty); err == nil || !strings.Contains(err.Error(), "holds no keys") {
-		t.Errorf("empty file: %v", err)
-	}
-	if _, err := ReadAPIKeys(filepath.Join(dir, "absent")); err == nil || !strings.Contains(err.Error(), "server.api_keys_file") {
-		t.Errorf("missing file: %v", err)
-	}
-}
-
-// serveForTest serves h with Serve on a free loopback port, with a host that has nothing to
-// close. stop ends Serve and waits for it (and so for every handler).
-func serveForTest(t *testing.T, h http.Handler) (url string, stop func()) {
+// serveForTest serves h with serve on a free loopback port, with host (nil: one that has
+// nothing to close) and a grace of a second. stop ends serve and waits for it (and so for every
+// handler).
+func serveForTest(t *testing.T, h http.Handler, host closer) (url string, stop func()) {
 	t.Helper()
+	if host == nil {
+		host = closerFunc(func(context.Context) error { return nil })
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -137,15 +109,14 @@ func serveForTest(t *testing.T, h http.Handler) (url string, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ln, h, closerFunc(func(context.Context) error { return nil }), func() time.Duration { return time.Second },
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		served <- serve(ctx, ln, h, host, func() time.Duration { return time.Second }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()
 			if err := <-served; err != nil {
-				t.Errorf("Serve: %v", err)
+				t.Errorf("serve: %v", err)
 			}
 		})
 	}

@@ -109,7 +109,7 @@ func TestSoak(t *testing.T) {
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rep, err := FetchStatus(context.Background(), client, addr, "")
+		rep, err := fetchStatus(client, addr)
 		if err != nil {
 			t.Fatal(err)
 		}

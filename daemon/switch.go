@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"tfd/daemon/api"
+	"tfd/daemon/config"
 	"tfd/engine"
 )
 
@@ -17,7 +19,7 @@ var errStopping = errors.New("daemon: tfd is stopping")
 // Otherwise new requests wait while the current instance finishes its replies and is freed, and
 // the new one loads in its place; if that load fails, the previous config's model is loaded
 // again so tfd keeps serving.
-func (s *server) switchModel(ctx context.Context, next Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
+func (s *server) switchModel(ctx context.Context, next config.Config, plan engine.Plan, routing api.Routing, cur *instance, r *reloadReport) error {
 	if plan.Left >= cur.residentBytes() {
 		return s.switchBeside(ctx, next, plan, routing, cur, r)
 	}
@@ -25,8 +27,8 @@ func (s *server) switchModel(ctx context.Context, next Config, plan engine.Plan,
 }
 
 // switchBeside loads next beside cur, then switches.
-func (s *server) switchBeside(ctx context.Context, next Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
-	in, err := startInstance(ctx, next, &plan, routing, s.handlerWith(routing), s.logger)
+func (s *server) switchBeside(ctx context.Context, next config.Config, plan engine.Plan, routing api.Routing, cur *instance, r *reloadReport) error {
+	in, err := startInstance(ctx, next, &plan, s.handlerOptions(routing), s.logger)
 	if err != nil {
 		return err
 	}
@@ -41,7 +43,7 @@ func (s *server) switchBeside(ctx context.Context, next Config, plan engine.Plan
 }
 
 // switchAfterDrain frees cur once its replies are done, then loads next.
-func (s *server) switchAfterDrain(ctx context.Context, next Config, plan engine.Plan, routing Routing, cur *instance, r *reloadReport) error {
+func (s *server) switchAfterDrain(ctx context.Context, next config.Config, plan engine.Plan, routing api.Routing, cur *instance, r *reloadReport) error {
 	s.logger.Info("config reload: the new model does not fit beside the current one; new requests wait while running replies finish",
 		"need", engine.FormatBytes(plan.Weights+plan.Scratch+plan.KV), "left", engine.FormatBytes(plan.Left),
 		"current", engine.FormatBytes(cur.residentBytes()))
@@ -56,7 +58,7 @@ func (s *server) switchAfterDrain(ctx context.Context, next Config, plan engine.
 	if err := cur.close(context.Background()); err != nil {
 		s.logger.Warn("freeing the previous model", "err", err)
 	}
-	in, err := startInstance(ctx, next, &plan, routing, s.handlerWith(routing), s.logger)
+	in, err := startInstance(ctx, next, &plan, s.handlerOptions(routing), s.logger)
 	if err != nil {
 		return s.restore(ctx, cur, routing, err)
 	}
@@ -69,12 +71,12 @@ func (s *server) switchAfterDrain(ctx context.Context, next Config, plan engine.
 }
 
 // restore loads the previous config's model again after the new one failed to load.
-func (s *server) restore(ctx context.Context, prev *instance, routing Routing, cause error) error {
+func (s *server) restore(ctx context.Context, prev *instance, routing api.Routing, cause error) error {
 	s.mu.Lock()
 	cfg := s.cfg
 	s.mu.Unlock()
 	plan := prev.plan
-	back, err := startInstance(ctx, cfg, &plan, routing, s.handlerWith(routing), s.logger)
+	back, err := startInstance(ctx, cfg, &plan, s.handlerOptions(routing), s.logger)
 	if err != nil {
 		s.http.fail(fmt.Errorf("no model is loaded: the new one failed (%v) and the previous one failed to load again (%v): fix the config", cause, err))
 		return fmt.Errorf("%w; loading the previous model again also failed: %v", cause, err)

@@ -118,7 +118,7 @@ func (s *server) watchOnce(ctx context.Context, debounce time.Duration, catchUp 
 				timer.Reset(debounce)
 			}
 		case <-timer.C:
-			if names, err = rewatch(w, s.watchedFiles()); err != nil {
+			if _, err = rewatch(w, s.watchedFiles()); err != nil {
 				return err
 			}
 			s.reload(ctx)

@@ -9,12 +9,13 @@ import (
 	"syscall"
 
 	"tfd/daemon"
+	"tfd/daemon/bench"
 )
 
-// bench measures the configured model on this machine and prints a table: time to the first
+// runBench measures the configured model on this machine and prints a table: time to the first
 // token, aggregate and per-reply tokens per second, at each concurrency, drafts off and on.
-func bench(args []string, stdout, stderr io.Writer) int {
-	opts := daemon.BenchOptions{Streams: []int{1, 4, 16}, Prompt: 256, Tokens: 128}
+func runBench(args []string, stdout, stderr io.Writer) int {
+	opts := bench.Options{Streams: []int{1, 4, 16}, Prompt: 256, Tokens: 128}
 	eff, _, code := loadConfigWith("bench", args, stderr, func(fs *flag.FlagSet) {
 		fs.Var(listFlag{&opts.Streams}, "streams", "concurrent replies per run")
 		fs.Var(countFlag{&opts.Prompt, 1, "tokens"}, "prompt", "prompt tokens per reply")
@@ -26,7 +27,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	logger, _ := daemon.NewLeveledLogger(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := daemon.Bench(ctx, eff.Config, opts, logger, stdout); err != nil {
+	if err := bench.Run(ctx, eff.Config, opts, logger, stdout); err != nil {
 		report(stderr, err)
 		return exitFailure
 	}

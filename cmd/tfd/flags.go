@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"tfd/daemon"
+	"tfd/daemon/service"
 )
 
 // countFlag is a flag.Value for a whole number of at least min. Its error says what the flag
@@ -73,7 +73,7 @@ func parseFlags(cmd string, fs *flag.FlagSet, args []string, stderr io.Writer) (
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath())
+		fmt.Fprintf(stderr, usage, service.DefaultConfigPath())
 		return 0, true
 	case err != nil:
 		fmt.Fprintf(stderr, "tfd %s: %v (tfd help lists the flags)\n", cmd, err)

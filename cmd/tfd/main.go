@@ -19,7 +19,8 @@ import (
 
 	_ "tfd/cpu"  // registers the "cpu" backend
 	_ "tfd/cuda" // registers the "cuda" backend (Linux with an NVIDIA driver)
-	"tfd/daemon"
+	"tfd/daemon/config"
+	"tfd/daemon/service"
 )
 
 // Exit codes: 0 success, 1 a failure while running, 2 a usage or configuration error.
@@ -78,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // touches nothing of the system's.
 func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, usage, daemon.DefaultConfigPath())
+		fmt.Fprintf(stderr, usage, service.DefaultConfigPath())
 		return exitUsage
 	}
 	switch args[0] {
@@ -89,7 +90,7 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 	case "plan":
 		return printPlan(args[1:], stdout, stderr)
 	case "bench":
-		return bench(args[1:], stdout, stderr)
+		return runBench(args[1:], stdout, stderr)
 	case "install", "uninstall", "start", "stop", "restart", "status":
 		return serviceCommand(args[0], args[1:], stdout, stderr, newManager)
 	case "logs":
@@ -98,10 +99,10 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 		fmt.Fprintln(stdout, version())
 		return 0
 	case "help", "-h", "--help", "-help":
-		fmt.Fprintf(stdout, usage, daemon.DefaultConfigPath())
+		fmt.Fprintf(stdout, usage, service.DefaultConfigPath())
 		return 0
 	}
-	fmt.Fprintf(stderr, "tfd: unknown command %q\n\n"+usage, args[0], daemon.DefaultConfigPath())
+	fmt.Fprintf(stderr, "tfd: unknown command %q\n\n"+usage, args[0], service.DefaultConfigPath())
 	return exitUsage
 }
 
@@ -110,7 +111,7 @@ func printConfig(args []string, stdout, stderr io.Writer) int {
 	if eff == nil {
 		return code
 	}
-	if err := daemon.WriteTOML(stdout, eff); err != nil {
+	if err := config.WriteTOML(stdout, eff); err != nil {
 		report(stderr, err)
 		return exitFailure
 	}
@@ -120,12 +121,12 @@ func printConfig(args []string, stdout, stderr io.Writer) int {
 // loadConfig parses the flags of serve, config and plan and loads the configuration; it returns
 // the sources too, so serve can read them again on reload. On failure it reports the problem and
 // returns nil with the exit code.
-func loadConfig(cmd string, args []string, stderr io.Writer) (*daemon.Effective, daemon.Sources, int) {
+func loadConfig(cmd string, args []string, stderr io.Writer) (*config.Effective, config.Sources, int) {
 	return loadConfigWith(cmd, args, stderr, nil)
 }
 
 // loadConfigWith is loadConfig for a command with flags of its own, which extra defines.
-func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*daemon.Effective, daemon.Sources, int) {
+func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*config.Effective, config.Sources, int) {
 	fs := flag.NewFlagSet("tfd "+cmd, flag.ContinueOnError)
 	if extra != nil {
 		extra(fs)
@@ -136,18 +137,18 @@ func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*fla
 		fs.String(name, "", key)
 	}
 	if code, done := parseFlags(cmd, fs, args, stderr); done {
-		return nil, daemon.Sources{}, code
+		return nil, config.Sources{}, code
 	}
-	src := daemon.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
+	src := config.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}
 	if src.File == "" {
-		src.File = daemon.DefaultConfigPath()
+		src.File = service.DefaultConfigPath()
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if key, ok := shortcuts[f.Name]; ok {
-			src.Flags = append(src.Flags, daemon.Flag{Name: "--" + f.Name, Key: key, Value: f.Value.String()})
+			src.Flags = append(src.Flags, config.Flag{Name: "--" + f.Name, Key: key, Value: f.Value.String()})
 		}
 	})
-	eff, err := daemon.LoadConfig(src)
+	eff, err := config.Load(src)
 	if err != nil {
 		report(stderr, err)
 		return nil, src, exitUsage

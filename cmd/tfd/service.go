@@ -9,18 +9,18 @@ import (
 	"runtime"
 
 	"tfd/configs"
-	"tfd/daemon"
+	"tfd/daemon/service"
 	"tfd/engine"
 )
 
 // managerFunc builds the service manager for a command; tests give one that works in a temporary
 // folder with a recording command runner.
-type managerFunc func(cmd string, stdout io.Writer) (*daemon.ServiceManager, error)
+type managerFunc func(cmd string, stdout io.Writer) (*service.Manager, error)
 
 // serviceCommand runs install, uninstall, start, stop, restart or status.
 func serviceCommand(cmd string, args []string, stdout, stderr io.Writer, newManager managerFunc) int {
 	if len(args) > 0 {
-		fmt.Fprintf(stderr, "tfd %s: unexpected argument %q (the service uses %s)\n", cmd, args[0], daemon.DefaultConfigPath())
+		fmt.Fprintf(stderr, "tfd %s: unexpected argument %q (the service uses %s)\n", cmd, args[0], service.DefaultConfigPath())
 		return exitUsage
 	}
 	m, err := newManager(cmd, stdout)
@@ -61,8 +61,8 @@ func serviceCommand(cmd string, args []string, stdout, stderr io.Writer, newMana
 // newServiceManager is the real service manager: this machine's service manager, the default
 // paths, this binary (symlinks resolved, so that a Homebrew link is seen for its Cellar file).
 // Every command but status and logs changes system state, so it needs root.
-func newServiceManager(cmd string, stdout io.Writer) (*daemon.ServiceManager, error) {
-	platform, err := daemon.PlatformFor(runtime.GOOS)
+func newServiceManager(cmd string, stdout io.Writer) (*service.Manager, error) {
+	platform, err := service.PlatformFor(runtime.GOOS)
 	if err != nil {
 		return nil, err
 	}
@@ -76,10 +76,10 @@ func newServiceManager(cmd string, stdout io.Writer) (*daemon.ServiceManager, er
 	if err != nil {
 		return nil, fmt.Errorf("find this program's path for the service: %w", err)
 	}
-	return &daemon.ServiceManager{
+	return &service.Manager{
 		Platform:      platform,
-		Paths:         daemon.DefaultServicePaths(runtime.GOOS, runtime.GOARCH, exe),
-		Runner:        daemon.ExecRunner{},
+		Paths:         service.DefaultPaths(runtime.GOOS, runtime.GOARCH, exe),
+		Runner:        service.ExecRunner{},
 		DefaultConfig: configs.Default,
 		Out:           stdout,
 	}, nil

@@ -2,86 +2,42 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"tfd/configs"
-	"tfd/daemon"
+	"tfd/daemon/service"
+	"tfd/daemon/service/servicetest"
 )
 
-// recorder is a CommandRunner that records commands and answers from a script: a command whose
-// line starts with a key of fail fails; one that starts with a key of out prints its value.
-type recorder struct {
-	mu   sync.Mutex // guards cmds
-	cmds []string
-	fail map[string]bool
-	out  map[string]string
-}
-
-func (r *recorder) Run(_ context.Context, name string, args ...string) (string, error) {
-	line := strings.Join(append([]string{name}, args...), " ")
-	r.mu.Lock()
-	r.cmds = append(r.cmds, line)
-	r.mu.Unlock()
-	for prefix := range r.fail {
-		if strings.HasPrefix(line, prefix) {
-			return "", &os.PathError{Op: line, Err: os.ErrNotExist}
-		}
-	}
-	for prefix, out := range r.out {
-		if strings.HasPrefix(line, prefix) {
-			return out, nil
-		}
-	}
-	return "", nil
-}
-
-// Attach records the command as "attach: LINE" and prints its out value.
-func (r *recorder) Attach(ctx context.Context, _ io.Reader, stdout, _ io.Writer, name string, args ...string) error {
-	out, err := r.Run(ctx, name, args...)
-	r.mu.Lock()
-	r.cmds[len(r.cmds)-1] = "attach: " + r.cmds[len(r.cmds)-1]
-	r.mu.Unlock()
-	io.WriteString(stdout, out)
-	return err
-}
-
-// noDaemon is a transport to no daemon, so that a tfd serving on this machine does not change
-// what status says.
-type noDaemon struct{}
-
-func (noDaemon) RoundTrip(*http.Request) (*http.Response, error) {
-	return nil, errors.New("connection refused (test)")
-}
-
 // fakeManager returns a managerFunc for systemd rooted in a temporary folder.
-func fakeManager(t *testing.T, rec *recorder) managerFunc {
+func fakeManager(t *testing.T, rec *servicetest.Runner) managerFunc {
 	root := t.TempDir()
 	if rec == nil {
-		rec = &recorder{fail: map[string]bool{"systemctl is-active": true}}
+		rec = &servicetest.Runner{Fail: map[string]bool{"systemctl is-active": true}}
 	}
-	return func(cmd string, stdout io.Writer) (*daemon.ServiceManager, error) {
-		return &daemon.ServiceManager{
-			Platform:      daemon.Systemd,
-			Paths:         daemon.DefaultServicePaths("linux", "amd64", "/usr/local/bin/tfd").Under(root),
+	paths := service.DefaultPaths("linux", "amd64", "/usr/local/bin/tfd") // the binary in place: install copies nothing
+	for _, p := range []*string{&paths.ServiceDir, &paths.ConfigDir, &paths.LogDir, &paths.WorkingDir, &paths.Executable} {
+		*p = filepath.Join(root, *p)
+	}
+	return func(cmd string, stdout io.Writer) (*service.Manager, error) {
+		return &service.Manager{
+			Platform:      service.Systemd,
+			Paths:         paths,
 			Runner:        rec,
 			DefaultConfig: configs.Default,
 			Out:           stdout,
-			Client:        &http.Client{Transport: noDaemon{}},
+			Client:        servicetest.NoDaemon(),
 		}, nil
 	}
 }
 
 func TestServiceCommands(t *testing.T) {
-	rec := &recorder{fail: map[string]bool{"systemctl is-active": true}, out: map[string]string{"journalctl": "a journal line\n"}}
+	rec := &servicetest.Runner{Fail: map[string]bool{"systemctl is-active": true}, Out: map[string]string{"journalctl": "a journal line\n"}}
 	newManager := fakeManager(t, rec)
 	m, _ := newManager("", io.Discard)
 	steps := []struct {
@@ -106,14 +62,15 @@ func TestServiceCommands(t *testing.T) {
 	if _, err := os.Stat(m.Paths.ConfigFile()); err != nil {
 		t.Errorf("uninstall removed the config: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(m.Paths.ServiceDir, daemon.ServiceUnit)); !os.IsNotExist(err) {
+	if _, err := os.Stat(m.Paths.ServiceFile(service.Systemd)); !os.IsNotExist(err) {
 		t.Errorf("uninstall left the unit: %v", err)
 	}
+	cmds := rec.Take()
 	want := []string{"systemctl daemon-reload", "systemctl enable tfd.service", "systemctl restart tfd.service"}
-	if got := strings.Join(rec.cmds[:3], "|"); got != strings.Join(want, "|") {
-		t.Errorf("install ran %q, want %q", rec.cmds[:3], want)
+	if got := strings.Join(cmds[:3], "|"); got != strings.Join(want, "|") {
+		t.Errorf("install ran %q, want %q", cmds[:3], want)
 	}
-	if !slices.Contains(rec.cmds, "attach: journalctl -u tfd.service -n 3 --no-pager") {
-		t.Errorf("logs did not run journalctl: %q", rec.cmds)
+	if !slices.Contains(cmds, "attach: journalctl -u tfd.service -n 3 --no-pager") {
+		t.Errorf("logs did not run journalctl: %q", cmds)
 	}
 }

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestSplitToolCalls(t *testing.T) {
+	tests := []struct {
+		name, text, content string
+		calls               []string // name(arguments)
+	}{
+		{"no call", "just text", "just text", nil},
+		{"one call", "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+			"Let me look.", []string{`get_weather({"city":"Paris"})`}},
+		{"two calls, string arguments", `<tool_call>{"name":"a","arguments":"{\"x\": 1}"}</tool_call><tool_call>{"name":"b"}</tool_call>`,
+			"", []string{`a({"x":1})`, `b({})`}},
+		{"malformed stays text", `<tool_call>{"name": </tool_call> after`, `<tool_call>{"name": </tool_call> after`, nil},
+		{"unterminated stays text", `<tool_call>{"name":"a","arguments":{}}`, `<tool_call>{"name":"a","arguments":{}}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			content, calls := splitToolCalls(tt.text)
+			var got []string
+			for _, c := range calls {
+				if c.Type != "function" || !strings.HasPrefix(c.ID, "call") {
+					t.Errorf("call %+v", c)
+				}
+				got = append(got, c.Function.Name+"("+c.Function.Arguments+")")
+			}
+			if content != tt.content || strings.Join(got, " ") != strings.Join(tt.calls, " ") {
+				t.Errorf("content %q, calls %v; want %q, %v", content, got, tt.content, tt.calls)
+			}
+		})
+	}
+}
+
+// TestToolStreamHoldsOnlyWhatMayBeACall feeds a reply in every split into two pieces: the text
+// before a call is sent as it comes, nothing of the call is, and finish finds the call.
+func TestToolStreamHoldsOnlyWhatMayBeACall(t *testing.T) {
+	reply := "Checking <tool the weather. <tool_call>{\"name\":\"w\",\"arguments\":{}}</tool_call>"
+	for cut := range len(reply) + 1 {
+		var ts toolStream
+		sent := ts.push(reply[:cut]) + ts.push(reply[cut:])
+		rest, calls := ts.finish()
+		if sent+rest != "Checking <tool the weather. " || len(calls) != 1 || calls[0].Function.Name != "w" {
+			t.Fatalf("cut at %d: sent %q, rest %q, calls %+v", cut, sent, rest, calls)
+		}
+	}
+}
+
+// TestChatToolCalls: a chat request that offers tools gets the model's call as tool_calls with
+// finish_reason tool_calls, whole and streamed; without tools the same text stays content.
+func TestChatToolCalls(t *testing.T) {
+	const said = `Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>`
+	const tools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+	newEnv := func() *testEnv {
+		env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) { m.Context = 512 })
+		env.host.script = append(env.tok.ids(said), tokEOS)
+		return env
+	}
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				Content   *string    `json:"content"`
+				ToolCalls []toolCall `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	w := newEnv().do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Weather?"}],`+tools+`}`)
+	if err := json.Unmarshal(w.Body.Bytes(), &whole); err != nil {
+		t.Fatal(err)
+	}
+	m := whole.Choices[0].Message
+	if whole.Choices[0].FinishReason != "tool_calls" || m.Content == nil || *m.Content != "Sure." || len(m.ToolCalls) != 1 ||
+		m.ToolCalls[0].Function.Name != "get_weather" || m.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` {
+		t.Errorf("whole reply: %s", w.Body)
+	}
+
+	w = newEnv().do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Weather?"}],"stream":true,`+tools+`}`)
+	var content strings.Builder
+	var calls []toolCall
+	finish := ""
+	for _, line := range strings.Split(w.Body.String(), "\n\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content   *string    `json:"content"`
+					ToolCalls []toolCall `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != nil {
+				content.WriteString(*ch.Delta.Content)
+			}
+			calls = append(calls, ch.Delta.ToolCalls...)
+			if ch.FinishReason != nil {
+				finish = *ch.FinishReason
+			}
+		}
+	}
+	if content.String() != "Sure." || len(calls) != 1 || calls[0].Index == nil || *calls[0].Index != 0 || finish != "tool_calls" {
+		t.Errorf("stream: content %q, calls %+v, finish %q\n%s", content.String(), calls, finish, w.Body)
+	}
+
+	w = newEnv().do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Weather?"}]}`)
+	whole.Choices = nil
+	if err := json.Unmarshal(w.Body.Bytes(), &whole); err != nil {
+		t.Fatal(err)
+	}
+	if m := whole.Choices[0].Message; m.Content == nil || *m.Content != said || len(m.ToolCalls) != 0 || whole.Choices[0].FinishReason != "stop" {
+		t.Errorf("without tools: %s", w.Body)
+	}
+}
+
+func TestOffersTools(t *testing.T) {
+	tool := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"f"}}`)}
+	for _, tt := range []struct {
+		tools  []json.RawMessage
+		choice string
+		want   bool
+	}{
+		{nil, ``, false}, {tool, ``, true}, {tool, `"auto"`, true}, {tool, `"required"`, true},
+		{tool, `"none"`, false}, {tool, `{"type":"function","function":{"name":"f"}}`, true},
+	} {
+		req := &chatRequest{Tools: tt.tools, ToolChoice: json.RawMessage(tt.choice)}
+		if got := offersTools(req); got != tt.want {
+			t.Errorf("tools %d, tool_choice %s: %v, want %v", len(tt.tools), tt.choice, got, tt.want)
+		}
+	}
+}

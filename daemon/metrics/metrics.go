@@ -1,0 +1,186 @@
+// Package metrics owns tfd's Prometheus metrics, served at GET /metrics: what the API handler
+// counts of each completion request, and what the process publishes (config reloads, the
+// memory plan in force, errors worked around). Each [Metrics] has a registry of its own.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tfd/engine"
+	"tfd/scheduler"
+)
+
+// Metrics are tfd's Prometheus metrics, served at GET /metrics in the text format. Each Metrics
+// has its own registry, so tests and several servers in one process do not collide. A nil
+// *Metrics records nothing. Its methods are safe for concurrent use.
+type Metrics struct {
+	reg              *prometheus.Registry
+	requests         *prometheus.CounterVec
+	promptTokens     prometheus.Counter
+	completionTokens prometheus.Counter
+	draftTokens      *prometheus.CounterVec
+	firstToken       prometheus.Histogram
+	perToken         prometheus.Histogram
+	reloads          *prometheus.CounterVec
+	plan             *prometheus.GaugeVec
+	planSessions     prometheus.Gauge
+	planContext      prometheus.Gauge
+	generation       prometheus.Gauge
+	errors           *prometheus.CounterVec
+}
+
+// The outcomes a request is counted under in tfd_requests_total.
+const (
+	outcomeOK          = "ok"
+	outcomeClientError = "client_error" // 4xx: the request was wrong
+	outcomeCancelled   = "cancelled"    // the client left
+	outcomeUnavailable = "unavailable"  // 503: queue full or shutting down
+	outcomeError       = "error"        // 5xx, or an error inside a stream
+)
+
+// The outcomes a reload is counted under in tfd_config_reloads_total.
+const (
+	ReloadApplied   = "applied"   // the new config is in force (some settings may wait for a restart)
+	ReloadUnchanged = "unchanged" // the file changed but no setting did
+	ReloadInvalid   = "invalid"   // refused: the old config keeps serving
+	ReloadFailed    = "failed"    // valid, but applying it failed: the old config keeps serving
+)
+
+// New returns the metrics, reading the queue and sessions from stats at each scrape.
+func New(stats func() scheduler.Stats) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_requests_total",
+			Help: "Completion requests by outcome: ok, client_error, cancelled, unavailable, error."}, []string{"outcome"}),
+		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "tfd_prompt_tokens_total",
+			Help: "Prompt tokens of the requests that reached the model."}),
+		completionTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "tfd_completion_tokens_total",
+			Help: "Tokens generated."}),
+		draftTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_draft_tokens_total",
+			Help: "Draft tokens by outcome: proposed, and accepted (they equalled the model's own token)."}, []string{"outcome"}),
+		firstToken: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tfd_time_to_first_token_seconds",
+			Help:    "From the request's arrival to its first generated token.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}), // 10 ms … 82 s
+		perToken: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tfd_time_per_output_token_seconds",
+			Help:    "Mean time between a reply's generated tokens after the first.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}), // 1 ms … 2 s
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_config_reloads_total",
+			Help: "Config file changes by outcome: applied, unchanged, invalid, failed."}, []string{"outcome"}),
+		plan: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tfd_memory_plan_bytes",
+			Help: "The memory plan: limit, weights, scratch, margin, sessions (KV) and left."}, []string{"part"}),
+		planSessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tfd_memory_plan_sessions",
+			Help: "Sessions in the memory plan."}),
+		planContext: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tfd_memory_plan_context_tokens",
+			Help: "The longest sequence a session holds."}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tfd_config_generation",
+			Help: "How many configs tfd has applied since it started, the first included."}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_errors_total",
+			Help: "Errors tfd worked around without failing a request, by where: draft (the MTP head), warm (the keep-warm tick)."}, []string{"where"}),
+	}
+	gauge := func(name, help string, f func(scheduler.Stats) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
+	}
+	m.reg.MustRegister(m.requests, m.promptTokens, m.completionTokens, m.draftTokens, m.firstToken, m.perToken,
+		m.reloads, m.plan, m.planSessions, m.planContext, m.generation, m.errors,
+		gauge("tfd_queue_depth", "Streams waiting for a session.", func(s scheduler.Stats) int { return s.Waiting }),
+		gauge("tfd_sessions_in_use", "Sessions holding a stream.", func(s scheduler.Stats) int { return s.SessionsInUse }),
+		gauge("tfd_sessions", "Sessions in the current layout.", func(s scheduler.Stats) int { return s.Sessions }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	for _, o := range []string{outcomeOK, outcomeClientError, outcomeCancelled, outcomeUnavailable, outcomeError} {
+		m.requests.WithLabelValues(o) // present at zero from the start, so rates work at once
+	}
+	for _, o := range []string{ReloadApplied, ReloadUnchanged, ReloadInvalid, ReloadFailed} {
+		m.reloads.WithLabelValues(o)
+	}
+	return m
+}
+
+// Handler returns the /metrics handler.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Request is one completion request as the metrics count it.
+type Request struct {
+	// Status is the request's HTTP status; for a stream that began with 200 and ended with an
+	// error event, the error's status.
+	Status int
+	// ClientGone reports that the client left before the reply ended.
+	ClientGone bool
+	// Start is when the request arrived.
+	Start time.Time
+	// PromptTokens and CompletionTokens count the request's tokens; Drafted and Accepted, the
+	// draft tokens proposed for its reply and those that landed.
+	PromptTokens, CompletionTokens, Drafted, Accepted int64
+	// Tokens counts the generated tokens whose arrival was timed; FirstToken and LastToken are
+	// when the first and last came (zero when none did).
+	Tokens                int
+	FirstToken, LastToken time.Time
+}
+
+// ObserveRequest counts one completion request.
+func (m *Metrics) ObserveRequest(r Request) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(outcome(r.Status, r.ClientGone)).Inc()
+	m.promptTokens.Add(float64(r.PromptTokens))
+	m.completionTokens.Add(float64(r.CompletionTokens))
+	m.draftTokens.WithLabelValues("proposed").Add(float64(r.Drafted))
+	m.draftTokens.WithLabelValues("accepted").Add(float64(r.Accepted))
+	if r.Tokens > 0 {
+		m.firstToken.Observe(r.FirstToken.Sub(r.Start).Seconds())
+	}
+	if r.Tokens > 1 {
+		m.perToken.Observe(r.LastToken.Sub(r.FirstToken).Seconds() / float64(r.Tokens-1))
+	}
+}
+
+func outcome(status int, clientGone bool) string {
+	switch {
+	case clientGone || status == 499:
+		return outcomeCancelled
+	case status == http.StatusServiceUnavailable:
+		return outcomeUnavailable
+	case status >= 500:
+		return outcomeError
+	case status >= 400:
+		return outcomeClientError
+	}
+	return outcomeOK
+}
+
+// ObserveReload counts one reload by its outcome.
+func (m *Metrics) ObserveReload(outcome string) {
+	if m != nil {
+		m.reloads.WithLabelValues(outcome).Inc()
+	}
+}
+
+// SetPlan publishes the memory plan now in force and the config generation.
+func (m *Metrics) SetPlan(p engine.Plan, generation int) {
+	if m == nil {
+		return
+	}
+	for part, v := range map[string]int64{"limit": p.Limit, "weights": p.Weights, "scratch": p.Scratch,
+		"margin": p.Margin, "sessions": p.KV, "left": p.Left} {
+		m.plan.WithLabelValues(part).Set(float64(v))
+	}
+	m.planSessions.Set(float64(len(p.Layout)))
+	m.planContext.Set(float64(p.Context))
+	m.generation.Set(float64(generation))
+}
+
+// CountError counts an error worked around at where in tfd_errors_total.
+func (m *Metrics) CountError(where string) {
+	if m != nil {
+		m.errors.WithLabelValues(where).Inc()
+	}
+}
