@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The release targets: Apple silicon Macs, and Linux on x86-64.
 RELEASES := darwin/arm64 linux/amd64
 
-.PHONY: run test test-openai vet build darwin release clean test-cuda
+.PHONY: run test test-openai vet build darwin release clean test-cuda test-metal
 
 # run builds bin/tfd and serves the bundled model. exec hands the process to tfd, which exits 0
 # on Ctrl-C, so make reports no error (go run turned the interrupt into exit status 1).
@@ -44,6 +44,13 @@ darwin:
 # repository root as cuda/README.md shows. Elsewhere its GPU tests skip and say why.
 test-cuda:
 	CGO_ENABLED=0 $(GO) test -c -o bin/cuda.test ./cuda
+
+# test-metal runs the Metal backend's tests on a Mac with Apple silicon (docs/metal.md): each op
+# against the cpu backend, batch invariance, the engine against the transformers oracle,
+# concurrent and drafted replies, then first token after idle (about three minutes; -short skips
+# it) and decode speed, printed as a table for docs/metal.md. Elsewhere they skip and say why.
+test-metal:
+	CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 30m ./metal
 
 # release builds dist/tfd-VERSION-OS-ARCH.tar.gz for each of RELEASES: the static binary, the
 # documented default config, the service files install writes, and the README.

@@ -61,3 +61,25 @@ func TestCheckUpload(t *testing.T) {
 		}
 	}
 }
+
+// TestWidenToF32: every element widened as F16ToF32 and BF16ToF32 widen one value.
+func TestWidenToF32(t *testing.T) {
+	data := []byte{0x00, 0x3c, 0x01, 0x80, 0xff, 0x7b, 0x00, 0x7e} // 1.0, a subnormal, the largest finite, a NaN
+	for _, dt := range []DType{F16, BF16} {
+		out := WidenToF32(dt, data)
+		if len(out) != 2*len(data) {
+			t.Fatalf("%v: %d bytes from %d", dt, len(out), len(data))
+		}
+		for i := range len(data) / 2 {
+			h := uint16(data[2*i]) | uint16(data[2*i+1])<<8
+			want := F16ToF32(h)
+			if dt == BF16 {
+				want = BF16ToF32(h)
+			}
+			got := uint32(out[4*i]) | uint32(out[4*i+1])<<8 | uint32(out[4*i+2])<<16 | uint32(out[4*i+3])<<24
+			if got != math.Float32bits(want) {
+				t.Errorf("%v element %d: %#08x, want %#08x", dt, i, got, math.Float32bits(want))
+			}
+		}
+	}
+}

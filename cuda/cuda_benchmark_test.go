@@ -150,7 +150,7 @@ func BenchmarkDecode8(b *testing.B) {
 // own; graphs replays the 1000 as one captured graph, as a repeated forward is.
 func BenchmarkLaunch(b *testing.B) {
 	g := openCUDA(b)
-	x := uploadF32(b, g, []float32{1}, 1, 1)
+	x := computetest.UploadF32(b, g, []float32{1}, 1, 1)
 	for _, on := range []bool{false, true} {
 		b.Run(graphsName(on), func(b *testing.B) {
 			setGraphs(g, on)
@@ -209,7 +209,7 @@ func benchMatMul(b *testing.B, dt compute.DType, out, in, rows int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := uploadF32(b, g, computetest.Randn(2, rows*in), rows, in)
+	x := computetest.UploadF32(b, g, computetest.Randn(2, rows*in), rows, in)
 	dst, err := g.Alloc(compute.F32, rows, out)
 	if err != nil {
 		b.Fatal(err)

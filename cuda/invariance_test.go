@@ -1,179 +1,19 @@
 package cuda
 
 import (
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"testing"
 
-	"tfd/compute"
 	"tfd/compute/computetest"
 )
 
 // Batch invariance on the GPU, bit for bit: a row computed alone must equal the same row computed
-// among 1, 7 and 33 others, at a random index.
+// among 1, 7 and 33 others, at a random index (tfd/compute/computetest's checks).
 
-var othersToTry = []int{1, 7, 33}
-
-// batchOf returns the rows of a batch of 1+others rows holding target at a random index, the
-// others drawn from pool, and that index.
-func batchOf(r *rand.Rand, target []float32, others int, pool func(i int) []float32) ([]float32, int) {
-	at := r.IntN(others + 1)
-	var rows []float32
-	for i := range others + 1 {
-		if i == at {
-			rows = append(rows, target...)
-		} else {
-			rows = append(rows, pool(i)...)
-		}
-	}
-	return rows, at
-}
-
-func TestMatMulIsBatchInvariant(t *testing.T) {
-	b := openCUDA(t)
-	r := rand.New(rand.NewPCG(7, 8))
-	for _, dt := range []compute.DType{compute.BF16, compute.F32} {
-		for _, in := range []int{384, 1001, 4096} {
-			t.Run(fmt.Sprint(dt, in), func(t *testing.T) {
-				const out = 96
-				w, err := b.Upload(dt, []int{out, in}, computetest.Encode(dt, computetest.Randn(1, out*in)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				bias := uploadF32(t, b, computetest.Randn(2, out), out)
-				target := computetest.Randn(3, in)
-				run := func(rows []float32, n, at int) []float32 {
-					x := uploadF32(t, b, rows, n, in)
-					dst, _ := b.Alloc(compute.F32, n, out)
-					b.MatMul(dst, x, w, bias, n)
-					got := readOne(t, b, dst, n*out)
-					b.Free(x)
-					b.Free(dst)
-					return got[at*out : (at+1)*out]
-				}
-				alone := run(target, 1, 0)
-				for _, others := range othersToTry {
-					rows, at := batchOf(r, target, others, func(i int) []float32 { return computetest.Randn(uint64(100+i), in) })
-					computetest.SameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, others+1, at), alone)
-				}
-			})
-		}
-	}
-}
-
-func TestNormsAreBatchInvariant(t *testing.T) {
-	b := openCUDA(t)
-	r := rand.New(rand.NewPCG(9, 10))
-	for _, d := range []int{64, 384, 4096} {
-		for _, add := range []bool{false, true} {
-			t.Run(fmt.Sprint(d, add), func(t *testing.T) {
-				w := uploadF32(t, b, computetest.Randn(1, d), d)
-				target, targetRes := computetest.Randn(2, d), computetest.Randn(3, d)
-				run := func(rows, res []float32, n, at int) []float32 {
-					x := uploadF32(t, b, rows, n, d)
-					rt := uploadF32(t, b, res, n, d)
-					dst, _ := b.Alloc(compute.F32, n, d)
-					if add {
-						b.AddRMSNorm(dst, rt, x, w, n, 1e-6)
-					} else {
-						b.RMSNorm(dst, x, w, n, 1e-6)
-					}
-					got := readOne(t, b, dst, n*d)
-					for _, t := range []compute.Tensor{x, rt, dst} {
-						b.Free(t)
-					}
-					return got[at*d : (at+1)*d]
-				}
-				alone := run(target, targetRes, 1, 0)
-				for _, others := range othersToTry {
-					at := r.IntN(others + 1)
-					var rows, res []float32
-					for i := range others + 1 {
-						if i == at {
-							rows, res = append(rows, target...), append(res, targetRes...)
-						} else {
-							rows, res = append(rows, computetest.Randn(uint64(200+i), d)...), append(res, computetest.Randn(uint64(400+i), d)...)
-						}
-					}
-					computetest.SameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, res, others+1, at), alone)
-				}
-			})
-		}
-	}
-}
-
-// TestAttentionIsBatchInvariant attends one row of a session alone and then among rows of other
-// sessions and other positions of its own session.
+func TestMatMulIsBatchInvariant(t *testing.T) { computetest.CheckMatMulBatchInvariance(t, openCUDA(t)) }
+func TestNormsAreBatchInvariant(t *testing.T) { computetest.CheckNormBatchInvariance(t, openCUDA(t)) }
 func TestAttentionIsBatchInvariant(t *testing.T) {
-	p := newPair(t)
-	g := p.bs[0]
-	r := rand.New(rand.NewPCG(11, 12))
-	kc := kvCase{spec: compute.KVSpec{Layers: 1, KVHeads: 2, HeadDim: 64, Slots: 2000},
-		heads: 6, bases: []int32{0, 500, 1200}, length: []int{450, 700, 300}}
-	kv := fillKV(t, p, kc, 5)
-	qw := kc.heads * kc.spec.HeadDim
-	for _, target := range []struct{ session, pos int }{{1, 0}, {1, 129}, {1, 699}, {0, 255}} {
-		tq := computetest.Randn(uint64(40+target.pos), qw)
-		run := func(qs []float32, bases, positions []int32, at int) []float32 {
-			n := len(bases)
-			q := uploadF32(t, g, qs, n, qw)
-			bt, pt := uploadI32(t, g, bases), uploadI32(t, g, positions)
-			dst, _ := g.Alloc(compute.F32, n, qw)
-			g.Attention(dst, q, kv[0], 0, bt, pt, n, kc.heads, 0.125)
-			got := readOne(t, g, dst, n*qw)
-			for _, x := range []compute.Tensor{q, bt, pt, dst} {
-				g.Free(x)
-			}
-			return got[at*qw : (at+1)*qw]
-		}
-		tb, tp := kc.bases[target.session], int32(target.pos)
-		alone := run(tq, []int32{tb}, []int32{tp}, 0)
-		for _, others := range othersToTry {
-			at := r.IntN(others + 1)
-			var qs []float32
-			var bases, positions []int32
-			for i := range others + 1 {
-				if i == at {
-					qs, bases, positions = append(qs, tq...), append(bases, tb), append(positions, tp)
-					continue
-				}
-				s := r.IntN(len(kc.bases))
-				qs = append(qs, computetest.Randn(uint64(300+i), qw)...)
-				bases, positions = append(bases, kc.bases[s]), append(positions, int32(r.IntN(kc.length[s])))
-			}
-			computetest.SameBits(t, fmt.Sprintf("session %d position %d, row %d of %d", target.session, target.pos, at, others+1),
-				run(qs, bases, positions, at), alone)
-		}
-	}
+	computetest.CheckAttentionBatchInvariance(t, newPair(t))
 }
 
-// TestMatMulRowGroupsAgree checks the claim the matmul kernels rest on: every row-group size (R of
-// matmul_W_R) gives the same bits, since each row's dot product runs in the same order. Row
-// counts 1, 2, 3, 5, 9, 17 select R = 1, 2, 4, 8, 16, 16.
-func TestMatMulRowGroupsAgree(t *testing.T) {
-	b := openCUDA(t)
-	const in, out = 777, 40 // 777: the one-element-per-lane order
-	for _, dt := range weightDTypes {
-		w, err := b.Upload(dt, []int{out, in}, computetest.Encode(dt, computetest.Randn(1, out*in)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		xs := computetest.Randn(2, 17*in)
-		x := uploadF32(t, b, xs, 17, in)
-		dst, _ := b.Alloc(compute.F32, 17, out)
-		var first []float32
-		for _, rows := range []int{1, 2, 3, 5, 9, 17} {
-			b.MatMul(dst, x, w, nil, rows)
-			got := readOne(t, b, dst, out)
-			if first == nil {
-				first = got
-				if math.IsNaN(float64(first[0])) {
-					t.Fatal("NaN")
-				}
-				continue
-			}
-			computetest.SameBits(t, fmt.Sprintf("%v row 0 of %d", dt, rows), got, first)
-		}
-	}
-}
+// TestMatMulRowGroupsAgree: every row-group size of the matmul kernels gives the same bits.
+func TestMatMulRowGroupsAgree(t *testing.T) { computetest.CheckMatMulRowGroups(t, openCUDA(t)) }

@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"unsafe"
@@ -70,7 +69,7 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {
-		data, dtype = widen(dtype, data), compute.F32
+		data, dtype = compute.WidenToF32(dtype, data), compute.F32
 	}
 	t := &tensor{b: b, dtype: dtype, shape: append([]int(nil), shape...), n: n}
 	if n == 0 {
@@ -94,22 +93,6 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 		return nil, fmt.Errorf("cuda: Upload of %v %v: %w", dtype, shape, err)
 	}
 	return t, nil
-}
-
-// widen converts F16 or BF16 data to F32 bytes, exactly.
-func widen(dtype compute.DType, data []byte) []byte {
-	out := make([]byte, 2*len(data))
-	for i := range len(data) / 2 {
-		h := binary.LittleEndian.Uint16(data[2*i:])
-		var f uint32
-		if dtype == compute.BF16 {
-			f = uint32(h) << 16
-		} else {
-			f = math.Float32bits(compute.F16ToF32(h))
-		}
-		binary.LittleEndian.PutUint32(out[4*i:], f)
-	}
-	return out
 }
 
 // Alloc returns a zeroed F32 or I32 tensor.

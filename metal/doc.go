@@ -12,6 +12,11 @@
 //     commit points, whole-or-none against the memory bound, and the idle tick.
 //   - memory_darwin.go reads what the memory plan needs of a Mac: its RAM (hw.memsize) and
 //     whether iogpu.disable_wired_collector keeps macOS off the GPU memory tfd wires.
-//   - the other *_darwin.go files are the Objective-C binding (one Go type per protocol,
-//     selectors as package variables) and the compute.Backend built on it.
+//   - api.go (every platform) is the part of Apple's API tfd uses, as data: the enum values and
+//     every Objective-C message with its argument kinds. selectors_test.go checks it on Linux
+//     against Apple's metal-cpp headers and against the darwin sources.
+//   - the other *_darwin.go files are the Objective-C binding (objc_darwin.go, mtl_darwin.go: one
+//     Go type per protocol, selectors registered from api.go as package variables) and the
+//     compute.Backend built on it (backend, tensor, ops and gpu_darwin.go). metal.go registers
+//     the backend on every platform; open_other.go says why there is none off Apple silicon.
 package metal

@@ -1,6 +1,8 @@
 // Package computetest holds what the backends' tests share: random data, its encoding in each
 // dtype, and the two ways results are compared, bit for bit (batch invariance, data moves) and
-// within a tolerance (one backend against another, whose reductions run in other orders).
+// within a tolerance (one backend against another, whose reductions run in other orders); and the
+// checks every GPU backend's tests run, each op against the cpu backend (ops.go) and batch
+// invariance (invariance.go), on a Pair of the backend and the cpu backend (pair.go).
 package computetest
 
 import (

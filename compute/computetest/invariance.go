@@ -1,0 +1,176 @@
+package computetest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"tfd/compute"
+)
+
+// Batch invariance of a GPU backend, bit for bit: a row computed alone must equal the same row
+// computed among 1, 7 and 33 others, at a random index. Each Check is the body of one test.
+
+var othersToTry = []int{1, 7, 33}
+
+// batchOf returns the rows of a batch of 1+others rows holding target at a random index, the
+// others drawn from pool, and that index.
+func batchOf(r *rand.Rand, target []float32, others int, pool func(i int) []float32) ([]float32, int) {
+	at := r.IntN(others + 1)
+	var rows []float32
+	for i := range others + 1 {
+		if i == at {
+			rows = append(rows, target...)
+		} else {
+			rows = append(rows, pool(i)...)
+		}
+	}
+	return rows, at
+}
+
+// CheckMatMulBatchInvariance: MatMul rows of BF16 and F32 weights, alone and among others.
+func CheckMatMulBatchInvariance(t *testing.T, b compute.Backend) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, dt := range []compute.DType{compute.BF16, compute.F32} {
+		for _, in := range []int{384, 1001, 4096} {
+			t.Run(fmt.Sprint(dt, in), func(t *testing.T) {
+				const out = 96
+				w, err := b.Upload(dt, []int{out, in}, Encode(dt, Randn(1, out*in)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				bias := UploadF32(t, b, Randn(2, out), out)
+				target := Randn(3, in)
+				run := func(rows []float32, n, at int) []float32 {
+					x := UploadF32(t, b, rows, n, in)
+					dst, _ := b.Alloc(compute.F32, n, out)
+					b.MatMul(dst, x, w, bias, n)
+					got := ReadOne(t, b, dst, n*out)
+					b.Free(x)
+					b.Free(dst)
+					return got[at*out : (at+1)*out]
+				}
+				alone := run(target, 1, 0)
+				for _, others := range othersToTry {
+					rows, at := batchOf(r, target, others, func(i int) []float32 { return Randn(uint64(100+i), in) })
+					SameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, others+1, at), alone)
+				}
+			})
+		}
+	}
+}
+
+// CheckNormBatchInvariance: RMSNorm and AddRMSNorm rows, alone and among others.
+func CheckNormBatchInvariance(t *testing.T, b compute.Backend) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, d := range []int{64, 384, 4096} {
+		for _, add := range []bool{false, true} {
+			t.Run(fmt.Sprint(d, add), func(t *testing.T) {
+				w := UploadF32(t, b, Randn(1, d), d)
+				target, targetRes := Randn(2, d), Randn(3, d)
+				run := func(rows, res []float32, n, at int) []float32 {
+					x := UploadF32(t, b, rows, n, d)
+					rt := UploadF32(t, b, res, n, d)
+					dst, _ := b.Alloc(compute.F32, n, d)
+					if add {
+						b.AddRMSNorm(dst, rt, x, w, n, 1e-6)
+					} else {
+						b.RMSNorm(dst, x, w, n, 1e-6)
+					}
+					got := ReadOne(t, b, dst, n*d)
+					for _, t := range []compute.Tensor{x, rt, dst} {
+						b.Free(t)
+					}
+					return got[at*d : (at+1)*d]
+				}
+				alone := run(target, targetRes, 1, 0)
+				for _, others := range othersToTry {
+					at := r.IntN(others + 1)
+					var rows, res []float32
+					for i := range others + 1 {
+						if i == at {
+							rows, res = append(rows, target...), append(res, targetRes...)
+						} else {
+							rows, res = append(rows, Randn(uint64(200+i), d)...), append(res, Randn(uint64(400+i), d)...)
+						}
+					}
+					SameBits(t, fmt.Sprintf("row %d of %d", at, others+1), run(rows, res, others+1, at), alone)
+				}
+			})
+		}
+	}
+}
+
+// CheckAttentionBatchInvariance attends one row of a session alone and then among rows of other
+// sessions and other positions of its own session.
+func CheckAttentionBatchInvariance(t *testing.T, p *Pair) {
+	g := p.Backends[0]
+	r := rand.New(rand.NewPCG(11, 12))
+	kc := kvCase{spec: compute.KVSpec{Layers: 1, KVHeads: 2, HeadDim: 64, Slots: 2000},
+		heads: 6, bases: []int32{0, 500, 1200}, length: []int{450, 700, 300}}
+	kv := fillKV(t, p, kc, 5)
+	qw := kc.heads * kc.spec.HeadDim
+	for _, target := range []struct{ session, pos int }{{1, 0}, {1, 129}, {1, 699}, {0, 255}} {
+		tq := Randn(uint64(40+target.pos), qw)
+		run := func(qs []float32, bases, positions []int32, at int) []float32 {
+			n := len(bases)
+			q := UploadF32(t, g, qs, n, qw)
+			bt, pt := UploadI32(t, g, bases), UploadI32(t, g, positions)
+			dst, _ := g.Alloc(compute.F32, n, qw)
+			g.Attention(dst, q, kv[0], 0, bt, pt, n, kc.heads, 0.125)
+			got := ReadOne(t, g, dst, n*qw)
+			for _, x := range []compute.Tensor{q, bt, pt, dst} {
+				g.Free(x)
+			}
+			return got[at*qw : (at+1)*qw]
+		}
+		tb, tp := kc.bases[target.session], int32(target.pos)
+		alone := run(tq, []int32{tb}, []int32{tp}, 0)
+		for _, others := range othersToTry {
+			at := r.IntN(others + 1)
+			var qs []float32
+			var bases, positions []int32
+			for i := range others + 1 {
+				if i == at {
+					qs, bases, positions = append(qs, tq...), append(bases, tb), append(positions, tp)
+					continue
+				}
+				s := r.IntN(len(kc.bases))
+				qs = append(qs, Randn(uint64(300+i), qw)...)
+				bases, positions = append(bases, kc.bases[s]), append(positions, int32(r.IntN(kc.length[s])))
+			}
+			SameBits(t, fmt.Sprintf("session %d position %d, row %d of %d", target.session, target.pos, at, others+1),
+				run(qs, bases, positions, at), alone)
+		}
+	}
+}
+
+// CheckMatMulRowGroups checks the claim the matmul kernels rest on: every row-group size (R of
+// matmul_W_R) gives the same bits, since each row's dot product runs in the same order. Row
+// counts 1, 2, 3, 5, 9, 17 select R = 1, 2, 4, 8, 16, 16.
+func CheckMatMulRowGroups(t *testing.T, b compute.Backend) {
+	const in, out = 777, 40 // 777: the one-element-per-lane order
+	for _, dt := range weightDTypes {
+		w, err := b.Upload(dt, []int{out, in}, Encode(dt, Randn(1, out*in)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs := Randn(2, 17*in)
+		x := UploadF32(t, b, xs, 17, in)
+		dst, _ := b.Alloc(compute.F32, 17, out)
+		var first []float32
+		for _, rows := range []int{1, 2, 3, 5, 9, 17} {
+			b.MatMul(dst, x, w, nil, rows)
+			got := ReadOne(t, b, dst, out)
+			if first == nil {
+				first = got
+				if math.IsNaN(float64(first[0])) {
+					t.Fatal("NaN")
+				}
+				continue
+			}
+			SameBits(t, fmt.Sprintf("%v row 0 of %d", dt, rows), got, first)
+		}
+	}
+}

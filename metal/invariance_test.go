@@ -1,0 +1,23 @@
+//go:build darwin && arm64
+
+package metal
+
+import (
+	"testing"
+
+	"tfd/compute/computetest"
+)
+
+// Batch invariance on the GPU, bit for bit: a row computed alone must equal the same row computed
+// among 1, 7 and 33 others, at a random index (tfd/compute/computetest's checks, as on CUDA).
+
+func TestMatMulIsBatchInvariant(t *testing.T) {
+	computetest.CheckMatMulBatchInvariance(t, openMetal(t))
+}
+func TestNormsAreBatchInvariant(t *testing.T) { computetest.CheckNormBatchInvariance(t, openMetal(t)) }
+func TestAttentionIsBatchInvariant(t *testing.T) {
+	computetest.CheckAttentionBatchInvariance(t, newPair(t))
+}
+
+// TestMatMulRowGroupsAgree: every row-group size of the matmul kernels gives the same bits.
+func TestMatMulRowGroupsAgree(t *testing.T) { computetest.CheckMatMulRowGroups(t, openMetal(t)) }

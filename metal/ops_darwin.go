@@ -1,0 +1,274 @@
+//go:build darwin && arm64
+
+package metal
+
+import (
+	"fmt"
+	"math"
+
+	"tfd/compute"
+	"tfd/kernels"
+)
+
+// Every op checks its arguments as tfd/cuda's do (a misuse panics, as on the CPU backend) and
+// encodes one launch, as kernels.*Launch says, into the open compute pass; none waits. The
+// kernels and the orders of their reductions are in tfd/kernels.
+
+// weightSuffix names a weight dtype as the kernels' variants do, or "" for one they lack.
+func weightSuffix(d compute.DType) string {
+	switch d {
+	case compute.BF16:
+		return "bf16"
+	case compute.F16:
+		return "f16"
+	case compute.F32:
+		return "f32"
+	}
+	return ""
+}
+
+// Embed writes table[tokens[r]] into x[r] for r < rows. A token outside the table gets a zero row
+// and is reported by the next Sync.
+func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
+	tt := b.asTensor(table, "Embed", "table")
+	w := weightSuffix(tt.dtype)
+	if len(tt.shape) != 2 || w == "" {
+		panic(fmt.Sprintf("metal: Embed: table is %v %v, want [vocab, dim] of F32, F16 or BF16", tt.dtype, tt.shape))
+	}
+	vocab, dim := tt.shape[0], tt.shape[1]
+	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
+	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
+	b.dispatch(kernels.EmbedLaunch(w, rows), bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim), b.errArg())
+}
+
+// Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
+// outside src gets a zero row and is reported by the next Sync.
+func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
+	st := b.tensorOf(src, "Gather", "src", compute.F32, 0)
+	if len(st.shape) == 0 {
+		panic("metal: Gather: src has no rows")
+	}
+	n, w := st.shape[0], st.rowLen()
+	d := b.tensorOf(dst, "Gather", "dst", compute.F32, rows*w)
+	idx := b.tensorOf(index, "Gather", "index", compute.I32, rows)
+	b.dispatch(kernels.GatherLaunch(rows), bufArg(d), bufArg(st), bufArg(idx), i32(n), i32(w), b.errArg())
+}
+
+// RMSNorm writes dst[i] = w·(x[i]·rsqrt(mean(x[i]²)+eps)) for n vectors of len(w) each. dst may
+// be x.
+func (b *backend) RMSNorm(dst, x, w compute.Tensor, n int, eps float32) {
+	b.rmsnorm("RMSNorm", dst, nil, x, w, n, eps)
+}
+
+// AddRMSNorm adds x into residual, then writes dst[i] = RMSNorm(residual[i])·w, for n vectors of
+// len(w) each. dst may be x.
+func (b *backend) AddRMSNorm(dst, residual, x, w compute.Tensor, n int, eps float32) {
+	b.rmsnorm("AddRMSNorm", dst, residual, x, w, n, eps)
+}
+
+// rmsnorm launches the one norm kernel; without a residual, x is bound in its place (as tfd/cuda
+// does) and the kernel's accumulate flag is 0, so it is only read.
+func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, eps float32) {
+	wt := b.tensorOf(w, op, "w", compute.F32, 0)
+	d := wt.n
+	if d == 0 {
+		panic(fmt.Sprintf("metal: %s: w %v is empty", op, wt.shape))
+	}
+	dt := b.tensorOf(dst, op, "dst", compute.F32, n*d)
+	xt := b.tensorOf(x, op, "x", compute.F32, n*d)
+	rt, add := xt, 0
+	if residual != nil {
+		rt, add = b.tensorOf(residual, op, "residual", compute.F32, n*d), 1
+	}
+	b.dispatch(kernels.RMSNormLaunch(n), bufArg(dt), bufArg(rt), bufArg(xt), bufArg(wt), i32(n), i32(d), f32(eps), i32(add))
+}
+
+// MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
+// F16 or BF16; bias is nil (the dummy buffer is bound, never read) or [out]. dst must not
+// overlap x. Rows go in groups of up to 16 that share each weight load; the group size changes
+// no bits (kernels/src/matmul.kern).
+func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
+	wt := b.asTensor(w, "MatMul", "w")
+	ws := weightSuffix(wt.dtype)
+	if len(wt.shape) != 2 || ws == "" {
+		panic(fmt.Sprintf("metal: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wt.dtype, wt.shape))
+	}
+	out, in := wt.shape[0], wt.shape[1]
+	dt := b.tensorOf(dst, "MatMul", "dst", compute.F32, rows*out)
+	xt := b.tensorOf(x, "MatMul", "x", compute.F32, rows*in)
+	var bt arg
+	hasBias := 0
+	if bias != nil {
+		bt, hasBias = bufArg(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
+	}
+	b.dispatch(kernels.MatMulLaunch(ws, rows, out), bufArg(dt), bufArg(xt), bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias))
+}
+
+// RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
+// j+headDim/2. headDim/2 is at most 256.
+func (b *backend) RoPE(x, positions, invFreq compute.Tensor, rows, heads int) {
+	ft := b.tensorOf(invFreq, "RoPE", "invFreq", compute.F32, 0)
+	half := ft.n
+	if half == 0 || half > 256 {
+		panic(fmt.Sprintf("metal: RoPE: invFreq has %d elements; the kernel takes 1 to 256", half))
+	}
+	xt := b.tensorOf(x, "RoPE", "x", compute.F32, rows*heads*2*half)
+	pt := b.tensorOf(positions, "RoPE", "positions", compute.I32, rows)
+	b.dispatch(kernels.RoPELaunch(rows), bufArg(xt), bufArg(pt), bufArg(ft), i32(heads), i32(half))
+}
+
+// KVWrite stores k[r] and v[r] into slot bases[r]+positions[r] of the layer. A row whose slot
+// falls outside the pool is skipped and reported by the next Sync.
+func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compute.Tensor, rows int) {
+	p := b.asKV(kv, "KVWrite", layer)
+	st := p.stride()
+	kt := b.tensorOf(k, "KVWrite", "k", compute.F32, rows*st)
+	vt := b.tensorOf(v, "KVWrite", "v", compute.F32, rows*st)
+	bt := b.tensorOf(bases, "KVWrite", "bases", compute.I32, rows)
+	pt := b.tensorOf(positions, "KVWrite", "positions", compute.I32, rows)
+	l := p.layers[layer]
+	b.dispatch(kernels.KVWriteLaunch(rows), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(kt), bufArg(vt), bufArg(bt), bufArg(pt),
+		i32(p.spec.Slots), i32(st), b.errArg())
+}
+
+// Attention writes, for each row r and query head h, softmax(scale·q·K)·V over the slots
+// bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). One
+// threadgroup per (row, head), keys in position order. A row whose slots fall outside the pool
+// gets zeros and is reported by the next Sync.
+func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
+	p := b.asKV(kv, "Attention", layer)
+	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
+	if heads <= 0 || heads%kvh != 0 {
+		panic(fmt.Sprintf("metal: Attention: %d query heads is not a multiple of the pool's %d kv heads", heads, kvh))
+	}
+	dt := b.tensorOf(dst, "Attention", "dst", compute.F32, rows*heads*hd)
+	qt := b.tensorOf(q, "Attention", "q", compute.F32, rows*heads*hd)
+	bt := b.tensorOf(bases, "Attention", "bases", compute.I32, rows)
+	pt := b.tensorOf(positions, "Attention", "positions", compute.I32, rows)
+	l := p.layers[layer]
+	b.dispatch(kernels.AttentionLaunch(rows, heads), bufArg(dt), bufArg(qt), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(bt), bufArg(pt),
+		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), b.errArg())
+}
+
+// SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.
+func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
+	b.elementwise("SiLUMul", kernels.SiLUMulLaunch, dst, gate, up, rows)
+}
+
+// Add writes dst[r] = a[r] + b[r] for r < rows, rows of dst's row length.
+func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
+	b.elementwise("Add", kernels.AddLaunch, dst, x, y, rows)
+}
+
+func (b *backend) elementwise(op string, launch func(n int) kernels.Launch, dst, x, y compute.Tensor, rows int) {
+	n := rows * b.asTensor(dst, op, "dst").rowLen()
+	if n > math.MaxInt32-256 {
+		panic(fmt.Sprintf("metal: %s of %d elements: past the kernels' 32-bit index", op, n))
+	}
+	dt := b.tensorOf(dst, op, "dst", compute.F32, n)
+	at := b.tensorOf(x, op, "a", compute.F32, n)
+	bt := b.tensorOf(y, op, "b", compute.F32, n)
+	b.dispatch(launch(n), bufArg(dt), bufArg(at), bufArg(bt), i32(n))
+}
+
+// CopyKV copies n slots from src to dst in every layer, bits unchanged; the ranges may overlap.
+// Ranges outside the pool are reported by the next Sync and nothing is copied. The copies are
+// blit commands in the open command buffer, after the work encoded before them.
+func (b *backend) CopyKV(kv compute.KV, dst, src, n int) {
+	p := b.asKV(kv, "CopyKV", 0)
+	if n <= 0 || dst == src {
+		return
+	}
+	if dst < 0 || src < 0 || dst+n > p.spec.Slots || src+n > p.spec.Slots {
+		if b.pending == nil {
+			b.pending = fmt.Errorf("metal: CopyKV: %d slots from %d to %d do not fit the pool's %d slots", n, src, dst, p.spec.Slots)
+		}
+		return
+	}
+	// A blit copy's ranges must not overlap, so overlapping moves go in pieces no longer than
+	// the distance between them, in the direction that reads each source slot before it is
+	// overwritten; each piece is a pass of its own, and Metal's hazard tracking (the buffers
+	// are tracked) finishes a pass's reads and writes before the next pass writes.
+	gap := max(dst-src, src-dst)
+	piece := min(n, gap)
+	slot := uint64(p.stride()) * 4
+	cmd := b.commandBuffer()
+	b.endCompute()
+	pl := pushPool()
+	defer pl.pop()
+	for done := 0; done < n; done += piece {
+		m := min(piece, n-done)
+		off := done
+		if dst > src {
+			off = n - done - m // from the end backwards
+		}
+		e := cmd.blitCommandEncoder()
+		if e.id == 0 {
+			panic("metal: the command buffer gave no blit encoder")
+		}
+		for _, l := range p.layers {
+			for _, base := range [2]uint64{0, p.values()} {
+				e.copyFromBuffer(l.mtl, base+uint64(src+off)*slot, l.mtl, base+uint64(dst+off)*slot, uint64(m)*slot)
+			}
+		}
+		e.endEncoding()
+	}
+}
+
+// ArgmaxNext implements compute.Chainer with one threadgroup: the index of the largest of
+// logits[:n], ties to the lowest, becomes tokens[0] and chain[step], and positions[0] moves on.
+func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n, step int) {
+	lt := b.tensorOf(logits, "ArgmaxNext", "logits", compute.F32, n)
+	tt := b.tensorOf(tokens, "ArgmaxNext", "tokens", compute.I32, 1)
+	pt := b.tensorOf(positions, "ArgmaxNext", "positions", compute.I32, 1)
+	ct := b.tensorOf(chain, "ArgmaxNext", "chain", compute.I32, step+1)
+	b.dispatch(kernels.ArgmaxNextLaunch(), bufArg(lt), bufArg(tt), bufArg(pt), bufArg(ct), i32(n), i32(step))
+}
+
+// asTensor returns t as this backend's tensor, or panics naming the op and argument.
+func (b *backend) asTensor(t compute.Tensor, op, name string) *tensor {
+	mt, ok := t.(*tensor)
+	if !ok || mt == nil {
+		panic(fmt.Sprintf("metal: %s: %s is a %T, not a tensor of the metal backend", op, name, t))
+	}
+	if mt.b != b {
+		panic(fmt.Sprintf("metal: %s: %s belongs to another metal backend", op, name))
+	}
+	return mt
+}
+
+// tensorOf returns t as this backend's tensor of dtype with at least n elements, or panics.
+func (b *backend) tensorOf(t compute.Tensor, op, name string, dtype compute.DType, n int) *tensor {
+	mt := b.asTensor(t, op, name)
+	if mt.dtype != dtype {
+		panic(fmt.Sprintf("metal: %s: %s is %v, want %v", op, name, mt.dtype, dtype))
+	}
+	if mt.n < n {
+		panic(fmt.Sprintf("metal: %s: %s %v has %d elements, the op needs %d", op, name, mt.shape, mt.n, n))
+	}
+	if n > 0 && mt.buf == nil {
+		panic(fmt.Sprintf("metal: %s: %s was freed", op, name))
+	}
+	return mt
+}
+
+// asKV returns kv as this backend's pool, or panics; layer must be one of its layers.
+func (b *backend) asKV(kv compute.KV, op string, layer int) *kvPool {
+	p, ok := kv.(*kvPool)
+	if !ok || p == nil || p.b != b {
+		panic(fmt.Sprintf("metal: %s: the pool is a %T, not a KV pool of this metal backend", op, kv))
+	}
+	if layer < 0 || layer >= p.spec.Layers {
+		panic(fmt.Sprintf("metal: %s: layer %d of a pool of %d layers", op, layer, p.spec.Layers))
+	}
+	if p.layers == nil {
+		panic(fmt.Sprintf("metal: %s: the pool was freed", op))
+	}
+	return p
+}
+
+// Kernel arguments: a tensor's buffer at offset 0, the error word, and 4-byte scalars.
+func bufArg(t *tensor) arg     { return arg{buf: t.buf} }
+func (b *backend) errArg() arg { return arg{buf: b.errWord} }
+func i32(v int) arg            { return arg{scalar: uint64(uint32(int32(v)))} }
+func f32(v float32) arg        { return arg{scalar: uint64(math.Float32bits(v))} }
