@@ -17,9 +17,11 @@ package compute
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
+	"time"
 )
 
 // DType is the element type of a tensor.
@@ -285,4 +287,51 @@ func CheckUpload(dtype DType, shape []int, data []byte) (int, error) {
 		return 0, fmt.Errorf("compute: Upload of %v %v needs %d bytes, got %d", dtype, shape, n*dtype.Size(), len(data))
 	}
 	return n, nil
+}
+
+// Resident is an optional interface of a Backend that holds its memory resident between requests
+// and ticks the device while idle, so that the first token after a pause is as fast as the next
+// (Metal's residency set). Its owner calls SetResidency once, after opening the backend and making
+// the memory plan and before the first Upload, Alloc or NewKV; a backend never given options keeps
+// its defaults. logger receives its reports (whole or none, the bytes held); nil keeps
+// slog.Default(). ResidencyStats is safe to call from any goroutine (/metrics).
+type Resident interface {
+	SetResidency(opts ResidencyOptions, logger *slog.Logger) error
+	ResidencyStats() ResidencyStats
+}
+
+// ResidencyOptions are the [residency] settings a Resident backend works with.
+type ResidencyOptions struct {
+	// Enabled holds every buffer in one residency set; false: none (residency.enabled).
+	Enabled bool
+	// Tick is how often an idle device is ticked (residency.tick); 0: 500 ms.
+	Tick time.Duration
+	// KeepWarm is how long after the last request the ticks go on (residency.keep_warm).
+	KeepWarm time.Duration
+	// Limit bounds the bytes held resident: the memory plan's limit. The keeper also never goes
+	// above the device's recommendedMaxWorkingSetSize.
+	Limit uint64
+}
+
+// ResidencyStats is what /metrics shows of the residency keeper.
+type ResidencyStats struct {
+	// On reports that every live buffer is held in one committed residency set whose residency
+	// was requested. Off: residency.enabled is false, this macOS has no residency sets, or the
+	// buffers passed the bound (whole or none).
+	On bool
+	// ResidentBuffers and ResidentBytes count the buffers in the set as last committed; 0 when off.
+	ResidentBuffers uint64
+	ResidentBytes   uint64
+	// Commits counts the set's commits: the one at load, those at commit points, and the one that
+	// empties the set when it is turned off after load.
+	Commits uint64
+	// Ticks counts idle ticks whose GPU work completed.
+	Ticks uint64
+}
+
+// SharedMemory is an optional interface of a Backend whose device shares the host's memory
+// (Apple silicon): its Memory is the machine's RAM, and WorkingSet what the GPU may hold at once
+// (Metal's recommendedMaxWorkingSetSize), which the memory plan never passes.
+type SharedMemory interface {
+	WorkingSet() uint64
 }

@@ -65,6 +65,7 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 		Model:        mcfg,
 		WeightBytes:  info.FileBytes,
 		DeviceMemory: backend.Memory(),
+		WorkingSet:   workingSet(backend),
 		LoadLimitGB:  cfg.Memory.LoadLimitGB,
 		MarginGB:     cfg.Memory.MarginGB,
 		Context:      cfg.Model.Context,
@@ -73,6 +74,14 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 		Layout:       layout,
 		MaxRows:      MaxRows,
 	})
+}
+
+// workingSet is what the GPU may hold at once where it shares the machine's RAM, or 0.
+func workingSet(b compute.Backend) uint64 {
+	if s, ok := b.(compute.SharedMemory); ok {
+		return s.WorkingSet()
+	}
+	return 0
 }
 
 // residentBytes is what a loaded instance holds under the plan's limit.
@@ -92,6 +101,13 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 	} else if in.plan, err = PlanConfig(cfg, backend); err != nil {
 		backend.Close()
 		return nil, err
+	}
+	if r, ok := backend.(compute.Resident); ok {
+		// Before the first tensor: the backend holds what the model loads within the plan.
+		if err := r.SetResidency(in.residency(cfg.Residency), logger); err != nil {
+			in.close(context.Background())
+			return nil, fmt.Errorf("daemon: residency: %w", err)
+		}
 	}
 	if err := in.load(ctx, cfg, logger, workedAround(logger, hopts.Metrics)); err != nil {
 		in.close(context.Background())
@@ -158,6 +174,12 @@ func workedAround(logger *slog.Logger, m *metrics.Metrics) func(where string, er
 func (in *instance) sharedOptions(cfg config.Config) scheduler.SharedOptions {
 	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: cfg.Sessions.Grow, Queue: cfg.Sessions.Queue,
 		KeepWarm: in.keepWarm(cfg.Residency), WarmTick: cfg.Residency.Tick}
+}
+
+// residency is what a backend that holds its memory resident works with: the [residency]
+// settings and the plan's limit.
+func (in *instance) residency(rc config.ResidencyConfig) compute.ResidencyOptions {
+	return compute.ResidencyOptions{Enabled: rc.Enabled, Tick: rc.Tick, KeepWarm: in.keepWarm(rc), Limit: uint64(max(in.plan.Limit, 0))}
 }
 
 // keepWarm is how long the host ticks the device after its last forward: residency.keep_warm

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"tfd/compute"
 	"tfd/daemon/api"
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
@@ -186,6 +187,10 @@ func (s *server) applyRouting(old, next config.Config, routing api.Routing, chan
 	if touches(changes, "residency.") {
 		cur.host.SetKeepWarm(cur.keepWarm(next.Residency), next.Residency.Tick)
 		r.apply("keep-warm window %s, a tick every %s", cur.keepWarm(next.Residency), next.Residency.Tick)
+	}
+	if _, resident := cur.backend.(compute.Resident); resident && old.Residency.Enabled != next.Residency.Enabled {
+		// The residency set is made with the buffers it holds, as the model loads.
+		r.waits = append(r.waits, "residency.enabled (applies when the model next loads: tfd restart)")
 	}
 	if touches(changes, "sampling.", "server.api_keys_file", "server.stall_timeout", "drafts.") {
 		h.SetRouting(routing)

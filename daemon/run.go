@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"tfd/compute"
 	"tfd/daemon/api"
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
@@ -103,6 +104,9 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 		return err
 	}
 	s.cur = in
+	if _, ok := in.backend.(compute.Resident); ok {
+		s.metrics.WatchResidency(s.residencyStats)
+	}
 	s.metrics.SetPlan(in.plan, s.gen)
 	s.reportPlan(in)
 	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys, cmp.Or(s.opts.BodyTimeout, api.DefaultBodyTimeout))
@@ -167,6 +171,20 @@ func (s *server) hostStats() scheduler.Stats {
 	in := s.cur
 	s.mu.Unlock()
 	return in.stats()
+}
+
+// residencyStats reads the residency of the backend in force, zero where it keeps none.
+func (s *server) residencyStats() compute.ResidencyStats {
+	s.mu.Lock()
+	in := s.cur
+	s.mu.Unlock()
+	if in == nil {
+		return compute.ResidencyStats{}
+	}
+	if r, ok := in.backend.(compute.Resident); ok {
+		return r.ResidencyStats()
+	}
+	return compute.ResidencyStats{}
 }
 
 // shutdown stops every host: running replies have until ctx ends, then they are cancelled with

@@ -74,6 +74,9 @@ type Plan struct {
 
 	// LimitFrom says how the limit was chosen, e.g. "70% of 24.0 GiB".
 	LimitFrom string
+	// Memory is the machine's memory the plan read (RAM for the CPU and Metal, device memory for
+	// CUDA), and WorkingSet what the GPU may hold at once where it shares RAM (Metal), or 0.
+	Memory, WorkingSet int64
 	// Context is the longest sequence a session holds, after any lowering.
 	Context int
 	// Layout lists the session capacities in tokens, largest first.
@@ -108,7 +111,8 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err := in.check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{MaxRows: in.MaxRows, KVPerToken: kvPerToken(in.Model)}
+	p := Plan{MaxRows: in.MaxRows, KVPerToken: kvPerToken(in.Model),
+		Memory: int64(min(in.DeviceMemory, math.MaxInt64)), WorkingSet: int64(min(in.WorkingSet, math.MaxInt64))}
 	var err error
 	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
 		return Plan{}, err
@@ -320,6 +324,10 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, "  %-9s %10s  %s\n", name, FormatBytes(n), why)
 	}
 	fmt.Fprintf(&b, "memory plan\n")
+	if p.WorkingSet > 0 {
+		row("memory", p.Memory, "RAM (hw.memsize), shared with the GPU")
+		row("gpu", p.WorkingSet, "the GPU's recommended working set (recommendedMaxWorkingSetSize)")
+	}
 	row("limit", p.Limit, p.LimitFrom)
 	row("weights", p.Weights, "as the backend stores them")
 	row("scratch", p.Scratch, fmt.Sprintf("activations and logits for %d rows", p.MaxRows))

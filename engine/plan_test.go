@@ -208,6 +208,9 @@ func TestPlanCappedAtWorkingSet(t *testing.T) {
 			if p.Limit != tc.want || !strings.Contains(p.LimitFrom, tc.says) {
 				t.Errorf("limit %s (%s), want %s saying %q", FormatBytes(p.Limit), p.LimitFrom, FormatBytes(tc.want), tc.says)
 			}
+			if shows := strings.Contains(p.String(), "recommended working set (recommendedMaxWorkingSetSize)"); shows != (tc.workingSet > 0) {
+				t.Errorf("the plan shows the working set: %v, want %v\n%s", shows, tc.workingSet > 0, p)
+			}
 		})
 	}
 }

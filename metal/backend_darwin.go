@@ -35,8 +35,8 @@ type backend struct {
 	own     []*buffer  // the four above
 
 	// Residency: the keeper is made at the first allocation, with opts as they are then. It is
-	// read by ResidencyStats from other goroutines (/metrics), hence the atomic pointer.
-	opts       ResidencyOptions
+	// read by compute.ResidencyStats from other goroutines (/metrics), hence the atomic pointer.
+	opts       compute.ResidencyOptions
 	logger     *slog.Logger
 	keep       atomic.Pointer[keeper]
 	wasLoaded  bool              // the keeper was told the load is over
@@ -63,7 +63,7 @@ type pipeline struct {
 
 // open finds the device, compiles every kernel and makes the backend's own buffers. Missing
 // frameworks or no usable device wrap compute.ErrNoDevice.
-func open(opts ResidencyOptions, logger *slog.Logger) (compute.Backend, error) {
+func open(opts compute.ResidencyOptions, logger *slog.Logger) (compute.Backend, error) {
 	if err := load(); err != nil {
 		return nil, fmt.Errorf("%w: metal: %v", compute.ErrNoDevice, err)
 	}
@@ -230,11 +230,21 @@ func (b *backend) release() {
 
 func (b *backend) Name() string { return "metal" }
 
-// Memory returns the device's recommendedMaxWorkingSetSize at Open: what the GPU can use without
-// hurting performance (https://developer.apple.com/documentation/metal/mtldevice/recommendedmaxworkingsetsize).
-// Apple gives no figure; it has been seen at about 75% of RAM, and the iogpu.wired_limit_mb
-// sysctl moves it.
-func (b *backend) Memory() uint64 { return b.workingSet }
+// Memory returns the Mac's RAM (sysctl hw.memsize): the GPU shares it, and the memory plan takes
+// its share of RAM as on the CPU. Where hw.memsize cannot be read it is the working set.
+func (b *backend) Memory() uint64 {
+	if ram, err := physicalMemory(); err == nil && ram > 0 {
+		return ram
+	}
+	return b.workingSet
+}
+
+// WorkingSet implements compute.SharedMemory: the device's recommendedMaxWorkingSetSize at Open,
+// what the GPU can use without hurting performance
+// (https://developer.apple.com/documentation/metal/mtldevice/recommendedmaxworkingsetsize). Apple
+// gives no figure; it has been seen at about 75% of RAM, and the iogpu.wired_limit_mb sysctl
+// moves it. The memory plan never passes it.
+func (b *backend) WorkingSet() uint64 { return b.workingSet }
 
 // Describe names the device, how it was found and its memory, for logs.
 func (b *backend) Describe() string {
@@ -243,13 +253,14 @@ func (b *backend) Describe() string {
 }
 
 var (
-	_ compute.Chainer = (*backend)(nil)
-	_ compute.Warmer  = (*backend)(nil)
-	_ Residency       = (*backend)(nil)
+	_ compute.Chainer      = (*backend)(nil)
+	_ compute.Warmer       = (*backend)(nil)
+	_ compute.Resident     = (*backend)(nil)
+	_ compute.SharedMemory = (*backend)(nil)
 )
 
-// SetResidency implements Residency: it must come before the first Upload, Alloc or NewKV.
-func (b *backend) SetResidency(opts ResidencyOptions, logger *slog.Logger) error {
+// SetResidency implements compute.Resident: it must come before the first Upload, Alloc or NewKV.
+func (b *backend) SetResidency(opts compute.ResidencyOptions, logger *slog.Logger) error {
 	if b.keep.Load() != nil {
 		return errors.New("metal: SetResidency after the backend made its first tensor: set residency before loading the model")
 	}
@@ -260,13 +271,13 @@ func (b *backend) SetResidency(opts ResidencyOptions, logger *slog.Logger) error
 	return nil
 }
 
-// ResidencyStats implements Residency: what /metrics shows of the keeper; zero before the first
+// ResidencyStats implements compute.Resident: what /metrics shows of the keeper; zero before the first
 // tensor. It is safe for concurrent use.
-func (b *backend) ResidencyStats() ResidencyStats {
+func (b *backend) ResidencyStats() compute.ResidencyStats {
 	if k := b.keep.Load(); k != nil {
 		return k.stats()
 	}
-	return ResidencyStats{}
+	return compute.ResidencyStats{}
 }
 
 // residency returns the keeper, making it at the first call with the options set by then (Limit

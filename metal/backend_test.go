@@ -28,7 +28,7 @@ func openMetal(t testing.TB) compute.Backend {
 }
 
 // openWith opens a metal backend with the given residency settings.
-func openWith(t testing.TB, opts ResidencyOptions) compute.Backend {
+func openWith(t testing.TB, opts compute.ResidencyOptions) compute.Backend {
 	t.Helper()
 	b, err := open(opts, slog.Default())
 	return opened(t, b, err)
@@ -91,11 +91,11 @@ func TestWriteInt32AfterEncodedReaders(t *testing.T) {
 // TestResidencyComesBeforeTensors: SetResidency takes settings before the first tensor only.
 func TestResidencyComesBeforeTensors(t *testing.T) {
 	b := openMetal(t)
-	r, ok := b.(Residency)
+	r, ok := b.(compute.Resident)
 	if !ok {
-		t.Fatal("the metal backend is no Residency")
+		t.Fatal("the metal backend is no compute.Resident")
 	}
-	if err := r.SetResidency(ResidencyOptions{Enabled: false}, nil); err != nil {
+	if err := r.SetResidency(compute.ResidencyOptions{Enabled: false}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Alloc(compute.F32, 4); err != nil {
@@ -109,7 +109,7 @@ func TestResidencyComesBeforeTensors(t *testing.T) {
 // TestWarmTicks: the idle tick runs with residency on and off, and ops go on after it.
 func TestWarmTicks(t *testing.T) {
 	for _, on := range []bool{true, false} {
-		b := openWith(t, ResidencyOptions{Enabled: on})
+		b := openWith(t, compute.ResidencyOptions{Enabled: on})
 		x := computetest.UploadF32(t, b, []float32{1, 2, 3, 4}, 1, 4)
 		w := b.(interface{ Warm() error })
 		for range 3 {
@@ -120,7 +120,7 @@ func TestWarmTicks(t *testing.T) {
 		b.Add(x, x, x, 1)
 		computetest.SameBits(t, "x+x after the ticks", computetest.ReadOne(t, b, x, 4), []float32{2, 4, 6, 8})
 		// On: a set on macOS 15 and later, none before (the keeper logs which); ticks either way.
-		st := b.(Residency).ResidencyStats()
+		st := b.(compute.Resident).ResidencyStats()
 		if st.Ticks != 3 || (!on && st.On) {
 			t.Errorf("residency %v: %+v after three ticks", on, st)
 		}

@@ -2,7 +2,6 @@ package metal
 
 import (
 	"errors"
-	"time"
 )
 
 // allocation is one MTLBuffer (an MTLAllocation to a residency set): weights, the KV pool,
@@ -38,16 +37,3 @@ type gpu interface {
 
 // errNoResidencySets is returned by gpu.newResidencySet where the OS has no MTLResidencySet.
 var errNoResidencySets = errors.New("metal: this macOS has no residency sets (they came with macOS 15)")
-
-// ResidencyOptions are the [residency] settings the keeper works with.
-type ResidencyOptions struct {
-	// Enabled holds every buffer in one residency set; false: none (residency.enabled).
-	Enabled bool
-	// Tick is how often an idle device is ticked (residency.tick); 0: 500 ms.
-	Tick time.Duration
-	// KeepWarm is how long after the last request the ticks go on (residency.keep_warm).
-	KeepWarm time.Duration
-	// Limit bounds the bytes held resident: the memory plan's limit. The keeper also never goes
-	// above the device's recommendedMaxWorkingSetSize.
-	Limit uint64
-}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"tfd/compute"
 )
 
 // fakeBuf is a buffer of the fake device.
@@ -208,7 +210,7 @@ func (l *logBuffer) lines() []string {
 }
 
 // newLogged returns a keeper of g whose log lines land in the returned buffer.
-func newLogged(g *fakeGPU, opts ResidencyOptions) (*keeper, *logBuffer) {
+func newLogged(g *fakeGPU, opts compute.ResidencyOptions) (*keeper, *logBuffer) {
 	var lb logBuffer
 	return newKeeper(g, opts, slog.New(slog.NewTextHandler(&lb, nil))), &lb
 }

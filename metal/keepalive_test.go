@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tfd/batch"
+	"tfd/compute"
 	"tfd/scheduler"
 )
 
@@ -89,7 +90,7 @@ func (m *keptModel) at(n int, f func()) {
 // 500 ms for 10 s after the last forward, none after that, and the same after the next request.
 func TestKeepaliveWithTheLane(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opts := ResidencyOptions{Enabled: true, Tick: 500 * time.Millisecond, KeepWarm: 10 * time.Second, Limit: 48 * gb}
+		opts := compute.ResidencyOptions{Enabled: true, Tick: 500 * time.Millisecond, KeepWarm: 10 * time.Second, Limit: 48 * gb}
 		g := newFakeGPU(64 * gb)
 		k, _ := newLogged(g, opts)
 		weights, kv := buf("weights", 8*gb), buf("kv", 2*gb)

@@ -24,17 +24,6 @@ func (driver) Open() (compute.Backend, error) {
 // DefaultResidency returns the [residency] defaults: every buffer held in one residency set,
 // ticked every 500 ms for 15 minutes after the last request, within the device's recommended
 // working set (Limit 0).
-func DefaultResidency() ResidencyOptions {
-	return ResidencyOptions{Enabled: true, Tick: 500 * time.Millisecond, KeepWarm: 15 * time.Minute}
-}
-
-// Residency is implemented by the metal backend. Its owner calls SetResidency once, after
-// opening the backend and making the memory plan and before the first Upload, Alloc or NewKV,
-// with the [residency] settings and the plan's limit; a backend never given them keeps
-// DefaultResidency. Limit 0 means the device's recommendedMaxWorkingSetSize. logger receives
-// the keeper's reports (whole or none, the bytes held); nil keeps slog.Default().
-// ResidencyStats is what /metrics shows; it is safe to call from any goroutine.
-type Residency interface {
-	SetResidency(opts ResidencyOptions, logger *slog.Logger) error
-	ResidencyStats() ResidencyStats
+func DefaultResidency() compute.ResidencyOptions {
+	return compute.ResidencyOptions{Enabled: true, Tick: 500 * time.Millisecond, KeepWarm: 15 * time.Minute}
 }

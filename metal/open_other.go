@@ -10,6 +10,6 @@ import (
 	"tfd/compute"
 )
 
-func open(ResidencyOptions, *slog.Logger) (compute.Backend, error) {
+func open(compute.ResidencyOptions, *slog.Logger) (compute.Backend, error) {
 	return nil, fmt.Errorf("%w: metal: Metal is macOS on Apple silicon only (darwin/arm64); this is %s/%s", compute.ErrNoDevice, runtime.GOOS, runtime.GOARCH)
 }

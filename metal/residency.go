@@ -6,31 +6,17 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"tfd/compute"
 )
 
-// defaultTick is the idle tick's period when ResidencyOptions.Tick is 0: macOS takes idle GPU
+// defaultTick is the idle tick's period when compute.ResidencyOptions.Tick is 0: macOS takes idle GPU
 // memory back after about a second, and half of that keeps ahead of it.
 const defaultTick = 500 * time.Millisecond
 
 // setCapacity is the initial capacity asked of the residency set. It is only a hint to Metal (the
 // set grows); a model's weights, KV pool and scratch come to some hundreds of buffers.
 const setCapacity = 1024
-
-// ResidencyStats is what /metrics shows of the residency keeper.
-type ResidencyStats struct {
-	// On reports that every live buffer is held in one committed residency set whose residency
-	// was requested. Off: residency.enabled is false, this macOS has no residency sets, or the
-	// buffers passed the bound (whole or none).
-	On bool
-	// ResidentBuffers and ResidentBytes count the buffers in the set as last committed; 0 when off.
-	ResidentBuffers uint64
-	ResidentBytes   uint64
-	// Commits counts the set's commits: the one at load, those at commit points, and the one that
-	// empties the set when it is turned off after load.
-	Commits uint64
-	// Ticks counts idle ticks whose GPU work completed.
-	Ticks uint64
-}
 
 // keeper holds every buffer the Metal backend makes in one MTLResidencySet, whole or not at all,
 // and runs the idle tick that keeps the GPU's memory wired between requests (DESIGN.md,
@@ -51,7 +37,7 @@ type ResidencyStats struct {
 //
 // Whole or none. A set that leaves buffers out makes rounds erratic (each round waits on whatever
 // the OS took back), so the set holds every live buffer or none. The bound is
-// ResidencyOptions.Limit (when not 0), never above the device's recommendedMaxWorkingSetSize. If
+// compute.ResidencyOptions.Limit (when not 0), never above the device's recommendedMaxWorkingSetSize. If
 // the buffers at load pass it, there is no set at all and one warning says by how much and which
 // setting brings them under. If they pass it later (the buffers staged since the last commit
 // would take the set over), the commit point turns the set off for good instead of committing:
@@ -64,7 +50,7 @@ type ResidencyStats struct {
 // works); the backend still calls the others from its one goroutine, in the order above.
 type keeper struct {
 	g    gpu
-	opts ResidencyOptions // Tick set to defaultTick when 0
+	opts compute.ResidencyOptions // Tick set to defaultTick when 0
 	log  *slog.Logger
 
 	mu        sync.Mutex   // guards every field below
@@ -78,9 +64,9 @@ type keeper struct {
 	staged   int                   // adds and removes waiting for a commit; 0: nothing to commit
 	releases []func()              // releases of removed buffers, waiting for a commit
 
-	lastWork time.Time      // when beforeWork or afterWork last ran
-	idled    bool           // an idle tick ran since the last beforeWork
-	counts   ResidencyStats // what stats returns
+	lastWork time.Time              // when beforeWork or afterWork last ran
+	idled    bool                   // an idle tick ran since the last beforeWork
+	counts   compute.ResidencyStats // what stats returns
 }
 
 // member is a live buffer in the set. It is in the set as committed once a commit followed its
@@ -93,7 +79,7 @@ type member struct {
 // newKeeper returns the keeper of g's buffers under opts; logger (nil: slog.Default()) gets its
 // one-line reports. With opts.Enabled it makes the residency set at once, so that buffers made
 // during load join it as they come; where g has none, loaded says so.
-func newKeeper(g gpu, opts ResidencyOptions, logger *slog.Logger) *keeper {
+func newKeeper(g gpu, opts compute.ResidencyOptions, logger *slog.Logger) *keeper {
 	if opts.Tick <= 0 {
 		opts.Tick = defaultTick
 	}
@@ -231,7 +217,7 @@ func (k *keeper) afterWork() {
 // keep_warm, every residency.tick. It commits staged changes (a commit point), requests residency
 // again (llama.cpp's keep-alive re-requests it every 500 ms too; the call costs little), and then
 // runs g.tick, real GPU work that waits for the GPU. It returns tick's error; a failed tick is not
-// counted in ResidencyStats.Ticks.
+// counted in compute.ResidencyStats.Ticks.
 func (k *keeper) idle() error {
 	k.mu.Lock()
 	releases := k.commitPointLocked()
@@ -266,7 +252,7 @@ func (k *keeper) close() {
 }
 
 // stats returns what /metrics shows.
-func (k *keeper) stats() ResidencyStats {
+func (k *keeper) stats() compute.ResidencyStats {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.counts

@@ -7,16 +7,18 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"tfd/compute"
 )
 
 // on is the options of a keeper that holds a set under a bound of limit bytes.
-func on(limit uint64) ResidencyOptions {
-	return ResidencyOptions{Enabled: true, Tick: 500 * time.Millisecond, KeepWarm: time.Minute, Limit: limit}
+func on(limit uint64) compute.ResidencyOptions {
+	return compute.ResidencyOptions{Enabled: true, Tick: 500 * time.Millisecond, KeepWarm: time.Minute, Limit: limit}
 }
 
 // loadedKeeper returns a keeper over a fake device with a 64 GiB working set, that has loaded bufs
 // under opts.
-func loadedKeeper(t *testing.T, opts ResidencyOptions, bufs ...*fakeBuf) (*keeper, *fakeGPU, *logBuffer) {
+func loadedKeeper(t *testing.T, opts compute.ResidencyOptions, bufs ...*fakeBuf) (*keeper, *fakeGPU, *logBuffer) {
 	t.Helper()
 	g := newFakeGPU(64 * gb)
 	k, lb := newLogged(g, opts)
@@ -75,7 +77,7 @@ func TestLoadHoldsEveryBufferInOneCommit(t *testing.T) {
 	k.loaded()
 	wantState(t, g, 1, 1, 0, "embed", "layers", "kv")
 	wantLog(t, lb, "INFO", "3 buffers (20.0 GiB) held resident")
-	want := ResidencyStats{On: true, ResidentBuffers: 3, ResidentBytes: 20 * gb, Commits: 1}
+	want := compute.ResidencyStats{On: true, ResidentBuffers: 3, ResidentBytes: 20 * gb, Commits: 1}
 	if s := k.stats(); s != want {
 		t.Fatalf("stats %+v, want %+v", s, want)
 	}
@@ -163,7 +165,7 @@ func TestStagingThroughARequest(t *testing.T) {
 		}
 		wantState(t, g, 2, 2, 0, "weights", "kv-grown", "chains")
 		wantReleased(t, g, "kv", "scratch")
-		want := ResidencyStats{On: true, ResidentBuffers: 3, ResidentBytes: 13 * gb, Commits: 2, Ticks: 1}
+		want := compute.ResidencyStats{On: true, ResidentBuffers: 3, ResidentBytes: 13 * gb, Commits: 2, Ticks: 1}
 		if s := k.stats(); s != want {
 			t.Fatalf("after the tick: stats %+v, want %+v", s, want)
 		}
@@ -275,7 +277,7 @@ func TestWholeOrNoneAtLoad(t *testing.T) {
 				t.Fatalf("%d buffers taken out of the uncommitted set, want 3", st.removes)
 			}
 			wantLog(t, lb, "WARN", c.warningParts...)
-			if s := k.stats(); s != (ResidencyStats{}) {
+			if s := k.stats(); s != (compute.ResidencyStats{}) {
 				t.Fatalf("stats %+v with no set", s)
 			}
 			later := buf("later", gb)
@@ -319,7 +321,7 @@ func TestOverTheBoundAfterLoad(t *testing.T) {
 			!strings.Contains(lines[1], "memory.load_limit_gb") {
 			t.Fatalf("log %q, want the load line and one warning with the numbers", lines)
 		}
-		want := ResidencyStats{Commits: 3, Ticks: 2}
+		want := compute.ResidencyStats{Commits: 3, Ticks: 2}
 		if s := k.stats(); s != want {
 			t.Fatalf("stats %+v, want %+v", s, want)
 		}
@@ -374,7 +376,7 @@ func TestNoSet(t *testing.T) {
 			if err := k.idle(); err != nil {
 				t.Fatal(err)
 			}
-			if s := k.stats(); g.sets != c.sets || g.set != nil || s != (ResidencyStats{Ticks: 1}) {
+			if s := k.stats(); g.sets != c.sets || g.set != nil || s != (compute.ResidencyStats{Ticks: 1}) {
 				t.Fatalf("%d sets asked, set %v, stats %+v; want %d asked, none made, one tick", g.sets, g.set, s, c.sets)
 			}
 		})

@@ -21,6 +21,7 @@ import (
 	_ "tfd/cuda" // registers the "cuda" backend (Linux with an NVIDIA driver)
 	"tfd/daemon/config"
 	"tfd/daemon/service"
+	_ "tfd/metal" // registers the "metal" backend (macOS on Apple silicon)
 )
 
 // Exit codes: 0 success, 1 a failure while running, 2 a usage or configuration error.

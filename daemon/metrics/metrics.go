@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tfd/compute"
 	"tfd/engine"
 	"tfd/scheduler"
 )
@@ -100,6 +101,30 @@ func New(stats func() scheduler.Stats) *Metrics {
 		m.reloads.WithLabelValues(o)
 	}
 	return m
+}
+
+// WatchResidency adds the residency of a backend that holds its memory resident (Metal's
+// residency set), read from stats at each scrape: bytes and buffers held, commits and idle ticks.
+func (m *Metrics) WatchResidency(stats func() compute.ResidencyStats) {
+	if m == nil {
+		return
+	}
+	gauge := func(name, help string, f func(compute.ResidencyStats) uint64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
+	}
+	counter := func(name, help string, f func(compute.ResidencyStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
+	}
+	m.reg.MustRegister(
+		gauge("tfd_resident_bytes", "Bytes held in the GPU's residency set; 0 when it is off (whole or none).",
+			func(s compute.ResidencyStats) uint64 { return s.ResidentBytes }),
+		gauge("tfd_resident_buffers", "Buffers held in the GPU's residency set.",
+			func(s compute.ResidencyStats) uint64 { return s.ResidentBuffers }),
+		counter("tfd_residency_commits_total", "Commits of the residency set: at load, between requests, and turning it off.",
+			func(s compute.ResidencyStats) uint64 { return s.Commits }),
+		counter("tfd_residency_ticks_total", "Idle ticks whose GPU work completed.",
+			func(s compute.ResidencyStats) uint64 { return s.Ticks }),
+	)
 }
 
 // Handler returns the /metrics handler.
