@@ -21,6 +21,10 @@ func (t *countTask) run(_ *scratch, lo, hi int) {
 
 // Every item of every task runs exactly once, whether the workers are still polling when the
 // next task comes or have parked (gaps longer than poll), and at any GOMAXPROCS.
+//
+// These tests sleep on the wall clock on purpose: what they test is a pool that spins on the real
+// clock before it parks. testing/synctest cannot stand in: its clock moves only when every
+// goroutine in the bubble is blocked, and a polling worker never is.
 func TestPoolRunsEveryItemOnce(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, procs := range procsToTry {
