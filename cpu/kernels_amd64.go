@@ -82,3 +82,28 @@ func expSumAsm(e *float32, n8 int, m float32, lanes *[8]float32)
 //
 //go:noescape
 func siluMulAsm(dst *float32, gate *float32, up *float32, n8 int)
+
+// vdotsAsm is vdots with the assembly kernels: three rows by four columns at a time, then one row
+// by four columns, then single dot products for the last columns. All three give the same bits.
+func vdotsAsm(out []float32, ostride int, x []float32, xstride, nr int, w []float32, wstride, nc, n8 int) {
+	groups := nc / 4
+	r := 0
+	for ; r+3 <= nr; r += 3 {
+		if groups > 0 {
+			gemm3x4(&out[r*ostride], ostride, &x[r*xstride], xstride, &w[0], wstride, groups, n8, nil, 0)
+		}
+		for c := groups * 4; c < nc; c++ {
+			for rr := r; rr < r+3; rr++ {
+				out[rr*ostride+c] = dot1(&x[rr*xstride], &w[c*wstride], n8)
+			}
+		}
+	}
+	for ; r < nr; r++ {
+		if groups > 0 {
+			gemm1x4(&out[r*ostride], &x[r*xstride], &w[0], wstride, groups, n8)
+		}
+		for c := groups * 4; c < nc; c++ {
+			out[r*ostride+c] = dot1(&x[r*xstride], &w[c*wstride], n8)
+		}
+	}
+}

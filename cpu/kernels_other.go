@@ -15,18 +15,6 @@ const (
 
 // Stand-ins for the assembly kernels of kernels_amd64.s, never called since useAsm is false.
 
-func gemm3x4(out *float32, ostride int, x *float32, xstride int, w *float32, wstride int, groups int, n8 int, acc *float32, mode int) {
-	panic("cpu: no assembly kernels on this architecture")
-}
-
-func gemm1x4(out *float32, x *float32, w *float32, wstride int, groups int, n8 int) {
-	panic("cpu: no assembly kernels on this architecture")
-}
-
-func dot1(x *float32, w *float32, n8 int) float32 {
-	panic("cpu: no assembly kernels on this architecture")
-}
-
 func gemm1x4BF16(out *float32, x *float32, w *uint16, wstride int, groups int, n8 int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
@@ -60,5 +48,17 @@ func expSumAsm(e *float32, n8 int, m float32, lanes *[8]float32) {
 }
 
 func siluMulAsm(dst *float32, gate *float32, up *float32, n8 int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func gemm3x4(out *float32, ostride int, x *float32, xstride int, w *float32, wstride int, groups int, n8 int, acc *float32, mode int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func dot1(x *float32, w *float32, n8 int) float32 {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func vdotsAsm(out []float32, ostride int, x []float32, xstride, nr int, w []float32, wstride, nc, n8 int) {
 	panic("cpu: no assembly kernels on this architecture")
 }

@@ -50,14 +50,6 @@ const (
 	commandBufferStatusError       commandBufferStatus = 5
 )
 
-func (s commandBufferStatus) String() string {
-	names := [...]string{"NotEnqueued", "Enqueued", "Committed", "Scheduled", "Completed", "Error"}
-	if int(s) < len(names) {
-		return "MTLCommandBufferStatus" + names[s]
-	}
-	return "MTLCommandBufferStatus(unknown)"
-}
-
 // languageVersion is MTLLanguageVersion: major << 16 | minor
 // (https://developer.apple.com/documentation/metal/mtllanguageversion).
 type languageVersion uint64

@@ -275,3 +275,12 @@ func (a nsArray) count() uint64 { return uint64(send(a.id, sel_count)) }
 func (a nsArray) objectAtIndex(i uint64) objc.ID {
 	return objc.ID(send(a.id, sel_objectAtIndex, uintptr(i)))
 }
+
+// String names the status as Apple does, for errors.
+func (s commandBufferStatus) String() string {
+	names := [...]string{"NotEnqueued", "Enqueued", "Committed", "Scheduled", "Completed", "Error"}
+	if int(s) < len(names) {
+		return "MTLCommandBufferStatus" + names[s]
+	}
+	return "MTLCommandBufferStatus(unknown)"
+}
