@@ -28,6 +28,8 @@ const (
 	kInteger               // a JSON number without fraction or exponent
 	kLiteral               // one of a set of JSON texts (enum, const, true/false, null)
 	kAnyOf                 // one of several nodes, chosen by the first byte
+	kSeq                   // parts, one after another
+	kTagged                // one of a set of texts (lit), then the node tagged to the text written
 )
 
 // node is one schema (or part of one) compiled. Nodes form a graph that may have cycles ($ref).
@@ -41,7 +43,9 @@ type node struct {
 	items              *node // kArray
 	minItems, maxItems int   // kArray; maxItems < 0: no bound
 
-	lit []litNode // kLiteral: a byte trie of the texts; lit[0] is its root
+	lit    []litNode // kLiteral, kTagged: a byte trie of the texts; lit[0] is its root
+	tagged []*node   // kTagged: what follows each text, by the text's index
+	parts  []*node   // kSeq
 
 	alts []*node   // kAnyOf
 	pick [256]int8 // kAnyOf: 1 + the index of the branch that starts with a byte, or 0
@@ -51,6 +55,7 @@ type node struct {
 type litNode struct {
 	next []litEdge
 	term bool
+	text int32 // the index of the text that ends here, when term
 }
 
 type litEdge struct {
@@ -73,7 +78,7 @@ func init() {
 // literal returns a node that matches exactly one of texts.
 func literal(texts []string) *node {
 	n := &node{kind: kLiteral, lit: []litNode{{}}}
-	for _, t := range texts {
+	for i, t := range texts {
 		at := int32(0)
 		for i := 0; i < len(t); i++ {
 			to := int32(-1)
@@ -89,7 +94,7 @@ func literal(texts []string) *node {
 			}
 			at = to
 		}
-		n.lit[at].term = true
+		n.lit[at].term, n.lit[at].text = true, int32(i)
 	}
 	return n
 }

@@ -104,7 +104,7 @@ func walk(t *testing.T, g *Grammar, v *Vocab, r *rand.Rand, budget int) []byte {
 
 // closer picks, among allowed tokens, a single byte that brings the document nearer its end.
 func closer(v *Vocab, allowed []int32) int32 {
-	for _, want := range []byte("\"}]0nt:,f") {
+	for _, want := range []byte("\"}],0nt:f") {
 		for _, id := range allowed {
 			if b := v.Bytes(id); len(b) == 1 && b[0] == want {
 				return id
@@ -133,6 +133,9 @@ func TestRandomWalksValidate(t *testing.T) {
 		if i%50 == 0 {
 			checkDoc(t, `{"type":"object"}`, walk(t, AnyObject(), v, r, 30))
 		}
+		if i%10 == 0 {
+			checkToolCall(t, schema, v, r)
+		}
 	}
 }
 
@@ -147,6 +150,36 @@ func FuzzRandomWalks(f *testing.F) {
 		}
 		checkDoc(t, schema, walk(t, g, testVocab(), r, r.IntN(60)))
 	})
+}
+
+// checkToolCall walks the grammar of a call of one of two tools, one with schema as its
+// parameters, and checks the call is whole and its arguments valid.
+func checkToolCall(t *testing.T, schema string, v *Vocab, r *rand.Rand) {
+	t.Helper()
+	g, err := ToolCall("<tool_call>\n", "\n</tool_call>", []Tool{{Name: "f", Parameters: []byte(schema)}, {Name: "fg"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(walk(t, g, v, r, r.IntN(40)))
+	body, ok := strings.CutPrefix(doc, "<tool_call>\n")
+	if body, ok = strings.CutSuffix(body, "\n</tool_call>"); !ok {
+		t.Fatalf("call %q is not in its tags", doc)
+	}
+	var call struct {
+		Name      string
+		Arguments json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(body), &call); err != nil {
+		t.Fatalf("call %q: %v", doc, err)
+	}
+	switch call.Name {
+	case "f":
+		checkDoc(t, schema, call.Arguments)
+	case "fg":
+		checkDoc(t, `{"type":"object"}`, call.Arguments)
+	default:
+		t.Fatalf("call %q names no tool", doc)
+	}
 }
 
 func checkDoc(t *testing.T, schema string, doc []byte) {

@@ -117,3 +117,55 @@ func TestStateIsAValue(t *testing.T) {
 		}
 	}
 }
+
+func TestToolCall(t *testing.T) {
+	g, err := ToolCall("<tool_call>\n", "\n</tool_call>", []Tool{
+		{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
+		{Name: "get_time"},
+		{Name: "get", Parameters: []byte(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{
+		"<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>",
+		"<tool_call>\n{\"name\":\"get_time\",\"arguments\":{\"tz\":[1,{}]}}\n</tool_call>",
+		"<tool_call>\n{\"name\":\"get\",\"arguments\":{\"n\":12}}\n</tool_call>",
+	} {
+		if !accepts(g, doc) {
+			t.Errorf("refused %q", doc)
+		}
+	}
+	for _, doc := range []string{
+		"<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"n\":1}}\n</tool_call>",
+		"<tool_call>\n{\"name\":\"get\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>",
+		"<tool_call>\n{\"name\":\"set\",\"arguments\":{}}\n</tool_call>",
+		"<tool_call>\n{\"name\":\"get\",\"arguments\":{\"n\":12}}\n</tool_call>x",
+		"<tool_call>\n{\"name\":\"get\",\"arguments\":{\"n\":12}}",
+		"{\"name\":\"get\",\"arguments\":{\"n\":12}}",
+	} {
+		if accepts(g, doc) {
+			t.Errorf("accepted %q", doc)
+		}
+	}
+	if _, err := ToolCall("", "", []Tool{{Name: "f", Parameters: []byte(`{"type":"string","format":"date"}`)}}); err == nil || !strings.Contains(err.Error(), `tool "f"`) {
+		t.Errorf("a tool with an unsupported keyword: %v", err)
+	}
+}
+
+// TestAcceptingLooksThroughNesting: a number that ends a sequence inside another is a whole
+// document only when everything around it may end too.
+func TestAcceptingLooksThroughNesting(t *testing.T) {
+	g, err := ToolCall("", "", []Tool{{Name: "f"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := g.Start().StepBytes([]byte(`{"name":"f","arguments":{"a":1`))
+	if !ok || s.Accepting() {
+		t.Fatalf("ok %v accepting %v inside the arguments", ok, s.Accepting())
+	}
+	s, ok = s.StepBytes([]byte(`}}`))
+	if !ok || !s.Accepting() {
+		t.Fatalf("ok %v accepting %v after the call", ok, s.Accepting())
+	}
+}

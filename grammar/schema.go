@@ -339,10 +339,12 @@ func firstBytes(n *node, first *[256]bool, seen map[*node]bool) error {
 		for _, b := range []byte("-0123456789") {
 			first[b] = true
 		}
-	case kLiteral:
+	case kLiteral, kTagged:
 		for _, e := range n.lit[0].next {
 			first[e.b] = true
 		}
+	case kSeq:
+		return firstBytes(n.parts[0], first, seen)
 	case kAnyOf:
 		seen[n] = true
 		defer delete(seen, n)

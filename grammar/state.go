@@ -35,7 +35,8 @@ const (
 	phNumSign  // after the exponent's sign
 	phNumExp   // in the exponent digits (terminal)
 
-	phLit // kLiteral: at node i of the literal trie
+	phLit // kLiteral, kTagged: at node i of the literal trie
+	phSeq // kSeq: parts before i are written
 )
 
 // frame is the innermost value being written: its node, its phase and two counters whose meaning
@@ -105,9 +106,21 @@ func (s State) StepBytes(p []byte) (State, bool) {
 	return s, ok
 }
 
-// Accepting reports whether what has been written is a whole document.
+// Accepting reports whether what has been written is a whole document: the top value may end
+// here, and so may every one it is nested in.
 func (s State) Accepting() bool {
-	return s.top.ph == phDone || (s.up == nil && s.top.terminal())
+	if s.top.ph == phDone {
+		return true
+	}
+	if !s.top.terminal() {
+		return false
+	}
+	for c := s.up; c != nil; c = c.up {
+		if !c.f.terminal() {
+			return false
+		}
+	}
+	return true
 }
 
 // pop finishes the top frame's value and resumes the frame below it; after the outermost value,
@@ -130,7 +143,9 @@ func (f frame) terminal() bool {
 	case phNumZero, phNumInt, phNumFrac, phNumExp:
 		return true
 	case phLit:
-		return f.n.lit[f.i].term
+		return f.n.kind == kLiteral && f.n.lit[f.i].term
+	case phSeq:
+		return int(f.i) == len(f.n.parts)
 	}
 	return false
 }
@@ -150,6 +165,11 @@ func (f frame) step(b byte) (next, child frame, act action) {
 		return f.stepArray(b)
 	case phLit:
 		return f.stepLiteral(b)
+	case phSeq:
+		if int(f.i) == len(f.n.parts) {
+			return f, child, ended
+		}
+		return frame{n: f.n, ph: phSeq, i: f.i + 1}, frame{n: f.n.parts[f.i], ph: phStart}, pushFeed
 	case phNumMinus, phNumZero, phNumInt, phNumDot, phNumFrac, phNumE, phNumSign, phNumExp:
 		return f.stepNumber(b)
 	}
@@ -188,8 +208,10 @@ func start(n *node, b byte) (next, child frame, act action) {
 		case isDigit(b):
 			return frame{n: n, ph: phNumInt}, child, stay
 		}
-	case kLiteral:
+	case kLiteral, kTagged:
 		return frame{n: n, ph: phLit}.stepLiteral(b)
+	case kSeq:
+		return frame{n: n, ph: phSeq}.step(b)
 	}
 	return next, child, fail
 }
@@ -265,18 +287,25 @@ func utf8Lead(b byte) (need int32, lo, hi byte) {
 }
 
 // stepLiteral follows the literal trie; a byte off the trie ends the literal if a text ends here.
+// A kTagged node's texts are never prefixes of one another: once one is written, the node tagged
+// to it takes the frame's place.
 func (f frame) stepLiteral(b byte) (next, child frame, act action) {
 	at := &f.n.lit[f.i]
 	for _, e := range at.next {
-		if e.b == b {
-			f.i = e.to
-			if len(f.n.lit[e.to].next) == 0 {
-				return f, child, complete
-			}
-			return f, child, stay
+		if e.b != b {
+			continue
 		}
+		to := &f.n.lit[e.to]
+		switch {
+		case f.n.kind == kTagged && to.term:
+			return frame{n: f.n.tagged[to.text], ph: phStart}, child, stay
+		case len(to.next) == 0:
+			return f, child, complete
+		}
+		f.i = e.to
+		return f, child, stay
 	}
-	if at.term && f.ph == phLit && f.i != 0 {
+	if at.term && f.n.kind == kLiteral {
 		return f, child, ended
 	}
 	return f, child, fail
