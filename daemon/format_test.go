@@ -46,3 +46,41 @@ func TestJSONSchemaOnTheBundledModel(t *testing.T) {
 		t.Logf("%s: %s", extra, content)
 	}
 }
+
+// TestToolChoiceOnTheBundledModel: over HTTP, tool_choice "required" makes the bundled model
+// (which never learnt tools) answer with one call whose arguments follow the tool's parameters.
+func TestToolChoiceOnTheBundledModel(t *testing.T) {
+	d := startDaemon(t, "[sessions]\nparallel = 2\n")
+	body := `{"messages":[{"role":"user","content":"Paint it."}],"max_tokens":100,"temperature":0,` +
+		`"tools":[{"type":"function","function":{"name":"paint","parameters":{"type":"object","properties":{"color":{"enum":["red","blue"]},"coats":{"enum":[1,2]}},"required":["color","coats"]}}}],"tool_choice":"required"}`
+	resp, err := http.Post(d.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls []struct {
+					Function struct{ Name, Arguments string }
+				} `json:"tool_calls"`
+			}
+			FinishReason string `json:"finish_reason"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Choices) != 1 {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	c := out.Choices[0]
+	if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 || c.Message.ToolCalls[0].Function.Name != "paint" {
+		t.Fatalf("reply %+v: want one call of paint", c)
+	}
+	var args struct {
+		Color string `json:"color"`
+		Coats int    `json:"coats"`
+	}
+	if err := json.Unmarshal([]byte(c.Message.ToolCalls[0].Function.Arguments), &args); err != nil || args.Color == "" || args.Coats == 0 {
+		t.Fatalf("arguments %s: %v", c.Message.ToolCalls[0].Function.Arguments, err)
+	}
+	t.Logf("paint(%s)", c.Message.ToolCalls[0].Function.Arguments)
+}

@@ -69,6 +69,11 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	if call, e := h.forcedToolCall(req); e != nil {
+		return nil, e
+	} else if call != nil {
+		constraint = call
+	}
 	msgs, e := parseMessages(req.Messages)
 	if e != nil {
 		return nil, e

@@ -136,3 +136,65 @@ func chatContent(t *testing.T, env *testEnv, body string) (content, finish strin
 	}
 	return resp.Choices[0].Message.Content, resp.Choices[0].FinishReason
 }
+
+// TestToolChoiceForcesACall: with tool_choice "required" or naming a function, a host that would
+// rather write prose still answers with one well-formed call, whose arguments follow the tool's
+// parameters; the reply's finish is "tool_calls".
+func TestToolChoiceForcesACall(t *testing.T) {
+	env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) {
+		tok := m.Tokenizer.(*fakeTokenizer)
+		m.Host = &wilfulHost{script: tok.Encode(`Hello, world!`), vocab: 1256}
+		m.Vocab = func() *grammar.Vocab { return fakeVocab(tok) }
+		m.Context = 512
+	})
+	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city","days"]}}},` +
+		`{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"zone":{"enum":["UTC","CET"]}},"required":["zone"]}}}]`
+	for _, tt := range []struct{ choice, name string }{
+		{`"required"`, ""},
+		{`{"type":"function","function":{"name":"get_time"}}`, "get_time"},
+		{`{"type":"function","function":{"name":"get_weather"}}`, "get_weather"},
+	} {
+		w := env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+tools+`,"tool_choice":`+tt.choice+`}`)
+		var resp struct {
+			Choices []struct {
+				Message struct {
+					ToolCalls []toolCall `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != 200 || len(resp.Choices) != 1 {
+			t.Fatalf("tool_choice %s: status %d %s", tt.choice, w.Code, w.Body)
+		}
+		c := resp.Choices[0]
+		if len(c.Message.ToolCalls) != 1 || c.FinishReason != "tool_calls" {
+			t.Fatalf("tool_choice %s: %s", tt.choice, w.Body)
+		}
+		call := c.Message.ToolCalls[0].Function
+		var args struct {
+			City string `json:"city"`
+			Days *int   `json:"days"`
+			Zone string `json:"zone"`
+		}
+		dec := json.NewDecoder(strings.NewReader(call.Arguments))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&args); err != nil || (tt.name != "" && call.Name != tt.name) ||
+			(call.Name == "get_weather" && args.Days == nil) || (call.Name == "get_time" && args.Zone == "") {
+			t.Fatalf("tool_choice %s: call %s(%s): %v", tt.choice, call.Name, call.Arguments, err)
+		}
+	}
+	for _, tt := range []struct{ body, msg string }{
+		{`"tool_choice":"required"`, "lists no tools"},
+		{tools + `,"tool_choice":{"type":"function","function":{"name":"nope"}}`, `"nope", which is not among`},
+		{tools + `,"tool_choice":"sometimes"`, `"sometimes" is unknown`},
+		{tools + `,"tool_choice":"required","response_format":{"type":"json_object"}`, "cannot be both"},
+		{`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"string","format":"date"}}}],"tool_choice":"required"`, `tool "f": "format" at # is not supported`},
+	} {
+		w := env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+tt.body+`}`)
+		var e struct{ Error struct{ Message string } }
+		_ = json.Unmarshal(w.Body.Bytes(), &e)
+		if w.Code != 400 || !strings.Contains(e.Error.Message, tt.msg) {
+			t.Errorf("%s: status %d %q, want 400 saying %s", tt.body, w.Code, e.Error.Message, tt.msg)
+		}
+	}
+}
