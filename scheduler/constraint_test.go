@@ -123,3 +123,33 @@ func TestConstrainedDraftedEqualsUndrafted(t *testing.T) {
 		t.Fatal("no drafts were proposed: the test proves nothing about drafts")
 	}
 }
+
+// TestConstrainedMigratedEqualsSolo: constrained streams that outgrow small sessions and move
+// mid-reply keep their grammar's state, so their replies equal the serial ones.
+func TestConstrainedMigratedEqualsSolo(t *testing.T) {
+	m := loadBundled(t, 2*48+512+256)
+	reqs := constrainedRequests(t, m, 3)
+	want := solo(t, m, reqs)
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{48, 48, 512, 256}, Grow: 4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	var chans []<-chan scheduler.Event
+	for _, req := range reqs {
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, events)
+	}
+	moved := false
+	for i, r := range drainAll(chans) {
+		sameReply(t, fmt.Sprintf("stream %d", i), r, want[i])
+		checkJSON(t, m, fmt.Sprintf("stream %d", i), reqs[i], r)
+		moved = moved || len(reqs[i].Prompt)+len(r.tokens) > 48
+	}
+	if !moved {
+		t.Fatal("no reply outgrew the small sessions: the test proves nothing about moving")
+	}
+}
