@@ -56,12 +56,26 @@ func (k *constrained) apply(logits []float32, stops []int32) ([]float32, bool, E
 			}
 		}
 	}
-	some := false
-	for id, l := range logits {
-		if k.mask[id>>6]>>(id&63)&1 == 1 {
-			k.masked[id], some = l, true
-		} else {
-			k.masked[id] = float32(math.Inf(-1))
+	some, inf := false, float32(math.Inf(-1))
+	for w, bits := range k.mask { // a word at a time: masks are mostly all clear or all set
+		lo := w * 64
+		hi := min(lo+64, len(logits))
+		switch {
+		case lo >= hi:
+		case bits == 0:
+			for id := lo; id < hi; id++ {
+				k.masked[id] = inf
+			}
+		case bits == ^uint64(0):
+			copy(k.masked[lo:hi], logits[lo:hi])
+			some = true
+		default:
+			for id := lo; id < hi; id++ {
+				k.masked[id] = inf
+				if bits>>(id-lo)&1 == 1 {
+					k.masked[id], some = logits[id], true
+				}
+			}
 		}
 	}
 	switch {
