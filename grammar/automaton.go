@@ -1,6 +1,7 @@
 // Package grammar constrains a model's output to JSON: a pushdown automaton over bytes, compiled
-// from "any JSON object" or from a subset of JSON Schema, and the token masks that let a sampler
-// pick only tokens whose bytes the automaton accepts.
+// from "any JSON object", from a subset of JSON Schema, or from a list of tools (one call in a
+// tagged form, ToolCall), and the token masks that let a sampler pick only tokens whose bytes the
+// automaton accepts.
 //
 // The output form is fixed so replies stay short and a schema's language is small: no whitespace
 // outside strings (compact JSON, as json.Marshal writes it), an object's declared properties in
