@@ -18,6 +18,7 @@ import (
 	"tfd/daemon/metrics"
 	"tfd/engine"
 	"tfd/engine/tokenizer"
+	"tfd/grammar"
 	"tfd/models"
 	"tfd/scheduler"
 )
@@ -256,11 +257,26 @@ func servedModel(m *engine.Model, host scheduler.Host) api.ServedModel {
 			TopK: g.TopK, MinP: float64(g.MinP)},
 		Host:    host,
 		Created: time.Now().Unix(),
+		Vocab:   sync.OnceValue(func() *grammar.Vocab { return grammarVocab(m) }),
 	}
 	if t := m.Template(); t != nil { // a nil *Template must not become a non-nil interface
 		sm.Template = t
 	}
 	return sm
+}
+
+// grammarVocab lays out m's vocabulary for response_format's grammars: each id's bytes, none for
+// special tokens (a grammar allows only the stop tokens among them, where a reply may end) and
+// for ids past the tokenizer's (a padded embedding).
+func grammarVocab(m *engine.Model) *grammar.Vocab {
+	tok := m.Tokenizer()
+	tokens := make([][]byte, m.Vocab())
+	for id := range tokens {
+		if !tok.IsSpecial(int32(id)) {
+			tokens[id] = tok.TokenBytes(int32(id))
+		}
+	}
+	return grammar.NewVocab(tokens)
 }
 
 // engineTokenizer adapts the engine's tokenizer to the API's Tokenizer interface.

@@ -30,6 +30,8 @@ type active struct {
 	accepted int
 	cached   int // prompt tokens whose keys and values the session already held
 	admitted time.Time
+
+	constrained *constrained // the request's Constraint and where it stands, or nil
 }
 
 // newActive makes st the holder of sess, counted in h's Stats until it ends. The session still
@@ -48,6 +50,9 @@ func newActive(st *stream, sess *session, h *Shared, kept int) *active {
 		admitted: time.Now(),
 		mtpDraft: -1,
 		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
+	}
+	if st.req.Constraint != nil {
+		a.constrained = newConstrained(st.req.Constraint, h.model.Vocab())
 	}
 	sess.holder = a
 	h.countActive(+1)
@@ -76,7 +81,16 @@ func (a *active) ready() bool { return !a.done && a.canEmit() && !a.needsRoom() 
 // it; it reports the token and whether the stream goes on. It ends the stream on a stop token, at
 // its token limit, or at the end of the context.
 func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool) {
-	tok := smp.pick(logits, a.req.Sampling, len(a.tokens))
+	allowed := logits
+	if a.constrained != nil {
+		var ok bool
+		var end Event
+		if allowed, ok, end = a.constrained.apply(logits, a.req.StopTokens); !ok {
+			a.end(end)
+			return -1, false
+		}
+	}
+	tok := smp.pick(allowed, a.req.Sampling, len(a.tokens))
 	ev := Event{Token: tok}
 	if a.req.Logprobs {
 		ev.Logprob, ev.Top = logprobs(logits, tok, a.req.TopLogprobs)
@@ -95,6 +109,9 @@ func (a *active) accept(ev Event, context int) bool {
 	}
 	a.events <- ev // the room was checked when the stream joined the forward
 	a.tokens = append(a.tokens, tok)
+	if a.constrained != nil {
+		a.constrained.advance(tok)
+	}
 	a.produced++
 	if a.produced == a.req.MaxTokens || len(a.tokens) >= context {
 		a.end(Event{Done: true, Reason: FinishLength})

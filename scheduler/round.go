@@ -47,6 +47,9 @@ func (l *laneState) plan() {
 	l.decoding = decoding
 	for _, a := range decoding {
 		l.propose(a, budget)
+		if a.constrained != nil {
+			a.drafts = a.constrained.cut(a.drafts, a.req.StopTokens)
+		}
 	}
 	l.price(decoding, budget)
 	for _, a := range decoding {
@@ -212,10 +215,11 @@ func (l *laneState) breakRoomCycle() bool {
 }
 
 // chainLength returns how many tokens a greedy chain may make for a lone stream: 0 unless the
-// model runs chains and the stream is greedy without logprobs, else as many as its session, the
-// context, its token limit and its reader's room allow, up to the model's most.
+// model runs chains and the stream is greedy without logprobs or constraint (a chain on the
+// device cannot mask), else as many as its session, the context, its token limit and its
+// reader's room allow, up to the model's most.
 func (l *laneState) chainLength(a *active) int {
-	if l.chainer == nil || !a.req.Sampling.Greedy() || a.req.Logprobs {
+	if l.chainer == nil || !a.req.Sampling.Greedy() || a.req.Logprobs || a.constrained != nil {
 		return 0
 	}
 	return min(l.chainer.MaxChainLen(), a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1,

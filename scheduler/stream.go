@@ -60,6 +60,8 @@ type Request struct {
 	// Drafts says how the host may speculate for the stream; the zero value drafts nothing. The
 	// reply is the same bits either way; only its speed differs.
 	Drafts Drafts
+	// Constraint, when set, limits the generated tokens (a grammar); nil constrains nothing.
+	Constraint Constraint
 }
 
 // TokenLogprob is a token and its natural-log probability.
@@ -95,7 +97,8 @@ type Event struct {
 	Done   bool
 	Reason FinishReason
 	Err    error
-	// StopToken is the stop token that ended the stream when Reason is FinishStop.
+	// StopToken is the stop token that ended the stream when Reason is FinishStop, or -1 when
+	// the request's Constraint was complete and allowed nothing more, not even a stop token.
 	StopToken int32
 	// Drafted and Accepted count, on the terminal event, the draft tokens proposed for the stream
 	// and those the model confirmed.

@@ -21,9 +21,7 @@ type chatRequest struct {
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	ResponseFormat      *responseFormat   `json:"response_format"`
 }
 
 // chatRoles are the message roles a request may use; developer is OpenAI's newer name for
@@ -67,8 +65,14 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if n := req.TopLogprobs; n != nil && *n > 0 && (req.Logprobs == nil || !*req.Logprobs) {
 		return nil, badRequest("top_logprobs", "top_logprobs needs logprobs set to true")
 	}
-	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
-		return nil, badRequest("response_format", "response_format %q is not supported: tfd does not constrain output; only \"text\" is accepted", rf.Type)
+	constraint, e := h.constraint(req.ResponseFormat)
+	if e != nil {
+		return nil, e
+	}
+	if call, e := h.forcedToolCall(req); e != nil {
+		return nil, e
+	} else if call != nil {
+		constraint = call
 	}
 	msgs, e := parseMessages(req.Messages)
 	if e != nil {
@@ -86,6 +90,7 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 		return nil, e
 	}
 	j.req.Logprobs = req.Logprobs != nil && *req.Logprobs
+	j.req.Constraint = constraint
 	if req.TopLogprobs != nil {
 		j.req.TopLogprobs = *req.TopLogprobs
 	}

@@ -16,6 +16,8 @@ type completionRequest struct {
 	Echo     bool    `json:"echo"`
 	Suffix   *string `json:"suffix"`
 	BestOf   *int    `json:"best_of"`
+	// ResponseFormat constrains the completion as in chat (vLLM takes it here too).
+	ResponseFormat *responseFormat `json:"response_format"`
 }
 
 // completions answers POST /v1/completions.
@@ -52,10 +54,15 @@ func (h *Handler) completionJob(req *completionRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	constraint, e := h.constraint(req.ResponseFormat)
+	if e != nil {
+		return nil, e
+	}
 	j, e := h.newJob(&req.sampleParams, h.served.Tokenizer.Encode(text), "prompt")
 	if e != nil {
 		return nil, e
 	}
+	j.req.Constraint = constraint
 	j.req.Logprobs = req.Logprobs != nil
 	if j.req.Logprobs {
 		j.req.TopLogprobs = *req.Logprobs

@@ -9,6 +9,7 @@ package api
 import (
 	"tfd/daemon/config"
 	"tfd/engine/chattemplate"
+	"tfd/grammar"
 	"tfd/scheduler"
 )
 
@@ -36,6 +37,9 @@ type ServedModel struct {
 	Host scheduler.Host
 	// Created is the model's creation time reported by /v1/models, in Unix seconds.
 	Created int64
+	// Vocab returns the model's vocabulary laid out for grammar masks (response_format), made
+	// on first use and kept; nil refuses response_format json_object and json_schema.
+	Vocab func() *grammar.Vocab
 }
 
 // Tokenizer is the part of the engine's tokenizer the HTTP layer uses. Its methods must be safe
