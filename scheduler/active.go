@@ -29,6 +29,7 @@ type active struct {
 	drafted  int
 	accepted int
 	cached   int // prompt tokens whose keys and values the session already held
+	pen      penaltyState
 	admitted time.Time
 }
 
@@ -76,7 +77,7 @@ func (a *active) ready() bool { return !a.done && a.canEmit() && !a.needsRoom() 
 // it; it reports the token and whether the stream goes on. It ends the stream on a stop token, at
 // its token limit, or at the end of the context.
 func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool) {
-	tok := smp.pick(logits, a.req.Sampling, len(a.tokens))
+	tok := smp.pick(a.penalised(logits), a.req.Sampling, len(a.tokens))
 	ev := Event{Token: tok}
 	if a.req.Logprobs {
 		ev.Logprob, ev.Top = logprobs(logits, tok, a.req.TopLogprobs)

@@ -36,6 +36,7 @@ type sampleParams struct {
 	} `json:"stream_options"`
 	// Draft false turns speculative drafting off; the reply is the same either way.
 	Draft *bool `json:"draft"`
+	penaltyParams
 
 	// maxTokensParam names the field MaxTokens came from, for errors: "max_completion_tokens"
 	// when a chat request used the newer name; empty: "max_tokens".
@@ -115,9 +116,10 @@ func checkUTF8(body []byte) *apiError {
 func jsonError(prefix string, err error) *apiError {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		// encoding/json names a promoted field by its embedded struct too; the client knows
+		// encoding/json names a promoted field by its embedded structs too; the client knows
 		// only the JSON name.
-		param := joinParam(prefix, strings.TrimPrefix(typeErr.Field, "sampleParams."))
+		field := strings.TrimPrefix(typeErr.Field, "sampleParams.")
+		param := joinParam(prefix, strings.TrimPrefix(field, "penaltyParams."))
 		if param == "" {
 			return badRequest("", "the request body must be a JSON object, not a JSON %s", typeErr.Value)
 		}
@@ -272,6 +274,10 @@ func (h *Handler) sampling(p *sampleParams, cfg config.SamplingConfig) (schedule
 	if e != nil {
 		return scheduler.Sampling{}, e
 	}
+	penalties, e := h.penalties(&p.penaltyParams)
+	if e != nil {
+		return scheduler.Sampling{}, e
+	}
 	model := h.served.Defaults
 	return scheduler.Sampling{
 		Temperature: float32(pick(p.Temperature, cfg.Temperature, model.Temperature, 1)),
@@ -279,6 +285,7 @@ func (h *Handler) sampling(p *sampleParams, cfg config.SamplingConfig) (schedule
 		MinP:        float32(pick(p.MinP, cfg.MinP, model.MinP, 0)),
 		TopK:        max(0, int(pick(intPtrToFloat(p.TopK), float64(cfg.TopK), float64(model.TopK), 0))),
 		Seed:        seed,
+		Penalties:   penalties,
 	}, nil
 }
 
