@@ -42,10 +42,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.served.Name, logprobs: j.req.Logprobs}
-	if offersTools(&req) {
-		f.calls = &toolStream{}
-	}
+	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.served.Name, logprobs: j.req.Logprobs, tools: offersTools(&req)}
 	h.serveReply(w, r, j, f)
 }
 
@@ -191,7 +188,9 @@ type chatFormat struct {
 	created  int64
 	model    string
 	logprobs bool
-	calls    *toolStream // set when the request offered tools: calls are taken out of the text
+	tools    bool        // the request offered tools: calls are taken out of the text
+	calls    *toolStream // the choice's calls held back while streaming, when tools is set
+	index, n int         // the choice's index, of n
 }
 
 type chatCompletion struct {
@@ -204,13 +203,15 @@ type chatCompletion struct {
 	TFD     *tfdInfo     `json:"tfd,omitempty"`
 }
 
-// chatChoice is a choice of a whole response (Message set) or of a chunk (Delta set).
+// chatChoice is a choice of a whole response (Message set) or of a chunk (Delta set). TFD is the
+// choice's own tfd object, set when the response has several choices.
 type chatChoice struct {
 	Index        int           `json:"index"`
 	Message      *chatMessage  `json:"message,omitempty"`
 	Delta        *chatMessage  `json:"delta,omitempty"`
 	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
+	TFD          *tfdInfo      `json:"tfd,omitempty"`
 }
 
 type chatMessage struct {
@@ -265,9 +266,18 @@ func (f *chatFormat) chunkOf(choices []chatChoice) *chatCompletion {
 
 func (f *chatFormat) responseID() string { return f.id }
 
+func (f *chatFormat) choice(i, n int) replyFormat {
+	c := *f
+	c.index, c.n, c.calls = i, n, nil
+	if f.tools {
+		c.calls = &toolStream{}
+	}
+	return &c
+}
+
 func (f *chatFormat) first() any {
 	empty := ""
-	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}})
+	return f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Role: "assistant", Content: &empty}}})
 }
 
 func (f *chatFormat) chunk(text string, lps []tokenLogprob) any {
@@ -276,7 +286,7 @@ func (f *chatFormat) chunk(text string, lps []tokenLogprob) any {
 			return nil // held: it may be part of a tool call
 		}
 	}
-	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})
+	return f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})
 }
 
 func (f *chatFormat) final(finish string, info tfdInfo) any {
@@ -292,8 +302,12 @@ func (f *chatFormat) final(finish string, info tfdInfo) any {
 		delta.ToolCalls = calls
 		finish = toolFinish(finish, calls)
 	}
-	c := f.chunkOf([]chatChoice{{Delta: delta, FinishReason: &finish}})
-	c.TFD = &info
+	c := f.chunkOf([]chatChoice{{Index: f.index, Delta: delta, FinishReason: &finish}})
+	if f.n > 1 {
+		c.Choices[0].TFD = &info
+	} else {
+		c.TFD = &info
+	}
 	return c
 }
 
@@ -320,18 +334,28 @@ func (f *chatFormat) usage(u usage, info tfdInfo) any {
 	return c
 }
 
-func (f *chatFormat) whole(text string, lps []tokenLogprob, finish string, u usage, info tfdInfo) any {
+func (f *chatFormat) whole(choices []wholeChoice, u usage, info tfdInfo) any {
+	out := &chatCompletion{ID: f.id, Object: "chat.completion", Created: f.created, Model: f.model, Usage: &u, TFD: &info}
+	for _, c := range choices {
+		out.Choices = append(out.Choices, c.f.(*chatFormat).wholeChoice(c))
+	}
+	return out
+}
+
+// wholeChoice is c as a choice of a whole response; f is c's format.
+func (f *chatFormat) wholeChoice(c wholeChoice) chatChoice {
+	text, finish := c.text, c.finish
 	msg := &chatMessage{Role: "assistant", Content: &text}
-	if f.calls != nil {
+	if f.tools {
 		content, calls := splitToolCalls(text)
 		msg.ToolCalls, finish = calls, toolFinish(finish, calls)
 		if msg.Content = &content; content == "" && len(calls) > 0 {
 			msg.Content = nil // OpenAI sends null content beside tool calls
 		}
 	}
-	return &chatCompletion{
-		ID: f.id, Object: "chat.completion", Created: f.created, Model: f.model,
-		Choices: []chatChoice{{Message: msg, Logprobs: f.logprobsOf(lps), FinishReason: &finish}},
-		Usage:   &u, TFD: &info,
+	out := chatChoice{Index: f.index, Message: msg, Logprobs: f.logprobsOf(c.logprobs), FinishReason: &finish}
+	if f.n > 1 {
+		out.TFD = &c.info
 	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -196,7 +197,8 @@ type requestStats struct {
 	lateStatus         atomic.Int32 // the status of an error sent inside a stream that began with 200
 
 	// firstToken and lastToken time the reply's first and last generated tokens; zero when
-	// none came. Written by the request's goroutine only.
+	// none came. Written by the goroutines of the request's choices, read once they are done.
+	mu                    sync.Mutex // guards firstToken, lastToken and tokens
 	firstToken, lastToken time.Time
 	tokens                int
 }
@@ -273,6 +275,8 @@ func (s *requestStats) observed(status int, start time.Time) metrics.Request {
 
 // noteToken records the arrival of a generated token.
 func (s *requestStats) noteToken(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.tokens == 0 {
 		s.firstToken = at
 	}

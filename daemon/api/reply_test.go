@@ -47,7 +47,8 @@ type chatResponse struct {
 			Tokens        []string  `json:"tokens"`
 			TokenLogprobs []float32 `json:"token_logprobs"`
 		} `json:"logprobs"`
-		FinishReason *string `json:"finish_reason"`
+		FinishReason *string  `json:"finish_reason"`
+		TFD          *tfdInfo `json:"tfd"`
 	} `json:"choices"`
 	Usage *usage   `json:"usage"`
 	TFD   *tfdInfo `json:"tfd"`

@@ -45,7 +45,9 @@ type sampleParams struct {
 
 // job is a validated request, ready for the host.
 type job struct {
-	req          scheduler.Request
+	req scheduler.Request
+	// seeds holds each choice's seed (n of them); the choices' requests are req with these.
+	seeds        []uint64
 	promptParam  string // the request field the prompt came from, for errors
 	stops        []string
 	stream       bool
@@ -175,8 +177,9 @@ func (h *Handler) checkModel(name string) *apiError {
 // field for errors. A max_tokens that passes the context is refused; the config's default
 // max_tokens is lowered to fit, so such a reply ends with "length" where the context ends.
 func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*job, *apiError) {
-	if p.N != nil && *p.N != 1 {
-		return nil, badRequest("n", "n must be 1: tfd makes one reply per request (send several requests, with different seeds, for more)")
+	n, e := choiceCount(p.N)
+	if e != nil {
+		return nil, e
 	}
 	rt := h.routing.Load() // once, so one request sees one config
 	sampling, e := h.sampling(p, rt.Sampling)
@@ -215,6 +218,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 			StopTokens: h.served.EOS,
 			Drafts:     drafts(rt.Drafts, p.Draft),
 		},
+		seeds:        h.choiceSeeds(sampling.Seed, p.Seed, n),
 		promptParam:  promptParam,
 		stops:        stops,
 		stream:       p.Stream,
