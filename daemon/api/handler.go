@@ -82,9 +82,11 @@ func NewHandler(m ServedModel, opts HandlerOptions) *Handler {
 	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"
 	h.route("POST /v1/chat/completions", h.chatCompletions)
 	h.route("POST /v1/completions", h.completions)
+	h.route("POST /tokenize", h.tokenize)
+	h.route("POST /detokenize", h.detokenize)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: errInvalidRequest, code: "unknown_url",
-			message: "unknown path " + r.URL.Path + ": tfd serves /v1/models, /v1/chat/completions, /v1/completions, /v1/tfd/status, /metrics and /health"})
+			message: "unknown path " + r.URL.Path + ": tfd serves /v1/models, /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /v1/tfd/status, /metrics and /health"})
 	})
 	return h
 }
@@ -120,7 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		elapsed := time.Since(start)
 		h.logRequest(r, rec.status(), stats, elapsed)
-		if r.Method == http.MethodPost { // the completion endpoints; /health and /v1/models are not counted
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/") { // the completion endpoints; /health, /v1/models and /tokenize are not counted
 			h.opts.Metrics.ObserveRequest(stats.observed(rec.status(), start))
 		}
 	}()
