@@ -20,6 +20,7 @@ type chatRequest struct {
 	TopLogprobs         *int              `json:"top_logprobs"`
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
 	ResponseFormat      *struct {
 		Type string `json:"type"`
@@ -42,7 +43,10 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.served.Name, logprobs: j.req.Logprobs, tools: offersTools(&req)}
+	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.served.Name, logprobs: j.req.Logprobs}
+	if offersTools(&req) {
+		f.tools, f.oneCall = h.tools, req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+	}
 	h.serveReply(w, r, j, f)
 }
 
@@ -74,13 +78,20 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if h.served.Template == nil {
 		return nil, badRequest("messages", "the model %q has no chat template: use /v1/completions with a prompt", h.served.Name)
 	}
-	prompt, err := h.served.Template.Render(msgs, chattemplate.Options{AddGenerationPrompt: true, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs})
+	tools := req.Tools
+	if !offersTools(req) {
+		tools = nil // tool_choice "none": a model told of no tools writes no calls
+	}
+	prompt, err := h.served.Template.Render(msgs, chattemplate.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		return nil, badRequest("messages", "the model's chat template rejected the messages: %v", err)
 	}
 	j, e := h.newJob(&req.sampleParams, h.served.Tokenizer.Encode(prompt), "messages")
 	if e != nil {
 		return nil, e
+	}
+	if tools != nil {
+		j.keepSpecial = h.toolMarkers
 	}
 	j.req.Logprobs = req.Logprobs != nil && *req.Logprobs
 	if req.TopLogprobs != nil {
@@ -188,7 +199,8 @@ type chatFormat struct {
 	created  int64
 	model    string
 	logprobs bool
-	tools    bool        // the request offered tools: calls are taken out of the text
+	tools    *toolSyntax // the model's, when the request offered tools: calls are taken out of the text
+	oneCall  bool        // parallel_tool_calls false: a reply's first call only
 	calls    *toolStream // the choice's calls held back while streaming, when tools is set
 	index, n int         // the choice's index, of n
 }
@@ -269,8 +281,8 @@ func (f *chatFormat) responseID() string { return f.id }
 func (f *chatFormat) choice(i, n int) replyFormat {
 	c := *f
 	c.index, c.n, c.calls = i, n, nil
-	if f.tools {
-		c.calls = &toolStream{}
+	if f.tools != nil {
+		c.calls = &toolStream{syntax: f.tools}
 	}
 	return &c
 }
@@ -289,26 +301,43 @@ func (f *chatFormat) chunk(text string, lps []tokenLogprob) any {
 	return f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})
 }
 
-func (f *chatFormat) final(finish string, info tfdInfo) any {
-	delta := &chatMessage{}
+// final sends what was held back for tool calls: the text that is content after all, then each
+// call as OpenAI streams it (id and name, then the arguments), then the finish reason.
+func (f *chatFormat) final(finish string, info tfdInfo) []any {
+	var out []any
 	if f.calls != nil {
 		content, calls := f.calls.finish()
+		calls = f.limitCalls(calls)
 		if content != "" {
-			delta.Content = &content
+			out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &content}}}))
 		}
-		for i := range calls {
-			calls[i].Index = &i
+		for _, d := range callDeltas(calls) {
+			out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{ToolCalls: d}}}))
 		}
-		delta.ToolCalls = calls
 		finish = toolFinish(finish, calls)
 	}
-	c := f.chunkOf([]chatChoice{{Index: f.index, Delta: delta, FinishReason: &finish}})
+	c := f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{}, FinishReason: &finish}})
 	if f.n > 1 {
 		c.Choices[0].TFD = &info
 	} else {
 		c.TFD = &info
 	}
-	return c
+	return append(out, c)
+}
+
+// splitCalls takes the calls out of a whole reply, as many as the request allows.
+func (f *chatFormat) splitCalls(text string) (string, []toolCall) {
+	content, calls := f.tools.split(text)
+	return content, f.limitCalls(calls)
+}
+
+// limitCalls keeps the first call only when the request set parallel_tool_calls false: tfd does
+// not constrain what the model writes, so the calls after it are dropped.
+func (f *chatFormat) limitCalls(calls []toolCall) []toolCall {
+	if f.oneCall && len(calls) > 1 {
+		return calls[:1]
+	}
+	return calls
 }
 
 // offersTools reports whether a chat request lets the model call tools: it lists some, and its
@@ -346,8 +375,8 @@ func (f *chatFormat) whole(choices []wholeChoice, u usage, info tfdInfo) any {
 func (f *chatFormat) wholeChoice(c wholeChoice) chatChoice {
 	text, finish := c.text, c.finish
 	msg := &chatMessage{Role: "assistant", Content: &text}
-	if f.tools {
-		content, calls := splitToolCalls(text)
+	if f.tools != nil {
+		content, calls := f.splitCalls(text)
 		msg.ToolCalls, finish = calls, toolFinish(finish, calls)
 		if msg.Content = &content; content == "" && len(calls) > 0 {
 			msg.Content = nil // OpenAI sends null content beside tool calls

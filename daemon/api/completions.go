@@ -165,14 +165,14 @@ func (f *completionFormat) chunk(text string, lps []tokenLogprob) any {
 	return f.response("text_completion", []completionChoice{{Index: f.index, Text: text, Logprobs: f.logprobsOf(lps)}})
 }
 
-func (f *completionFormat) final(finish string, info tfdInfo) any {
+func (f *completionFormat) final(finish string, info tfdInfo) []any {
 	c := f.response("text_completion", []completionChoice{{Index: f.index, FinishReason: &finish}})
 	if f.n > 1 {
 		c.Choices[0].TFD = &info
 	} else {
 		c.TFD = &info
 	}
-	return c
+	return []any{c}
 }
 
 func (f *completionFormat) usage(u usage, info tfdInfo) any {

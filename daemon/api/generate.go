@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 
 	"tfd/scheduler"
@@ -121,7 +122,7 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 			}
 			pending = append(pending, lp)
 		}
-		if tok.IsSpecial(ev.Token) {
+		if tok.IsSpecial(ev.Token) && !slices.Contains(j.keepSpecial, ev.Token) {
 			continue
 		}
 		text, stopped := stops.push(dec.Add(ev.Token))

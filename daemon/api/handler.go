@@ -61,6 +61,9 @@ type Handler struct {
 	opts    HandlerOptions
 	mux     *http.ServeMux
 	routing atomic.Pointer[Routing] // replaced whole by SetRouting; each request reads it once
+
+	tools       *toolSyntax // how the model writes tool calls, told from its chat template
+	toolMarkers []int32     // the special tokens that begin its calls, kept in replies that may call
 }
 
 // NewHandler returns the API handler for m. m.Tokenizer and m.Host must be set, and m.Context
@@ -76,6 +79,7 @@ func NewHandler(m ServedModel, opts HandlerOptions) *Handler {
 		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	h := &Handler{served: m, opts: opts, mux: http.NewServeMux()}
+	h.tools, h.toolMarkers = toolsOf(m)
 	h.SetRouting(opts.Routing)
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)

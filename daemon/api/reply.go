@@ -23,9 +23,10 @@ type replyFormat interface {
 	// chunk returns the stream chunk carrying text and the logprobs of its tokens, or nil when
 	// there is nothing to send yet.
 	chunk(text string, logprobs []tokenLogprob) any
-	// final returns the stream chunk that carries the choice's finish reason and its tfd object
-	// (the response's when n is 1, the choice's beside its finish reason when more).
-	final(finish string, info tfdInfo) any
+	// final returns the choice's last stream chunks: any it held back (tool calls), then the one
+	// that carries its finish reason and its tfd object (the response's when n is 1, the
+	// choice's beside its finish reason when more).
+	final(finish string, info tfdInfo) []any
 	// usage returns the stream's last chunk for stream_options.include_usage: usage, no choices.
 	usage(u usage, info tfdInfo) any
 	// whole returns the response of a request that did not stream, from its choices' formats
@@ -159,7 +160,9 @@ func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, runs []*ch
 		return
 	}
 	for i, c := range runs {
-		s.send(formats[i].final(c.res.finish, j.info(i, c.res)))
+		for _, chunk := range formats[i].final(c.res.finish, j.info(i, c.res)) {
+			s.send(chunk)
+		}
 	}
 	if j.includeUsage {
 		s.send(f.usage(j.usage(all), j.info(0, runs[0].res)))

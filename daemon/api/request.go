@@ -47,9 +47,12 @@ type sampleParams struct {
 type job struct {
 	req scheduler.Request
 	// seeds holds each choice's seed (n of them); the choices' requests are req with these.
-	seeds        []uint64
-	promptParam  string // the request field the prompt came from, for errors
-	stops        []string
+	seeds       []uint64
+	promptParam string // the request field the prompt came from, for errors
+	stops       []string
+	// keepSpecial are special tokens the reply's text keeps (the markers of tool calls); it
+	// leaves out the others.
+	keepSpecial  []int32
 	stream       bool
 	includeUsage bool
 	// stall is how long the client may take to take an event of the stream before the reply is

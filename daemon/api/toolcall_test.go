@@ -21,7 +21,7 @@ func TestSplitToolCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			content, calls := splitToolCalls(tt.text)
+			content, calls := hermesSyntax.split(tt.text)
 			var got []string
 			for _, c := range calls {
 				if c.Type != "function" || !strings.HasPrefix(c.ID, "call") {
@@ -41,7 +41,7 @@ func TestSplitToolCalls(t *testing.T) {
 func TestToolStreamHoldsOnlyWhatMayBeACall(t *testing.T) {
 	reply := "Checking <tool the weather. <tool_call>{\"name\":\"w\",\"arguments\":{}}</tool_call>"
 	for cut := range len(reply) + 1 {
-		var ts toolStream
+		ts := toolStream{syntax: hermesSyntax}
 		sent := ts.push(reply[:cut]) + ts.push(reply[cut:])
 		rest, calls := ts.finish()
 		if sent+rest != "Checking <tool the weather. " || len(calls) != 1 || calls[0].Function.Name != "w" {
@@ -104,13 +104,13 @@ func TestChatToolCalls(t *testing.T) {
 			if ch.Delta.Content != nil {
 				content.WriteString(*ch.Delta.Content)
 			}
-			calls = append(calls, ch.Delta.ToolCalls...)
+			calls = mergeCallDeltas(t, calls, ch.Delta.ToolCalls)
 			if ch.FinishReason != nil {
 				finish = *ch.FinishReason
 			}
 		}
 	}
-	if content.String() != "Sure." || len(calls) != 1 || calls[0].Index == nil || *calls[0].Index != 0 || finish != "tool_calls" {
+	if content.String() != "Sure." || len(calls) != 1 || calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != `{"city":"Paris"}` || finish != "tool_calls" {
 		t.Errorf("stream: content %q, calls %+v, finish %q\n%s", content.String(), calls, finish, w.Body)
 	}
 
@@ -139,4 +139,29 @@ func TestOffersTools(t *testing.T) {
 			t.Errorf("tools %d, tool_choice %s: %v, want %v", len(tt.tools), tt.choice, got, tt.want)
 		}
 	}
+}
+
+// mergeCallDeltas adds a chunk's tool-call deltas to calls as an OpenAI client does: a delta
+// with an id opens the call at its index (with its name), later ones append to its arguments.
+func mergeCallDeltas(t *testing.T, calls []toolCall, deltas []toolCall) []toolCall {
+	t.Helper()
+	for _, d := range deltas {
+		if d.Index == nil {
+			t.Fatalf("a tool-call delta without index: %+v", d)
+		}
+		i := *d.Index
+		switch {
+		case d.ID != "":
+			if i != len(calls) || d.Function.Name == "" || d.Type != "function" || d.Function.Arguments != "" {
+				t.Fatalf("call %d opens with %+v, after %d calls", i, d, len(calls))
+			}
+			calls = append(calls, toolCall{ID: d.ID, Type: d.Type})
+			calls[i].Function.Name = d.Function.Name
+		case i < len(calls) && d.Function.Name == "":
+			calls[i].Function.Arguments += d.Function.Arguments
+		default:
+			t.Fatalf("delta %+v for a call not opened", d)
+		}
+	}
+	return calls
 }
