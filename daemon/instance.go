@@ -252,7 +252,7 @@ func servedModel(m *engine.Model, host scheduler.Host) api.ServedModel {
 		Tokenizer: engineTokenizer{m.Tokenizer()},
 		EOS:       g.EOS,
 		Context:   m.Context(),
-		Vocab:     m.Vocab(),
+		VocabSize: m.Vocab(),
 		Defaults: config.SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
 			TopK: g.TopK, MinP: float64(g.MinP)},
 		Host:    host,

@@ -212,12 +212,14 @@ func (l *laneState) breakRoomCycle() bool {
 }
 
 // chainLength returns how many tokens a greedy chain may make for a lone stream: 0 unless the
-// model runs chains and the stream is greedy without logprobs or penalties (a chain on the device
-// takes the raw argmax), else as many as its session, the context, its token limit and its
-// reader's room allow, up to the model's most.
+// model runs chains and the stream is greedy without logprobs, else as many as its session, the
+// context, its token limit and its reader's room allow, up to the model's most.
 func (l *laneState) chainLength(a *active) int {
-	if l.chainer == nil || !a.req.Sampling.Greedy() || a.req.Logprobs || a.req.Sampling.Penalties.Active() {
+	if l.chainer == nil || !a.req.Sampling.Greedy() || a.req.Logprobs {
 		return 0
+	}
+	if a.req.Sampling.Penalties.Active() {
+		return 0 // a chain on the device takes the raw argmax; penalties change it
 	}
 	return min(l.chainer.MaxChainLen(), a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1,
 		a.req.MaxTokens-a.produced, a.room())

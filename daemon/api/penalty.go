@@ -48,8 +48,8 @@ func (h *Handler) penalties(p *penaltyParams) (scheduler.Penalties, *apiError) {
 	out.Bias = make(map[int32]float32, len(p.LogitBias))
 	for key, b := range p.LogitBias {
 		id, err := strconv.ParseInt(key, 10, 32)
-		if err != nil || id < 0 || (h.served.Vocab > 0 && id >= int64(h.served.Vocab)) {
-			return out, badRequest("logit_bias", "logit_bias has the key %q: keys must be token ids from 0 to %d, written as strings", key, h.served.Vocab-1)
+		if err != nil || id < 0 || (h.served.VocabSize > 0 && id >= int64(h.served.VocabSize)) {
+			return out, badRequest("logit_bias", "logit_bias has the key %q: keys must be token ids from 0 to %d, written as strings", key, h.served.VocabSize-1)
 		}
 		if !(b >= -100 && b <= 100) {
 			return out, badRequest("logit_bias", "logit_bias[%q] is %g: a bias must be from -100 to 100", key, b)

@@ -10,7 +10,7 @@ import (
 )
 
 func TestPenaltyFields(t *testing.T) {
-	withVocab := func(m *ServedModel, _ *HandlerOptions) { m.Vocab = 1000 }
+	withVocab := func(m *ServedModel, _ *HandlerOptions) { m.VocabSize = 1000 }
 	chat := func(fields string) string {
 		return `{"messages":[{"role":"user","content":"Hi"}]` + fields + `}`
 	}

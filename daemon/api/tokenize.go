@@ -125,8 +125,8 @@ func (h *Handler) detokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, id := range req.Tokens {
-		if id < 0 || (h.served.Vocab > 0 && int(id) >= h.served.Vocab) {
-			writeError(w, badRequest("tokens", "tokens[%d] is %d: token ids are from 0 to %d", i, id, h.served.Vocab-1))
+		if id < 0 || (h.served.VocabSize > 0 && int(id) >= h.served.VocabSize) {
+			writeError(w, badRequest("tokens", "tokens[%d] is %d: token ids are from 0 to %d", i, id, h.served.VocabSize-1))
 			return
 		}
 	}

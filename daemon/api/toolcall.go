@@ -12,6 +12,12 @@ import (
 // the chat template: Qwen's and Hermes' <tool_call> blocks, Llama 3's JSON objects, Mistral's
 // [TOOL_CALLS]. Text that is not a well-formed call stays in the reply as the model wrote it.
 
+// The tags of a call in Qwen's and Hermes' syntax.
+const (
+	toolCallOpen  = "<tool_call>"
+	toolCallClose = "</tool_call>"
+)
+
 // toolCall is one call in OpenAI's shape. Index is set in stream deltas only; a stream's first
 // delta of a call carries its id, type and name, and the next its arguments, so ID, Type and
 // Name are left out where empty.
@@ -73,7 +79,7 @@ func (c callJSON) call(id string) (toolCall, bool) {
 //
 // It returns the text around them (trimmed) and the calls, in order.
 func splitHermes(text string, newID func() string) (string, []toolCall) {
-	const open, close = "<tool_call>", "</tool_call>"
+	const open, close = toolCallOpen, toolCallClose
 	var content strings.Builder
 	var calls []toolCall
 	for {

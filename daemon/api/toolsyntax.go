@@ -63,7 +63,7 @@ func (s *toolSyntax) mayBegin(text string, atStart bool) int {
 var (
 	// hermesSyntax is Qwen's and Hermes': <tool_call>{"name": …, "arguments": {…}}</tool_call>.
 	// It is the default, for templates of no family known here.
-	hermesSyntax = &toolSyntax{name: "hermes", markers: []string{"<tool_call>"}, splitWith: splitHermes, newID: openAICallID}
+	hermesSyntax = &toolSyntax{name: "hermes", markers: []string{toolCallOpen}, splitWith: splitHermes, newID: openAICallID}
 	// llamaSyntax is Llama 3.1 to 3.3's: {"name": …, "parameters": {…}}, the whole reply, or
 	// after <|python_tag|>; several calls are separated by ";".
 	llamaSyntax = &toolSyntax{name: "llama3_json", markers: []string{"<|python_tag|>"}, leading: "{", splitWith: splitLlama, newID: openAICallID}

@@ -207,9 +207,9 @@ func (t *Tokenizer) bytes(id int32) []byte {
 	return t.text[start:t.textEnd[id]]
 }
 
-// TokenBytes returns a copy of id's decoded bytes, none for an unknown id. A token may hold part
-// of a UTF-8 character, which Decode shows as U+FFFD.
-func (t *Tokenizer) TokenBytes(id int32) []byte { return append([]byte(nil), t.bytes(id)...) }
+// TokenBytes returns the bytes token id stands for (a byte-level token decoded; an added token's
+// content), none for an id that names no token. The slice is shared: do not change it.
+func (t *Tokenizer) TokenBytes(id int32) []byte { return t.bytes(id) }
 
 // TokenID returns the id of the token whose string form is s: an added token's content, or a
 // vocabulary entry in its byte-level form ("Ġthe" for " the").
