@@ -202,6 +202,7 @@ type chatFormat struct {
 	tools    *toolSyntax // the model's, when the request offered tools: calls are taken out of the text
 	oneCall  bool        // parallel_tool_calls false: a reply's first call only
 	calls    *toolStream // the choice's calls held back while streaming, when tools is set
+	sent     int         // the calls the choice's stream has sent
 	index, n int         // the choice's index, of n
 }
 
@@ -280,7 +281,7 @@ func (f *chatFormat) responseID() string { return f.id }
 
 func (f *chatFormat) choice(i, n int) replyFormat {
 	c := *f
-	c.index, c.n, c.calls = i, n, nil
+	c.index, c.n, c.calls, c.sent = i, n, nil, 0
 	if f.tools != nil {
 		c.calls = &toolStream{syntax: f.tools}
 	}
@@ -292,29 +293,43 @@ func (f *chatFormat) first() any {
 	return f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Role: "assistant", Content: &empty}}})
 }
 
-func (f *chatFormat) chunk(text string, lps []tokenLogprob) any {
-	if f.calls != nil {
-		if text = f.calls.push(text); text == "" && len(lps) == 0 {
-			return nil // held: it may be part of a tool call
-		}
+func (f *chatFormat) chunk(text string, lps []tokenLogprob) []any {
+	if f.calls == nil {
+		return []any{f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})}
 	}
-	return f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})
+	text, calls := f.calls.push(text)
+	var out []any
+	if text != "" || len(lps) > 0 { // else held: it may be part of a tool call
+		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}}))
+	}
+	return append(out, f.callChunks(calls)...)
 }
 
-// final sends what was held back for tool calls: the text that is content after all, then each
-// call as OpenAI streams it (id and name, then the arguments), then the finish reason.
+// callChunks returns the chunks that send calls as OpenAI streams them, a delta with the call's
+// index, id and name, then one with its arguments, numbering them after the calls already sent.
+func (f *chatFormat) callChunks(calls []toolCall) []any {
+	if f.oneCall {
+		calls = calls[:max(0, min(len(calls), 1-f.sent))]
+	}
+	var out []any
+	for _, d := range callDeltas(calls, f.sent) {
+		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{ToolCalls: d}}}))
+	}
+	f.sent += len(calls)
+	return out
+}
+
+// final sends what was held back for tool calls: the text that is content after all, then the
+// calls, then the finish reason.
 func (f *chatFormat) final(finish string, info tfdInfo) []any {
 	var out []any
 	if f.calls != nil {
 		content, calls := f.calls.finish()
-		calls = f.limitCalls(calls)
 		if content != "" {
 			out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &content}}}))
 		}
-		for _, d := range callDeltas(calls) {
-			out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{ToolCalls: d}}}))
-		}
-		finish = toolFinish(finish, calls)
+		out = append(out, f.callChunks(calls)...)
+		finish = toolFinish(finish, f.sent)
 	}
 	c := f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{}, FinishReason: &finish}})
 	if f.n > 1 {
@@ -350,8 +365,8 @@ func offersTools(req *chatRequest) bool {
 
 // toolFinish is the finish reason of a reply that made calls: "tool_calls" when it ended by
 // itself, else what it was.
-func toolFinish(finish string, calls []toolCall) string {
-	if len(calls) > 0 && finish == "stop" {
+func toolFinish(finish string, calls int) string {
+	if calls > 0 && finish == "stop" {
 		return "tool_calls"
 	}
 	return finish
@@ -377,7 +392,7 @@ func (f *chatFormat) wholeChoice(c wholeChoice) chatChoice {
 	msg := &chatMessage{Role: "assistant", Content: &text}
 	if f.tools != nil {
 		content, calls := f.splitCalls(text)
-		msg.ToolCalls, finish = calls, toolFinish(finish, calls)
+		msg.ToolCalls, finish = calls, toolFinish(finish, len(calls))
 		if msg.Content = &content; content == "" && len(calls) > 0 {
 			msg.Content = nil // OpenAI sends null content beside tool calls
 		}

@@ -161,8 +161,8 @@ func (f *completionFormat) choice(i, n int) replyFormat {
 
 func (f *completionFormat) first() any { return nil }
 
-func (f *completionFormat) chunk(text string, lps []tokenLogprob) any {
-	return f.response("text_completion", []completionChoice{{Index: f.index, Text: text, Logprobs: f.logprobsOf(lps)}})
+func (f *completionFormat) chunk(text string, lps []tokenLogprob) []any {
+	return []any{f.response("text_completion", []completionChoice{{Index: f.index, Text: text, Logprobs: f.logprobsOf(lps)}})}
 }
 
 func (f *completionFormat) final(finish string, info tfdInfo) []any {

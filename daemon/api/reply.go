@@ -20,9 +20,9 @@ type replyFormat interface {
 	choice(i, n int) replyFormat
 	// first returns the chunk that opens the choice's stream, or nil.
 	first() any
-	// chunk returns the stream chunk carrying text and the logprobs of its tokens, or nil when
-	// there is nothing to send yet.
-	chunk(text string, logprobs []tokenLogprob) any
+	// chunk returns the stream chunks carrying text and the logprobs of its tokens (and tool
+	// calls that have come whole), none when there is nothing to send yet.
+	chunk(text string, logprobs []tokenLogprob) []any
 	// final returns the choice's last stream chunks: any it held back (tool calls), then the one
 	// that carries its finish reason and its tfd object (the response's when n is 1, the
 	// choice's beside its finish reason when more).
@@ -139,8 +139,10 @@ func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, runs []*ch
 		return s.send(v)
 	}
 	errs := h.consumeChoices(r.Context(), j, runs, func(i int, t string, lp []tokenLogprob) error {
-		if c := formats[i].chunk(t, lp); c != nil {
-			return send(c)
+		for _, c := range formats[i].chunk(t, lp) {
+			if err := send(c); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -111,42 +111,94 @@ func splitHermes(text string, newID func() string) (string, []toolCall) {
 }
 
 // toolStream sends a streamed reply's text on until a tool call may begin, and holds the rest:
-// text that could be the start of a call's marker waits for the next piece, and everything from
-// a marker on waits for the end, when finish splits it.
+// text that could be the start of a call's marker waits for the next piece, and a call waits
+// until it is known to be one: until its closing tag, in a syntax that has one (Hermes'), else
+// until the reply ends. So a call is sent whole, its arguments valid JSON, and a block that is
+// no call is sent as the text it is.
 type toolStream struct {
 	syntax  *toolSyntax
 	pending string // a tail that may begin a call
 	held    strings.Builder
 	inCall  bool
-	spoke   bool // text other than white space has been sent
+	spoke   bool   // text other than white space has been sent
+	called  bool   // a call has been sent
+	space   string // white space after a call, sent only if more text follows (a whole reply is trimmed)
 }
 
-// push takes the next piece of the reply and returns what may be sent as content now.
-func (t *toolStream) push(text string) string {
-	if t.inCall {
-		t.held.WriteString(text)
-		return ""
+// push takes the next piece of the reply and returns what may be sent now: content, and the
+// calls that closed.
+func (t *toolStream) push(text string) (string, []toolCall) {
+	var content strings.Builder
+	var calls []toolCall
+	for {
+		if t.inCall {
+			t.held.WriteString(text)
+			block, rest, closed := t.closedCall()
+			if !closed {
+				return content.String(), calls
+			}
+			if _, cs := t.syntax.split(block); len(cs) > 0 {
+				calls, t.called = append(calls, cs...), true
+			} else {
+				content.WriteString(t.space + block) // not a call after all: it is text
+				t.space, t.spoke = "", true
+			}
+			text = rest
+			continue
+		}
+		text = t.pending + text
+		t.pending = ""
+		if at := t.syntax.begins(text, !t.spoke); at >= 0 {
+			t.write(&content, text[:at])
+			t.inCall = true
+			text = text[at:]
+			continue
+		}
+		keep := t.syntax.mayBegin(text, !t.spoke)
+		t.pending = text[len(text)-keep:]
+		t.write(&content, text[:len(text)-keep])
+		return content.String(), calls
 	}
-	text = t.pending + text
-	t.pending = ""
-	if at := t.syntax.begins(text, !t.spoke); at >= 0 {
-		t.inCall = true
-		t.held.WriteString(text[at:])
-		return text[:at]
+}
+
+// closedCall takes the first call held out of the hold once its closing tag has come, with
+// the text after it; it reports false while the call is open, or when the syntax has no tag.
+func (t *toolStream) closedCall() (block, rest string, closed bool) {
+	held := t.held.String()
+	i := strings.Index(held, t.syntax.closer)
+	if t.syntax.closer == "" || i < 0 {
+		return "", "", false
 	}
-	keep := t.syntax.mayBegin(text, !t.spoke)
-	t.pending = text[len(text)-keep:]
-	out := text[:len(text)-keep]
-	t.spoke = t.spoke || strings.TrimSpace(out) != ""
-	return out
+	t.held.Reset()
+	t.inCall = false
+	end := i + len(t.syntax.closer)
+	return held[:end], held[end:], true
+}
+
+// write adds text to the content to send, holding white space that follows a call.
+func (t *toolStream) write(content *strings.Builder, text string) {
+	if t.called && strings.TrimSpace(text) == "" {
+		t.space += text
+		return
+	}
+	content.WriteString(t.space + text)
+	t.space = ""
+	t.spoke = t.spoke || strings.TrimSpace(text) != ""
 }
 
 // finish returns the text still held that is content after all, and the calls.
 func (t *toolStream) finish() (string, []toolCall) {
 	if !t.inCall {
-		return t.pending, nil
+		if t.called && strings.TrimSpace(t.pending) == "" {
+			return "", nil
+		}
+		return t.space + t.pending, nil
 	}
-	return t.syntax.split(t.held.String())
+	content, calls := t.syntax.split(t.held.String())
+	if content != "" {
+		content = t.space + content
+	}
+	return content, calls
 }
 
 // partialSuffix returns the length of the longest suffix of text that is a proper prefix of tag.
@@ -160,10 +212,12 @@ func partialSuffix(text, tag string) int {
 }
 
 // callDeltas returns calls as a stream sends them, as OpenAI does: for each call one delta with
-// its index, id, type, name and empty arguments, then one with its index and its arguments.
-func callDeltas(calls []toolCall) [][]toolCall {
+// its index (from first on), id, type, name and empty arguments, then one with its index and
+// its arguments.
+func callDeltas(calls []toolCall, first int) [][]toolCall {
 	var out [][]toolCall
-	for i, c := range calls {
+	for k, c := range calls {
+		i := first + k
 		head := toolCall{Index: &i, ID: c.ID, Type: c.Type}
 		head.Function.Name = c.Function.Name
 		args := toolCall{Index: &i}

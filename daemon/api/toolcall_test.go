@@ -41,11 +41,9 @@ func TestSplitToolCalls(t *testing.T) {
 func TestToolStreamHoldsOnlyWhatMayBeACall(t *testing.T) {
 	reply := "Checking <tool the weather. <tool_call>{\"name\":\"w\",\"arguments\":{}}</tool_call>"
 	for cut := range len(reply) + 1 {
-		ts := toolStream{syntax: hermesSyntax}
-		sent := ts.push(reply[:cut]) + ts.push(reply[cut:])
-		rest, calls := ts.finish()
-		if sent+rest != "Checking <tool the weather. " || len(calls) != 1 || calls[0].Function.Name != "w" {
-			t.Fatalf("cut at %d: sent %q, rest %q, calls %+v", cut, sent, rest, calls)
+		sent, calls := pushPieces(&toolStream{syntax: hermesSyntax}, reply[:cut], reply[cut:])
+		if sent != "Checking <tool the weather. " || len(calls) != 1 || calls[0].Function.Name != "w" {
+			t.Fatalf("cut at %d: sent %q, calls %+v", cut, sent, calls)
 		}
 	}
 }
@@ -164,4 +162,59 @@ func mergeCallDeltas(t *testing.T, calls []toolCall, deltas []toolCall) []toolCa
 		}
 	}
 	return calls
+}
+
+// pushPieces streams pieces through ts and finishes it, returning all the content it let out and
+// all the calls, in order.
+func pushPieces(ts *toolStream, pieces ...string) (string, []toolCall) {
+	var sent strings.Builder
+	var calls []toolCall
+	for _, p := range pieces {
+		text, cs := ts.push(p)
+		sent.WriteString(text)
+		calls = append(calls, cs...)
+	}
+	rest, cs := ts.finish()
+	sent.WriteString(rest)
+	return sent.String(), append(calls, cs...)
+}
+
+// TestToolStreamSendsEachCallWhenItCloses: a Hermes call goes out as soon as its closing tag
+// has come, not at the reply's end; white space between and after calls is not sent as content
+// (a whole reply trims it), and a block that is no call goes out as text once it closes.
+func TestToolStreamSendsEachCallWhenItCloses(t *testing.T) {
+	ts := &toolStream{syntax: hermesSyntax}
+	steps := []struct {
+		piece, content string
+		calls          []string
+	}{
+		{"Let me check.\n", "Let me check.\n", nil},
+		{`<tool_call>{"name": "a", "arguments": {}}`, "", nil},
+		{"</tool_call>\n", "", []string{"a"}},
+		{`<tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>`, "", []string{"b"}},
+		{"\n<tool_call>oops</tool_call> ok", "\n\n<tool_call>oops</tool_call> ok", nil}, // the white space between the calls too
+	}
+	for i, st := range steps {
+		content, calls := ts.push(st.piece)
+		var names []string
+		for _, c := range calls {
+			names = append(names, c.Function.Name)
+		}
+		if content != st.content || strings.Join(names, ",") != strings.Join(st.calls, ",") {
+			t.Fatalf("piece %d %q: sent %q and calls %v; want %q and %v", i, st.piece, content, names, st.content, st.calls)
+		}
+	}
+	if rest, calls := ts.finish(); rest != "" || len(calls) != 0 {
+		t.Fatalf("finish: %q %v", rest, calls)
+	}
+
+	// Every two-piece split of a reply of two calls streams what the whole reply holds.
+	reply := "Sure.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"b\", \"arguments\": {\"x\": 1}}</tool_call>\n"
+	wantContent, wantCalls := hermesSyntax.split(reply)
+	for cut := range len(reply) + 1 {
+		sent, calls := pushPieces(&toolStream{syntax: hermesSyntax}, reply[:cut], reply[cut:])
+		if strings.TrimSpace(sent) != wantContent || len(calls) != len(wantCalls) || calls[0].Function.Name != "a" || calls[1].Function.Arguments != `{"x":1}` {
+			t.Fatalf("cut at %d: sent %q, calls %+v", cut, sent, calls)
+		}
+	}
 }

@@ -18,6 +18,8 @@ type toolSyntax struct {
 	// leading, when set, also begins a call as the first text of a reply other than white space
 	// (Llama's calls are a bare JSON object).
 	leading string
+	// closer, when set, ends a call: a stream can send the call once it has come.
+	closer string
 	// inner are other texts within a call that a tokenizer may hold as special tokens.
 	inner []string
 	// splitWith takes the calls out of a whole reply, naming each with newID unless the model
@@ -63,7 +65,7 @@ func (s *toolSyntax) mayBegin(text string, atStart bool) int {
 var (
 	// hermesSyntax is Qwen's and Hermes': <tool_call>{"name": …, "arguments": {…}}</tool_call>.
 	// It is the default, for templates of no family known here.
-	hermesSyntax = &toolSyntax{name: "hermes", markers: []string{toolCallOpen}, splitWith: splitHermes, newID: openAICallID}
+	hermesSyntax = &toolSyntax{name: "hermes", markers: []string{toolCallOpen}, closer: toolCallClose, splitWith: splitHermes, newID: openAICallID}
 	// llamaSyntax is Llama 3.1 to 3.3's: {"name": …, "parameters": {…}}, the whole reply, or
 	// after <|python_tag|>; several calls are separated by ";".
 	llamaSyntax = &toolSyntax{name: "llama3_json", markers: []string{"<|python_tag|>"}, leading: "{", splitWith: splitLlama, newID: openAICallID}

@@ -67,11 +67,9 @@ func TestToolStreamSyntaxes(t *testing.T) {
 		{mistralSyntax, "Ok [TOOL_CALLS]a[ARGS]{}", "Ok ", 1},
 	} {
 		for cut := range len(tc.reply) + 1 {
-			ts := toolStream{syntax: tc.syntax}
-			sent := ts.push(tc.reply[:cut]) + ts.push(tc.reply[cut:])
-			rest, calls := ts.finish()
-			if sent != tc.sent && sent+rest != tc.sent || len(calls) != tc.calls {
-				t.Fatalf("%s, %q cut at %d: sent %q, rest %q, calls %+v", tc.syntax.name, tc.reply, cut, sent, rest, calls)
+			sent, calls := pushPieces(&toolStream{syntax: tc.syntax}, tc.reply[:cut], tc.reply[cut:])
+			if sent != tc.sent || len(calls) != tc.calls {
+				t.Fatalf("%s, %q cut at %d: sent %q, calls %+v", tc.syntax.name, tc.reply, cut, sent, calls)
 			}
 		}
 	}
@@ -178,6 +176,46 @@ func TestParallelToolCallsFalse(t *testing.T) {
 		}
 		if want := map[string]int{"true": 2, "false": 1}[parallel]; len(r.Choices[0].Message.ToolCalls) != want {
 			t.Errorf("parallel_tool_calls %s: %s", parallel, w.Body)
+		}
+	}
+}
+
+// TestStreamedCallsNumbered: streamed, two calls come as OpenAI streams them, numbered 0 and 1,
+// the first before the second is written; parallel_tool_calls false sends the first only.
+func TestStreamedCallsNumbered(t *testing.T) {
+	const said = `<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>`
+	for _, parallel := range []string{"true", "false"} {
+		env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) { m.Context = 512 })
+		env.host.script = append(env.tok.ids(said), tokEOS)
+		w := env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true,"parallel_tool_calls":`+parallel+`,"tools":[{"type":"function","function":{"name":"a"}}]}`)
+		var calls []toolCall
+		finish := ""
+		for _, line := range strings.Split(w.Body.String(), "\n\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || data == "[DONE]" {
+				continue
+			}
+			var c struct {
+				Choices []struct {
+					Delta struct {
+						ToolCalls []toolCall `json:"tool_calls"`
+					} `json:"delta"`
+					FinishReason *string `json:"finish_reason"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal([]byte(data), &c); err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range c.Choices {
+				calls = mergeCallDeltas(t, calls, ch.Delta.ToolCalls)
+				if ch.FinishReason != nil {
+					finish = *ch.FinishReason
+				}
+			}
+		}
+		want := map[string]int{"true": 2, "false": 1}[parallel]
+		if len(calls) != want || calls[0].Function.Name != "a" || want == 2 && calls[1].Function.Arguments != `{"x":1}` || finish != "tool_calls" {
+			t.Errorf("parallel_tool_calls %s: calls %+v, finish %q\n%s", parallel, calls, finish, w.Body)
 		}
 	}
 }
