@@ -254,7 +254,7 @@ func servedModel(m *engine.Model, host scheduler.Host) api.ServedModel {
 		Context:   m.Context(),
 		VocabSize: m.Vocab(),
 		Defaults: config.SamplingConfig{Temperature: float64(g.Temperature), TopP: float64(g.TopP),
-			TopK: g.TopK, MinP: float64(g.MinP)},
+			TopK: g.TopK, MinP: float64(g.MinP), RepetitionPenalty: float64(g.RepetitionPenalty)},
 		Host:    host,
 		Created: time.Now().Unix(),
 	}

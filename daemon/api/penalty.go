@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 
+	"tfd/daemon/config"
 	"tfd/scheduler"
 )
 
@@ -17,8 +18,10 @@ type penaltyParams struct {
 }
 
 // penalties validates p's penalty fields with OpenAI's ranges (repetition_penalty, which OpenAI
-// lacks, with vLLM's: above 0) and returns what the scheduler applies.
-func (h *Handler) penalties(p *penaltyParams) (scheduler.Penalties, *apiError) {
+// lacks, with vLLM's: above 0) and returns what the scheduler applies. An unset
+// repetition_penalty takes the config's [sampling] default, then the model's
+// generation_config.json (as vLLM and transformers do), then 1 (off).
+func (h *Handler) penalties(p *penaltyParams, cfg config.SamplingConfig) (scheduler.Penalties, *apiError) {
 	var out scheduler.Penalties
 	for _, c := range []struct {
 		param string
@@ -40,8 +43,8 @@ func (h *Handler) penalties(p *penaltyParams) (scheduler.Penalties, *apiError) {
 		if !(*r > 0) || math.IsInf(*r, 1) {
 			return out, badRequest("repetition_penalty", "repetition_penalty must be a number above 0 (1 is off, above 1 discourages repeats), got %g", *r)
 		}
-		out.Repetition = float32(*r)
 	}
+	out.Repetition = float32(pick(p.RepetitionPenalty, cfg.RepetitionPenalty, h.served.Defaults.RepetitionPenalty, 1))
 	if len(p.LogitBias) == 0 {
 		return out, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfd/daemon/config"
 	"tfd/scheduler"
 )
 
@@ -51,5 +52,31 @@ func TestPenaltyFields(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRepetitionPenaltyDefaults: an unset repetition_penalty takes [sampling]'s, then the
+// model's generation_config (as vLLM does), then 1 (off); the request's wins over both.
+func TestRepetitionPenaltyDefaults(t *testing.T) {
+	unset := config.Default().Sampling
+	for _, tc := range []struct {
+		name          string
+		field         string
+		config, model float64
+		want          float32
+	}{
+		{"none anywhere", ``, -1, -1, 1},
+		{"the model's", ``, -1, 1.05, 1.05},
+		{"the config's over the model's", ``, 1.2, 1.05, 1.2},
+		{"the request's over both", `,"repetition_penalty":1.3`, 1.2, 1.05, 1.3},
+	} {
+		env := newTestEnv(t, func(m *ServedModel, o *HandlerOptions) {
+			o.Sampling, m.Defaults.RepetitionPenalty = unset, tc.model
+			o.Sampling.RepetitionPenalty = tc.config
+		})
+		decodeResponse(t, env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]`+tc.field+`}`))
+		if got := env.host.lastRequest(t).Sampling.Penalties.Repetition; got != tc.want {
+			t.Errorf("%s: repetition %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

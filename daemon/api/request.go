@@ -281,7 +281,7 @@ func (h *Handler) sampling(p *sampleParams, cfg config.SamplingConfig) (schedule
 	if e != nil {
 		return scheduler.Sampling{}, e
 	}
-	penalties, e := h.penalties(&p.penaltyParams)
+	penalties, e := h.penalties(&p.penaltyParams, cfg)
 	if e != nil {
 		return scheduler.Sampling{}, e
 	}
