@@ -21,8 +21,9 @@ test: vet
 # test-openai talks to a real tfd with the official openai-go client. It is apart from test because
 # compiling that client takes a minute or two on a small machine; .ci/run runs both.
 test-openai:
-	$(GO) vet -tags openai ./cmd/tfd
-	$(GO) test -tags openai ./cmd/tfd -run '^TestServe$$'
+	$(GO) vet -tags openai ./cmd/tfd ./daemon/api
+	$(GO) test -tags openai ./cmd/tfd -run '^(TestServe|TestServeSurface)$$'
+	$(GO) test -tags openai ./daemon/api -run '^TestOpenAI'
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

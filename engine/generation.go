@@ -22,6 +22,8 @@ type GenerationConfig struct {
 	TopP        float32
 	MinP        float32
 	TopK        int
+	// RepetitionPenalty is HF's (1 is off); negative where the model sets none.
+	RepetitionPenalty float32
 }
 
 type rawGeneration struct {
@@ -31,6 +33,8 @@ type rawGeneration struct {
 	TopP        *float32 `json:"top_p"`
 	MinP        *float32 `json:"min_p"`
 	TopK        *int     `json:"top_k"`
+
+	RepetitionPenalty *float32 `json:"repetition_penalty"`
 }
 
 // tokenIDs reads an id given as a number or a list of numbers.
@@ -51,7 +55,7 @@ func (t *tokenIDs) UnmarshalJSON(b []byte) error {
 }
 
 func readGeneration(fsys fs.FS, c Config, tok *tokenizer.Tokenizer) (GenerationConfig, error) {
-	g := GenerationConfig{Temperature: -1, TopP: -1, MinP: -1, TopK: -1}
+	g := GenerationConfig{Temperature: -1, TopP: -1, MinP: -1, TopK: -1, RepetitionPenalty: -1}
 	var raw rawGeneration
 	data, err := fs.ReadFile(fsys, "generation_config.json")
 	switch {
@@ -76,6 +80,9 @@ func readGeneration(fsys fs.FS, c Config, tok *tokenizer.Tokenizer) (GenerationC
 	}
 	if raw.TopK != nil {
 		g.TopK = *raw.TopK
+	}
+	if r := raw.RepetitionPenalty; r != nil && *r > 0 {
+		g.RepetitionPenalty = *r
 	}
 	g.EOS = raw.EOSTokenID
 	if len(g.EOS) == 0 {

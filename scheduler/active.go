@@ -29,6 +29,7 @@ type active struct {
 	drafted  int
 	accepted int
 	cached   int // prompt tokens whose keys and values the session already held
+	pen      penaltyState
 	admitted time.Time
 
 	constrained *constrained // the request's Constraint and where it stands, or nil
@@ -81,11 +82,11 @@ func (a *active) ready() bool { return !a.done && a.canEmit() && !a.needsRoom() 
 // it; it reports the token and whether the stream goes on. It ends the stream on a stop token, at
 // its token limit, or at the end of the context.
 func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool) {
-	allowed := logits
+	allowed := a.penalised(logits)
 	if a.constrained != nil {
 		var ok bool
 		var end Event
-		if allowed, ok, end = a.constrained.apply(logits, a.req.StopTokens); !ok {
+		if allowed, ok, end = a.constrained.apply(allowed, a.req.StopTokens); !ok {
 			a.end(end)
 			return -1, false
 		}

@@ -18,7 +18,8 @@
 // that no running reply holds, and to the rest as those replies end.
 //
 // Every reply is exact: a forward's rows do not affect one another (the compute contract's batch
-// invariance), and a token sampled at position p depends only on the logits and (seed, p). So a
+// invariance), and a token sampled at position p depends only on the logits, (seed, p) and the
+// stream's own tokens before it, which its penalties read (penalty.go). So a
 // reply is the same bits whether it ran alone or beside others, in one session or moved between
 // two, with drafts or without, and from a reused prompt start or a fresh one; the tests hold the
 // scheduler to each of these on the bundled model.

@@ -157,7 +157,7 @@ func (l *laneState) draftMTP() {
 	}
 	vocab := l.h.model.Vocab()
 	for i, a := range l.drafting {
-		a.mtpDraft = l.smp.pick(logits[i*vocab:(i+1)*vocab], a.req.Sampling, len(a.tokens))
+		a.mtpDraft = l.smp.pick(a.penalised(logits[i*vocab:(i+1)*vocab]), a.req.Sampling, len(a.tokens))
 	}
 }
 
@@ -221,6 +221,9 @@ func (l *laneState) breakRoomCycle() bool {
 func (l *laneState) chainLength(a *active) int {
 	if l.chainer == nil || !a.req.Sampling.Greedy() || a.req.Logprobs || a.constrained != nil {
 		return 0
+	}
+	if a.req.Sampling.Penalties.Active() {
+		return 0 // a chain on the device takes the raw argmax; penalties change it
 	}
 	return min(l.chainer.MaxChainLen(), a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1,
 		a.req.MaxTokens-a.produced, a.room())

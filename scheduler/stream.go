@@ -20,6 +20,8 @@ type Sampling struct {
 	// Seed keys the noise of the sampled draws: the token drawn at absolute position p depends only
 	// on (Seed, p) and the row's logits.
 	Seed uint64
+	// Penalties change the logits before the draw (penalty.go); the zero value changes nothing.
+	Penalties Penalties
 }
 
 // Drafts says where a stream's draft tokens may come from. Drafts are fed after the newest token

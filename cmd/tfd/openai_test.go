@@ -18,6 +18,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 // tfdField is the tfd object of a response.
@@ -193,4 +194,90 @@ func checkReply(t *testing.T, what, text, finish string, u openai.CompletionUsag
 		t.Errorf("%s: finish_reason %q with %d of %d tokens", what, finish, u.CompletionTokens, maxTokens)
 	}
 	t.Logf("%s (%s, %d tokens): %q", what, finish, u.CompletionTokens, text)
+}
+
+// TestServeSurface talks to a real tfd with the official client about the rest of OpenAI's
+// surface: n = 3 seeded choices, whole and streamed, each the reply of a single-choice request
+// with its seed; and a tool round trip. The bundled model does not call tools by itself, so the
+// round trip's first step (a reply that is a call) is in daemon/api's TestOpenAIToolRoundTrip
+// with a scripted reply; here the client sends the call back as it would after one, with the
+// tool's result, and the model answers.
+func TestServeSurface(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tfd and serves the bundled model; skipped with -short")
+	}
+	srv := startServer(t, "[sessions]\nparallel = 4\n")
+	client := openai.NewClient(option.WithBaseURL("http://"+srv.addr+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	chat := openai.ChatCompletionNewParams{
+		Model:       "gopher",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write a function that sums a slice.")},
+		Temperature: openai.Float(0.9),
+		MaxTokens:   openai.Int(24),
+		N:           openai.Int(3),
+		Seed:        openai.Int(40),
+	}
+	whole, err := client.Chat.Completions.New(ctx, chat)
+	if err != nil || len(whole.Choices) != 3 {
+		t.Fatalf("n = 3: %v, %d choices\n%s", err, len(whole.Choices), srv.log)
+	}
+	texts := map[string]bool{}
+	for i, c := range whole.Choices {
+		single := chat
+		single.N, single.Seed = openai.Int(1), openai.Int(40+int64(i))
+		alone, err := client.Chat.Completions.New(ctx, single)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(c.Index) != i || c.Message.Content != alone.Choices[0].Message.Content || tfdOf(t, c.RawJSON()).TFD.TokensHash != tfdOf(t, alone.RawJSON()).TFD.TokensHash {
+			t.Errorf("choice %d: %q; alone with seed %d: %q", i, c.Message.Content, 40+i, alone.Choices[0].Message.Content)
+		}
+		texts[c.Message.Content] = true
+	}
+	if len(texts) < 2 {
+		t.Errorf("three choices of different seeds all said %q", whole.Choices[0].Message.Content)
+	}
+	stream := client.Chat.Completions.NewStreaming(ctx, chat)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil || len(acc.Choices) != 3 {
+		t.Fatalf("n = 3 streamed: %v, %d choices", err, len(acc.Choices))
+	}
+	for i, c := range acc.Choices {
+		if c.Message.Content != whole.Choices[i].Message.Content || c.FinishReason != whole.Choices[i].FinishReason {
+			t.Errorf("streamed choice %d: %q (%s); whole: %q (%s)", i, c.Message.Content, c.FinishReason, whole.Choices[i].Message.Content, whole.Choices[i].FinishReason)
+		}
+	}
+
+	// The tool round trip, from the call on.
+	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+		ID:       "call_1",
+		Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+	}}
+	tools := openai.ChatCompletionNewParams{
+		Model: "gopher",
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.UserMessage("Weather in Oslo?"),
+			{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}},
+			openai.ToolMessage(`{"temp": 12}`, "call_1"),
+		},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: "get_weather", Parameters: shared.FunctionParameters{"type": "object"},
+		})},
+		Temperature: openai.Float(0),
+		MaxTokens:   openai.Int(16),
+	}
+	answer, err := client.Chat.Completions.New(ctx, tools)
+	if err != nil {
+		t.Fatalf("the answer after a tool's result: %v\n%s", err, srv.log)
+	}
+	if c := answer.Choices[0]; c.FinishReason != "stop" && c.FinishReason != "length" && c.FinishReason != "tool_calls" || answer.Usage.PromptTokens < 50 {
+		t.Errorf("the answer after a tool's result: %s", answer.RawJSON())
+	}
+	t.Logf("after the tool's result (%s): %q", answer.Choices[0].FinishReason, answer.Choices[0].Message.Content)
+	srv.stop(t)
 }

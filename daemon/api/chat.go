@@ -20,6 +20,7 @@ type chatRequest struct {
 	TopLogprobs         *int              `json:"top_logprobs"`
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
 	ResponseFormat      *responseFormat   `json:"response_format"`
 }
@@ -42,7 +43,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	f := &chatFormat{id: newID("chatcmpl"), created: time.Now().Unix(), model: h.served.Name, logprobs: j.req.Logprobs}
 	if offersTools(&req) {
-		f.calls = &toolStream{}
+		f.tools, f.oneCall = h.tools, req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	}
 	h.serveReply(w, r, j, f)
 }
@@ -81,13 +82,20 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if h.served.Template == nil {
 		return nil, badRequest("messages", "the model %q has no chat template: use /v1/completions with a prompt", h.served.Name)
 	}
-	prompt, err := h.served.Template.Render(msgs, chattemplate.Options{AddGenerationPrompt: true, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs})
+	tools := req.Tools
+	if !offersTools(req) {
+		tools = nil // tool_choice "none": a model told of no tools writes no calls
+	}
+	prompt, err := h.served.Template.Render(msgs, chattemplate.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		return nil, badRequest("messages", "the model's chat template rejected the messages: %v", err)
 	}
 	j, e := h.newJob(&req.sampleParams, h.served.Tokenizer.Encode(prompt), "messages")
 	if e != nil {
 		return nil, e
+	}
+	if tools != nil {
+		j.keepSpecial = h.toolMarkers
 	}
 	j.req.Logprobs = req.Logprobs != nil && *req.Logprobs
 	j.req.Constraint = constraint
@@ -196,7 +204,11 @@ type chatFormat struct {
 	created  int64
 	model    string
 	logprobs bool
-	calls    *toolStream // set when the request offered tools: calls are taken out of the text
+	tools    *toolSyntax // the model's, when the request offered tools: calls are taken out of the text
+	oneCall  bool        // parallel_tool_calls false: a reply's first call only
+	calls    *toolStream // the choice's calls held back while streaming, when tools is set
+	sent     int         // the calls the choice's stream has sent
+	index, n int         // the choice's index, of n
 }
 
 type chatCompletion struct {
@@ -209,13 +221,15 @@ type chatCompletion struct {
 	TFD     *tfdInfo     `json:"tfd,omitempty"`
 }
 
-// chatChoice is a choice of a whole response (Message set) or of a chunk (Delta set).
+// chatChoice is a choice of a whole response (Message set) or of a chunk (Delta set). TFD is the
+// choice's own tfd object, set when the response has several choices.
 type chatChoice struct {
 	Index        int           `json:"index"`
 	Message      *chatMessage  `json:"message,omitempty"`
 	Delta        *chatMessage  `json:"delta,omitempty"`
 	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
+	TFD          *tfdInfo      `json:"tfd,omitempty"`
 }
 
 type chatMessage struct {
@@ -270,36 +284,80 @@ func (f *chatFormat) chunkOf(choices []chatChoice) *chatCompletion {
 
 func (f *chatFormat) responseID() string { return f.id }
 
+func (f *chatFormat) choice(i, n int) replyFormat {
+	c := *f
+	c.index, c.n, c.calls, c.sent = i, n, nil, 0
+	if f.tools != nil {
+		c.calls = &toolStream{syntax: f.tools}
+	}
+	return &c
+}
+
 func (f *chatFormat) first() any {
 	empty := ""
-	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Role: "assistant", Content: &empty}}})
+	return f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Role: "assistant", Content: &empty}}})
 }
 
-func (f *chatFormat) chunk(text string, lps []tokenLogprob) any {
-	if f.calls != nil {
-		if text = f.calls.push(text); text == "" && len(lps) == 0 {
-			return nil // held: it may be part of a tool call
-		}
+func (f *chatFormat) chunk(text string, lps []tokenLogprob) []any {
+	if f.calls == nil {
+		return []any{f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})}
 	}
-	return f.chunkOf([]chatChoice{{Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})
+	text, calls := f.calls.push(text)
+	var out []any
+	if text != "" || len(lps) > 0 { // else held: it may be part of a tool call
+		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}}))
+	}
+	return append(out, f.callChunks(calls)...)
 }
 
-func (f *chatFormat) final(finish string, info tfdInfo) any {
-	delta := &chatMessage{}
+// callChunks returns the chunks that send calls as OpenAI streams them, a delta with the call's
+// index, id and name, then one with its arguments, numbering them after the calls already sent.
+func (f *chatFormat) callChunks(calls []toolCall) []any {
+	if f.oneCall {
+		calls = calls[:max(0, min(len(calls), 1-f.sent))]
+	}
+	var out []any
+	for _, d := range callDeltas(calls, f.sent) {
+		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{ToolCalls: d}}}))
+	}
+	f.sent += len(calls)
+	return out
+}
+
+// final sends what was held back for tool calls: the text that is content after all, then the
+// calls, then the finish reason.
+func (f *chatFormat) final(finish string, info tfdInfo) []any {
+	var out []any
 	if f.calls != nil {
 		content, calls := f.calls.finish()
 		if content != "" {
-			delta.Content = &content
+			out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &content}}}))
 		}
-		for i := range calls {
-			calls[i].Index = &i
-		}
-		delta.ToolCalls = calls
-		finish = toolFinish(finish, calls)
+		out = append(out, f.callChunks(calls)...)
+		finish = toolFinish(finish, f.sent)
 	}
-	c := f.chunkOf([]chatChoice{{Delta: delta, FinishReason: &finish}})
-	c.TFD = &info
-	return c
+	c := f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{}, FinishReason: &finish}})
+	if f.n > 1 {
+		c.Choices[0].TFD = &info
+	} else {
+		c.TFD = &info
+	}
+	return append(out, c)
+}
+
+// splitCalls takes the calls out of a whole reply, as many as the request allows.
+func (f *chatFormat) splitCalls(text string) (string, []toolCall) {
+	content, calls := f.tools.split(text)
+	return content, f.limitCalls(calls)
+}
+
+// limitCalls keeps the first call only when the request set parallel_tool_calls false: tfd does
+// not constrain what the model writes, so the calls after it are dropped.
+func (f *chatFormat) limitCalls(calls []toolCall) []toolCall {
+	if f.oneCall && len(calls) > 1 {
+		return calls[:1]
+	}
+	return calls
 }
 
 // offersTools reports whether a chat request lets the model call tools: it lists some, and its
@@ -312,8 +370,8 @@ func offersTools(req *chatRequest) bool {
 
 // toolFinish is the finish reason of a reply that made calls: "tool_calls" when it ended by
 // itself, else what it was.
-func toolFinish(finish string, calls []toolCall) string {
-	if len(calls) > 0 && finish == "stop" {
+func toolFinish(finish string, calls int) string {
+	if calls > 0 && finish == "stop" {
 		return "tool_calls"
 	}
 	return finish
@@ -325,18 +383,28 @@ func (f *chatFormat) usage(u usage, info tfdInfo) any {
 	return c
 }
 
-func (f *chatFormat) whole(text string, lps []tokenLogprob, finish string, u usage, info tfdInfo) any {
+func (f *chatFormat) whole(choices []wholeChoice, u usage, info tfdInfo) any {
+	out := &chatCompletion{ID: f.id, Object: "chat.completion", Created: f.created, Model: f.model, Usage: &u, TFD: &info}
+	for _, c := range choices {
+		out.Choices = append(out.Choices, c.f.(*chatFormat).wholeChoice(c))
+	}
+	return out
+}
+
+// wholeChoice is c as a choice of a whole response; f is c's format.
+func (f *chatFormat) wholeChoice(c wholeChoice) chatChoice {
+	text, finish := c.text, c.finish
 	msg := &chatMessage{Role: "assistant", Content: &text}
-	if f.calls != nil {
-		content, calls := splitToolCalls(text)
-		msg.ToolCalls, finish = calls, toolFinish(finish, calls)
+	if f.tools != nil {
+		content, calls := f.splitCalls(text)
+		msg.ToolCalls, finish = calls, toolFinish(finish, len(calls))
 		if msg.Content = &content; content == "" && len(calls) > 0 {
 			msg.Content = nil // OpenAI sends null content beside tool calls
 		}
 	}
-	return &chatCompletion{
-		ID: f.id, Object: "chat.completion", Created: f.created, Model: f.model,
-		Choices: []chatChoice{{Message: msg, Logprobs: f.logprobsOf(lps), FinishReason: &finish}},
-		Usage:   &u, TFD: &info,
+	out := chatChoice{Index: f.index, Message: msg, Logprobs: f.logprobsOf(c.logprobs), FinishReason: &finish}
+	if f.n > 1 {
+		out.TFD = &c.info
 	}
+	return out
 }

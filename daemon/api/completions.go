@@ -96,7 +96,8 @@ type completionFormat struct {
 	created  int64
 	model    string
 	logprobs bool
-	offset   int // text offset of the next token, for logprobs.text_offset
+	offset   int // text offset of the choice's next token, for logprobs.text_offset
+	index, n int // the choice's index, of n
 }
 
 type completion struct {
@@ -114,6 +115,8 @@ type completionChoice struct {
 	Index        int                 `json:"index"`
 	Logprobs     *completionLogprobs `json:"logprobs"`
 	FinishReason *string             `json:"finish_reason"`
+	// TFD is the choice's own tfd object, set when the response has several choices.
+	TFD *tfdInfo `json:"tfd,omitempty"`
 }
 
 // maxCompletionLogprobs bounds the legacy endpoint's logprobs, as OpenAI's does.
@@ -157,16 +160,26 @@ func (f *completionFormat) response(object string, choices []completionChoice) *
 
 func (f *completionFormat) responseID() string { return f.id }
 
-func (f *completionFormat) first() any { return nil }
-
-func (f *completionFormat) chunk(text string, lps []tokenLogprob) any {
-	return f.response("text_completion", []completionChoice{{Text: text, Logprobs: f.logprobsOf(lps)}})
+func (f *completionFormat) choice(i, n int) replyFormat {
+	c := *f
+	c.index, c.n, c.offset = i, n, 0
+	return &c
 }
 
-func (f *completionFormat) final(finish string, info tfdInfo) any {
-	c := f.response("text_completion", []completionChoice{{FinishReason: &finish}})
-	c.TFD = &info
-	return c
+func (f *completionFormat) first() any { return nil }
+
+func (f *completionFormat) chunk(text string, lps []tokenLogprob) []any {
+	return []any{f.response("text_completion", []completionChoice{{Index: f.index, Text: text, Logprobs: f.logprobsOf(lps)}})}
+}
+
+func (f *completionFormat) final(finish string, info tfdInfo) []any {
+	c := f.response("text_completion", []completionChoice{{Index: f.index, FinishReason: &finish}})
+	if f.n > 1 {
+		c.Choices[0].TFD = &info
+	} else {
+		c.TFD = &info
+	}
+	return []any{c}
 }
 
 func (f *completionFormat) usage(u usage, info tfdInfo) any {
@@ -175,8 +188,15 @@ func (f *completionFormat) usage(u usage, info tfdInfo) any {
 	return c
 }
 
-func (f *completionFormat) whole(text string, lps []tokenLogprob, finish string, u usage, info tfdInfo) any {
-	c := f.response("text_completion", []completionChoice{{Text: text, Logprobs: f.logprobsOf(lps), FinishReason: &finish}})
-	c.Usage, c.TFD = &u, &info
-	return c
+func (f *completionFormat) whole(choices []wholeChoice, u usage, info tfdInfo) any {
+	out := f.response("text_completion", make([]completionChoice, len(choices)))
+	for i, c := range choices {
+		cf := c.f.(*completionFormat)
+		out.Choices[i] = completionChoice{Index: cf.index, Text: c.text, Logprobs: cf.logprobsOf(c.logprobs), FinishReason: &c.finish}
+		if cf.n > 1 {
+			out.Choices[i].TFD = &c.info
+		}
+	}
+	out.Usage, out.TFD = &u, &info
+	return out
 }

@@ -44,7 +44,7 @@ func TestErrors(t *testing.T) {
 		{name: "top_p over 1", body: chat(`,"top_p":1.5`), status: 400, param: "top_p", msg: "(0, 1]"},
 		{name: "min_p over 1", body: chat(`,"min_p":2`), status: 400, param: "min_p", msg: "from 0 to 1"},
 		{name: "top_k below -1", body: chat(`,"top_k":-2`), status: 400, param: "top_k", msg: "got -2"},
-		{name: "n two", body: chat(`,"n":2`), status: 400, param: "n", msg: "n must be 1"},
+		{name: "n nine", body: chat(`,"n":9`), status: 400, param: "n", msg: "n must be from 1 to 8"},
 		{name: "seed a string", body: chat(`,"seed":"abc"`), status: 400, param: "seed", msg: "integer"},
 		{name: "seed negative", body: chat(`,"seed":-5`), status: 400, param: "seed", msg: "got -5"},
 		{name: "too many stops", body: chat(`,"stop":["a","b","c","d","e"]`), status: 400, param: "stop", msg: "at most 4"},

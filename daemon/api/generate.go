@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 
 	"tfd/scheduler"
@@ -39,14 +40,14 @@ type result struct {
 // came from when they were asked for. An error (the client is gone) ends the reply.
 type emitFunc func(text string, logprobs []tokenLogprob) error
 
-// submit hands j to the host under a context of its own, so that the handler can end the stream
+// submit hands req to the host under a context of its own, so that the handler can end the stream
 // early (a stop string matched, the client went away) by calling cancel.
-func (h *Handler) submit(ctx context.Context, j *job) (<-chan scheduler.Event, context.CancelFunc, *apiError) {
+func (h *Handler) submit(ctx context.Context, req scheduler.Request, promptParam string) (<-chan scheduler.Event, context.CancelFunc, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
-	events, err := h.served.Host.Submit(ctx, j.req)
+	events, err := h.served.Host.Submit(ctx, req)
 	if err != nil {
 		cancel()
-		return nil, nil, submitError(err, j.promptParam)
+		return nil, nil, submitError(err, promptParam)
 	}
 	return events, cancel, nil
 }
@@ -121,7 +122,7 @@ func (h *Handler) consume(ctx context.Context, events <-chan scheduler.Event, ca
 			}
 			pending = append(pending, lp)
 		}
-		if tok.IsSpecial(ev.Token) {
+		if tok.IsSpecial(ev.Token) && !slices.Contains(j.keepSpecial, ev.Token) {
 			continue
 		}
 		text, stopped := stops.push(dec.Add(ev.Token))

@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,9 @@ type Handler struct {
 	opts    HandlerOptions
 	mux     *http.ServeMux
 	routing atomic.Pointer[Routing] // replaced whole by SetRouting; each request reads it once
+
+	tools       *toolSyntax // how the model writes tool calls, told from its chat template
+	toolMarkers []int32     // the special tokens that begin its calls, kept in replies that may call
 }
 
 // NewHandler returns the API handler for m. m.Tokenizer and m.Host must be set, and m.Context
@@ -75,15 +79,18 @@ func NewHandler(m ServedModel, opts HandlerOptions) *Handler {
 		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	h := &Handler{served: m, opts: opts, mux: http.NewServeMux()}
+	h.tools, h.toolMarkers = toolsOf(m)
 	h.SetRouting(opts.Routing)
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)
 	h.route("GET /v1/models/{id...}", h.getModel) // ids may hold slashes: "Qwen/Qwen3-8B"
 	h.route("POST /v1/chat/completions", h.chatCompletions)
 	h.route("POST /v1/completions", h.completions)
+	h.route("POST /tokenize", h.tokenize)
+	h.route("POST /detokenize", h.detokenize)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: errInvalidRequest, code: "unknown_url",
-			message: "unknown path " + r.URL.Path + ": tfd serves /v1/models, /v1/chat/completions, /v1/completions, /v1/tfd/status, /metrics and /health"})
+			message: "unknown path " + r.URL.Path + ": tfd serves /v1/models, /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /v1/tfd/status, /metrics and /health"})
 	})
 	return h
 }
@@ -119,7 +126,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		elapsed := time.Since(start)
 		h.logRequest(r, rec.status(), stats, elapsed)
-		if r.Method == http.MethodPost { // the completion endpoints; /health and /v1/models are not counted
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/") { // the completion endpoints; /health, /v1/models and /tokenize are not counted
 			h.opts.Metrics.ObserveRequest(stats.observed(rec.status(), start))
 		}
 	}()
@@ -196,7 +203,8 @@ type requestStats struct {
 	lateStatus         atomic.Int32 // the status of an error sent inside a stream that began with 200
 
 	// firstToken and lastToken time the reply's first and last generated tokens; zero when
-	// none came. Written by the request's goroutine only.
+	// none came. Written by the goroutines of the request's choices, read once they are done.
+	mu                    sync.Mutex // guards firstToken, lastToken and tokens
 	firstToken, lastToken time.Time
 	tokens                int
 }
@@ -273,6 +281,8 @@ func (s *requestStats) observed(status int, start time.Time) metrics.Request {
 
 // noteToken records the arrival of a generated token.
 func (s *requestStats) noteToken(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.tokens == 0 {
 		s.firstToken = at
 	}

@@ -1,34 +1,46 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
-
-	"tfd/scheduler"
 )
 
 // replyFormat shapes one endpoint's responses: chat completions and completions send the same
-// reply in different JSON.
+// reply in different JSON. A format is made for choice 0; choice returns the others'.
 type replyFormat interface {
 	// responseID returns the response's id ("chatcmpl-…", "cmpl-…"), for the log.
 	responseID() string
-	// first returns the chunk that opens a stream, or nil.
+	// choice returns the format of choice i of a response of n choices: its chunks carry index
+	// i, and what it keeps from chunk to chunk (calls held back, text offsets) is its own.
+	choice(i, n int) replyFormat
+	// first returns the chunk that opens the choice's stream, or nil.
 	first() any
-	// chunk returns the stream chunk carrying text and the logprobs of its tokens, or nil when
-	// there is nothing to send yet.
-	chunk(text string, logprobs []tokenLogprob) any
-	// final returns the stream chunk that carries the finish reason and the tfd object.
-	final(finish string, info tfdInfo) any
+	// chunk returns the stream chunks carrying text and the logprobs of its tokens (and tool
+	// calls that have come whole), none when there is nothing to send yet.
+	chunk(text string, logprobs []tokenLogprob) []any
+	// final returns the choice's last stream chunks: any it held back (tool calls), then the one
+	// that carries its finish reason and its tfd object (the response's when n is 1, the
+	// choice's beside its finish reason when more).
+	final(finish string, info tfdInfo) []any
 	// usage returns the stream's last chunk for stream_options.include_usage: usage, no choices.
 	usage(u usage, info tfdInfo) any
-	// whole returns the response of a request that did not stream.
-	whole(text string, logprobs []tokenLogprob, finish string, u usage, info tfdInfo) any
+	// whole returns the response of a request that did not stream, from its choices' formats
+	// and replies, in order; info is choice 0's.
+	whole(choices []wholeChoice, u usage, info tfdInfo) any
+}
+
+// wholeChoice is one choice of a response that did not stream.
+type wholeChoice struct {
+	f        replyFormat // the choice's format
+	text     string
+	logprobs []tokenLogprob
+	finish   string
+	info     tfdInfo
 }
 
 // usage is OpenAI's token count of one request.
@@ -53,6 +65,7 @@ type tfdInfo struct {
 	Accepted   int    `json:"accepted"`
 }
 
+// usage counts the prompt once and the tokens of res, which are every choice's together.
 func (j *job) usage(res result) usage {
 	u := usage{PromptTokens: len(j.req.Prompt), CompletionTokens: len(res.tokens), TotalTokens: len(j.req.Prompt) + len(res.tokens)}
 	if res.cached > 0 {
@@ -61,38 +74,42 @@ func (j *job) usage(res result) usage {
 	return u
 }
 
-func (j *job) info(res result) tfdInfo {
-	return tfdInfo{Seed: j.req.Sampling.Seed, TokensHash: tokensHash(res.tokens), Drafted: res.drafted, Accepted: res.accepted}
+// info is the tfd object of choice i, whose reply is res.
+func (j *job) info(i int, res result) tfdInfo {
+	return tfdInfo{Seed: j.seeds[i], TokensHash: tokensHash(res.tokens), Drafted: res.drafted, Accepted: res.accepted}
 }
 
-// serveReply runs j and answers with its reply in format f, streamed or whole.
+// serveReply runs j's choices and answers with their replies in format f, streamed or whole.
 func (h *Handler) serveReply(w http.ResponseWriter, r *http.Request, j *job, f replyFormat) {
-	events, cancel, e := h.submit(r.Context(), j)
+	runs, e := h.submitChoices(r.Context(), j)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	if j.stream {
-		h.streamReply(w, r, events, cancel, j, f)
+		h.streamReply(w, r, runs, j, f)
 		return
 	}
-	var text strings.Builder
-	var logprobs []tokenLogprob
-	res, _ := h.consume(r.Context(), events, cancel, j, func(t string, lp []tokenLogprob) error {
-		text.WriteString(t)
-		logprobs = append(logprobs, lp...)
+	h.consumeChoices(r.Context(), j, runs, func(i int, t string, lp []tokenLogprob) error {
+		runs[i].text.WriteString(t) // each choice's goroutine writes only its own run
+		runs[i].logprobs = append(runs[i].logprobs, lp...)
 		return nil
 	})
-	noteTokens(r.Context(), len(j.req.Prompt), res)
-	if res.err != nil {
+	all := total(runs)
+	noteTokens(r.Context(), len(j.req.Prompt), all)
+	if all.err != nil {
 		if r.Context().Err() != nil {
 			statsOf(r.Context()).clientGone.Store(true)
 			return
 		}
-		writeError(w, res.err)
+		writeError(w, all.err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, f.whole(text.String(), logprobs, res.finish, j.usage(res), j.info(res)))
+	choices := make([]wholeChoice, len(runs))
+	for i, c := range runs {
+		choices[i] = wholeChoice{f: f.choice(i, len(runs)), text: c.text.String(), logprobs: c.logprobs, finish: c.res.finish, info: j.info(i, c.res)}
+	}
+	WriteJSON(w, http.StatusOK, f.whole(choices, j.usage(all), choices[0].info))
 }
 
 // streamReply sends the reply as server-sent events: a data line per chunk, then data: [DONE].
@@ -102,35 +119,55 @@ func (h *Handler) serveReply(w http.ResponseWriter, r *http.Request, j *job, f r
 // write fails at its deadline, and the stream is cancelled so that its session serves others.
 // The kernel's socket buffers take some events before a write blocks, so a stalled client is
 // noticed once they are full.
-func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, events <-chan scheduler.Event, cancel context.CancelFunc, j *job, f replyFormat) {
+//
+// Several choices stream at once, their chunks interleaved as their tokens come, each chunk
+// naming its choice's index, as OpenAI streams them; once all have ended, each choice's finish
+// chunk, in order (so an error in one is never sent after another's finish), then the usage
+// chunk and [DONE].
+func (h *Handler) streamReply(w http.ResponseWriter, r *http.Request, runs []*choiceRun, j *job, f replyFormat) {
 	s := startSSE(w, j.stall)
-	if first := f.first(); first != nil {
-		s.send(first) // a failed write shows again at the next one, and the client's context ends
+	formats := make([]replyFormat, len(runs))
+	for i := range runs {
+		if formats[i] = f.choice(i, len(runs)); formats[i].first() != nil {
+			s.send(formats[i].first()) // a failed write shows again at the next one, and the client's context ends
+		}
 	}
-	res, err := h.consume(r.Context(), events, cancel, j, func(t string, lp []tokenLogprob) error {
-		if c := f.chunk(t, lp); c != nil {
-			return s.send(c)
+	var mu sync.Mutex // guards s: the choices' goroutines take turns
+	send := func(v any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return s.send(v)
+	}
+	errs := h.consumeChoices(r.Context(), j, runs, func(i int, t string, lp []tokenLogprob) error {
+		for _, c := range formats[i].chunk(t, lp) {
+			if err := send(c); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
-	noteTokens(r.Context(), len(j.req.Prompt), res)
-	if err != nil || r.Context().Err() != nil {
+	all := total(runs)
+	noteTokens(r.Context(), len(j.req.Prompt), all)
+	if err := errors.Join(errs...); err != nil || r.Context().Err() != nil {
 		statsOf(r.Context()).clientGone.Store(true)
-		if errors.Is(err, os.ErrDeadlineExceeded) { // consume has cancelled the stream: its session is free
+		if errors.Is(err, os.ErrDeadlineExceeded) { // consume has cancelled the streams: their sessions are free
 			h.opts.Logger.Warn("client stalled: reply cancelled", "id", f.responseID(), "stalled_for", seconds(j.stall))
 		}
 		return
 	}
-	if res.err != nil {
-		statsOf(r.Context()).lateStatus.Store(int32(res.err.status))
-		s.send(res.err.body())
+	if all.err != nil {
+		statsOf(r.Context()).lateStatus.Store(int32(all.err.status))
+		s.send(all.err.body())
 		s.done()
 		return
 	}
-	info := j.info(res)
-	s.send(f.final(res.finish, info))
+	for i, c := range runs {
+		for _, chunk := range formats[i].final(c.res.finish, j.info(i, c.res)) {
+			s.send(chunk)
+		}
+	}
 	if j.includeUsage {
-		s.send(f.usage(j.usage(res), info))
+		s.send(f.usage(j.usage(all), j.info(0, runs[0].res)))
 	}
 	s.done()
 }

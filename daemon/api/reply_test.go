@@ -47,7 +47,8 @@ type chatResponse struct {
 			Tokens        []string  `json:"tokens"`
 			TokenLogprobs []float32 `json:"token_logprobs"`
 		} `json:"logprobs"`
-		FinishReason *string `json:"finish_reason"`
+		FinishReason *string  `json:"finish_reason"`
+		TFD          *tfdInfo `json:"tfd"`
 	} `json:"choices"`
 	Usage *usage   `json:"usage"`
 	TFD   *tfdInfo `json:"tfd"`
@@ -341,7 +342,7 @@ func TestSampling(t *testing.T) {
 		w := env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]`+tc.fields+`}`)
 		r := decodeResponse(t, w)
 		req := env.host.lastRequest(t)
-		if req.Sampling != tc.want || req.MaxTokens != tc.maxTokens {
+		if !reflect.DeepEqual(req.Sampling, tc.want) || req.MaxTokens != tc.maxTokens {
 			t.Errorf("%s: sampling %+v max %d, want %+v max %d", tc.name, req.Sampling, req.MaxTokens, tc.want, tc.maxTokens)
 		}
 		if r.TFD.Seed != tc.want.Seed {

@@ -36,6 +36,7 @@ type sampleParams struct {
 	} `json:"stream_options"`
 	// Draft false turns speculative drafting off; the reply is the same either way.
 	Draft *bool `json:"draft"`
+	penaltyParams
 
 	// maxTokensParam names the field MaxTokens came from, for errors: "max_completion_tokens"
 	// when a chat request used the newer name; empty: "max_tokens".
@@ -44,9 +45,14 @@ type sampleParams struct {
 
 // job is a validated request, ready for the host.
 type job struct {
-	req          scheduler.Request
-	promptParam  string // the request field the prompt came from, for errors
-	stops        []string
+	req scheduler.Request
+	// seeds holds each choice's seed (n of them); the choices' requests are req with these.
+	seeds       []uint64
+	promptParam string // the request field the prompt came from, for errors
+	stops       []string
+	// keepSpecial are special tokens the reply's text keeps (the markers of tool calls); it
+	// leaves out the others.
+	keepSpecial  []int32
 	stream       bool
 	includeUsage bool
 	// stall is how long the client may take to take an event of the stream before the reply is
@@ -115,9 +121,10 @@ func checkUTF8(body []byte) *apiError {
 func jsonError(prefix string, err error) *apiError {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		// encoding/json names a promoted field by its embedded struct too; the client knows
+		// encoding/json names a promoted field by its embedded structs too; the client knows
 		// only the JSON name.
-		param := joinParam(prefix, strings.TrimPrefix(typeErr.Field, "sampleParams."))
+		field := strings.TrimPrefix(typeErr.Field, "sampleParams.")
+		param := joinParam(prefix, strings.TrimPrefix(field, "penaltyParams."))
 		if param == "" {
 			return badRequest("", "the request body must be a JSON object, not a JSON %s", typeErr.Value)
 		}
@@ -173,8 +180,9 @@ func (h *Handler) checkModel(name string) *apiError {
 // field for errors. A max_tokens that passes the context is refused; the config's default
 // max_tokens is lowered to fit, so such a reply ends with "length" where the context ends.
 func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*job, *apiError) {
-	if p.N != nil && *p.N != 1 {
-		return nil, badRequest("n", "n must be 1: tfd makes one reply per request (send several requests, with different seeds, for more)")
+	n, e := choiceCount(p.N)
+	if e != nil {
+		return nil, e
 	}
 	rt := h.routing.Load() // once, so one request sees one config
 	sampling, e := h.sampling(p, rt.Sampling)
@@ -213,6 +221,7 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 			StopTokens: h.served.EOS,
 			Drafts:     drafts(rt.Drafts, p.Draft),
 		},
+		seeds:        h.choiceSeeds(sampling.Seed, p.Seed, n),
 		promptParam:  promptParam,
 		stops:        stops,
 		stream:       p.Stream,
@@ -272,6 +281,10 @@ func (h *Handler) sampling(p *sampleParams, cfg config.SamplingConfig) (schedule
 	if e != nil {
 		return scheduler.Sampling{}, e
 	}
+	penalties, e := h.penalties(&p.penaltyParams, cfg)
+	if e != nil {
+		return scheduler.Sampling{}, e
+	}
 	model := h.served.Defaults
 	return scheduler.Sampling{
 		Temperature: float32(pick(p.Temperature, cfg.Temperature, model.Temperature, 1)),
@@ -279,6 +292,7 @@ func (h *Handler) sampling(p *sampleParams, cfg config.SamplingConfig) (schedule
 		MinP:        float32(pick(p.MinP, cfg.MinP, model.MinP, 0)),
 		TopK:        max(0, int(pick(intPtrToFloat(p.TopK), float64(cfg.TopK), float64(model.TopK), 0))),
 		Seed:        seed,
+		Penalties:   penalties,
 	}, nil
 }
 

@@ -28,6 +28,9 @@ type ServedModel struct {
 	Template Template
 	// EOS lists the token ids that end a reply (the model's generation_config eos_token_id).
 	EOS []int32
+	// VocabSize is the model's vocabulary size: logit_bias keys and detokenized ids must be
+	// below it (0: unchecked).
+	VocabSize int
 	// Context is the most tokens (prompt plus reply) one request may use.
 	Context int
 	// Defaults are the model's own sampling defaults (generation_config.json); negative fields

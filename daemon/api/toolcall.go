@@ -6,51 +6,99 @@ import (
 	"strings"
 )
 
-// Tool calls in replies. Qwen-family models, and others trained on the Hermes format, answer a
-// request that offers tools by writing each call as
-//
-//	<tool_call>
-//	{"name": "get_weather", "arguments": {"city": "Paris"}}
-//	</tool_call>
-//
-// in their text. When a chat request offers tools, tfd takes such blocks out of the reply and
-// returns them as OpenAI's tool_calls (finish_reason "tool_calls"); a block that is not a
-// well-formed call stays in the text as the model wrote it.
+// Tool calls in replies. A chat request that offers tools (and whose tool_choice is not "none")
+// gets the calls the model writes in its text back as OpenAI's tool_calls, with finish_reason
+// "tool_calls". How a model writes a call depends on its family, which toolsyntax.go tells from
+// the chat template: Qwen's and Hermes' <tool_call> blocks, Llama 3's JSON objects, Mistral's
+// [TOOL_CALLS]. Text that is not a well-formed call stays in the reply as the model wrote it.
 
+// The tags of a call in Qwen's and Hermes' syntax.
 const (
 	toolCallOpen  = "<tool_call>"
 	toolCallClose = "</tool_call>"
 )
 
-// toolCall is one call in OpenAI's shape. Index is set in stream deltas only.
+// toolCall is one call in OpenAI's shape. Index is set in stream deltas only; a stream's first
+// delta of a call carries its id, type and name, and the next its arguments, so ID, Type and
+// Name are left out where empty.
 type toolCall struct {
 	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
 	Function struct {
-		Name      string `json:"name"`
+		Name      string `json:"name,omitempty"`
 		Arguments string `json:"arguments"` // a JSON object, as a string
 	} `json:"function"`
 }
 
-// splitToolCalls takes the well-formed tool-call blocks out of text: it returns the text around
-// them (trimmed) and the calls, in order.
-func splitToolCalls(text string) (string, []toolCall) {
+// newCall makes a call of name with arguments args: a JSON object, or a JSON string holding one,
+// or nothing (no arguments: {}). It reports false when args is none of these, so a call always
+// carries arguments that parse as a JSON object.
+func newCall(id, name string, args json.RawMessage) (toolCall, bool) {
+	if name == "" {
+		return toolCall{}, false
+	}
+	args = bytes.TrimSpace(args)
+	var s string
+	if json.Unmarshal(args, &s) == nil {
+		args = bytes.TrimSpace([]byte(s)) // arguments already a string
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, args); err != nil || compact.Bytes()[0] != '{' {
+		return toolCall{}, false
+	}
+	call := toolCall{ID: id, Type: "function"}
+	call.Function.Name, call.Function.Arguments = name, compact.String()
+	return call, true
+}
+
+// callJSON is a call written as one JSON object; Llama names the arguments "parameters".
+type callJSON struct {
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Parameters json.RawMessage `json:"parameters"`
+	ID         string          `json:"id"`
+}
+
+func (c callJSON) call(id string) (toolCall, bool) {
+	args := c.Arguments
+	if len(args) == 0 {
+		args = c.Parameters
+	}
+	return newCall(id, c.Name, args)
+}
+
+// splitHermes takes the well-formed <tool_call> blocks out of text:
+//
+//	<tool_call>
+//	{"name": "get_weather", "arguments": {"city": "Paris"}}
+//	</tool_call>
+//
+// It returns the text around them (trimmed) and the calls, in order.
+func splitHermes(text string, newID func() string) (string, []toolCall) {
+	const open, close = toolCallOpen, toolCallClose
 	var content strings.Builder
 	var calls []toolCall
 	for {
-		start := strings.Index(text, toolCallOpen)
+		start := strings.Index(text, open)
 		if start < 0 {
 			break
 		}
-		end := strings.Index(text[start:], toolCallClose)
+		end := strings.Index(text[start:], close)
 		if end < 0 {
 			break // an unterminated block (the reply ran out) stays text
 		}
-		body := text[start+len(toolCallOpen) : start+end]
-		block := text[:start+end+len(toolCallClose)]
-		text = text[start+end+len(toolCallClose):]
-		call, ok := parseToolCall(body)
+		body := text[start+len(open) : start+end]
+		block := text[:start+end+len(close)]
+		text = text[start+end+len(close):]
+		var raw callJSON
+		call, ok := toolCall{}, json.Unmarshal([]byte(strings.TrimSpace(body)), &raw) == nil
+		if ok {
+			call, ok = raw.call(newID())
+		}
 		if !ok {
 			content.WriteString(block)
 			continue
@@ -62,66 +110,94 @@ func splitToolCalls(text string) (string, []toolCall) {
 	return strings.TrimSpace(content.String()), calls
 }
 
-// parseToolCall reads one block's JSON: a name and arguments given as an object (or as a string
-// holding one).
-func parseToolCall(body string) (toolCall, bool) {
-	var raw struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &raw); err != nil || raw.Name == "" {
-		return toolCall{}, false
-	}
-	args := bytes.TrimSpace(raw.Arguments)
-	var s string
-	if json.Unmarshal(args, &s) == nil {
-		args = []byte(s) // arguments already a string
-	}
-	if len(args) == 0 || string(args) == "null" {
-		args = []byte("{}")
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, args); err != nil {
-		return toolCall{}, false
-	}
-	call := toolCall{ID: newID("call"), Type: "function"}
-	call.Function.Name, call.Function.Arguments = raw.Name, compact.String()
-	return call, true
-}
-
 // toolStream sends a streamed reply's text on until a tool call may begin, and holds the rest:
-// text that could be the start of "<tool_call>" waits for the next piece, and everything from a
-// "<tool_call>" on waits for the end, when finish splits it.
+// text that could be the start of a call's marker waits for the next piece, and a call waits
+// until it is known to be one: until its closing tag, in a syntax that has one (Hermes'), else
+// until the reply ends. So a call is sent whole, its arguments valid JSON, and a block that is
+// no call is sent as the text it is.
 type toolStream struct {
-	pending string // a tail that may begin "<tool_call>"
+	syntax  *toolSyntax
+	pending string // a tail that may begin a call
 	held    strings.Builder
 	inCall  bool
+	spoke   bool   // text other than white space has been sent
+	called  bool   // a call has been sent
+	space   string // white space after a call, sent only if more text follows (a whole reply is trimmed)
 }
 
-// push takes the next piece of the reply and returns what may be sent as content now.
-func (t *toolStream) push(text string) string {
-	if t.inCall {
-		t.held.WriteString(text)
-		return ""
+// push takes the next piece of the reply and returns what may be sent now: content, and the
+// calls that closed.
+func (t *toolStream) push(text string) (string, []toolCall) {
+	var content strings.Builder
+	var calls []toolCall
+	for {
+		if t.inCall {
+			t.held.WriteString(text)
+			block, rest, closed := t.closedCall()
+			if !closed {
+				return content.String(), calls
+			}
+			if _, cs := t.syntax.split(block); len(cs) > 0 {
+				calls, t.called = append(calls, cs...), true
+			} else {
+				content.WriteString(t.space + block) // not a call after all: it is text
+				t.space, t.spoke = "", true
+			}
+			text = rest
+			continue
+		}
+		text = t.pending + text
+		t.pending = ""
+		if at := t.syntax.begins(text, !t.spoke); at >= 0 {
+			t.write(&content, text[:at])
+			t.inCall = true
+			text = text[at:]
+			continue
+		}
+		keep := t.syntax.mayBegin(text, !t.spoke)
+		t.pending = text[len(text)-keep:]
+		t.write(&content, text[:len(text)-keep])
+		return content.String(), calls
 	}
-	text = t.pending + text
-	t.pending = ""
-	if i := strings.Index(text, toolCallOpen); i >= 0 {
-		t.inCall = true
-		t.held.WriteString(text[i:])
-		return text[:i]
+}
+
+// closedCall takes the first call held out of the hold once its closing tag has come, with
+// the text after it; it reports false while the call is open, or when the syntax has no tag.
+func (t *toolStream) closedCall() (block, rest string, closed bool) {
+	held := t.held.String()
+	i := strings.Index(held, t.syntax.closer)
+	if t.syntax.closer == "" || i < 0 {
+		return "", "", false
 	}
-	keep := partialSuffix(text, toolCallOpen)
-	t.pending = text[len(text)-keep:]
-	return text[:len(text)-keep]
+	t.held.Reset()
+	t.inCall = false
+	end := i + len(t.syntax.closer)
+	return held[:end], held[end:], true
+}
+
+// write adds text to the content to send, holding white space that follows a call.
+func (t *toolStream) write(content *strings.Builder, text string) {
+	if t.called && strings.TrimSpace(text) == "" {
+		t.space += text
+		return
+	}
+	content.WriteString(t.space + text)
+	t.space = ""
+	t.spoke = t.spoke || strings.TrimSpace(text) != ""
 }
 
 // finish returns the text still held that is content after all, and the calls.
 func (t *toolStream) finish() (string, []toolCall) {
 	if !t.inCall {
-		return t.pending, nil
+		if t.called && strings.TrimSpace(t.pending) == "" {
+			return "", nil
+		}
+		return t.space + t.pending, nil
 	}
-	content, calls := splitToolCalls(t.held.String())
+	content, calls := t.syntax.split(t.held.String())
+	if content != "" {
+		content = t.space + content
+	}
 	return content, calls
 }
 
@@ -133,4 +209,20 @@ func partialSuffix(text, tag string) int {
 		}
 	}
 	return 0
+}
+
+// callDeltas returns calls as a stream sends them, as OpenAI does: for each call one delta with
+// its index (from first on), id, type, name and empty arguments, then one with its index and
+// its arguments.
+func callDeltas(calls []toolCall, first int) [][]toolCall {
+	var out [][]toolCall
+	for k, c := range calls {
+		i := first + k
+		head := toolCall{Index: &i, ID: c.ID, Type: c.Type}
+		head.Function.Name = c.Function.Name
+		args := toolCall{Index: &i}
+		args.Function.Arguments = c.Function.Arguments
+		out = append(out, []toolCall{head}, []toolCall{args})
+	}
+	return out
 }

@@ -21,7 +21,7 @@ func TestSplitToolCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			content, calls := splitToolCalls(tt.text)
+			content, calls := hermesSyntax.split(tt.text)
 			var got []string
 			for _, c := range calls {
 				if c.Type != "function" || !strings.HasPrefix(c.ID, "call") {
@@ -41,11 +41,9 @@ func TestSplitToolCalls(t *testing.T) {
 func TestToolStreamHoldsOnlyWhatMayBeACall(t *testing.T) {
 	reply := "Checking <tool the weather. <tool_call>{\"name\":\"w\",\"arguments\":{}}</tool_call>"
 	for cut := range len(reply) + 1 {
-		var ts toolStream
-		sent := ts.push(reply[:cut]) + ts.push(reply[cut:])
-		rest, calls := ts.finish()
-		if sent+rest != "Checking <tool the weather. " || len(calls) != 1 || calls[0].Function.Name != "w" {
-			t.Fatalf("cut at %d: sent %q, rest %q, calls %+v", cut, sent, rest, calls)
+		sent, calls := pushPieces(&toolStream{syntax: hermesSyntax}, reply[:cut], reply[cut:])
+		if sent != "Checking <tool the weather. " || len(calls) != 1 || calls[0].Function.Name != "w" {
+			t.Fatalf("cut at %d: sent %q, calls %+v", cut, sent, calls)
 		}
 	}
 }
@@ -104,13 +102,13 @@ func TestChatToolCalls(t *testing.T) {
 			if ch.Delta.Content != nil {
 				content.WriteString(*ch.Delta.Content)
 			}
-			calls = append(calls, ch.Delta.ToolCalls...)
+			calls = mergeCallDeltas(t, calls, ch.Delta.ToolCalls)
 			if ch.FinishReason != nil {
 				finish = *ch.FinishReason
 			}
 		}
 	}
-	if content.String() != "Sure." || len(calls) != 1 || calls[0].Index == nil || *calls[0].Index != 0 || finish != "tool_calls" {
+	if content.String() != "Sure." || len(calls) != 1 || calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != `{"city":"Paris"}` || finish != "tool_calls" {
 		t.Errorf("stream: content %q, calls %+v, finish %q\n%s", content.String(), calls, finish, w.Body)
 	}
 
@@ -137,6 +135,86 @@ func TestOffersTools(t *testing.T) {
 		req := &chatRequest{Tools: tt.tools, ToolChoice: json.RawMessage(tt.choice)}
 		if got := offersTools(req); got != tt.want {
 			t.Errorf("tools %d, tool_choice %s: %v, want %v", len(tt.tools), tt.choice, got, tt.want)
+		}
+	}
+}
+
+// mergeCallDeltas adds a chunk's tool-call deltas to calls as an OpenAI client does: a delta
+// with an id opens the call at its index (with its name), later ones append to its arguments.
+func mergeCallDeltas(t *testing.T, calls []toolCall, deltas []toolCall) []toolCall {
+	t.Helper()
+	for _, d := range deltas {
+		if d.Index == nil {
+			t.Fatalf("a tool-call delta without index: %+v", d)
+		}
+		i := *d.Index
+		switch {
+		case d.ID != "":
+			if i != len(calls) || d.Function.Name == "" || d.Type != "function" || d.Function.Arguments != "" {
+				t.Fatalf("call %d opens with %+v, after %d calls", i, d, len(calls))
+			}
+			calls = append(calls, toolCall{ID: d.ID, Type: d.Type})
+			calls[i].Function.Name = d.Function.Name
+		case i < len(calls) && d.Function.Name == "":
+			calls[i].Function.Arguments += d.Function.Arguments
+		default:
+			t.Fatalf("delta %+v for a call not opened", d)
+		}
+	}
+	return calls
+}
+
+// pushPieces streams pieces through ts and finishes it, returning all the content it let out and
+// all the calls, in order.
+func pushPieces(ts *toolStream, pieces ...string) (string, []toolCall) {
+	var sent strings.Builder
+	var calls []toolCall
+	for _, p := range pieces {
+		text, cs := ts.push(p)
+		sent.WriteString(text)
+		calls = append(calls, cs...)
+	}
+	rest, cs := ts.finish()
+	sent.WriteString(rest)
+	return sent.String(), append(calls, cs...)
+}
+
+// TestToolStreamSendsEachCallWhenItCloses: a Hermes call goes out as soon as its closing tag
+// has come, not at the reply's end; white space between and after calls is not sent as content
+// (a whole reply trims it), and a block that is no call goes out as text once it closes.
+func TestToolStreamSendsEachCallWhenItCloses(t *testing.T) {
+	ts := &toolStream{syntax: hermesSyntax}
+	steps := []struct {
+		piece, content string
+		calls          []string
+	}{
+		{"Let me check.\n", "Let me check.\n", nil},
+		{`<tool_call>{"name": "a", "arguments": {}}`, "", nil},
+		{"</tool_call>\n", "", []string{"a"}},
+		{`<tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>`, "", []string{"b"}},
+		{"\n<tool_call>oops</tool_call> ok", "\n\n<tool_call>oops</tool_call> ok", nil}, // the white space between the calls too
+	}
+	for i, st := range steps {
+		content, calls := ts.push(st.piece)
+		var names []string
+		for _, c := range calls {
+			names = append(names, c.Function.Name)
+		}
+		if content != st.content || strings.Join(names, ",") != strings.Join(st.calls, ",") {
+			t.Fatalf("piece %d %q: sent %q and calls %v; want %q and %v", i, st.piece, content, names, st.content, st.calls)
+		}
+	}
+	if rest, calls := ts.finish(); rest != "" || len(calls) != 0 {
+		t.Fatalf("finish: %q %v", rest, calls)
+	}
+
+	// Every two-piece split of a reply of two calls streams what the whole reply holds.
+	reply := "Sure.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"b\", \"arguments\": {\"x\": 1}}</tool_call>\n"
+	wantContent, wantCalls := hermesSyntax.split(reply)
+	for cut := range len(reply) + 1 {
+		sent, calls := pushPieces(&toolStream{syntax: hermesSyntax}, reply[:cut], reply[cut:])
+		if strings.TrimSpace(sent) != wantContent || len(calls) != len(wantCalls) || calls[0].Function.Name != "a" || calls[1].Function.Arguments != `{"x":1}` {
+			t.Fatalf("cut at %d: sent %q, calls %+v", cut, sent, calls)
 		}
 	}
 }

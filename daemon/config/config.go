@@ -103,6 +103,8 @@ type SamplingConfig struct {
 	TopP        float64 `koanf:"top_p"`
 	TopK        int     `koanf:"top_k"`
 	MinP        float64 `koanf:"min_p"`
+	// RepetitionPenalty is the default of requests' repetition_penalty (1 is off).
+	RepetitionPenalty float64 `koanf:"repetition_penalty"`
 	// MaxTokens bounds a reply when the request sets no max_tokens; 0 is unset.
 	MaxTokens int `koanf:"max_tokens"`
 }
@@ -141,7 +143,7 @@ func Default() Config {
 		Memory:      MemoryConfig{MarginGB: 2},
 		PromptCache: PromptCacheConfig{GiB: -1},
 		Drafts:      DraftsConfig{Enabled: true, MTPMax: 3, NGram: true, NGramMax: 4},
-		Sampling:    SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, MaxTokens: 4096},
+		Sampling:    SamplingConfig{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, RepetitionPenalty: -1, MaxTokens: 4096},
 		Residency:   ResidencyConfig{Enabled: true, KeepWarm: 15 * time.Minute, Tick: 500 * time.Millisecond},
 		Log:         LogConfig{Level: "info"},
 	}

@@ -200,9 +200,9 @@ func TestWriteTOML(t *testing.T) {
 		"[server]\nlisten ",
 		`listen = "127.0.0.1:1"    # flag --listen`,
 		`name = "gopher \"x\""  # file ` + path,
-		`temperature = 0.7  # env TFD_SAMPLING_TEMPERATURE`,
+		`temperature = 0.7        # env TFD_SAMPLING_TEMPERATURE`, // aligned under repetition_penalty
 		`keep_warm = "1h30m"  # file`,
-		`max_tokens = 4096  # default`,
+		`max_tokens = 4096        # default`,
 		"[prompt_cache]",
 	} {
 		if !strings.Contains(text, want) {

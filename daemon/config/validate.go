@@ -59,6 +59,7 @@ func (c Config) problems() []problem {
 	check(s.TopP == -1 || (s.TopP > 0 && s.TopP <= 1), "sampling.top_p", "want -1 (unset) or a number in (0, 1]")
 	check(s.TopK >= -1, "sampling.top_k", "want -1 (unset), 0 (off) or a positive whole number")
 	check(s.MinP == -1 || (s.MinP >= 0 && s.MinP <= 1), "sampling.min_p", "want -1 (unset) or a number from 0 to 1")
+	check(s.RepetitionPenalty == -1 || s.RepetitionPenalty > 0, "sampling.repetition_penalty", "want -1 (unset) or a number above 0 (1 is off)")
 	check(s.MaxTokens > 0, "sampling.max_tokens", "want a positive number of tokens")
 
 	check(c.Residency.KeepWarm >= 0, "residency.keep_warm", "want a duration ≥ 0")

@@ -68,7 +68,12 @@ type Template struct {
 	tmpl     *jinja.Template
 	texts    []jinja.Value // the text pieces the normalized source prints through textVar
 	bos, eos string
+	source   string
 }
+
+// Source returns the template's text as given to New: what a caller reads to tell the model's
+// family (the syntax of its tool calls, say).
+func (t *Template) Source() string { return t.source }
 
 // reserved are the variables Render sets that kwargs may not replace: transformers passes them
 // as named arguments, so a duplicate there is an error too.
@@ -97,7 +102,7 @@ func New(source, bos, eos string) (*Template, error) {
 	for i, text := range texts {
 		items[i] = jinja.NewString(text)
 	}
-	return &Template{tmpl: tmpl, texts: items, bos: bos, eos: eos}, nil
+	return &Template{tmpl: tmpl, texts: items, bos: bos, eos: eos, source: source}, nil
 }
 
 // Render renders the conversation. Errors come from the template (raise_exception's message,
