@@ -45,6 +45,9 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if offersTools(&req) {
 		f.tools, f.oneCall = h.tools, req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	}
+	if j.forcedCall {
+		f.tools = hermesSyntax // the grammar writes a forced call in the Hermes form, whatever the model's own
+	}
 	h.serveReply(w, r, j, f)
 }
 
@@ -70,9 +73,11 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	if call, e := h.forcedToolCall(req); e != nil {
+	call, e := h.forcedToolCall(req)
+	if e != nil {
 		return nil, e
-	} else if call != nil {
+	}
+	if call != nil {
 		constraint = call
 	}
 	msgs, e := parseMessages(req.Messages)
@@ -97,6 +102,7 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if tools != nil {
 		j.keepSpecial = h.toolMarkers
 	}
+	j.forcedCall = call != nil
 	j.req.Logprobs = req.Logprobs != nil && *req.Logprobs
 	j.req.Constraint = constraint
 	if req.TopLogprobs != nil {

@@ -198,3 +198,33 @@ func TestToolChoiceForcesACall(t *testing.T) {
 		}
 	}
 }
+
+// TestForcedCallOnAMistralModel: a forced call is written in the Hermes form whatever the
+// model's own syntax, and read back in that form, so a Mistral model's forced call still comes
+// back as tool_calls.
+func TestForcedCallOnAMistralModel(t *testing.T) {
+	env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) {
+		tok := m.Tokenizer.(*fakeTokenizer)
+		m.Host = &wilfulHost{script: tok.Encode(`Hello, world!`), vocab: 1256}
+		m.Vocab = func() *grammar.Vocab { return fakeVocab(tok) }
+		m.Context = 512
+		m.Template = sourcedTemplate{m.Template.(*fakeTemplate), "{{ '[TOOL_CALLS]' }}"}
+	})
+	w := env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+
+		`"tools":[{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"zone":{"enum":["UTC","CET"]}},"required":["zone"]}}}],`+
+		`"tool_choice":"required"}`)
+	var resp struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls []toolCall `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != 200 || len(resp.Choices) != 1 {
+		t.Fatalf("status %d %s", w.Code, w.Body)
+	}
+	if c := resp.Choices[0]; len(c.Message.ToolCalls) != 1 || c.FinishReason != "tool_calls" || c.Message.ToolCalls[0].Function.Name != "get_time" {
+		t.Fatalf("a forced call on a Mistral model: %s", w.Body)
+	}
+}

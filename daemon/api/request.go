@@ -52,7 +52,10 @@ type job struct {
 	stops       []string
 	// keepSpecial are special tokens the reply's text keeps (the markers of tool calls); it
 	// leaves out the others.
-	keepSpecial  []int32
+	keepSpecial []int32
+	// forcedCall marks a chat whose tool_choice forces a call: the grammar writes it in the
+	// Hermes form, so the reply is parsed in that form.
+	forcedCall   bool
 	stream       bool
 	includeUsage bool
 	// stall is how long the client may take to take an event of the stream before the reply is
