@@ -22,7 +22,7 @@ test: vet
 # compiling that client takes a minute or two on a small machine; .ci/run runs both.
 test-openai:
 	$(GO) vet -tags openai ./cmd/tfd ./daemon/api
-	$(GO) test -tags openai ./cmd/tfd -run '^(TestServe|TestServeSurface)$$'
+	$(GO) test -tags openai ./cmd/tfd -run '^(TestServe|TestServeSurface|TestServeStructured)$$'
 	$(GO) test -tags openai ./daemon/api -run '^TestOpenAI'
 
 vet:

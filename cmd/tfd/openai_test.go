@@ -281,3 +281,90 @@ func TestServeSurface(t *testing.T) {
 	t.Logf("after the tool's result (%s): %q", answer.Choices[0].FinishReason, answer.Choices[0].Message.Content)
 	srv.stop(t)
 }
+
+// TestServeStructured talks to tfd with the openai-go client as an extraction script and an agent
+// would: a json_schema reply that unmarshals into a Go struct, and a required tool call whose
+// result goes back with role tool before the final answer.
+func TestServeStructured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tfd and serves the bundled model; skipped with -short")
+	}
+	srv := startServer(t, "[sessions]\nparallel = 2\n")
+	client := openai.NewClient(option.WithBaseURL("http://"+srv.addr+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	type function struct {
+		Name   string   `json:"name"`
+		Params []string `json:"params"`
+		Pure   bool     `json:"pure"`
+	}
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"name":   map[string]any{"type": "string"},
+			"params": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "maxItems": 3},
+			"pure":   map[string]any{"type": "boolean"},
+		},
+		"required":             []string{"name", "params", "pure"},
+		"additionalProperties": false,
+	}
+	reply, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:       "gopher",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Describe a Go function that reverses a slice.")},
+		Temperature: openai.Float(0.7),
+		Seed:        openai.Int(3),
+		MaxTokens:   openai.Int(200),
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "function", Schema: schema, Strict: openai.Bool(true)},
+		}},
+	})
+	if err != nil {
+		t.Fatalf("json_schema: %v\n%s", err, srv.log)
+	}
+	var got function
+	dec := json.NewDecoder(strings.NewReader(reply.Choices[0].Message.Content))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil || reply.Choices[0].FinishReason != "stop" {
+		t.Fatalf("json_schema reply (%s) does not unmarshal into the struct: %v\n%s", reply.Choices[0].FinishReason, err, reply.Choices[0].Message.Content)
+	}
+	t.Logf("json_schema: %+v", got)
+
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name: "get_weather",
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}},
+			"required": []string{"city"}, "additionalProperties": false},
+	})}
+	ask := openai.ChatCompletionNewParams{
+		Model:       "gopher",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Oslo?")},
+		Tools:       tools,
+		ToolChoice:  openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		Temperature: openai.Float(0),
+		MaxTokens:   openai.Int(64),
+	}
+	first, err := client.Chat.Completions.New(ctx, ask)
+	if err != nil {
+		t.Fatalf("tool_choice required: %v\n%s", err, srv.log)
+	}
+	msg := first.Choices[0].Message
+	if first.Choices[0].FinishReason != "tool_calls" || len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Function.Name != "get_weather" {
+		t.Fatalf("tool_choice required gave no call: %s", first.RawJSON())
+	}
+	var args struct{ City string }
+	if err := json.Unmarshal([]byte(msg.ToolCalls[0].Function.Arguments), &args); err != nil {
+		t.Fatalf("the call's arguments are not JSON: %q", msg.ToolCalls[0].Function.Arguments)
+	}
+	ask.Messages = append(ask.Messages, msg.ToParam(), openai.ToolMessage(`{"temp": 12, "sky": "clear"}`, msg.ToolCalls[0].ID))
+	ask.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("auto")}
+	final, err := client.Chat.Completions.New(ctx, ask)
+	if err != nil {
+		t.Fatalf("the answer after the tool's result: %v\n%s", err, srv.log)
+	}
+	// The call and its result are in the prompt now; the tiny model answers as it will.
+	if final.Usage.PromptTokens <= first.Usage.PromptTokens+10 || final.Choices[0].FinishReason == "" {
+		t.Errorf("the answer after the tool's result: %s", final.RawJSON())
+	}
+	t.Logf("call get_weather(%s), then (%s): %q", msg.ToolCalls[0].Function.Arguments, final.Choices[0].FinishReason, final.Choices[0].Message.Content)
+	srv.stop(t)
+}
