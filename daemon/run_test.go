@@ -114,7 +114,8 @@ func fetchStatus(client *http.Client, addr string) (status.Report, error) {
 }
 
 // waitGeneration waits until the daemon has applied config generation gen and, when sessions
-// is not 0, the host has taken the new layout (it does once the running replies are done).
+// is not 0, the host has taken the new layout (it does at its next turn; running replies finish in
+// their sessions of the old one).
 func (d *daemonUnderTest) waitGeneration(t *testing.T, gen, sessions int) status.Report {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
