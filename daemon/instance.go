@@ -132,7 +132,7 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 	}
 	in.model = m
 	opts := in.sharedOptions(cfg)
-	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report = m.MTP(), m.Chains(), m, report
+	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m, report, logger
 	in.host, err = scheduler.NewShared(m, opts)
 	if err != nil {
 		return fmt.Errorf("daemon: start the host: %w", err)

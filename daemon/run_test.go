@@ -254,6 +254,12 @@ func TestReload(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+	// The counts are the serving instance's: the context edit above loaded a new one.
+	for _, want := range []string{`tfd_tokens_total{driver="lone"} `, `tfd_tokens_total{driver="shared"} `, "tfd_handoffs_total "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 	if !regexp.MustCompile(`(?m)^tfd_draft_tokens_total\{outcome="proposed"\} [1-9]`).MatchString(metrics) {
 		t.Errorf("no draft tokens counted after %d replies with drafts on:\n%s", n, metrics)
 	}

@@ -31,6 +31,7 @@ type active struct {
 	cached   int // prompt tokens whose keys and values the session already held
 	pen      penaltyState
 	admitted time.Time
+	lone     bool // its newest forward ran on the lone driver
 
 	constrained *constrained // the request's Constraint and where it stands, or nil
 }
@@ -109,6 +110,11 @@ func (a *active) accept(ev Event, context int) bool {
 		return false
 	}
 	a.events <- ev // the room was checked when the stream joined the forward
+	if a.lone {
+		a.host.byDriver[0].Add(1)
+	} else {
+		a.host.byDriver[1].Add(1)
+	}
 	a.tokens = append(a.tokens, tok)
 	if a.constrained != nil {
 		a.constrained.advance(tok)

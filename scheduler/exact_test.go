@@ -150,6 +150,15 @@ func TestStaggeredStreamsEqualSolo(t *testing.T) {
 	if rec.maxSessions < 6 || !rec.mixed {
 		t.Errorf("the rounds never shared much: at most %d sessions in one forward, prefill beside decode: %v", rec.maxSessions, rec.mixed)
 	}
+	total := 0
+	for _, r := range got {
+		total += len(r.tokens)
+	}
+	// The first stream began alone and was handed over when the second came.
+	if s := h.Stats(); s.Handoffs < 1 || s.LoneTokens == 0 || s.LoneTokens+s.SharedTokens != uint64(total) {
+		t.Errorf("%d handoffs, %d tokens on the lone driver and %d in shared rounds; want at least one handoff and %d tokens in all",
+			s.Handoffs, s.LoneTokens, s.SharedTokens, total)
+	}
 }
 
 // recorder passes forwards through to the model and notes how the rounds were made up.

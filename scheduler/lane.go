@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"log/slog"
 	"slices"
 	"time"
 
@@ -35,6 +36,7 @@ type laneState struct {
 	gain     []float64     // the chance that each one's next draft lands
 
 	reportTo func(where string, err error) // SharedOptions.Report, or nil
+	logger   *slog.Logger                  // SharedOptions.Logger, or nil
 
 	drafter   batch.Drafter    // the model's MTP head, or nil
 	draftRows []batch.DraftRow // the MTP rows after a round
@@ -52,7 +54,7 @@ type share struct {
 
 func (l *laneState) init(h *Shared, opts SharedOptions) {
 	l.h = h
-	l.drafter, l.chainer, l.warmer, l.reportTo = opts.Drafter, opts.Chainer, opts.Warmer, opts.Report
+	l.drafter, l.chainer, l.warmer, l.reportTo, l.logger = opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger
 }
 
 // report passes an error the lane works around to SharedOptions.Report.

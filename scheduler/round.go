@@ -94,6 +94,9 @@ func (l *laneState) propose(a *active, spare int) {
 // add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its
 // newest token and each draft's row ask for logits.
 func (l *laneState) add(a *active, n int) {
+	if a.lone {
+		l.handOff(a)
+	}
 	s := share{a: a, first: a.fed, row: len(l.rows), n: n, logits: -1}
 	for pos := a.fed; pos < a.fed+n; pos++ {
 		newest := pos == len(a.tokens)-1
@@ -260,6 +263,7 @@ func (l *laneState) lone(a *active) bool {
 func (l *laneState) driveLone(a *active) {
 	row := make([]batch.Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
+	a.lone = true
 	for !a.done && a.live.Err() == nil && l.lone(a) && !l.interrupted() {
 		row[0] = batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
 		if n := l.chainLength(a); n > 1 {
@@ -273,5 +277,19 @@ func (l *laneState) driveLone(a *active) {
 			return
 		}
 		a.step(&l.smp, logits[:vocab], context)
+	}
+}
+
+// handOff moves a stream from the lone driver to shared rounds. When another stream is why (not
+// a prefill, a migration or drafts of its own), it counts the handoff and says so at debug level,
+// with the stream's position.
+func (l *laneState) handOff(a *active) {
+	a.lone = false
+	if len(l.active) < 2 {
+		return
+	}
+	l.h.handoffs.Add(1)
+	if l.logger != nil {
+		l.logger.Debug("lone driver hands a stream to shared rounds", "position", len(a.tokens), "streams", len(l.active))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type SharedOptions struct {
 	// failed draft (the stream decodes without one) or a failed tick. where names the kind
 	// ("draft", "warm"). Nil drops them.
 	Report func(where string, err error)
+	// Logger, if set, gets a debug line for each handoff of a stream from the lone driver to
+	// shared rounds.
+	Logger *slog.Logger
 }
 
 // Stats is a snapshot of a host's load.
@@ -52,6 +56,10 @@ type Stats struct {
 	// Retiring lists, largest first, the sessions of an earlier layout that running replies still
 	// hold after a Reconfigure; empty once the change is complete.
 	Retiring batch.Layout
+	// LoneTokens and SharedTokens count the tokens generated since the host started by the lone
+	// driver and by shared rounds; Handoffs, the streams the lone driver handed to shared rounds
+	// because another stream needed the host.
+	LoneTokens, SharedTokens, Handoffs uint64
 }
 
 // Shared is the shared host: streams hold sessions of a layout and run together in rounds, one
@@ -73,7 +81,9 @@ type Shared struct {
 	// request ended, the routing changed. It holds one signal; more are dropped.
 	wake chan struct{}
 
-	waiting  atomic.Int64 // streams submitted and not yet admitted
+	waiting  atomic.Int64     // streams submitted and not yet admitted
+	byDriver [2]atomic.Uint64 // tokens generated: [0] by the lone driver, [1] by shared rounds
+	handoffs atomic.Uint64
 	hold     atomic.Int64 // a moving average of how long a stream holds its session, a time.Duration
 	queueMax atomic.Int64
 	largest  atomic.Int64 // the largest session of the current layout
@@ -217,6 +227,7 @@ func (h *Shared) Stats() Stats {
 	s := h.stats
 	s.Waiting = int(h.waiting.Load())
 	s.Layout, s.Retiring = slices.Clone(s.Layout), slices.Clone(s.Retiring)
+	s.LoneTokens, s.SharedTokens, s.Handoffs = h.byDriver[0].Load(), h.byDriver[1].Load(), h.handoffs.Load()
 	return s
 }
 

@@ -91,6 +91,10 @@ func New(stats func() scheduler.Stats) *Metrics {
 		gauge("tfd_queue_depth", "Streams waiting for a session.", func(s scheduler.Stats) int { return s.Waiting }),
 		gauge("tfd_sessions_in_use", "Sessions holding a stream.", func(s scheduler.Stats) int { return s.SessionsInUse }),
 		gauge("tfd_sessions", "Sessions in the current layout.", func(s scheduler.Stats) int { return s.Sessions }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tfd_handoffs_total",
+			Help: "Streams the lone driver handed to shared rounds when another stream needed the host."},
+			func() float64 { return float64(stats().Handoffs) }),
+		driverTokens(stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -101,6 +105,26 @@ func New(stats func() scheduler.Stats) *Metrics {
 		m.reloads.WithLabelValues(o)
 	}
 	return m
+}
+
+// driverTokens counts generated tokens by who made them: the lone driver or shared rounds.
+func driverTokens(stats func() scheduler.Stats) prometheus.Collector {
+	return &driverCollector{stats: stats, desc: prometheus.NewDesc("tfd_tokens_total",
+		"Tokens generated, by driver: lone (one stream alone on the host) or shared (rounds).", []string{"driver"}, nil)}
+}
+
+// driverCollector reads both counts from one Stats snapshot per scrape.
+type driverCollector struct {
+	stats func() scheduler.Stats
+	desc  *prometheus.Desc
+}
+
+func (c *driverCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *driverCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(s.LoneTokens), "lone")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(s.SharedTokens), "shared")
 }
 
 // WatchResidency adds the residency of a backend that holds its memory resident (Metal's
