@@ -133,6 +133,7 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 	in.model = m
 	opts := in.sharedOptions(cfg)
 	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m, report, logger
+	opts.Calibrate = true // drafts are priced by this machine's timings from the first round
 	in.host, err = scheduler.NewShared(m, opts)
 	if err != nil {
 		return fmt.Errorf("daemon: start the host: %w", err)

@@ -12,11 +12,15 @@ import (
 // of it: drafts change only how fast the same tokens come.
 
 // A pricer estimates how long a round of r rows takes, T(r) = fixed + perRow·r, by least squares
-// over the rounds it has timed, recent ones weighing more. Only the ratio of the two matters, so
-// until the rounds seen vary enough in size to fit a line, it assumes a round's fixed part costs
-// as much as ten rows.
+// over the rounds it has timed, recent ones weighing more. It starts from the line timed at load
+// (seed), else from a guess: only the ratio of the two matters, and a round's fixed part is taken
+// to cost as much as ten rows. While the rounds seen do not vary enough in size to fit a line of
+// their own (a lane of one decoding stream runs rounds of one size), it keeps the line it
+// started from.
 type pricer struct {
 	w, sr, srr, st, srt float64 // decayed sums of 1, r, r², t, r·t
+	seeded              bool    // start holds the line timed at load
+	start               [2]float64
 }
 
 // decay is how much each earlier observation counts relative to the next: about the last few
@@ -29,14 +33,34 @@ func (p *pricer) observe(rows int, d time.Duration) {
 	p.w, p.sr, p.srr, p.st, p.srt = p.w*decay+1, p.sr*decay+r, p.srr*decay+r*r, p.st*decay+t, p.srt*decay+r*t
 }
 
-// line returns the fitted fixed cost of a round and cost of a row.
-func (p *pricer) line() (fixed, perRow float64) {
+// seed makes the line fitted to the rounds observed so far (the forwards timed at load) the one
+// the pricer starts from; it keeps the guess if they do not span two sizes.
+func (p *pricer) seed() {
+	if fixed, perRow, ok := p.fit(); ok {
+		p.seeded, p.start = true, [2]float64{fixed, perRow}
+	}
+}
+
+// fit returns the least-squares line through the rounds observed, or false when their sizes
+// vary by less than a row.
+func (p *pricer) fit() (fixed, perRow float64, ok bool) {
 	den := p.w*p.srr - p.sr*p.sr
-	if p.w < 4 || den < p.w*p.w { // too few rounds, or sizes that vary by less than a row
-		return 10, 1
+	if den < p.w*p.w || den <= 0 {
+		return 0, 0, false
 	}
 	perRow = (p.w*p.srt - p.sr*p.st) / den
-	fixed = (p.st - perRow*p.sr) / p.w
+	return (p.st - perRow*p.sr) / p.w, perRow, true
+}
+
+// line returns the fixed cost of a round and cost of a row.
+func (p *pricer) line() (fixed, perRow float64) {
+	fixed, perRow, ok := p.fit()
+	switch {
+	case (!ok || p.w < 4) && p.seeded: // too few rounds, or sizes that vary too little
+		fixed, perRow = p.start[0], p.start[1]
+	case !ok || p.w < 4:
+		return 10, 1
+	}
 	if perRow <= 0 {
 		return 1, 1e-9 // rows come free: grant every draft proposed
 	}

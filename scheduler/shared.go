@@ -42,8 +42,12 @@ type SharedOptions struct {
 	// ("draft", "warm"). Nil drops them.
 	Report func(where string, err error)
 	// Logger, if set, gets a debug line for each handoff of a stream from the lone driver to
-	// shared rounds.
+	// shared rounds, and the line of timings Calibrate measured.
 	Logger *slog.Logger
+	// Calibrate has NewShared time forwards of 1, 2, 4 … MaxRows rows (and a step of the Drafter)
+	// on free sessions before it returns, so that drafts are priced by this machine's timings from
+	// the first round (see Priced). It costs a few forwards; tests of other things leave it off.
+	Calibrate bool
 }
 
 // Stats is a snapshot of a host's load.
@@ -93,6 +97,8 @@ type Shared struct {
 	statsMu sync.Mutex // guards stats
 	stats   Stats
 
+	priced Priced // what Calibrate measured; set before the lane starts, then only read
+
 	lane laneState // owned by the lane goroutine
 }
 
@@ -113,9 +119,26 @@ func NewShared(m Model, opts SharedOptions) (*Shared, error) {
 	context.AfterFunc(ctx, h.nudge) // a Close that gives up cancels every stream: reap them
 	h.lane.init(h, opts)
 	h.apply(opts)
+	if opts.Calibrate {
+		var err error
+		if h.priced, err = h.lane.calibrate(); err != nil {
+			cancel()
+			return nil, err
+		}
+		if opts.Logger != nil {
+			args := []any{"rows", h.priced.String()}
+			if opts.Drafter != nil {
+				args = append(args, "mtp", h.priced.MTP.Round(time.Microsecond))
+			}
+			opts.Logger.Info("priced rounds", args...)
+		}
+	}
 	go h.run()
 	return h, nil
 }
+
+// Priced returns what SharedOptions.Calibrate measured at start; empty when it was off.
+func (h *Shared) Priced() Priced { return h.priced }
 
 // NewSerial starts the serial host on m: opts with a layout of one session spanning the model's
 // context, so one reply runs at a time and later requests wait in arrival order.
