@@ -50,10 +50,12 @@ type PlanInput struct {
 	// Context is the longest sequence a session holds; 0: the model's window, lowered to what
 	// memory allows. A larger value than the window is lowered to the window.
 	Context int
-	// Parallel is the number of context-sized sessions; 0: auto, as many as fit up to AutoCap.
+	// Parallel is the number of context-sized sessions; 0: auto, as many as fit up to AutoCap, or
+	// when fewer than two fit, one and smaller ones from what is left (see autoLayout).
 	Parallel int
-	// Grow is the tokens beyond its prompt a stream's session must hold; it is reported, and a
-	// layout whose largest session cannot hold Grow tokens is refused.
+	// Grow is the tokens beyond its prompt a stream's session must hold: a layout whose largest
+	// session cannot hold Grow tokens is refused, and auto makes no session smaller than Grow plus
+	// 256 tokens.
 	Grow int
 	// Layout, if not empty, gives the session capacities in tokens and overrides Parallel.
 	Layout batch.Layout
@@ -216,9 +218,11 @@ func (p *Plan) sessions(in PlanInput, avail int64) error {
 	return nil
 }
 
-// autoLayout makes as many context-sized sessions as fit, up to in.AutoCap; one when fewer than
-// two fit (the serial host), with the context lowered when even one does not fit and the context
-// was left to the plan.
+// autoLayout makes as many context-sized sessions as fit, up to in.AutoCap. When fewer than two
+// fit, it keeps one session as long as the context, so that any reply can run to the end of the
+// context, and sizes the others from what is left (smallerSessions); with none beside it, that
+// one is the serial host. When even one does not fit and the context was left to the plan, the
+// context is lowered first.
 func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(int) bool) {
 	n := int(min(avail/(int64(p.Context)*p.KVPerToken), int64(in.AutoCap)))
 	switch {
@@ -236,8 +240,33 @@ func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(int) bool) {
 	case n == 0:
 		return
 	}
-	p.Layout = []int{p.Context}
+	smaller := smallerSessions(p.Context, avail/p.KVPerToken-int64(p.Context), in.Grow, in.AutoCap-1)
+	p.Layout = append([]int{p.Context}, smaller...)
+	if len(smaller) > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so one holds the whole context and smaller ones (%s) share what is left; a reply that outgrows its session moves to a larger free one, up to the whole-context one; lower model.context or raise memory.load_limit_gb for more whole-context sessions", p.Context, batch.Layout(smaller)))
+		return
+	}
 	p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so tfd serves one reply at a time (the serial host); lower model.context or raise memory.load_limit_gb for more", p.Context))
+}
+
+// smallerSessions sizes the sessions auto puts beside the one of the whole context, within left
+// tokens of KV and at most most of them: halving from half the context, it takes as many sessions
+// of each size as fit in what is still left, and stops before a size smaller than grow (2048 when
+// 0) plus minContext, so the smallest still holds a short prompt and the growth a new reply is
+// promised. What is left is then under the context, so each size fits at most once: a ladder of
+// half, a quarter, an eighth … of the context, for replies of every length to move up.
+func smallerSessions(context int, left int64, grow, most int) []int {
+	if grow <= 0 {
+		grow = 2048
+	}
+	var sizes []int
+	for size := context / 2; size >= grow+minContext && len(sizes) < most; size /= 2 {
+		for int64(size) <= left && len(sizes) < most {
+			sizes = append(sizes, size)
+			left -= int64(size)
+		}
+	}
+	return sizes
 }
 
 // lowerContext lowers p.Context, which the user left to the plan, until n sessions of it fit in

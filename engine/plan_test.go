@@ -41,8 +41,16 @@ func TestMakePlan(t *testing.T) {
 		{name: "auto fits eleven", in: tinyInput(nil), layout: "8192x11", context: 8192, left: 378001356 - 11*32*MiB},
 		{name: "auto is capped", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 64 * GiB }),
 			layout: "8192x16", context: 8192, note: "the most auto makes"},
-		{name: "auto falls back to the serial host", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 600 * MiB }),
+		{name: "auto falls back to the serial host", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 560 * MiB }),
 			layout: "8192", context: 8192, note: "one reply at a time (the serial host)"},
+		// 600 MiB: one whole-context session and 7936 tokens left, 4096 of which make a session of
+		// half the context; a quarter (2048) is under sessions.grow + 256.
+		{name: "auto keeps a whole-context session beside a smaller one", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 600 * MiB }),
+			layout: "8192,4096", context: 8192, note: "one holds the whole context and smaller ones (4096) share what is left"},
+		{name: "auto halves down to grow plus 256", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 600 * MiB; in.Grow = 512 }),
+			layout: "8192,4096,2048,1024", context: 8192, note: "smaller ones (4096,2048,1024)"},
+		{name: "auto's smaller sessions are capped", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 600 * MiB; in.Grow = 512; in.AutoCap = 3 }),
+			layout: "8192,4096,2048", context: 8192},
 		{name: "auto lowers an unset context", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 180 * MiB; in.MarginGB = 0 }),
 			layout: "6144", context: 6144, note: "context lowered from the model's window of 8192 to 6144"},
 		{name: "auto keeps a set context and refuses", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 180 * MiB; in.MarginGB = 0; in.Context = 8192 }),

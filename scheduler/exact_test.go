@@ -213,6 +213,37 @@ func TestMigratedStreamEqualsSolo(t *testing.T) {
 	}
 }
 
+// TestReplyOutgrowsEverySmallSession runs, on the layout auto makes when fewer than two
+// context-sized sessions fit (one of the whole context, then half, a quarter, an eighth), a reply
+// longer than every small session beside a short one: it climbs the ladder up to the
+// whole-context session and equals its solo self, and so does the short one.
+func TestReplyOutgrowsEverySmallSession(t *testing.T) {
+	m := loadBundled(t, 512+256+128+64)
+	reqs := requests(m, 2)
+	reqs[0].MaxTokens, reqs[0].StopTokens = 400, nil // past 256 tokens: only the 512 holds it
+	want := solo(t, m, reqs)
+	if n := len(reqs[0].Prompt) + len(want[0].tokens); n <= 256 {
+		t.Fatalf("the long reply reaches %d tokens; it must outgrow the 256-token session", n)
+	}
+	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 256, 128, 64}, Grow: 16}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	var chans []<-chan scheduler.Event
+	for _, req := range reqs {
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, events)
+	}
+	got := drainAll(chans)
+	for i := range got {
+		sameReply(t, fmt.Sprintf("stream %d", i), got[i], want[i])
+	}
+}
+
 func drainAll(chans []<-chan scheduler.Event) []reply {
 	got := make([]reply, len(chans))
 	var wg sync.WaitGroup
