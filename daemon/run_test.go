@@ -260,8 +260,17 @@ func TestReload(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^tfd_draft_tokens_total\{outcome="proposed"\} [1-9]`).MatchString(metrics) {
-		t.Errorf("no draft tokens counted after %d replies with drafts on:\n%s", n, metrics)
+	// Draft tokens are counted by the serving instance too, which may not have served a reply
+	// yet when the last edit is reported applied: replies follow until one has drafted.
+	drafted := regexp.MustCompile(`(?m)^tfd_draft_tokens_total\{depth="1",outcome="proposed",source="(mtp|ngram)"\} [1-9]`)
+	for i := 0; !drafted.MatchString(metrics); i++ {
+		if i == 20 {
+			t.Fatalf("no draft tokens counted after %d replies with drafts on:\n%s", n+i, metrics)
+		}
+		if s, err := stream(context.Background(), d.url, `{"prompt":"package main\n","max_tokens":16,"stream":true}`); err != nil || !s.done {
+			t.Fatalf("a reply after the edits: %+v %v", s, err)
+		}
+		metrics = get(t, d.url+"/metrics")
 	}
 }
 

@@ -26,6 +26,7 @@ type active struct {
 	mtpSeq   [1]int32 // mtpDraft as the sequence's continuation, for the n-gram index
 	copied   []int32  // the n-gram index's proposal after mtpDraft, reused from round to round
 	drafts   []int32  // this round's proposals, fed after the newest token
+	fromHead int      // how many of drafts, from the first, the MTP head made; the rest are copies
 	drafted  int
 	accepted int
 	cached   int // prompt tokens whose keys and values the session already held
@@ -136,6 +137,7 @@ func (a *active) accept(ev Event, context int) bool {
 // a missed last one land.
 func (a *active) verify(smp *sampler, logits []float32, vocab, context int) (verified, landed int) {
 	a.drafted += len(a.drafts)
+	defer func() { a.host.drafts.note(len(a.drafts), a.fromHead, landed) }()
 	for i := 0; ; i++ {
 		tok, running := a.step(smp, logits[i*vocab:(i+1)*vocab], context)
 		switch {

@@ -383,6 +383,17 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	if accepted == 0 || accepted > drafted {
 		t.Fatalf("drafts: %d proposed, %d accepted: want some accepted", drafted, accepted)
 	}
+	// The host's counts by source and depth add up to the replies' own, and both sources drafted.
+	var proposed, landed uint64
+	bySource := map[string]uint64{}
+	for _, c := range h.Stats().Drafts {
+		proposed, landed = proposed+c.Proposed, landed+c.Accepted
+		bySource[c.Source] += c.Proposed
+	}
+	if proposed != uint64(drafted) || landed != uint64(accepted) || bySource[scheduler.SourceMTP] == 0 || bySource[scheduler.SourceNGram] == 0 {
+		t.Errorf("Stats.Drafts %+v add up to %d proposed and %d accepted, by source %v; the replies had %d and %d",
+			h.Stats().Drafts, proposed, landed, bySource, drafted, accepted)
+	}
 }
 
 // TestMTPDraftsLand: with one draft a round, which is the MTP head's, greedy replies equal their

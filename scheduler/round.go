@@ -72,7 +72,7 @@ func (l *laneState) plan() {
 // propose sets a decoding stream's drafts for this round: at most spare rows, and no more than
 // its session, the context, its token limit and its reader's room allow.
 func (l *laneState) propose(a *active, spare int) {
-	a.drafts = a.drafts[:0]
+	a.drafts, a.fromHead = a.drafts[:0], 0
 	if a.req.Drafts.max() <= 0 {
 		return
 	}
@@ -88,7 +88,7 @@ func (l *laneState) propose(a *active, spare int) {
 	// The MTP head's token first, then what copying says follows it.
 	a.mtpSeq[0] = a.mtpDraft
 	a.copied = a.ngram.propose(a.copied, a.tokens, a.mtpSeq[:], min(k-1, a.req.Drafts.NGram))
-	a.drafts = append(append(a.drafts[:0], a.mtpDraft), a.copied...)
+	a.drafts, a.fromHead = append(append(a.drafts[:0], a.mtpDraft), a.copied...), 1
 }
 
 // add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its

@@ -64,6 +64,9 @@ type Stats struct {
 	// driver and by shared rounds; Handoffs, the streams the lone driver handed to shared rounds
 	// because another stream needed the host.
 	LoneTokens, SharedTokens, Handoffs uint64
+	// Drafts counts the draft tokens fed to rounds and those that landed, by source and depth
+	// since the host started.
+	Drafts []DraftCount
 }
 
 // Shared is the shared host: streams hold sessions of a layout and run together in rounds, one
@@ -88,6 +91,7 @@ type Shared struct {
 	waiting  atomic.Int64     // streams submitted and not yet admitted
 	byDriver [2]atomic.Uint64 // tokens generated: [0] by the lone driver, [1] by shared rounds
 	handoffs atomic.Uint64
+	drafts   draftCounts
 	hold     atomic.Int64 // a moving average of how long a stream holds its session, a time.Duration
 	queueMax atomic.Int64
 	largest  atomic.Int64 // the largest session of the current layout
@@ -251,6 +255,7 @@ func (h *Shared) Stats() Stats {
 	s.Waiting = int(h.waiting.Load())
 	s.Layout, s.Retiring = slices.Clone(s.Layout), slices.Clone(s.Retiring)
 	s.LoneTokens, s.SharedTokens, s.Handoffs = h.byDriver[0].Load(), h.byDriver[1].Load(), h.handoffs.Load()
+	s.Drafts = h.drafts.snapshot()
 	return s
 }
 

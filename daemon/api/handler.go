@@ -198,7 +198,6 @@ func newID(prefix string) string { return prefix + "-" + strings.ToLower(rand.Te
 // metrics.
 type requestStats struct {
 	prompt, completion atomic.Int64
-	drafted, accepted  atomic.Int64 // draft tokens proposed for the reply, and those that landed
 	clientGone         atomic.Bool  // the client left before the reply ended
 	lateStatus         atomic.Int32 // the status of an error sent inside a stream that began with 200
 
@@ -223,8 +222,6 @@ func noteTokens(ctx context.Context, prompt int, res result) {
 	s := statsOf(ctx)
 	s.prompt.Store(int64(prompt))
 	s.completion.Store(int64(len(res.tokens)))
-	s.drafted.Store(int64(res.drafted))
-	s.accepted.Store(int64(res.accepted))
 }
 
 // statusRecorder remembers the status a handler wrote, for the request log, and bounds the
@@ -275,7 +272,7 @@ func (s *requestStats) observed(status int, start time.Time) metrics.Request {
 		status = late
 	}
 	return metrics.Request{Status: status, ClientGone: s.clientGone.Load(), Start: start,
-		PromptTokens: s.prompt.Load(), CompletionTokens: s.completion.Load(), Drafted: s.drafted.Load(), Accepted: s.accepted.Load(),
+		PromptTokens: s.prompt.Load(), CompletionTokens: s.completion.Load(),
 		Tokens: s.tokens, FirstToken: s.firstToken, LastToken: s.lastToken}
 }
 

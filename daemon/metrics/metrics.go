@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +25,6 @@ type Metrics struct {
 	requests         *prometheus.CounterVec
 	promptTokens     prometheus.Counter
 	completionTokens prometheus.Counter
-	draftTokens      *prometheus.CounterVec
 	firstToken       prometheus.Histogram
 	perToken         prometheus.Histogram
 	reloads          *prometheus.CounterVec
@@ -62,8 +62,6 @@ func New(stats func() scheduler.Stats) *Metrics {
 			Help: "Prompt tokens of the requests that reached the model."}),
 		completionTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "tfd_completion_tokens_total",
 			Help: "Tokens generated."}),
-		draftTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_draft_tokens_total",
-			Help: "Draft tokens by outcome: proposed, and accepted (they equalled the model's own token)."}, []string{"outcome"}),
 		firstToken: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tfd_time_to_first_token_seconds",
 			Help:    "From the request's arrival to its first generated token.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}), // 10 ms … 82 s
@@ -86,7 +84,7 @@ func New(stats func() scheduler.Stats) *Metrics {
 	gauge := func(name, help string, f func(scheduler.Stats) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
 	}
-	m.reg.MustRegister(m.requests, m.promptTokens, m.completionTokens, m.draftTokens, m.firstToken, m.perToken,
+	m.reg.MustRegister(m.requests, m.promptTokens, m.completionTokens, m.firstToken, m.perToken,
 		m.reloads, m.plan, m.planSessions, m.planContext, m.generation, m.errors,
 		gauge("tfd_queue_depth", "Streams waiting for a session.", func(s scheduler.Stats) int { return s.Waiting }),
 		gauge("tfd_sessions_in_use", "Sessions holding a stream.", func(s scheduler.Stats) int { return s.SessionsInUse }),
@@ -95,6 +93,7 @@ func New(stats func() scheduler.Stats) *Metrics {
 			Help: "Streams the lone driver handed to shared rounds when another stream needed the host."},
 			func() float64 { return float64(stats().Handoffs) }),
 		driverTokens(stats),
+		draftTokens(stats),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -125,6 +124,30 @@ func (c *driverCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.stats()
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(s.LoneTokens), "lone")
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(s.SharedTokens), "shared")
+}
+
+// draftTokens counts draft tokens by source, depth and outcome, as the host counts them.
+func draftTokens(stats func() scheduler.Stats) prometheus.Collector {
+	return &draftCollector{stats: stats, desc: prometheus.NewDesc("tfd_draft_tokens_total",
+		"Draft tokens fed to rounds (proposed) and those that equalled the model's own token (accepted), by source "+
+			"(mtp: the model's MTP head, ngram: copied from the reply's context) and depth (1: the first draft after the newest token).",
+		[]string{"source", "depth", "outcome"}, nil)}
+}
+
+// draftCollector reads every count from one Stats snapshot per scrape.
+type draftCollector struct {
+	stats func() scheduler.Stats
+	desc  *prometheus.Desc
+}
+
+func (c *draftCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *draftCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range c.stats().Drafts {
+		depth := strconv.Itoa(d.Depth)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(d.Proposed), d.Source, depth, "proposed")
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(d.Accepted), d.Source, depth, "accepted")
+	}
 }
 
 // WatchResidency adds the residency of a backend that holds its memory resident (Metal's
@@ -165,9 +188,9 @@ type Request struct {
 	ClientGone bool
 	// Start is when the request arrived.
 	Start time.Time
-	// PromptTokens and CompletionTokens count the request's tokens; Drafted and Accepted, the
-	// draft tokens proposed for its reply and those that landed.
-	PromptTokens, CompletionTokens, Drafted, Accepted int64
+	// PromptTokens and CompletionTokens count the request's tokens. (Draft tokens are counted
+	// by the host, by source and depth: see draftTokens.)
+	PromptTokens, CompletionTokens int64
 	// Tokens counts the generated tokens whose arrival was timed; FirstToken and LastToken are
 	// when the first and last came (zero when none did).
 	Tokens                int
@@ -182,8 +205,6 @@ func (m *Metrics) ObserveRequest(r Request) {
 	m.requests.WithLabelValues(outcome(r.Status, r.ClientGone)).Inc()
 	m.promptTokens.Add(float64(r.PromptTokens))
 	m.completionTokens.Add(float64(r.CompletionTokens))
-	m.draftTokens.WithLabelValues("proposed").Add(float64(r.Drafted))
-	m.draftTokens.WithLabelValues("accepted").Add(float64(r.Accepted))
 	if r.Tokens > 0 {
 		m.firstToken.Observe(r.FirstToken.Sub(r.Start).Seconds())
 	}
