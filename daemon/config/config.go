@@ -88,7 +88,12 @@ type PromptCacheConfig struct {
 // DraftsConfig is the [drafts] section: speculative decoding.
 type DraftsConfig struct {
 	Enabled bool `koanf:"enabled"`
-	// MTPMax is the deepest chain drafted from the model's MTP head (not built yet).
+	// MTPMax is the deepest chain drafted from the model's MTP head a round, 0 to 16: the head
+	// drafts the token after the newest, then the token after its own draft, and so on, up to
+	// MTPMax tokens; n-gram copies may follow the chain. Each depth costs a step of the head and a
+	// row of the round, so priced rounds keep a depth only while drafts there land often enough to
+	// pay for it (tfd_draft_tokens_total{source="mtp",depth} shows how often they do). 0 turns MTP
+	// drafts off. (Chains are not built yet: any value above 0 drafts one token a round.)
 	MTPMax int `koanf:"mtp_max"`
 	// NGram drafts by copying from the reply's own context, up to NGramMax tokens a round.
 	NGram    bool `koanf:"ngram"`
