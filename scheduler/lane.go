@@ -29,7 +29,7 @@ type laneState struct {
 	lastWork time.Time    // when the lane last ran a forward
 
 	chainer  batch.Chainer // the model's greedy chains, or nil
-	pricer   pricer        // what a round of r rows takes, learnt from the rounds run
+	pricer   pricer        // what a round of r rows takes, timed at start and refined by the rounds run
 	landing  landing       // how often drafts land at each depth
 	decoding []*active     // this round's decoding streams, while plan builds it
 	depth    []int         // their draft depths, while price weighs them
