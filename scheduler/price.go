@@ -8,8 +8,9 @@ import (
 // Priced rounds: a draft token costs a row of the round and yields a token only if it lands. The
 // lane learns both sides where it runs — what a round of r rows takes (a pricer, timed at load
 // by calibrate and refined by every round) and how often a draft at each depth lands once those
-// before it have (landing) — and grants each decoding stream the drafts that raise the round's tokens per unit of time. Replies do not depend on any
-// of it: drafts change only how fast the same tokens come.
+// before it have (landing) — and grants each decoding stream the drafts that raise the round's
+// tokens per unit of time. Replies do not depend on any of it: drafts change only how fast the
+// same tokens come.
 
 // A pricer estimates how long a round of r rows takes, T(r) = fixed + perRow·r, by least squares
 // over the rounds it has timed, recent ones weighing more. It starts from the line timed at load
