@@ -506,3 +506,13 @@ func (d *daemonUnderTest) expectKey(t *testing.T, key string, want int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPricedAtLoad: the daemon times forwards of 1 to MaxRows rows and the bundled model's MTP
+// head as it loads, and logs them on one line.
+func TestPricedAtLoad(t *testing.T) {
+	d := startDaemon(t, "[sessions]\nparallel = 1\n")
+	line := regexp.MustCompile(fmt.Sprintf(`msg="priced rounds" rows=1:[0-9.]+[µm]?s,2:\S+,4:\S+.*,%d:[0-9.]+[µm]?s mtp=[0-9.]+[µm]?s`, MaxRows))
+	if !line.MatchString(d.log.String()) {
+		t.Errorf("no priced rounds line in the log:\n%s", d.log)
+	}
+}
