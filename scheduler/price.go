@@ -16,12 +16,12 @@ import (
 // over the rounds it has timed, recent ones weighing more. It starts from the line timed at load
 // (seed), else from a guess: only the ratio of the two matters, and a round's fixed part is taken
 // to cost as much as ten rows. While the rounds seen do not vary enough in size to fit a line of
-// their own (a lane of one decoding stream runs rounds of one size), it keeps the line it
-// started from.
+// their own (a lane of one decoding stream runs rounds of one size), it keeps the last line it
+// had: a machine's cost per row does not change because the rounds stopped varying.
 type pricer struct {
 	w, sr, srr, st, srt float64 // decayed sums of 1, r, r², t, r·t
-	seeded              bool    // start holds the line timed at load
-	start               [2]float64
+	known               bool    // last holds a line fitted to timed rounds
+	last                [2]float64
 }
 
 // decay is how much each earlier observation counts relative to the next: about the last few
@@ -38,7 +38,7 @@ func (p *pricer) observe(rows int, d time.Duration) {
 // the pricer starts from; it keeps the guess if they do not span two sizes.
 func (p *pricer) seed() {
 	if fixed, perRow, ok := p.fit(); ok {
-		p.seeded, p.start = true, [2]float64{fixed, perRow}
+		p.known, p.last = true, [2]float64{fixed, perRow}
 	}
 }
 
@@ -57,9 +57,11 @@ func (p *pricer) fit() (fixed, perRow float64, ok bool) {
 func (p *pricer) line() (fixed, perRow float64) {
 	fixed, perRow, ok := p.fit()
 	switch {
-	case (!ok || p.w < 4) && p.seeded: // too few rounds, or sizes that vary too little
-		fixed, perRow = p.start[0], p.start[1]
-	case !ok || p.w < 4:
+	case ok && p.w >= 4:
+		p.known, p.last = true, [2]float64{fixed, perRow}
+	case p.known: // too few rounds, or sizes that vary too little: the last line fitted
+		fixed, perRow = p.last[0], p.last[1]
+	default:
 		return 10, 1
 	}
 	if perRow <= 0 {

@@ -69,3 +69,34 @@ func TestPriceGrantsDraftsWhereTheyPay(t *testing.T) {
 		t.Errorf("a budget of 3 rows granted %d drafts", n)
 	}
 }
+
+// TestPricerKeepsItsLineWhileRoundsDoNotVary: a pricer seeded with timed forwards refines that
+// line from rounds of several sizes, and keeps the last line it fitted, not the guess, once the
+// rounds seen have all been one size for long enough that they cannot fit a line of their own.
+func TestPricerKeepsItsLineWhileRoundsDoNotVary(t *testing.T) {
+	var p pricer
+	for r := 1; r <= 64; r *= 2 {
+		p.observe(r, time.Duration(1000+100*r)*time.Microsecond)
+	}
+	p.seed()
+	if f, r := p.line(); math.Abs(f-0.001) > 1e-9 || math.Abs(r-0.0001) > 1e-9 {
+		t.Fatalf("seeded: fixed %v s, per row %v s; want the timed 1 ms + 0.1 ms", f, r)
+	}
+	for i := range 1000 { // the machine turns out slower per row
+		rows := 1 + i%8
+		p.observe(rows, time.Duration(1000+200*rows)*time.Microsecond)
+	}
+	if _, r := p.line(); math.Abs(r-0.0002) > 0.00001 {
+		t.Errorf("after rounds at 0.2 ms a row, the pricer still says %v s a row", r)
+	}
+	for range 3000 { // one stream decoding alone: every round one row
+		p.observe(1, 1200*time.Microsecond)
+		p.line() // as each round's price does
+	}
+	if _, _, ok := p.fit(); ok {
+		t.Fatal("3000 rounds of one row still fit a line of their own")
+	}
+	if f, r := p.line(); math.Abs(f-0.001) > 0.00002 || math.Abs(r-0.0002) > 0.00002 {
+		t.Errorf("after rounds of one size: fixed %v s, per row %v s; want the last line, 1 ms + 0.2 ms", f, r)
+	}
+}
