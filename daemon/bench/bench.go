@@ -145,7 +145,7 @@ func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []
 	for i := range n {
 		req := scheduler.Request{Prompt: prompt[i : i+opts.Prompt], MaxTokens: opts.Tokens}
 		if drafts {
-			req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+			req.Drafts = scheduler.Drafts{MTP: 1, NGram: 4}
 		}
 		events, err := h.Submit(ctx, req)
 		if err != nil {

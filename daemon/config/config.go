@@ -88,7 +88,7 @@ type PromptCacheConfig struct {
 // DraftsConfig is the [drafts] section: speculative decoding.
 type DraftsConfig struct {
 	Enabled bool `koanf:"enabled"`
-	// MTPMax is the deepest chain drafted from the model's MTP head (not built yet).
+	// MTPMax is the deepest chain drafted from the model's MTP head.
 	MTPMax int `koanf:"mtp_max"`
 	// NGram drafts by copying from the reply's own context, up to NGramMax tokens a round.
 	NGram    bool `koanf:"ngram"`

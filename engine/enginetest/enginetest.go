@@ -341,7 +341,7 @@ func CheckSharedAndDrafted(t *testing.T, b compute.Backend) {
 		t.Fatal(err)
 	}
 	defer shared.Close(context.Background())
-	got := run(shared, scheduler.Drafts{MTP: true, NGram: 4}, true)
+	got := run(shared, scheduler.Drafts{MTP: 1, NGram: 4}, true)
 	for i := range reqs {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("request %d: shared and drafted %v\nsolo and undrafted %v", i, got[i], want[i])
