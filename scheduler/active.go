@@ -25,6 +25,7 @@ type active struct {
 	mtpDrafts []int32 // the MTP head's chain of guesses for the tokens after the newest
 	copied    []int32 // the n-gram index's proposal after mtpDrafts, reused from round to round
 	drafts    []int32 // this round's proposals, fed after the newest token
+	granted   int     // how many drafts pricing granted its last forward
 	drafted   int
 	accepted  int
 	cached    int // prompt tokens whose keys and values the session already held
@@ -49,6 +50,7 @@ func newActive(st *stream, sess *session, h *Shared, kept int) *active {
 		stopHost: context.AfterFunc(h.hostCtx, cancel),
 		sess:     sess,
 		admitted: time.Now(),
+		granted:  maxDepth, // nothing priced yet: the MTP head may chain as deep as asked
 		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
 	}
 	if st.req.Constraint != nil {

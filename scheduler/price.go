@@ -107,5 +107,6 @@ func (l *laneState) price(decoding []*active, budget int) {
 	}
 	for i, a := range decoding {
 		a.drafts = a.drafts[:l.depth[i]]
+		a.granted = l.depth[i]
 	}
 }

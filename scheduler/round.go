@@ -173,13 +173,16 @@ func (l *laneState) draftMTP() {
 
 // chainDepth returns how many tokens the MTP head may draft for a after its newest: its MTP
 // depth, as far as the stream may use them (its token limit, its reader's room), its session holds
-// the head's keys and values (a draft for position p writes them at p-2) and the context reaches.
+// the head's keys and values (a draft for position p writes them at p-2) and the context reaches,
+// and one deeper than pricing granted last time: a step of the chain costs a call of the head, a
+// good part of a forward on a small model, for a draft pricing would drop; the one more lets the
+// grant grow back.
 func (l *laneState) chainDepth(a *active) int {
 	if !a.decoding() {
 		return 0
 	}
 	n := len(a.tokens)
-	return max(0, min(a.req.Drafts.MTP, a.req.MaxTokens-a.produced-1, a.room()-1,
+	return max(0, min(a.req.Drafts.MTP, a.granted+1, a.req.MaxTokens-a.produced-1, a.room()-1,
 		a.sess.capacity-n+2, l.h.model.Context()-n))
 }
 
