@@ -14,8 +14,10 @@ import (
 
 // TestMTPDepthsFeedLanding: a lone greedy stream drafting MTP chains of depth 4 on the bundled
 // model teaches the lane how often each depth lands, as priced rounds need, and the head's chain
-// lands well above chance at every depth: a head fed the wrong state (the backbone's instead of
-// its own, a hidden state after the norm) drafts past the first token near never.
+// lands at every depth about as often as measured when it was wired right: given the depth
+// before it landed, 86% at depth 1, 57% at 2, 52 to 60% at 3, about 70% at 4. Fed another row's
+// output of the head (the first of the call's rows rather than the one behind the draft), depth
+// 2 landed 36% and depth 3 14%.
 func TestMTPDepthsFeedLanding(t *testing.T) {
 	b, err := compute.Open("cpu")
 	if err != nil {
@@ -51,7 +53,7 @@ func TestMTPDepthsFeedLanding(t *testing.T) {
 		t.Logf("depth %d: reached %.1f (decayed), landed %.0f%% of those", j+1, x.reached[j], 100*x.landed[j]/max(x.reached[j], 1))
 		if x.reached[j] < 5 {
 			t.Errorf("depth %d: reached %.1f times: want the chain's depths counted", j+1, x.reached[j])
-		} else if rate := x.landed[j] / x.reached[j]; rate < 0.3 {
+		} else if rate := x.landed[j] / x.reached[j]; rate < 0.45 {
 			t.Errorf("depth %d: %.0f%% landed: want the chain to land well above chance", j+1, 100*rate)
 		}
 	}
