@@ -18,11 +18,16 @@ type Row struct {
 
 // DraftRow is one position of a stream fed to a model's MTP head after a forward: the head reads
 // the hidden state that the forward's row Source computed at position Pos, and Token, the token at
-// Pos+1.
+// Pos+1. A chained row reads instead the head's own output at Pos-1, the hidden state behind the
+// draft logits row Source of the last Draft call, so the head can draft a chain: its draft for
+// Pos+1 fed back as Token, it drafts Pos+2.
 type DraftRow struct {
 	Base   int // the session's first KV slot
 	Pos    int
 	Token  int32
-	Source int  // index of the row in the last forward
+	Source int  // index of the row in the last forward, or, chained, of the logits row of the last draft
 	Logits bool // ask for the draft logits of the token at Pos+2
+	// Chained reads the hidden state from the head's last Draft call rather than the last forward.
+	// A call's rows are all chained or none is.
+	Chained bool
 }

@@ -11,3 +11,9 @@ import (
 func TestSharedAndDraftedEqualSoloOnCUDA(t *testing.T) {
 	enginetest.CheckSharedAndDrafted(t, openCUDA(t))
 }
+
+// BenchmarkLoneDraftsOnCUDA: one stream alone making 512 tokens of the bundled model on the GPU,
+// drafts off (greedy chains on the device where greedy), n-gram copies, MTP chains of 1 to 3.
+func BenchmarkLoneDraftsOnCUDA(b *testing.B) {
+	enginetest.BenchLoneDrafts(b, openCUDA(b))
+}

@@ -154,7 +154,7 @@ func (m *Model) forwardRows(rows, wanted int) {
 			b.AddRMSNorm(a.h, a.x, a.out, w.layers[i+1].inputNorm, rows, c.NormEps)
 		}
 	}
-	m.lastRows = 0
+	m.lastRows, m.lastDrafts = 0, 0
 	if wanted == 0 && m.mtp == nil {
 		return
 	}
@@ -268,7 +268,7 @@ func (c *Chains) GreedyChain(ctx context.Context, row batch.Row, n int) ([]int32
 		m.forwardRows(1, 1)
 		c.chainer.ArgmaxNext(a.logits, a.tokens, a.positions, a.chain, m.cfg.Vocab, step)
 	}
-	m.lastRows = 0 // the hidden states are the last step's, not a forward's the caller knows
+	m.lastRows, m.lastDrafts = 0, 0 // the hidden states are the last step's, not a forward's the caller knows
 	chosen := make([]int32, n)
 	if err := m.backend.ReadInt32(a.chain, chosen); err != nil {
 		return nil, fmt.Errorf("engine: greedy chain of %d: %w", n, err)

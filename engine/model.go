@@ -59,6 +59,7 @@ type Model struct {
 
 	maxRows, slots, context int
 	lastRows                int // rows of the last Forward whose hidden states a.x holds
+	lastDrafts              int // logits rows of the last Draft whose MTP outputs (pre-norm) a.h holds
 }
 
 // Load reads the model folder and places it on backend. The caller keeps ownership of backend and

@@ -95,6 +95,12 @@ func (m *Model) MTP() batch.Drafter {
 // it, rows[r].Token, writes the MTP layer's keys and values for that position, and, where asked,
 // returns draft logits for the token two places after Pos. It must be called before the next
 // Forward, which overwrites the hidden states.
+//
+// Chained rows (all of a call's or none) read instead the MTP layer's own output behind the last
+// Draft call's logits row Source, before mtp.norm, as the first step reads the backbone's before
+// its final norm: fed its own draft as Token one position further, the head drafts the token after
+// that. The keys and values it writes there are speculative; the rows the caller feeds once those
+// positions are confirmed overwrite them, and attention never reads a slot past its own position.
 func (h *MTPHead) Draft(ctx context.Context, rows []batch.DraftRow) ([]float32, error) {
 	m := h.m
 	if err := ctx.Err(); err != nil {
@@ -104,7 +110,7 @@ func (h *MTPHead) Draft(ctx context.Context, rows []batch.DraftRow) ([]float32, 
 	if err != nil {
 		return nil, err
 	}
-	m.draftRows(len(rows), n)
+	m.draftRows(len(rows), n, rows[0].Chained)
 	logits := m.act.hostLogits[:n*m.cfg.Vocab]
 	if n == 0 {
 		return logits, m.backend.Sync()
@@ -123,16 +129,24 @@ func (m *Model) stageDraftRows(rows []batch.DraftRow) (int, error) {
 	}
 	a := m.act
 	n := 0
+	sources := m.lastRows // what a row's Source may index
+	if rows[0].Chained {
+		sources = m.lastDrafts
+	}
 	for i, r := range rows {
 		switch {
+		case r.Chained != rows[0].Chained:
+			return 0, fmt.Errorf("engine: draft row %d: chained rows and rows after a forward go in separate calls", i)
 		case r.Token < 0 || int(r.Token) >= m.cfg.Vocab:
 			return 0, fmt.Errorf("engine: draft row %d: token %d outside the vocabulary of %d", i, r.Token, m.cfg.Vocab)
 		case r.Pos < 0 || r.Pos+1 >= m.context:
 			return 0, fmt.Errorf("engine: draft row %d: position %d outside the context of %d", i, r.Pos, m.context)
 		case r.Base < 0 || r.Base+r.Pos >= m.slots:
 			return 0, fmt.Errorf("engine: draft row %d: KV slot %d+%d outside the pool of %d", i, r.Base, r.Pos, m.slots)
-		case r.Source < 0 || r.Source >= m.lastRows:
-			return 0, fmt.Errorf("engine: draft row %d: source row %d, the last forward had %d", i, r.Source, m.lastRows)
+		case (r.Source < 0 || r.Source >= sources) && r.Chained:
+			return 0, fmt.Errorf("engine: chained draft row %d: source row %d, the last draft had %d logits rows", i, r.Source, sources)
+		case r.Source < 0 || r.Source >= sources:
+			return 0, fmt.Errorf("engine: draft row %d: source row %d, the last forward had %d", i, r.Source, sources)
 		}
 		a.hostTokens[i] = r.Token
 		a.hostPositions[i] = int32(r.Pos)
@@ -155,13 +169,19 @@ func (m *Model) stageDraftRows(rows []batch.DraftRow) (int, error) {
 }
 
 // draftRows enqueues the MTP forward. The residual stream a.x still holds the last Forward's
-// hidden states; they are gathered out before a.x becomes the MTP layer's residual.
-func (m *Model) draftRows(rows, wanted int) {
+// hidden states; they are gathered out before a.x becomes the MTP layer's residual. Chained, a.h
+// holds the last draft's outputs for its logits rows; they are gathered out before the embedding
+// takes a.h.
+func (m *Model) draftRows(rows, wanted int, chained bool) {
 	b, c, w, a := m.backend, m.cfg, m.mtp, m.act
+	if chained {
+		b.Gather(a.final, a.h, a.sources, rows)
+	} else {
+		b.Gather(a.final, a.x, a.sources, rows)
+	}
+	b.RMSNorm(a.final, a.final, w.normHidden, rows, c.NormEps)
 	b.Embed(a.h, m.w.embed, a.tokens, rows)
 	b.RMSNorm(a.h, a.h, w.normEmbed, rows, c.NormEps)
-	b.Gather(a.final, a.x, a.sources, rows)
-	b.RMSNorm(a.final, a.final, w.normHidden, rows, c.NormEps)
 	b.MatMul(a.x, a.h, w.fcEmbed, nil, rows)
 	b.MatMul(a.out, a.final, w.fcHidden, nil, rows)
 	b.Add(a.x, a.x, a.out, rows)
@@ -171,11 +191,12 @@ func (m *Model) draftRows(rows, wanted int) {
 	m.attention(c.Layers, l, rows, a.ropePositions)
 	b.AddRMSNorm(a.h, a.x, a.out, l.postNorm, rows, c.NormEps)
 	m.mlp(l, rows)
-	m.lastRows = 0 // a.x no longer holds the backbone's hidden states
+	m.lastRows, m.lastDrafts = 0, wanted // a.x no longer holds the backbone's hidden states
 	if wanted == 0 {
 		return
 	}
 	b.Add(a.x, a.x, a.out, rows)
+	// a.h keeps the wanted rows' outputs before mtp.norm for a chained call.
 	b.Gather(a.h, a.x, a.wanted, wanted)
 	b.RMSNorm(a.final, a.h, w.norm, wanted, c.NormEps)
 	b.MatMul(a.logits, a.final, m.w.head, nil, wanted)

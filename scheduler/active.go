@@ -21,18 +21,18 @@ type active struct {
 	produced int
 	done     bool
 
-	ngram    ngramIndex
-	mtpDraft int32    // the MTP head's guess for the token after the newest, or -1
-	mtpSeq   [1]int32 // mtpDraft as the sequence's continuation, for the n-gram index
-	copied   []int32  // the n-gram index's proposal after mtpDraft, reused from round to round
-	drafts   []int32  // this round's proposals, fed after the newest token
-	fromHead int      // how many of drafts, from the first, the MTP head made; the rest are copies
-	drafted  int
-	accepted int
-	cached   int // prompt tokens whose keys and values the session already held
-	pen      penaltyState
-	admitted time.Time
-	lone     bool // its newest forward ran on the lone driver
+	ngram     ngramIndex
+	mtpDrafts []int32 // the MTP head's chain of guesses for the tokens after the newest
+	copied    []int32 // the n-gram index's proposal after mtpDrafts, reused from round to round
+	drafts    []int32 // this round's proposals, fed after the newest token
+	fromHead  int     // how many of drafts, from the first, the MTP head made; the rest are copies
+	granted   int     // how many drafts pricing granted its last forward
+	drafted   int
+	accepted  int
+	cached    int // prompt tokens whose keys and values the session already held
+	pen       penaltyState
+	admitted  time.Time
+	lone      bool // its newest forward ran on the lone driver
 
 	constrained *constrained // the request's Constraint and where it stands, or nil
 }
@@ -51,7 +51,7 @@ func newActive(st *stream, sess *session, h *Shared, kept int) *active {
 		stopHost: context.AfterFunc(h.hostCtx, cancel),
 		sess:     sess,
 		admitted: time.Now(),
-		mtpDraft: -1,
+		granted:  maxDepth, // nothing priced yet: the MTP head may chain as deep as asked
 		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
 	}
 	if st.req.Constraint != nil {

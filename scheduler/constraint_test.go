@@ -96,7 +96,7 @@ func TestConstrainedDraftedEqualsUndrafted(t *testing.T) {
 	defer h.Close(context.Background())
 	var chans []<-chan scheduler.Event
 	for _, req := range reqs {
-		req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+		req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +110,7 @@ func TestConstrainedDraftedEqualsUndrafted(t *testing.T) {
 	}
 	for i := range 2 { // alone: the lone driver, greedy then sampled
 		req := reqs[i]
-		req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+		req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)

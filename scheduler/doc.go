@@ -6,9 +6,11 @@
 // One goroutine, the lane, owns all of that state; Submit, Close, Reconfigure and Stats reach it
 // through a channel, a wake signal and a few atomics. Each turn of the lane ends cancelled
 // streams, admits waiting ones into free sessions (preferring one that still holds the start of
-// the prompt), and then either drives a stream that is alone (the lone driver: greedy chains of
-// several tokens per call where the model offers them) or runs one shared round: a decoding row
-// per stream, with the drafts priced rounds grant it, then prompt chunks with what is left.
+// the prompt), and then either drives a stream that is alone (the lone driver, lone.go: a
+// drafted forward at a time, or greedy chains of several tokens per call where the model offers
+// them) or runs one shared round: a decoding row per stream, with the drafts priced rounds grant
+// it, then prompt chunks with what is left. Drafts are the MTP head's chain (round.go's draftMTP)
+// and n-gram copies after it (ngram.go).
 //
 // The lane never waits on a client. A stream's events go through a buffer and a relay goroutine
 // to its reader; a stream whose reader is behind keeps its session and sits out rounds, and the

@@ -357,7 +357,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	defer h.Close(context.Background())
 	var chans []<-chan scheduler.Event
 	for _, req := range reqs {
-		req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+		req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -371,7 +371,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	}
 	// Alone, on the lone driver's path.
 	req := reqs[0]
-	req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+	req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
 	events, err := h.Submit(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +421,7 @@ func TestMTPDraftsLand(t *testing.T) {
 	defer h.Close(context.Background())
 	var chans []<-chan scheduler.Event
 	for _, req := range greedy {
-		req.Drafts = scheduler.Drafts{MTP: true}
+		req.Drafts = scheduler.Drafts{MTP: 1}
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -463,7 +463,7 @@ func TestNextTurnReusesTheSession(t *testing.T) {
 	m := loadBundled(t, 2*512)
 	first := requests(m, 2)[1] // sampled
 	first.MaxTokens, first.StopTokens = 30, nil
-	first.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+	first.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
 
 	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)}))
 	if err != nil {

@@ -48,7 +48,7 @@ func TestPenalisedDraftedEqualsUndrafted(t *testing.T) {
 	defer h.Close(context.Background())
 	var chans []<-chan scheduler.Event
 	for _, req := range reqs {
-		req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
+		req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)

@@ -81,11 +81,16 @@ type landing struct {
 }
 
 // note records a stream's verified drafts: depths below landed landed; the one at landed, if
-// reached > landed, missed.
+// reached > landed, missed. The figures of every depth fade, reached or not: a depth that priced
+// itself out (a few early misses) drifts back toward even odds and is tried again, where it would
+// otherwise never be granted, never reached, and never learnt better.
 func (x *landing) note(reached, landed int) {
-	for j := range min(reached, maxDepth) {
-		x.reached[j] = x.reached[j]*decay + 1
+	for j := range maxDepth {
+		x.reached[j] *= decay
 		x.landed[j] *= decay
+		if j < min(reached, maxDepth) {
+			x.reached[j]++
+		}
 		if j < landed {
 			x.landed[j]++
 		}
@@ -129,5 +134,6 @@ func (l *laneState) price(decoding []*active, budget int) {
 	}
 	for i, a := range decoding {
 		a.drafts = a.drafts[:l.depth[i]]
+		a.granted = l.depth[i]
 	}
 }

@@ -35,6 +35,22 @@ func TestLandingCountsRuns(t *testing.T) {
 	}
 }
 
+// TestLandingForgetsDepthsNotReached: a depth that missed its first few drafts and then went
+// untried (pricing no longer grants it) drifts back toward even odds, so it is tried again.
+func TestLandingForgetsDepthsNotReached(t *testing.T) {
+	var x landing
+	for range 4 {
+		x.note(2, 1) // depth 1 reached and missed
+	}
+	early := x.chance(1)
+	for range 500 {
+		x.note(1, 1) // only depth 0 drafted from now on
+	}
+	if late := x.chance(1); early > 0.2 || late < 0.4 {
+		t.Fatalf("depth 1 after 4 misses: chance %v; after 500 notes without it: %v, want it back near even odds", early, late)
+	}
+}
+
 // TestPriceGrantsDraftsWhereTheyPay: with rows nearly free beside a round's fixed cost, a likely
 // draft run is granted whole; with rows as dear as the round, none is.
 func TestPriceGrantsDraftsWhereTheyPay(t *testing.T) {

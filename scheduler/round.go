@@ -81,14 +81,10 @@ func (l *laneState) propose(a *active, spare int) {
 		l.h.model.Context()-len(a.tokens),
 		a.req.MaxTokens-a.produced-1, // the target's own token comes on top
 		a.room()-1)
-	if a.mtpDraft < 0 || k <= 0 {
-		a.drafts = a.ngram.propose(a.drafts, a.tokens, nil, min(k, a.req.Drafts.NGram))
-		return
-	}
-	// The MTP head's token first, then what copying says follows it.
-	a.mtpSeq[0] = a.mtpDraft
-	a.copied = a.ngram.propose(a.copied, a.tokens, a.mtpSeq[:], min(k-1, a.req.Drafts.NGram))
-	a.drafts, a.fromHead = append(append(a.drafts[:0], a.mtpDraft), a.copied...), 1
+	// The MTP head's chain first, then what copying says follows it.
+	chain := a.mtpDrafts[:min(len(a.mtpDrafts), max(k, 0))]
+	a.copied = a.ngram.propose(a.copied, a.tokens, chain, min(k-len(chain), a.req.Drafts.NGram))
+	a.drafts, a.fromHead = append(append(a.drafts[:0], chain...), a.copied...), len(chain)
 }
 
 // add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its
@@ -132,36 +128,62 @@ func (l *laneState) conclude(logits []float32) {
 
 // draftMTP runs the model's MTP head after a round, for the streams that draft: one row for each
 // position the round confirmed (so the head's own keys and values follow the stream), and for
-// the last of them, draft logits for the token after the newest. The draft is the keyed pick at
-// that position, so a sampled stream drafts the token its own draw would most likely make.
+// the last of them, draft logits for the token after the newest. Then it chains: each stream's
+// draft goes back into the head, with the head's own output, for the token after that, up to the
+// stream's MTP depth, one call per depth for all the streams still chaining. A draft is the keyed
+// pick at its position, so a sampled stream drafts the tokens its own draws would most likely make.
 func (l *laneState) draftMTP() {
 	l.draftRows, l.drafting = l.draftRows[:0], l.drafting[:0]
 	for _, s := range l.shares {
 		a := s.a
-		a.mtpDraft = -1
-		if a.done || !a.req.Drafts.MTP {
+		a.mtpDrafts = a.mtpDrafts[:0]
+		if a.done || a.req.Drafts.MTP <= 0 {
 			continue
 		}
 		for t := s.first; t < a.fed; t++ {
-			newest := t == a.fed-1 && a.decoding() && t+2 < l.h.model.Context()
+			newest := t == a.fed-1 && l.chainDepth(a) > 0
 			l.draftRows = append(l.draftRows, batch.DraftRow{Base: a.sess.base, Pos: t, Token: a.tokens[t+1], Source: s.row + t - s.first, Logits: newest})
 			if newest {
 				l.drafting = append(l.drafting, a)
 			}
 		}
 	}
-	if len(l.draftRows) == 0 {
-		return
+	for len(l.draftRows) > 0 {
+		logits, err := l.drafter.Draft(l.h.hostCtx, l.draftRows)
+		if err != nil {
+			l.report("draft", err) // a draft is only a guess: without one the streams decode one token a round
+			return
+		}
+		vocab := l.h.model.Vocab()
+		l.draftRows = l.draftRows[:0]
+		chaining := l.drafting[:0] // filtered in place: entry i is read before it is overwritten
+		for i, a := range l.drafting {
+			pos := len(a.tokens) + len(a.mtpDrafts) // the position this draft would take
+			tok := l.smp.pick(a.penalised(logits[i*vocab:(i+1)*vocab]), a.req.Sampling, pos)
+			a.mtpDrafts = append(a.mtpDrafts, tok)
+			if len(a.mtpDrafts) < l.chainDepth(a) {
+				// The head at pos-1 reads the draft at pos and its own output behind logits row i.
+				l.draftRows = append(l.draftRows, batch.DraftRow{Base: a.sess.base, Pos: pos - 1, Token: tok, Source: i, Logits: true, Chained: true})
+				chaining = append(chaining, a)
+			}
+		}
+		l.drafting = chaining
 	}
-	logits, err := l.drafter.Draft(l.h.hostCtx, l.draftRows)
-	if err != nil {
-		l.report("draft", err) // a draft is only a guess: without one the streams decode one token a round
-		return
+}
+
+// chainDepth returns how many tokens the MTP head may draft for a after its newest: its MTP
+// depth, as far as the stream may use them (its token limit, its reader's room), its session holds
+// the head's keys and values (a draft for position p writes them at p-2) and the context reaches,
+// and one deeper than pricing granted last time: a step of the chain costs a call of the head, a
+// good part of a forward on a small model, for a draft pricing would drop; the one more lets the
+// grant grow back.
+func (l *laneState) chainDepth(a *active) int {
+	if !a.decoding() {
+		return 0
 	}
-	vocab := l.h.model.Vocab()
-	for i, a := range l.drafting {
-		a.mtpDraft = l.smp.pick(a.penalised(logits[i*vocab:(i+1)*vocab]), a.req.Sampling, len(a.tokens))
-	}
+	n := len(a.tokens)
+	return max(0, min(a.req.Drafts.MTP, a.granted+1, a.req.MaxTokens-a.produced-1, a.room()-1,
+		a.sess.capacity-n+2, l.h.model.Context()-n))
 }
 
 // migrate moves each stream that has filled its session to a larger free one: its keys and
@@ -215,81 +237,4 @@ func (l *laneState) breakRoomCycle() bool {
 	}
 	newest.end(Event{Done: true, Reason: FinishError, Err: fmt.Errorf("scheduler: the reply reached %d tokens during a change of sessions.layout, and every session of the new layout that could hold it overlaps one that a running reply still holds: the tokens sent stand; retry", len(newest.tokens))})
 	return true
-}
-
-// chainLength returns how many tokens a greedy chain may make for a lone stream: 0 unless the
-// model runs chains and the stream is greedy without logprobs or constraint (a chain on the
-// device cannot mask), else as many as its session, the context, its token limit and its
-// reader's room allow, up to the model's most.
-func (l *laneState) chainLength(a *active) int {
-	if l.chainer == nil || !a.req.Sampling.Greedy() || a.req.Logprobs || a.constrained != nil {
-		return 0
-	}
-	if a.req.Sampling.Penalties.Active() {
-		return 0 // a chain on the device takes the raw argmax; penalties change it
-	}
-	return min(l.chainer.MaxChainLen(), a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1,
-		a.req.MaxTokens-a.produced, a.room())
-}
-
-// chain runs a greedy chain of n tokens from row on the device and takes its tokens one by one,
-// as if each had come from its own forward; tokens after one that ends the stream are dropped.
-func (l *laneState) chain(a *active, row batch.Row, n int) {
-	tokens, err := l.chainer.GreedyChain(a.live, row, n)
-	l.lastWork = time.Now()
-	if err != nil {
-		a.endCancelledOrFailed(err)
-		return
-	}
-	context := l.h.model.Context()
-	for _, tok := range tokens {
-		if !a.accept(Event{Token: tok}, context) {
-			return
-		}
-	}
-}
-
-// lone reports whether a, the only stream holding a session, can take the lone driver's path: it
-// is decoding without drafts, its reader has room and its session has room. Prefill, drafts,
-// migration and a slow reader take the general path of rounds.
-func (l *laneState) lone(a *active) bool {
-	return a.decoding() && !a.needsRoom() && a.canEmit() && a.req.Drafts.max() == 0
-}
-
-// driveLone runs a stream that is alone on the host, token by token without building rounds. It
-// returns to the lane whenever the lane has something else to do (an arrival, a waiting request
-// that ended, a reconfiguration) or the stream leaves the lone path; the stream then goes on in
-// shared rounds with the same state, so its future tokens are the same.
-func (l *laneState) driveLone(a *active) {
-	row := make([]batch.Row, 1)
-	vocab, context := l.h.model.Vocab(), l.h.model.Context()
-	a.lone = true
-	for !a.done && a.live.Err() == nil && l.lone(a) && !l.interrupted() {
-		row[0] = batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
-		if n := l.chainLength(a); n > 1 {
-			l.chain(a, row[0], n)
-			continue
-		}
-		logits, err := l.h.model.Forward(a.live, row)
-		l.lastWork = time.Now()
-		if err != nil {
-			a.endCancelledOrFailed(err)
-			return
-		}
-		a.step(&l.smp, logits[:vocab], context)
-	}
-}
-
-// handOff moves a stream from the lone driver to shared rounds. When another stream is why (not
-// a prefill, a migration or drafts of its own), it counts the handoff and says so at debug level,
-// with the stream's position.
-func (l *laneState) handOff(a *active) {
-	a.lone = false
-	if len(l.active) < 2 {
-		return
-	}
-	l.h.handoffs.Add(1)
-	if l.logger != nil {
-		l.logger.Debug("lone driver hands a stream to shared rounds", "position", len(a.tokens), "streams", len(l.active))
-	}
 }

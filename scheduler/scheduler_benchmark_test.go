@@ -38,7 +38,7 @@ func BenchmarkStreams(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer h.Close(context.Background())
-			runStreams(b, h, requests(m, streams), scheduler.Drafts{MTP: true, NGram: 4})
+			runStreams(b, h, requests(m, streams), scheduler.Drafts{MTP: 1, NGram: 4})
 		})
 	}
 	// The lone driver (a shared host with one stream) against the serial host.

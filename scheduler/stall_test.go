@@ -263,7 +263,7 @@ func TestWorkedAroundErrorsAreReported(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer closeHost(t, h)
-		events, err := h.Submit(t.Context(), Request{Prompt: []int32{1, 2}, MaxTokens: 5, Drafts: Drafts{MTP: true}})
+		events, err := h.Submit(t.Context(), Request{Prompt: []int32{1, 2}, MaxTokens: 5, Drafts: Drafts{MTP: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}

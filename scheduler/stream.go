@@ -27,20 +27,17 @@ type Sampling struct {
 // Drafts says where a stream's draft tokens may come from. Drafts are fed after the newest token
 // in the same forward and kept while they equal the tokens the model picks.
 type Drafts struct {
-	// MTP lets the model's MTP head propose the first draft token, when the model has one.
-	MTP bool
+	// MTP is the deepest chain the model's MTP head drafts a round, when the model has one: the
+	// head's guess for the token after the newest, fed back to guess the one after that, and so on;
+	// 0 drafts nothing from the head.
+	MTP int
 	// NGram is the most tokens a round copied from the stream's own context: what followed the
 	// latest earlier occurrence of its last few tokens.
 	NGram int
 }
 
 // max returns the most draft tokens a round.
-func (d Drafts) max() int {
-	if d.MTP {
-		return d.NGram + 1
-	}
-	return d.NGram
-}
+func (d Drafts) max() int { return max(d.MTP, 0) + max(d.NGram, 0) }
 
 // Greedy reports whether s picks the argmax.
 func (s Sampling) Greedy() bool { return s.Temperature == 0 }

@@ -235,13 +235,12 @@ func (h *Handler) newJob(p *sampleParams, prompt []int32, promptParam string) (*
 
 // drafts returns how a request may draft under the [drafts] settings d: not at all when drafting
 // is off in the config or the request asked for none ("draft": false); else from the MTP head
-// when mtp_max allows (one token a round: deeper chains are not built yet) and by n-gram copies
-// when ngram allows.
+// in chains up to mtp_max deep and by n-gram copies when ngram allows.
 func drafts(d config.DraftsConfig, requested *bool) scheduler.Drafts {
 	if !d.Enabled || (requested != nil && !*requested) {
 		return scheduler.Drafts{}
 	}
-	out := scheduler.Drafts{MTP: d.MTPMax > 0}
+	out := scheduler.Drafts{MTP: d.MTPMax}
 	if d.NGram {
 		out.NGram = d.NGramMax
 	}

@@ -64,13 +64,18 @@ func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logg
 	prompt := benchPrompt(m, opts.Prompt+most)
 	// A first short run pays the one-time costs (kernel compilation, graph capture) outside the
 	// figures.
-	if _, err := benchScenario(ctx, m, plan.Layout, prompt, Options{Prompt: opts.Prompt, Tokens: min(8, opts.Tokens)}, 1, false); err != nil {
+	if _, err := benchScenario(ctx, m, plan.Layout, prompt, Options{Prompt: opts.Prompt, Tokens: min(8, opts.Tokens)}, 1, scheduler.Drafts{}); err != nil {
 		return err
+	}
+	// Drafts on are the config's: MTP chains up to drafts.mtp_max and n-gram copies if on.
+	on := scheduler.Drafts{MTP: cfg.Drafts.MTPMax}
+	if cfg.Drafts.NGram {
+		on.NGram = cfg.Drafts.NGramMax
 	}
 	var results []benchResult
 	for _, n := range opts.Streams {
-		for _, drafts := range []bool{false, true} {
-			logger.Info("bench: running", "streams", n, "drafts", drafts, "prompt", opts.Prompt, "tokens", opts.Tokens)
+		for _, drafts := range []scheduler.Drafts{{}, on} {
+			logger.Info("bench: running", "streams", n, "drafts", drafts != scheduler.Drafts{}, "prompt", opts.Prompt, "tokens", opts.Tokens)
 			r, err := benchScenario(ctx, m, plan.Layout, prompt, opts, n, drafts)
 			if err != nil {
 				return err
@@ -130,13 +135,13 @@ func benchPrompt(m *engine.Model, n int) []int32 {
 
 // benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into
 // the text so that no two are the same.
-func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts Options, n int, drafts bool) (benchResult, error) {
+func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts Options, n int, drafts scheduler.Drafts) (benchResult, error) {
 	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains()})
 	if err != nil {
 		return benchResult{}, err
 	}
 	defer h.Close(context.Background())
-	r := benchResult{streams: n, drafts: drafts}
+	r := benchResult{streams: n, drafts: drafts != scheduler.Drafts{}}
 	var mu sync.Mutex // guards r's sums and errs
 	var errs []error
 	var drafted, accepted int
@@ -144,9 +149,7 @@ func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []
 	start := time.Now()
 	for i := range n {
 		req := scheduler.Request{Prompt: prompt[i : i+opts.Prompt], MaxTokens: opts.Tokens}
-		if drafts {
-			req.Drafts = scheduler.Drafts{MTP: true, NGram: 4}
-		}
+		req.Drafts = drafts
 		events, err := h.Submit(ctx, req)
 		if err != nil {
 			return r, fmt.Errorf("bench: %w", err)

@@ -93,7 +93,7 @@ type DraftsConfig struct {
 	// MTPMax tokens; n-gram copies may follow the chain. Each depth costs a step of the head and a
 	// row of the round, so priced rounds keep a depth only while drafts there land often enough to
 	// pay for it (tfd_draft_tokens_total{source="mtp",depth} shows how often they do). 0 turns MTP
-	// drafts off. (Chains are not built yet: any value above 0 drafts one token a round.)
+	// drafts off.
 	MTPMax int `koanf:"mtp_max"`
 	// NGram drafts by copying from the reply's own context, up to NGramMax tokens a round.
 	NGram    bool `koanf:"ngram"`

@@ -295,7 +295,7 @@ func BenchPrefill(b *testing.B, m *engine.Model, n int) {
 
 // CheckSharedAndDrafted runs four replies (two greedy, two sampled with seeds) on the bundled
 // model on b, once one at a time on the serial host without drafts and once together on a shared
-// host with MTP and n-gram drafts, and demands the same tokens: the scheduler's exactness on a
+// host with MTP chains of 3 and n-gram drafts, and demands the same tokens: the scheduler's exactness on a
 // backend.
 func CheckSharedAndDrafted(t *testing.T, b compute.Backend) {
 	m := Load(t, b, "models/gopher", engine.Options{Context: 512, MaxRows: 64, Slots: 4 * 512})
@@ -341,7 +341,7 @@ func CheckSharedAndDrafted(t *testing.T, b compute.Backend) {
 		t.Fatal(err)
 	}
 	defer shared.Close(context.Background())
-	got := run(shared, scheduler.Drafts{MTP: true, NGram: 4}, true)
+	got := run(shared, scheduler.Drafts{MTP: 3, NGram: 4}, true)
 	for i := range reqs {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("request %d: shared and drafted %v\nsolo and undrafted %v", i, got[i], want[i])

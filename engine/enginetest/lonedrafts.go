@@ -1,0 +1,112 @@
+package enginetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"tfd/batch"
+	"tfd/compute"
+	"tfd/engine"
+	"tfd/scheduler"
+)
+
+// BenchLoneDrafts runs one stream alone (the lone driver) making 512 tokens of the bundled model
+// on backend b, greedy and sampled, under each way of drafting: off, n-gram copies, MTP chains of
+// depth 1, 2 and 3. The ways are interleaved within each iteration, so a busy machine slows them
+// alike. Per way it reports tok/s (prefill included), acc% (drafts that landed) and tok/fwd
+// (tokens per decoding forward of the target: 1 plus the mean accepted length; a greedy chain
+// counts each of its forwards).
+func BenchLoneDrafts(b *testing.B, cb compute.Backend) {
+	ways := []struct {
+		name   string
+		drafts scheduler.Drafts
+	}{
+		{"off", scheduler.Drafts{}},
+		{"ngram", scheduler.Drafts{NGram: 4}},
+		{"mtp1", scheduler.Drafts{MTP: 1}},
+		{"mtp2", scheduler.Drafts{MTP: 2}},
+		{"mtp3", scheduler.Drafts{MTP: 3}},
+	}
+	m := Load(b, cb, "models/gopher", engine.Options{Context: 1024, MaxRows: 64, Slots: 1024})
+	for _, sampled := range []bool{false, true} {
+		b.Run(map[bool]string{false: "greedy", true: "sampled"}[sampled], func(b *testing.B) {
+			c := &counted{Model: m}
+			opts := Equip(m, scheduler.SharedOptions{Layout: []int{1024}})
+			if opts.Chainer != nil {
+				c.chainer = opts.Chainer
+				opts.Chainer = c
+			}
+			h, err := scheduler.NewShared(c, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			req := scheduler.Request{
+				Prompt:    m.Tokenizer().Encode("<|im_start|>user\nWrite a function that sums a slice.<|im_end|>\n<|im_start|>assistant\n"),
+				MaxTokens: 512,
+			}
+			if sampled {
+				req.Sampling = scheduler.Sampling{Temperature: 0.7, TopK: 40, Seed: 7}
+			}
+			type total struct {
+				took                              time.Duration
+				tokens, forwards, drafted, landed int
+			}
+			totals := make([]total, len(ways))
+			b.ResetTimer()
+			for range b.N {
+				for i, w := range ways {
+					req.Drafts = w.drafts
+					c.forwards = 0
+					start := time.Now()
+					events, err := h.Submit(context.Background(), req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					t := &totals[i]
+					for ev := range events {
+						if ev.Done {
+							t.drafted, t.landed = t.drafted+ev.Drafted, t.landed+ev.Accepted
+							continue
+						}
+						t.tokens++
+					}
+					t.took += time.Since(start)
+					t.forwards += c.forwards
+				}
+			}
+			for i, w := range ways {
+				t := totals[i]
+				b.ReportMetric(float64(t.tokens)/t.took.Seconds(), w.name+"-tok/s")
+				b.ReportMetric(float64(t.tokens)/float64(max(t.forwards, 1)), w.name+"-tok/fwd")
+				if t.drafted > 0 {
+					b.ReportMetric(100*float64(t.landed)/float64(t.drafted), w.name+"-acc%")
+				}
+			}
+			b.ReportMetric(0, "ns/op") // an iteration is all the ways together: its time says nothing
+		})
+	}
+}
+
+// counted passes forwards and greedy chains to the model, counting the decoding forwards (a chain
+// of n tokens is n forwards); the forward that ends the prompt makes the first token besides.
+type counted struct {
+	*engine.Model
+	chainer  batch.Chainer
+	forwards int
+}
+
+func (c *counted) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
+	if rows[0].Logits { // a decoding forward: its first row is the newest token; a prompt's is not
+		c.forwards++
+	}
+	return c.Model.Forward(ctx, rows)
+}
+
+func (c *counted) MaxChainLen() int { return c.chainer.MaxChainLen() }
+
+func (c *counted) GreedyChain(ctx context.Context, row batch.Row, n int) ([]int32, error) {
+	c.forwards += n
+	return c.chainer.GreedyChain(ctx, row, n)
+}
