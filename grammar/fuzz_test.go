@@ -161,8 +161,9 @@ func checkToolCall(t *testing.T, schema string, v *Vocab, r *rand.Rand) {
 		t.Fatal(err)
 	}
 	doc := string(walk(t, g, v, r, r.IntN(40)))
-	body, ok := strings.CutPrefix(doc, "<tool_call>\n")
-	if body, ok = strings.CutSuffix(body, "\n</tool_call>"); !ok {
+	body, opened := strings.CutPrefix(doc, "<tool_call>\n")
+	body, closed := strings.CutSuffix(body, "\n</tool_call>")
+	if !opened || !closed {
 		t.Fatalf("call %q is not in its tags", doc)
 	}
 	var call struct {

@@ -78,8 +78,7 @@ func fakeVocab(tok *fakeTokenizer) *grammar.Vocab {
 // that would rather write prose, unmarshals into the Go struct the schema describes, with
 // finish_reason "stop"; json_object gives an object; a reply cut by max_tokens says "length".
 func TestJSONSchemaReplyUnmarshals(t *testing.T) {
-	var env *testEnv
-	env = newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) {
+	env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) {
 		tok := m.Tokenizer.(*fakeTokenizer)
 		m.Host = &wilfulHost{script: tok.Encode(`Hello, world! {"city": "Paris", "temperature": 21.5}`), vocab: 1256}
 		m.Vocab = func() *grammar.Vocab { return fakeVocab(tok) }
