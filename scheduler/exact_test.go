@@ -23,6 +23,11 @@ import (
 
 func loadBundled(t testing.TB, slots int) *engine.Model {
 	t.Helper()
+	if testing.Short() {
+		// make test runs these once in full; its race pass (-short) keeps to the toy model, whose
+		// tests take the lane through the same goroutines in a fraction of the time.
+		t.Skip("runs the bundled model; skipped with -short")
+	}
 	b, err := compute.Open("cpu")
 	if err != nil {
 		t.Fatal(err)
@@ -383,14 +388,16 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	if accepted == 0 || accepted > drafted {
 		t.Fatalf("drafts: %d proposed, %d accepted: want some accepted", drafted, accepted)
 	}
-	// The host's counts by source and depth add up to the replies' own, and both sources drafted.
+	// The host's counts by source and depth add up to the replies' own, and the head drafted.
+	// (Whether n-gram copies got room beside its chains depends on what pricing granted, which
+	// depends on the machine's timing: TestDraftCountsBySourceAndDepth counts both sources.)
 	var proposed, landed uint64
 	bySource := map[string]uint64{}
 	for _, c := range h.Stats().Drafts {
 		proposed, landed = proposed+c.Proposed, landed+c.Accepted
 		bySource[c.Source] += c.Proposed
 	}
-	if proposed != uint64(drafted) || landed != uint64(accepted) || bySource[scheduler.SourceMTP] == 0 || bySource[scheduler.SourceNGram] == 0 {
+	if proposed != uint64(drafted) || landed != uint64(accepted) || bySource[scheduler.SourceMTP] == 0 {
 		t.Errorf("Stats.Drafts %+v add up to %d proposed and %d accepted, by source %v; the replies had %d and %d",
 			h.Stats().Drafts, proposed, landed, bySource, drafted, accepted)
 	}

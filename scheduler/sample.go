@@ -11,7 +11,8 @@ import (
 // drafting, so a reply can be replayed from its seed. A sampler reuses its buffers and is not safe
 // for concurrent use.
 type sampler struct {
-	cands []candidate
+	cands  []candidate
+	sorted []candidate // the best candidates taken off the heap, best first
 }
 
 type candidate struct {
@@ -51,53 +52,119 @@ func (s *sampler) pick(logits []float32, set Sampling, pos int) int32 {
 	return best
 }
 
-// filter returns the candidates left by top_k, temperature, top_p and min_p, sorted best first,
-// with temperature-scaled scores.
+// filter returns the candidates left by top_k, temperature, top_p and min_p, with
+// temperature-scaled scores, in no particular order (pick does not depend on it).
+//
+// Only top_k and top_p need candidates in order, and only the best few of them: those come off a
+// heap one at a time (ties to the lower id, as better orders them) instead of from a sort of the
+// whole vocabulary, which on a large vocabulary cost more than the rest of a sampled step.
 func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 	cands := s.cands[:0]
 	for id, l := range logits {
 		cands = append(cands, candidate{id: int32(id), score: float64(l)})
 	}
 	s.cands = cands
-	slices.SortFunc(cands, better)
+	sorted := false
 	if set.TopK > 0 && set.TopK < len(cands) {
-		cands = cands[:set.TopK]
+		cands, sorted = s.best(cands, set.TopK, nil), true
 	}
 	t := float64(set.Temperature)
 	for i := range cands {
 		cands[i].score /= t
 	}
 	if set.TopP > 0 && set.TopP < 1 {
-		cands = cands[:topPCount(cands, float64(set.TopP))]
+		cands, sorted = s.topP(cands, float64(set.TopP), sorted), true
 	}
 	if set.MinP > 0 {
 		// p_i ≥ min_p·p_max ⇔ score_i − score_max ≥ ln(min_p).
-		floor := cands[0].score + math.Log(float64(set.MinP))
-		n := 1
-		for n < len(cands) && cands[n].score >= floor {
-			n++
+		top := cands[0].score
+		if !sorted {
+			for _, c := range cands {
+				top = max(top, c.score)
+			}
 		}
-		cands = cands[:n]
+		floor := top + math.Log(float64(set.MinP))
+		cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.score < floor })
 	}
 	return cands
 }
 
-// topPCount returns how many of the sorted candidates make the smallest prefix whose softmax
-// probability reaches p (at least one).
-func topPCount(cands []candidate, p float64) int {
+// topP returns the smallest set of the best candidates whose softmax probability reaches p (at
+// least one), best first. The softmax's total is summed over cands in their order (best first
+// when sorted, else by token id), then the best are taken until their share reaches p.
+func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 	top := cands[0].score
+	if !sorted {
+		for _, c := range cands {
+			top = max(top, c.score)
+		}
+	}
 	var total float64
 	for _, c := range cands {
 		total += math.Exp(c.score - top)
 	}
+	if sorted {
+		return cands[:prefixReaching(cands, top, total, p, len(cands))]
+	}
 	var sum float64
-	for i, c := range cands {
+	return s.best(cands, len(cands), func(c candidate) bool {
+		sum += math.Exp(c.score-top) / total
+		return sum >= p
+	})
+}
+
+// prefixReaching returns how many of the sorted candidates, at most n, make the smallest prefix
+// whose share of total reaches p (at least one).
+func prefixReaching(cands []candidate, top, total, p float64, n int) int {
+	var sum float64
+	for i, c := range cands[:n] {
 		sum += math.Exp(c.score-top) / total
 		if sum >= p {
 			return i + 1
 		}
 	}
-	return len(cands)
+	return n
+}
+
+// best returns the n best of cands, best first, in a buffer of the sampler's, stopping early
+// after a candidate for which enough reports true. cands is reordered (it is a heap after).
+func (s *sampler) best(cands []candidate, n int, enough func(candidate) bool) []candidate {
+	// A heap with the best candidate at the root: each element better than its children.
+	for i := len(cands)/2 - 1; i >= 0; i-- {
+		siftDown(cands, i)
+	}
+	out := s.sorted[:0]
+	for end := len(cands); len(out) < n && end > 0; {
+		c := cands[0]
+		out = append(out, c)
+		end--
+		cands[0] = cands[end]
+		siftDown(cands[:end], 0)
+		if enough != nil && enough(c) {
+			break
+		}
+	}
+	s.sorted = out
+	return out
+}
+
+// siftDown restores the heap below i.
+func siftDown(h []candidate, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(h) && better(h[r], h[l]) < 0 {
+			c = r
+		}
+		if better(h[c], h[i]) >= 0 {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }
 
 // argmax returns the index of the largest logit, ties to the lowest index.

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -102,14 +103,8 @@ func TestFilters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s sampler
-			got := s.filter(logits, tt.set)
-			if len(got) != len(tt.want) {
-				t.Fatalf("kept %d candidates %v, want %v", len(got), got, tt.want)
-			}
-			for i, c := range got {
-				if c.id != tt.want[i] {
-					t.Fatalf("kept %v, want %v", got, tt.want)
-				}
+			if got := ids(s.filter(logits, tt.set)); !slices.Equal(got, tt.want) {
+				t.Fatalf("kept %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -143,5 +138,119 @@ func TestTopLogprobs(t *testing.T) {
 	}
 	if _, top := logprobs(logits, 0, 0); top != nil {
 		t.Errorf("no alternatives asked, got %v", top)
+	}
+}
+
+// ids returns the candidates' ids in order.
+func ids(cands []candidate) []int32 {
+	out := make([]int32, len(cands))
+	for i, c := range cands {
+		out[i] = c.id
+	}
+	slices.Sort(out)
+	return out
+}
+
+// filterBySort is the filter written plainly: sort the whole vocabulary, then cut. top_p's total
+// is summed over the candidates top_k left, in id order without top_k and best first with it, as
+// filter sums it.
+func filterBySort(logits []float32, set Sampling) []candidate {
+	var cands []candidate
+	for id, l := range logits {
+		cands = append(cands, candidate{id: int32(id), score: float64(l)})
+	}
+	byID := slices.Clone(cands)
+	slices.SortFunc(cands, better)
+	topK := set.TopK > 0 && set.TopK < len(cands)
+	if topK {
+		cands = cands[:set.TopK]
+	}
+	t := float64(set.Temperature)
+	for i := range cands {
+		cands[i].score /= t
+	}
+	for i := range byID {
+		byID[i].score /= t
+	}
+	if set.TopP > 0 && set.TopP < 1 {
+		top, total := cands[0].score, 0.0
+		sumOver := byID
+		if topK {
+			sumOver = cands
+		}
+		for _, c := range sumOver {
+			total += math.Exp(c.score - top)
+		}
+		cands = cands[:prefixReaching(cands, top, total, float64(set.TopP), len(cands))]
+	}
+	if set.MinP > 0 {
+		floor := cands[0].score + math.Log(float64(set.MinP))
+		n := 1
+		for n < len(cands) && cands[n].score >= floor {
+			n++
+		}
+		cands = cands[:n]
+	}
+	return cands
+}
+
+// TestFilterKeepsWhatSortingKeeps: the heap's filter keeps exactly the candidates a sort of the
+// whole vocabulary keeps, for random logits (ties included) and every combination of filters.
+func TestFilterKeepsWhatSortingKeeps(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var s sampler
+	for trial := range 400 {
+		logits := make([]float32, 1+r.IntN(3000))
+		for i := range logits {
+			logits[i] = float32(r.NormFloat64() * 3)
+			if r.IntN(10) == 0 && i > 0 {
+				logits[i] = logits[r.IntN(i)] // ties
+			}
+		}
+		set := Sampling{Temperature: 0.2 + 1.5*r.Float32()}
+		if r.IntN(2) == 0 {
+			set.TopK = 1 + r.IntN(100)
+		}
+		if r.IntN(2) == 0 {
+			set.TopP = 0.05 + 0.9*r.Float32()
+		}
+		if r.IntN(2) == 0 {
+			set.MinP = 0.2 * r.Float32()
+		}
+		got, want := ids(s.filter(logits, set)), ids(filterBySort(logits, set))
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d, %d logits, %+v: kept %d %v, sorting keeps %d %v", trial, len(logits), set, len(got), got, len(want), want)
+		}
+	}
+}
+
+// BenchmarkPick is one sampled pick on a vocabulary of Qwen's size (151,936), with the heap's
+// filter and with a sort of the whole vocabulary (the reference), for the usual settings.
+func BenchmarkPick(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	for _, tc := range []struct {
+		name string
+		set  Sampling
+	}{
+		{"temperature", Sampling{Temperature: 0.7}},
+		{"top_k 40", Sampling{Temperature: 0.7, TopK: 40}},
+		{"top_p 0.9", Sampling{Temperature: 0.7, TopP: 0.9}},
+		{"top_k 20 top_p 0.8", Sampling{Temperature: 0.7, TopK: 20, TopP: 0.8}},
+	} {
+		b.Run(tc.name+"/heap", func(b *testing.B) {
+			var s sampler
+			for i := range b.N {
+				s.pick(logits, tc.set, i)
+			}
+		})
+		b.Run(tc.name+"/sort", func(b *testing.B) {
+			for range b.N {
+				filterBySort(logits, tc.set)
+			}
+		})
 	}
 }
