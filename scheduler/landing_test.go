@@ -39,7 +39,7 @@ func TestMTPDepthsFeedLanding(t *testing.T) {
 	tok := m.Tokenizer()
 	events, err := h.Submit(context.Background(), Request{
 		Prompt:    tok.Encode("<|im_start|>user\nWrite a function that sums a slice.<|im_end|>\n<|im_start|>assistant\n"),
-		MaxTokens: 300,
+		MaxTokens: 160,
 		Drafts:    Drafts{MTP: 4},
 	})
 	if err != nil {
@@ -49,22 +49,26 @@ func TestMTPDepthsFeedLanding(t *testing.T) {
 	}
 	h.Close(context.Background()) // the lane has returned: its figures can be read
 	x := &h.lane.landing
+	// Floors under what the chain lands wired right, above what it landed miswired.
+	floor := [4]float64{0.6, 0.4, 0.3, 0.3}
 	for j := range 4 {
 		t.Logf("depth %d: reached %.1f (decayed), landed %.0f%% of those", j+1, x.reached[j], 100*x.landed[j]/max(x.reached[j], 1))
 		if x.reached[j] < 5 {
 			t.Errorf("depth %d: reached %.1f times: want the chain's depths counted", j+1, x.reached[j])
-		} else if rate := x.landed[j] / x.reached[j]; rate < 0.45 {
-			t.Errorf("depth %d: %.0f%% landed: want the chain to land well above chance", j+1, 100*rate)
+		} else if rate := x.landed[j] / x.reached[j]; rate < floor[j] {
+			t.Errorf("depth %d: %.0f%% landed, below %.0f%%: want the chain to land as it does wired right", j+1, 100*rate, 100*floor[j])
 		}
 	}
 }
 
-// evenForwards pads each forward to 20 ms, far more than a forward of the bundled model takes on
-// the CPU, so a forward's rows cost nothing that pricing can see.
+// evenForwards pads each forward to 80 ms, far more than a forward of the bundled model takes on
+// the CPU even on a busy machine (the prompt's included), so a forward's rows cost nothing that
+// pricing can see. (At 20 ms, make test's parallel packages made the prefill cost more, pricing
+// saw rows as dear, and deep drafts were too rarely granted to be counted.)
 type evenForwards struct{ *engine.Model }
 
 func (e evenForwards) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
-	end := time.Now().Add(20 * time.Millisecond)
+	end := time.Now().Add(80 * time.Millisecond)
 	logits, err := e.Model.Forward(ctx, rows)
 	time.Sleep(time.Until(end))
 	return logits, err
