@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"tfd/daemon/api/toolcall"
 	"tfd/engine/chattemplate"
 	"tfd/scheduler"
 )
@@ -46,7 +47,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		f.tools, f.oneCall = h.tools, req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	}
 	if j.forcedCall {
-		f.tools = hermesSyntax // the grammar writes a forced call in the Hermes form, whatever the model's own
+		f.tools = toolcall.Hermes // the grammar writes a forced call in the Hermes form, whatever the model's own
 	}
 	h.serveReply(w, r, j, f)
 }
@@ -210,11 +211,11 @@ type chatFormat struct {
 	created  int64
 	model    string
 	logprobs bool
-	tools    *toolSyntax // the model's, when the request offered tools: calls are taken out of the text
-	oneCall  bool        // parallel_tool_calls false: a reply's first call only
-	calls    *toolStream // the choice's calls held back while streaming, when tools is set
-	sent     int         // the calls the choice's stream has sent
-	index, n int         // the choice's index, of n
+	tools    *toolcall.Syntax // the model's, when the request offered tools: calls are taken out of the text
+	oneCall  bool             // parallel_tool_calls false: a reply's first call only
+	calls    *toolcall.Stream // the choice's calls held back while streaming, when tools is set
+	sent     int              // the calls the choice's stream has sent
+	index, n int              // the choice's index, of n
 }
 
 type chatCompletion struct {
@@ -239,9 +240,9 @@ type chatChoice struct {
 }
 
 type chatMessage struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []toolcall.Call `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -294,7 +295,7 @@ func (f *chatFormat) choice(i, n int) replyFormat {
 	c := *f
 	c.index, c.n, c.calls, c.sent = i, n, nil, 0
 	if f.tools != nil {
-		c.calls = &toolStream{syntax: f.tools}
+		c.calls = toolcall.NewStream(f.tools)
 	}
 	return &c
 }
@@ -308,7 +309,7 @@ func (f *chatFormat) chunk(text string, lps []tokenLogprob) []any {
 	if f.calls == nil {
 		return []any{f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})}
 	}
-	text, calls := f.calls.push(text)
+	text, calls := f.calls.Push(text)
 	var out []any
 	if text != "" || len(lps) > 0 { // else held: it may be part of a tool call
 		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}}))
@@ -318,12 +319,12 @@ func (f *chatFormat) chunk(text string, lps []tokenLogprob) []any {
 
 // callChunks returns the chunks that send calls as OpenAI streams them, a delta with the call's
 // index, id and name, then one with its arguments, numbering them after the calls already sent.
-func (f *chatFormat) callChunks(calls []toolCall) []any {
+func (f *chatFormat) callChunks(calls []toolcall.Call) []any {
 	if f.oneCall {
 		calls = calls[:max(0, min(len(calls), 1-f.sent))]
 	}
 	var out []any
-	for _, d := range callDeltas(calls, f.sent) {
+	for _, d := range toolcall.Deltas(calls, f.sent) {
 		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{ToolCalls: d}}}))
 	}
 	f.sent += len(calls)
@@ -335,7 +336,7 @@ func (f *chatFormat) callChunks(calls []toolCall) []any {
 func (f *chatFormat) final(finish string, info tfdInfo) []any {
 	var out []any
 	if f.calls != nil {
-		content, calls := f.calls.finish()
+		content, calls := f.calls.Finish()
 		if content != "" {
 			out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &content}}}))
 		}
@@ -352,14 +353,14 @@ func (f *chatFormat) final(finish string, info tfdInfo) []any {
 }
 
 // splitCalls takes the calls out of a whole reply, as many as the request allows.
-func (f *chatFormat) splitCalls(text string) (string, []toolCall) {
-	content, calls := f.tools.split(text)
+func (f *chatFormat) splitCalls(text string) (string, []toolcall.Call) {
+	content, calls := f.tools.Split(text)
 	return content, f.limitCalls(calls)
 }
 
 // limitCalls keeps the first call only when the request set parallel_tool_calls false: tfd does
 // not constrain what the model writes, so the calls after it are dropped.
-func (f *chatFormat) limitCalls(calls []toolCall) []toolCall {
+func (f *chatFormat) limitCalls(calls []toolcall.Call) []toolcall.Call {
 	if f.oneCall && len(calls) > 1 {
 		return calls[:1]
 	}

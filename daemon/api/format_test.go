@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfd/daemon/api/toolcall"
 	"tfd/grammar"
 	"tfd/scheduler"
 )
@@ -157,7 +158,7 @@ func TestToolChoiceForcesACall(t *testing.T) {
 		var resp struct {
 			Choices []struct {
 				Message struct {
-					ToolCalls []toolCall `json:"tool_calls"`
+					ToolCalls []toolcall.Call `json:"tool_calls"`
 				} `json:"message"`
 				FinishReason string `json:"finish_reason"`
 			} `json:"choices"`
@@ -215,7 +216,7 @@ func TestForcedCallOnAMistralModel(t *testing.T) {
 	var resp struct {
 		Choices []struct {
 			Message struct {
-				ToolCalls []toolCall `json:"tool_calls"`
+				ToolCalls []toolcall.Call `json:"tool_calls"`
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`

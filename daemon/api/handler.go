@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"tfd/daemon/api/toolcall"
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
 )
@@ -62,8 +63,8 @@ type Handler struct {
 	mux     *http.ServeMux
 	routing atomic.Pointer[Routing] // replaced whole by SetRouting; each request reads it once
 
-	tools       *toolSyntax // how the model writes tool calls, told from its chat template
-	toolMarkers []int32     // the special tokens that begin its calls, kept in replies that may call
+	tools       *toolcall.Syntax // how the model writes tool calls, told from its chat template
+	toolMarkers []int32          // the special tokens that begin its calls, kept in replies that may call
 }
 
 // NewHandler returns the API handler for m. m.Tokenizer and m.Host must be set, and m.Context
@@ -285,4 +286,26 @@ func (s *requestStats) noteToken(at time.Time) {
 	}
 	s.lastToken = at
 	s.tokens++
+}
+
+// templateSource is the optional ability of a Template to give its text; *chattemplate.Template
+// has it. A template without it is taken to write Hermes calls.
+type templateSource interface{ Source() string }
+
+// toolsOf returns m's tool-call syntax and the ids of the special tokens among its markers.
+func toolsOf(m ServedModel) (*toolcall.Syntax, []int32) {
+	syntax := toolcall.Hermes
+	if src, ok := m.Template.(templateSource); ok {
+		syntax = toolcall.Detect(src.Source())
+	}
+	var keep []int32
+	if m.Tokenizer == nil {
+		return syntax, nil
+	}
+	for _, marker := range syntax.Markers() {
+		if ids := m.Tokenizer.Encode(marker); len(ids) == 1 && m.Tokenizer.IsSpecial(ids[0]) {
+			keep = append(keep, ids[0])
+		}
+	}
+	return syntax, keep
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"tfd/daemon/api/toolcall"
 	"tfd/grammar"
 	"tfd/scheduler"
 )
@@ -47,7 +48,7 @@ func (h *Handler) forcedToolCall(req *chatRequest) (scheduler.Constraint, *apiEr
 	if len(tools) == 0 {
 		return nil, badRequest("tool_choice", "tool_choice names the function %q, which is not among the request's tools", named)
 	}
-	g, err := grammar.ToolCall(toolCallOpen+"\n", "\n"+toolCallClose, tools)
+	g, err := grammar.ToolCall(toolcall.HermesOpen+"\n", "\n"+toolcall.HermesClose, tools)
 	if err != nil {
 		// The error names the tool, and the keyword and where it stands in its parameters.
 		return nil, badRequest("tools", "tool_choice %s cannot be enforced: %s; simplify the parameters or use tool_choice \"auto\"", toolChoiceName(named), strings.Replace(err.Error(), "grammar: ", "", 1))

@@ -1,4 +1,8 @@
-package api
+// Package toolcall reads the tool calls a model writes in its reply text, in the syntax its chat
+// template teaches it — Qwen's and Hermes' <tool_call> blocks, Llama 3's JSON calls, Mistral's
+// [TOOL_CALLS] — for whole replies and for streams, where text that may begin a call is held
+// back until the call is whole.
+package toolcall
 
 import (
 	"bytes"
@@ -8,20 +12,20 @@ import (
 
 // Tool calls in replies. A chat request that offers tools (and whose tool_choice is not "none")
 // gets the calls the model writes in its text back as OpenAI's tool_calls, with finish_reason
-// "tool_calls". How a model writes a call depends on its family, which toolsyntax.go tells from
+// "tool_calls". How a model writes a call depends on its family, which syntax.go tells from
 // the chat template: Qwen's and Hermes' <tool_call> blocks, Llama 3's JSON objects, Mistral's
 // [TOOL_CALLS]. Text that is not a well-formed call stays in the reply as the model wrote it.
 
-// The tags of a call in Qwen's and Hermes' syntax.
+// HermesOpen and HermesClose are the tags around a call in Qwen's and Hermes' syntax.
 const (
-	toolCallOpen  = "<tool_call>"
-	toolCallClose = "</tool_call>"
+	HermesOpen  = "<tool_call>"
+	HermesClose = "</tool_call>"
 )
 
-// toolCall is one call in OpenAI's shape. Index is set in stream deltas only; a stream's first
+// Call is one call in OpenAI's shape. Index is set in stream deltas only; a stream's first
 // delta of a call carries its id, type and name, and the next its arguments, so ID, Type and
 // Name are left out where empty.
-type toolCall struct {
+type Call struct {
 	Index    *int   `json:"index,omitempty"`
 	ID       string `json:"id,omitempty"`
 	Type     string `json:"type,omitempty"`
@@ -34,9 +38,9 @@ type toolCall struct {
 // newCall makes a call of name with arguments args: a JSON object, or a JSON string holding one,
 // or nothing (no arguments: {}). It reports false when args is none of these, so a call always
 // carries arguments that parse as a JSON object.
-func newCall(id, name string, args json.RawMessage) (toolCall, bool) {
+func newCall(id, name string, args json.RawMessage) (Call, bool) {
 	if name == "" {
-		return toolCall{}, false
+		return Call{}, false
 	}
 	args = bytes.TrimSpace(args)
 	var s string
@@ -48,9 +52,9 @@ func newCall(id, name string, args json.RawMessage) (toolCall, bool) {
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, args); err != nil || compact.Bytes()[0] != '{' {
-		return toolCall{}, false
+		return Call{}, false
 	}
-	call := toolCall{ID: id, Type: "function"}
+	call := Call{ID: id, Type: "function"}
 	call.Function.Name, call.Function.Arguments = name, compact.String()
 	return call, true
 }
@@ -63,7 +67,7 @@ type callJSON struct {
 	ID         string          `json:"id"`
 }
 
-func (c callJSON) call(id string) (toolCall, bool) {
+func (c callJSON) call(id string) (Call, bool) {
 	args := c.Arguments
 	if len(args) == 0 {
 		args = c.Parameters
@@ -78,10 +82,10 @@ func (c callJSON) call(id string) (toolCall, bool) {
 //	</tool_call>
 //
 // It returns the text around them (trimmed) and the calls, in order.
-func splitHermes(text string, newID func() string) (string, []toolCall) {
-	const open, close = toolCallOpen, toolCallClose
+func splitHermes(text string, newID func() string) (string, []Call) {
+	const open, close = HermesOpen, HermesClose
 	var content strings.Builder
-	var calls []toolCall
+	var calls []Call
 	for {
 		start := strings.Index(text, open)
 		if start < 0 {
@@ -95,7 +99,7 @@ func splitHermes(text string, newID func() string) (string, []toolCall) {
 		block := text[:start+end+len(close)]
 		text = text[start+end+len(close):]
 		var raw callJSON
-		call, ok := toolCall{}, json.Unmarshal([]byte(strings.TrimSpace(body)), &raw) == nil
+		call, ok := Call{}, json.Unmarshal([]byte(strings.TrimSpace(body)), &raw) == nil
 		if ok {
 			call, ok = raw.call(newID())
 		}
@@ -110,13 +114,13 @@ func splitHermes(text string, newID func() string) (string, []toolCall) {
 	return strings.TrimSpace(content.String()), calls
 }
 
-// toolStream sends a streamed reply's text on until a tool call may begin, and holds the rest:
+// Stream sends a streamed reply's text on until a tool call may begin, and holds the rest:
 // text that could be the start of a call's marker waits for the next piece, and a call waits
 // until it is known to be one: until its closing tag, in a syntax that has one (Hermes'), else
 // until the reply ends. So a call is sent whole, its arguments valid JSON, and a block that is
 // no call is sent as the text it is.
-type toolStream struct {
-	syntax  *toolSyntax
+type Stream struct {
+	syntax  *Syntax
 	pending string // a tail that may begin a call
 	held    strings.Builder
 	inCall  bool
@@ -125,11 +129,14 @@ type toolStream struct {
 	space   string // white space after a call, sent only if more text follows (a whole reply is trimmed)
 }
 
-// push takes the next piece of the reply and returns what may be sent now: content, and the
+// NewStream returns a Stream that takes the calls of syntax out of a reply.
+func NewStream(syntax *Syntax) *Stream { return &Stream{syntax: syntax} }
+
+// Push takes the next piece of the reply and returns what may be sent now: content, and the
 // calls that closed.
-func (t *toolStream) push(text string) (string, []toolCall) {
+func (t *Stream) Push(text string) (string, []Call) {
 	var content strings.Builder
-	var calls []toolCall
+	var calls []Call
 	for {
 		if t.inCall {
 			t.held.WriteString(text)
@@ -137,7 +144,7 @@ func (t *toolStream) push(text string) (string, []toolCall) {
 			if !closed {
 				return content.String(), calls
 			}
-			if _, cs := t.syntax.split(block); len(cs) > 0 {
+			if _, cs := t.syntax.Split(block); len(cs) > 0 {
 				calls, t.called = append(calls, cs...), true
 			} else {
 				content.WriteString(t.space + block) // not a call after all: it is text
@@ -163,7 +170,7 @@ func (t *toolStream) push(text string) (string, []toolCall) {
 
 // closedCall takes the first call held out of the hold once its closing tag has come, with
 // the text after it; it reports false while the call is open, or when the syntax has no tag.
-func (t *toolStream) closedCall() (block, rest string, closed bool) {
+func (t *Stream) closedCall() (block, rest string, closed bool) {
 	held := t.held.String()
 	i := strings.Index(held, t.syntax.closer)
 	if t.syntax.closer == "" || i < 0 {
@@ -176,7 +183,7 @@ func (t *toolStream) closedCall() (block, rest string, closed bool) {
 }
 
 // write adds text to the content to send, holding white space that follows a call.
-func (t *toolStream) write(content *strings.Builder, text string) {
+func (t *Stream) write(content *strings.Builder, text string) {
 	if t.called && strings.TrimSpace(text) == "" {
 		t.space += text
 		return
@@ -186,15 +193,15 @@ func (t *toolStream) write(content *strings.Builder, text string) {
 	t.spoke = t.spoke || strings.TrimSpace(text) != ""
 }
 
-// finish returns the text still held that is content after all, and the calls.
-func (t *toolStream) finish() (string, []toolCall) {
+// Finish returns the text still held that is content after all, and the calls.
+func (t *Stream) Finish() (string, []Call) {
 	if !t.inCall {
 		if t.called && strings.TrimSpace(t.pending) == "" {
 			return "", nil
 		}
 		return t.space + t.pending, nil
 	}
-	content, calls := t.syntax.split(t.held.String())
+	content, calls := t.syntax.Split(t.held.String())
 	if content != "" {
 		content = t.space + content
 	}
@@ -211,18 +218,18 @@ func partialSuffix(text, tag string) int {
 	return 0
 }
 
-// callDeltas returns calls as a stream sends them, as OpenAI does: for each call one delta with
+// Deltas returns calls as a stream sends them, as OpenAI does: for each call one delta with
 // its index (from first on), id, type, name and empty arguments, then one with its index and
 // its arguments.
-func callDeltas(calls []toolCall, first int) [][]toolCall {
-	var out [][]toolCall
+func Deltas(calls []Call, first int) [][]Call {
+	var out [][]Call
 	for k, c := range calls {
 		i := first + k
-		head := toolCall{Index: &i, ID: c.ID, Type: c.Type}
+		head := Call{Index: &i, ID: c.ID, Type: c.Type}
 		head.Function.Name = c.Function.Name
-		args := toolCall{Index: &i}
+		args := Call{Index: &i}
 		args.Function.Arguments = c.Function.Arguments
-		out = append(out, []toolCall{head}, []toolCall{args})
+		out = append(out, []Call{head}, []Call{args})
 	}
 	return out
 }

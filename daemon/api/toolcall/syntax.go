@@ -1,4 +1,4 @@
-package api
+package toolcall
 
 import (
 	"crypto/rand"
@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// toolSyntax is how one family of models writes tool calls in its reply's text.
-type toolSyntax struct {
+// Syntax is how one family of models writes tool calls in its reply's text.
+type Syntax struct {
 	// name is the family's name, as the tool parsers of vLLM call it.
 	name string
 	// markers are the texts a call begins with, wherever it stands in the reply. Those the
@@ -24,17 +24,22 @@ type toolSyntax struct {
 	inner []string
 	// splitWith takes the calls out of a whole reply, naming each with newID unless the model
 	// gave it an id; it returns the text around them, trimmed.
-	splitWith func(text string, newID func() string) (string, []toolCall)
+	splitWith func(text string, newID func() string) (string, []Call)
 	// newID makes a call id that the family's template accepts when the client sends it back.
 	newID func() string
 }
 
-// split takes the calls out of a whole reply.
-func (s *toolSyntax) split(text string) (string, []toolCall) { return s.splitWith(text, s.newID) }
+// Split takes the calls out of a whole reply: it returns the text around them, trimmed, and the
+// calls, in order. Text that is no well-formed call stays in the text as the model wrote it.
+func (s *Syntax) Split(text string) (string, []Call) { return s.splitWith(text, s.newID) }
+
+// Markers returns the texts of the syntax that a tokenizer may hold as special tokens: those a
+// call begins with and those within one. A reply's text keeps them while tools are on.
+func (s *Syntax) Markers() []string { return slices.Concat(s.markers, s.inner) }
 
 // begins returns where a call begins in text, or -1; atStart says that nothing but white space
 // came before text in the reply.
-func (s *toolSyntax) begins(text string, atStart bool) int {
+func (s *Syntax) begins(text string, atStart bool) int {
 	at := -1
 	for _, m := range s.markers {
 		if i := strings.Index(text, m); i >= 0 && (at < 0 || i < at) {
@@ -51,7 +56,7 @@ func (s *toolSyntax) begins(text string, atStart bool) int {
 
 // mayBegin returns how many bytes at the end of text might be the start of a call, to be held
 // until the next piece tells; atStart as for begins.
-func (s *toolSyntax) mayBegin(text string, atStart bool) int {
+func (s *Syntax) mayBegin(text string, atStart bool) int {
 	if s.leading != "" && atStart && strings.TrimSpace(text) == "" {
 		return len(text) // white space may still come before a leading call
 	}
@@ -63,27 +68,27 @@ func (s *toolSyntax) mayBegin(text string, atStart bool) int {
 }
 
 var (
-	// hermesSyntax is Qwen's and Hermes': <tool_call>{"name": …, "arguments": {…}}</tool_call>.
+	// Hermes is Qwen's and Hermes': <tool_call>{"name": …, "arguments": {…}}</tool_call>.
 	// It is the default, for templates of no family known here.
-	hermesSyntax = &toolSyntax{name: "hermes", markers: []string{toolCallOpen}, closer: toolCallClose, splitWith: splitHermes, newID: openAICallID}
+	Hermes = &Syntax{name: "hermes", markers: []string{HermesOpen}, closer: HermesClose, splitWith: splitHermes, newID: openAICallID}
 	// llamaSyntax is Llama 3.1 to 3.3's: {"name": …, "parameters": {…}}, the whole reply, or
 	// after <|python_tag|>; several calls are separated by ";".
-	llamaSyntax = &toolSyntax{name: "llama3_json", markers: []string{"<|python_tag|>"}, leading: "{", splitWith: splitLlama, newID: openAICallID}
+	llamaSyntax = &Syntax{name: "llama3_json", markers: []string{"<|python_tag|>"}, leading: "{", splitWith: splitLlama, newID: openAICallID}
 	// mistralSyntax is Mistral's: [TOOL_CALLS][{"name": …, "arguments": {…}}, …] in older
 	// models, [TOOL_CALLS]name[ARGS]{…} (with [CALL_ID]id in some) in newer ones.
-	mistralSyntax = &toolSyntax{name: "mistral", markers: []string{"[TOOL_CALLS]"}, inner: []string{"[ARGS]", "[CALL_ID]"}, splitWith: splitMistral, newID: mistralCallID}
+	mistralSyntax = &Syntax{name: "mistral", markers: []string{"[TOOL_CALLS]"}, inner: []string{"[ARGS]", "[CALL_ID]"}, splitWith: splitMistral, newID: mistralCallID}
 )
 
-// detectToolSyntax tells a model's tool-call syntax from its chat template's text: each family's
+// Detect tells a model's tool-call syntax from its chat template's text: each family's
 // template writes its own call syntax back when it renders an assistant turn's tool_calls.
-func detectToolSyntax(template string) *toolSyntax {
+func Detect(template string) *Syntax {
 	switch {
 	case strings.Contains(template, "[TOOL_CALLS]"):
 		return mistralSyntax
 	case strings.Contains(template, "<|python_tag|>") || strings.Contains(template, "<|start_header_id|>") && strings.Contains(template, `"parameters": `):
 		return llamaSyntax
 	}
-	return hermesSyntax
+	return Hermes
 }
 
 // openAICallID is an id as OpenAI makes them: "call_" and 24 letters and digits.
@@ -95,7 +100,7 @@ func mistralCallID() string { return rand.Text()[:9] }
 // splitLlama takes Llama 3's calls out of text: a reply that is, after white space, one or more
 // JSON calls separated by ";", or text then <|python_tag|> then such calls. Anything else, or a
 // call that does not parse, leaves the reply as text.
-func splitLlama(text string, newID func() string) (string, []toolCall) {
+func splitLlama(text string, newID func() string) (string, []Call) {
 	before, body, tagged := strings.Cut(text, "<|python_tag|>")
 	if !tagged {
 		if !strings.HasPrefix(strings.TrimSpace(text), "{") {
@@ -103,7 +108,7 @@ func splitLlama(text string, newID func() string) (string, []toolCall) {
 		}
 		before, body = "", text
 	}
-	var calls []toolCall
+	var calls []Call
 	dec := json.NewDecoder(strings.NewReader(body))
 	for {
 		var raw callJSON
@@ -127,12 +132,12 @@ func splitLlama(text string, newID func() string) (string, []toolCall) {
 // splitMistral takes Mistral's calls out of text: everything after the first [TOOL_CALLS] must
 // be calls, as a JSON array of {"name", "arguments"[, "id"]} or as name[ARGS]{…} pieces (each
 // after its own [TOOL_CALLS], an id after [CALL_ID]); else the reply stays text.
-func splitMistral(text string, newID func() string) (string, []toolCall) {
+func splitMistral(text string, newID func() string) (string, []Call) {
 	before, body, ok := strings.Cut(text, "[TOOL_CALLS]")
 	if !ok {
 		return strings.TrimSpace(text), nil
 	}
-	var calls []toolCall
+	var calls []Call
 	for _, part := range strings.Split(body, "[TOOL_CALLS]") {
 		part = strings.TrimSpace(part)
 		if strings.HasPrefix(part, "[") {
@@ -165,26 +170,4 @@ func idOr(id string, newID func() string) string {
 		return id
 	}
 	return newID()
-}
-
-// templateSource is the optional ability of a Template to give its text; *chattemplate.Template
-// has it. A template without it is taken to write Hermes calls.
-type templateSource interface{ Source() string }
-
-// toolsOf returns m's tool-call syntax and the ids of the special tokens among its markers.
-func toolsOf(m ServedModel) (*toolSyntax, []int32) {
-	syntax := hermesSyntax
-	if src, ok := m.Template.(templateSource); ok {
-		syntax = detectToolSyntax(src.Source())
-	}
-	var keep []int32
-	if m.Tokenizer == nil {
-		return syntax, nil
-	}
-	for _, marker := range slices.Concat(syntax.markers, syntax.inner) {
-		if ids := m.Tokenizer.Encode(marker); len(ids) == 1 && m.Tokenizer.IsSpecial(ids[0]) {
-			keep = append(keep, ids[0])
-		}
-	}
-	return syntax, keep
 }

@@ -4,94 +4,126 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"tfd/daemon/api/toolcall"
 )
 
-func TestToolSyntaxSplit(t *testing.T) {
-	tests := []struct {
-		name    string
-		syntax  *toolSyntax
-		text    string
-		content string
-		calls   []string // name(arguments)
-	}{
-		{"llama bare call", llamaSyntax, " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []string{`get_weather({"city":"Paris"})`}},
-		{"llama two calls", llamaSyntax, `{"name": "a", "parameters": {"x": 1}}; {"name": "b", "arguments": "{\"y\": 2}"}`, "", []string{`a({"x":1})`, `b({"y":2})`}},
-		{"llama python_tag", llamaSyntax, `Looking.<|python_tag|>{"name": "a", "parameters": {}}`, "Looking.", []string{`a({})`}},
-		{"llama JSON that is no call", llamaSyntax, `{"answer": 42}`, `{"answer": 42}`, nil},
-		{"llama text then JSON", llamaSyntax, `Here: {"name": "a", "parameters": {}}`, `Here: {"name": "a", "parameters": {}}`, nil},
-		{"llama trailing text", llamaSyntax, `{"name": "a", "parameters": {}} and more`, `{"name": "a", "parameters": {}} and more`, nil},
-		{"llama arguments not an object", llamaSyntax, `{"name": "a", "parameters": [1]}`, `{"name": "a", "parameters": [1]}`, nil},
-		{"mistral array", mistralSyntax, `[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]`, "", []string{`a({"x":1})`, `b({})`}},
-		{"mistral ARGS", mistralSyntax, `Sure. [TOOL_CALLS]a[ARGS]{"x": 1}[TOOL_CALLS]b[ARGS]{}`, "Sure.", []string{`a({"x":1})`, `b({})`}},
-		{"mistral CALL_ID", mistralSyntax, `[TOOL_CALLS]a[CALL_ID]abc123XYZ[ARGS]{"x": 1}`, "", []string{`a({"x":1})`}},
-		{"mistral broken arguments", mistralSyntax, `[TOOL_CALLS]a[ARGS]{"x": `, `[TOOL_CALLS]a[ARGS]{"x":`, nil},
-		{"hermes", hermesSyntax, `<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>`, "", []string{`a({"x":1})`}},
+// Tool calls through the handler: the parsing itself is tested in package toolcall.
+
+// TestChatToolCalls: a chat request that offers tools gets the model's call as tool_calls with
+// finish_reason tool_calls, whole and streamed; without tools the same text stays content.
+func TestChatToolCalls(t *testing.T) {
+	const said = `Sure.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>`
+	const tools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+	newEnv := func() *testEnv {
+		env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) { m.Context = 512 })
+		env.host.script = append(env.tok.ids(said), tokEOS)
+		return env
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			content, calls := tt.syntax.split(tt.text)
-			var got []string
-			for _, c := range calls {
-				if c.Type != "function" || c.ID == "" || !json.Valid([]byte(c.Function.Arguments)) {
-					t.Errorf("call %+v", c)
-				}
-				got = append(got, c.Function.Name+"("+c.Function.Arguments+")")
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				Content   *string         `json:"content"`
+				ToolCalls []toolcall.Call `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	w := newEnv().do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Weather?"}],`+tools+`}`)
+	if err := json.Unmarshal(w.Body.Bytes(), &whole); err != nil {
+		t.Fatal(err)
+	}
+	m := whole.Choices[0].Message
+	if whole.Choices[0].FinishReason != "tool_calls" || m.Content == nil || *m.Content != "Sure." || len(m.ToolCalls) != 1 ||
+		m.ToolCalls[0].Function.Name != "get_weather" || m.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` {
+		t.Errorf("whole reply: %s", w.Body)
+	}
+
+	w = newEnv().do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Weather?"}],"stream":true,`+tools+`}`)
+	var content strings.Builder
+	var calls []toolcall.Call
+	finish := ""
+	for _, line := range strings.Split(w.Body.String(), "\n\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content   *string         `json:"content"`
+					ToolCalls []toolcall.Call `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != nil {
+				content.WriteString(*ch.Delta.Content)
 			}
-			if content != tt.content || strings.Join(got, " ") != strings.Join(tt.calls, " ") {
-				t.Errorf("content %q, calls %v; want %q, %v", content, got, tt.content, tt.calls)
+			calls = mergeCallDeltas(t, calls, ch.Delta.ToolCalls)
+			if ch.FinishReason != nil {
+				finish = *ch.FinishReason
 			}
-		})
+		}
 	}
-	_, calls := mistralSyntax.split(`[TOOL_CALLS]a[ARGS]{}`)
-	if id := calls[0].ID; len(id) != 9 {
-		t.Errorf("a Mistral call id %q: Mistral's templates take 9 letters and digits", id)
+	if content.String() != "Sure." || len(calls) != 1 || calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != `{"city":"Paris"}` || finish != "tool_calls" {
+		t.Errorf("stream: content %q, calls %+v, finish %q\n%s", content.String(), calls, finish, w.Body)
 	}
-	_, calls = mistralSyntax.split(`[TOOL_CALLS]a[CALL_ID]abc123XYZ[ARGS]{}`)
-	if id := calls[0].ID; id != "abc123XYZ" {
-		t.Errorf("the model's call id became %q", id)
+
+	w = newEnv().do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Weather?"}]}`)
+	whole.Choices = nil
+	if err := json.Unmarshal(w.Body.Bytes(), &whole); err != nil {
+		t.Fatal(err)
+	}
+	if m := whole.Choices[0].Message; m.Content == nil || *m.Content != said || len(m.ToolCalls) != 0 || whole.Choices[0].FinishReason != "stop" {
+		t.Errorf("without tools: %s", w.Body)
 	}
 }
 
-// TestToolStreamSyntaxes feeds replies of each family in every split into two pieces: the
-// content before a call is sent as it comes (none of a call, nor white space before a bare
-// Llama call), and finish finds the calls.
-func TestToolStreamSyntaxes(t *testing.T) {
-	for _, tc := range []struct {
-		syntax      *toolSyntax
-		reply, sent string
-		calls       int
+func TestOffersTools(t *testing.T) {
+	tool := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"f"}}`)}
+	for _, tt := range []struct {
+		tools  []json.RawMessage
+		choice string
+		want   bool
 	}{
-		{llamaSyntax, "\n {\"name\": \"a\", \"parameters\": {}}", "", 1},
-		{llamaSyntax, "Sure {not a call}", "Sure {not a call}", 0},
-		{llamaSyntax, "Ok<|python_tag|>{\"name\": \"a\", \"parameters\": {}}", "Ok", 1},
-		{mistralSyntax, "Ok [TOOL_CALLS]a[ARGS]{}", "Ok ", 1},
+		{nil, ``, false}, {tool, ``, true}, {tool, `"auto"`, true}, {tool, `"required"`, true},
+		{tool, `"none"`, false}, {tool, `{"type":"function","function":{"name":"f"}}`, true},
 	} {
-		for cut := range len(tc.reply) + 1 {
-			sent, calls := pushPieces(&toolStream{syntax: tc.syntax}, tc.reply[:cut], tc.reply[cut:])
-			if sent != tc.sent || len(calls) != tc.calls {
-				t.Fatalf("%s, %q cut at %d: sent %q, calls %+v", tc.syntax.name, tc.reply, cut, sent, calls)
-			}
+		req := &chatRequest{Tools: tt.tools, ToolChoice: json.RawMessage(tt.choice)}
+		if got := offersTools(req); got != tt.want {
+			t.Errorf("tools %d, tool_choice %s: %v, want %v", len(tt.tools), tt.choice, got, tt.want)
 		}
 	}
 }
 
-func TestDetectToolSyntax(t *testing.T) {
-	for _, tc := range []struct {
-		template string
-		want     *toolSyntax
-	}{
-		// The lines of each family's template that write its calls back (Llama 3.2, Ministral 3,
-		// Qwen3), and the bundled model's.
-		{`{{- '{"name": "' + tool_call.name + '", ' }}{{- '"parameters": ' }}{{- tool_call.arguments | tojson }}{{- "<|eot_id|>" }}` +
-			`{{- "<|start_header_id|>" + message['role'] + "<|end_header_id|>\n\n"+ message['content'] | trim + "<|eot_id|>" }}`, llamaSyntax},
-		{`{{- '[TOOL_CALLS]' + tool['function']['name'] + '[ARGS]' + arguments }}`, mistralSyntax},
-		{`{{- '<tool_call>\n{"name": "' }}`, hermesSyntax},
-		{`{%- for message in messages -%}{{ message.content }}{%- endfor -%}`, hermesSyntax},
-	} {
-		if got := detectToolSyntax(tc.template); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.template, got.name, tc.want.name)
+// mergeCallDeltas adds a chunk's tool-call deltas to calls as an OpenAI client does: a delta
+// with an id opens the call at its index (with its name), later ones append to its arguments.
+func mergeCallDeltas(t *testing.T, calls []toolcall.Call, deltas []toolcall.Call) []toolcall.Call {
+	t.Helper()
+	for _, d := range deltas {
+		if d.Index == nil {
+			t.Fatalf("a tool-call delta without index: %+v", d)
+		}
+		i := *d.Index
+		switch {
+		case d.ID != "":
+			if i != len(calls) || d.Function.Name == "" || d.Type != "function" || d.Function.Arguments != "" {
+				t.Fatalf("call %d opens with %+v, after %d calls", i, d, len(calls))
+			}
+			calls = append(calls, toolcall.Call{ID: d.ID, Type: d.Type})
+			calls[i].Function.Name = d.Function.Name
+		case i < len(calls) && d.Function.Name == "":
+			calls[i].Function.Arguments += d.Function.Arguments
+		default:
+			t.Fatalf("delta %+v for a call not opened", d)
 		}
 	}
+	return calls
 }
 
 // sourcedTemplate is a fakeTemplate that tells its source, as *chattemplate.Template does.
@@ -128,8 +160,8 @@ func TestMistralCallsThroughTheHandler(t *testing.T) {
 	var whole struct {
 		Choices []struct {
 			Message struct {
-				Content   *string    `json:"content"`
-				ToolCalls []toolCall `json:"tool_calls"`
+				Content   *string         `json:"content"`
+				ToolCalls []toolcall.Call `json:"tool_calls"`
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
@@ -167,7 +199,7 @@ func TestParallelToolCallsFalse(t *testing.T) {
 		var r struct {
 			Choices []struct {
 				Message struct {
-					ToolCalls []toolCall `json:"tool_calls"`
+					ToolCalls []toolcall.Call `json:"tool_calls"`
 				} `json:"message"`
 			} `json:"choices"`
 		}
@@ -188,7 +220,7 @@ func TestStreamedCallsNumbered(t *testing.T) {
 		env := newTestEnv(t, func(m *ServedModel, _ *HandlerOptions) { m.Context = 512 })
 		env.host.script = append(env.tok.ids(said), tokEOS)
 		w := env.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true,"parallel_tool_calls":`+parallel+`,"tools":[{"type":"function","function":{"name":"a"}}]}`)
-		var calls []toolCall
+		var calls []toolcall.Call
 		finish := ""
 		for _, line := range strings.Split(w.Body.String(), "\n\n") {
 			data, ok := strings.CutPrefix(line, "data: ")
@@ -198,7 +230,7 @@ func TestStreamedCallsNumbered(t *testing.T) {
 			var c struct {
 				Choices []struct {
 					Delta struct {
-						ToolCalls []toolCall `json:"tool_calls"`
+						ToolCalls []toolcall.Call `json:"tool_calls"`
 					} `json:"delta"`
 					FinishReason *string `json:"finish_reason"`
 				} `json:"choices"`
