@@ -9,6 +9,7 @@ import (
 	"tfd/engine"
 	"tfd/engine/enginetest"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // BenchmarkFirstTokenAfterIdle measures what the keep-warm tick buys: the time to the first
@@ -31,7 +32,7 @@ func BenchmarkFirstTokenAfterIdle(b *testing.B) {
 	}{{"tick=off", 0}, {"tick=on", time.Minute}} {
 		b.Run(tc.name, func(b *testing.B) {
 			m := enginetest.Load(b, openCUDA(b), "models/gopher", engine.Options{Context: 512, MaxRows: 64})
-			h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, KeepWarm: tc.keep}))
+			h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, KeepWarm: tc.keep}))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"tfd/engine"
 	"tfd/engine/enginetest"
+	"tfd/scheduler/schedulertest"
 )
 
 // The engine end to end on the GPU, against the transformers oracle of engine/testdata/oracle,
@@ -64,5 +65,5 @@ func TestEngineForwardIsBatchInvariant(t *testing.T) {
 // TestSharedAndDraftedEqualSoloOnMetal: on the GPU, replies run together in shared rounds with
 // MTP and n-gram drafts equal the same requests run one at a time without drafts, token for token.
 func TestSharedAndDraftedEqualSoloOnMetal(t *testing.T) {
-	enginetest.CheckSharedAndDrafted(t, openMetal(t))
+	schedulertest.CheckSharedAndDrafted(t, openMetal(t))
 }

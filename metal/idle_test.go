@@ -18,6 +18,7 @@ import (
 	"tfd/engine"
 	"tfd/engine/enginetest"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // TestFirstTokenAfterIdle measures what residency buys on this Mac and prints a markdown table
@@ -105,7 +106,7 @@ func measureIdle(t *testing.T, src engine.Source, on bool, gaps []time.Duration,
 		t.Fatal(err)
 	}
 	defer m.Close()
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, KeepWarm: keep}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, KeepWarm: keep}))
 	if err != nil {
 		t.Fatal(err)
 	}

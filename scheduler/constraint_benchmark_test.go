@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"tfd/engine/enginetest"
 	"tfd/grammar"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // Decode throughput of the bundled model on the CPU with and without a JSON grammar, side by
@@ -28,7 +28,7 @@ func BenchmarkConstrained(b *testing.B) {
 	for _, streams := range []int{1, 4} {
 		for _, mode := range []string{"plain", "json_schema", "json_object"} {
 			b.Run(fmt.Sprintf("%s/%d", mode, streams), func(b *testing.B) {
-				h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
+				h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
 				if err != nil {
 					b.Fatal(err)
 				}

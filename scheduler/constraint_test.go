@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"tfd/engine"
-	"tfd/engine/enginetest"
 	"tfd/grammar"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // vocabOf lays out the model's vocabulary for grammar masks: special tokens have no bytes, so
@@ -89,7 +89,7 @@ func TestConstrainedDraftedEqualsUndrafted(t *testing.T) {
 	if stopped == 0 {
 		t.Fatal("no reply finished its JSON: the test proves nothing about stopping")
 	}
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestConstrainedMigratedEqualsSolo(t *testing.T) {
 	m := loadBundled(t, 2*48+512+256)
 	reqs := constrainedRequests(t, m, 3)
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{48, 48, 512, 256}, Grow: 4}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{48, 48, 512, 256}, Grow: 4}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"tfd/engine/enginetest"
 	"tfd/models"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // These tests hold the scheduler to its promise on the bundled model: a reply is the same tokens,
@@ -88,7 +89,7 @@ func drain(events <-chan scheduler.Event) reply {
 // solo runs each request alone on a serial host.
 func solo(t *testing.T, m *engine.Model, reqs []scheduler.Request) []reply {
 	t.Helper()
-	h := scheduler.NewSerial(m, enginetest.Equip(m, scheduler.SharedOptions{}))
+	h := scheduler.NewSerial(m, schedulertest.Equip(m, scheduler.SharedOptions{}))
 	defer h.Close(context.Background())
 	out := make([]reply, len(reqs))
 	for i, req := range reqs {
@@ -118,7 +119,7 @@ func TestStaggeredStreamsEqualSolo(t *testing.T) {
 	want := solo(t, m, reqs)
 
 	rec := &recorder{Model: m}
-	h, err := scheduler.NewShared(rec, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8), Grow: 64}))
+	h, err := scheduler.NewShared(rec, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8), Grow: 64}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestMigratedStreamEqualsSolo(t *testing.T) {
 		reqs[i].StopTokens = nil // run the whole length, past the small sessions
 	}
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{40, 40, 512, 256}, Grow: 4}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{40, 40, 512, 256}, Grow: 4}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestReplyOutgrowsEverySmallSession(t *testing.T) {
 	if n := len(reqs[0].Prompt) + len(want[0].tokens); n <= 256 {
 		t.Fatalf("the long reply reaches %d tokens; it must outgrow the 256-token session", n)
 	}
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 256, 128, 64}, Grow: 16}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 256, 128, 64}, Grow: 16}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestOutgrownStreamEndsWithError(t *testing.T) {
 	req := requests(m, 1)[0]
 	req.MaxTokens, req.StopTokens = 100, nil
 	want := solo(t, m, []scheduler.Request{req})[0]
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{40}}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{40}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestOutgrownStreamEndsWithError(t *testing.T) {
 // every admitted request completes.
 func TestBurstBeyondQueue(t *testing.T) {
 	m := loadBundled(t, 2*512)
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2), Queue: 3}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2), Queue: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestCancelledStreamFreesItsSession(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 40, nil
 	}
 	want := solo(t, m, reqs[1:])
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 80, nil
 	}
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +422,7 @@ func TestMTPDraftsLand(t *testing.T) {
 		}
 	}
 	want := solo(t, m, greedy)
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +473,7 @@ func TestNextTurnReusesTheSession(t *testing.T) {
 	first.MaxTokens, first.StopTokens = 30, nil
 	first.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
 
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 2)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"tfd/compute"
-	"tfd/engine/enginetest"
+	"tfd/scheduler/schedulertest"
 )
 
 // BenchmarkLoneDrafts: one stream alone making 512 tokens of the bundled model on the CPU, drafts
@@ -17,5 +17,5 @@ func BenchmarkLoneDrafts(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cb.Close()
-	enginetest.BenchLoneDrafts(b, cb)
+	schedulertest.BenchLoneDrafts(b, cb)
 }

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"tfd/engine/enginetest"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // TestMTPChainsEqualUndrafted: with MTP chains of depth 1 to 4 (and n-gram copies after them),
@@ -22,7 +22,7 @@ func TestMTPChainsEqualUndrafted(t *testing.T) {
 	}
 	want := solo(t, m, reqs)
 	for depth := 1; depth <= 4; depth++ {
-		h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+		h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestLoneDraftedHandoffEqualsSolo(t *testing.T) {
 	}
 	want := solo(t, m, reqs)
 	for _, pair := range [][2]int{{0, 3}, {1, 2}} {
-		h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 512}}))
+		h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 512}}))
 		if err != nil {
 			t.Fatal(err)
 		}

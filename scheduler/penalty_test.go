@@ -10,6 +10,7 @@ import (
 	"tfd/engine"
 	"tfd/engine/enginetest"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // penalised returns reqs with penalties of every kind, the first greedy and the rest as they are.
@@ -41,7 +42,7 @@ func TestPenalisedDraftedEqualsUndrafted(t *testing.T) {
 			t.Fatalf("stream %d: the penalties changed nothing: %v", i, r.tokens)
 		}
 	}
-	h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 	if err != nil {
 		t.Fatal(err)
 	}

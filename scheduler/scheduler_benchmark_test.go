@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"tfd/engine/enginetest"
 	"tfd/scheduler"
+	"tfd/scheduler/schedulertest"
 )
 
 // Aggregate decode throughput of the bundled model on the CPU backend, side by side:
@@ -21,7 +21,7 @@ func BenchmarkStreams(b *testing.B) {
 	for _, streams := range []int{1, 2, 4, 8} {
 		b.Run(fmt.Sprintf("shared/%d", streams), func(b *testing.B) {
 			m := loadBundled(b, 8*512)
-			h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
+			h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -33,7 +33,7 @@ func BenchmarkStreams(b *testing.B) {
 	for _, streams := range []int{1, 8} {
 		b.Run(fmt.Sprintf("drafted/%d", streams), func(b *testing.B) {
 			m := loadBundled(b, 8*512)
-			h, err := scheduler.NewShared(m, enginetest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
+			h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 8)}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func BenchmarkStreams(b *testing.B) {
 	// The lone driver (a shared host with one stream) against the serial host.
 	b.Run("serial/1", func(b *testing.B) {
 		m := loadBundled(b, 512)
-		h := scheduler.NewSerial(m, enginetest.Equip(m, scheduler.SharedOptions{}))
+		h := scheduler.NewSerial(m, schedulertest.Equip(m, scheduler.SharedOptions{}))
 		defer h.Close(context.Background())
 		runStreams(b, h, requests(m, 1), scheduler.Drafts{})
 	})

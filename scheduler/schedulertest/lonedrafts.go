@@ -1,4 +1,4 @@
-package enginetest
+package schedulertest
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"tfd/batch"
 	"tfd/compute"
 	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/scheduler"
 )
 
@@ -28,7 +29,7 @@ func BenchLoneDrafts(b *testing.B, cb compute.Backend) {
 		{"mtp2", scheduler.Drafts{MTP: 2}},
 		{"mtp3", scheduler.Drafts{MTP: 3}},
 	}
-	m := Load(b, cb, "models/gopher", engine.Options{Context: 1024, MaxRows: 64, Slots: 1024})
+	m := enginetest.Load(b, cb, "models/gopher", engine.Options{Context: 1024, MaxRows: 64, Slots: 1024})
 	for _, sampled := range []bool{false, true} {
 		b.Run(map[bool]string{false: "greedy", true: "sampled"}[sampled], func(b *testing.B) {
 			c := &counted{Model: m}

@@ -1,0 +1,81 @@
+// Package schedulertest holds the scheduler's checks and benchmarks that run on a real model and
+// backend: the abilities a host is given, concurrent and drafted replies against solo ones, and
+// a lone stream's drafting. The scheduler's tests run them on the CPU backend, cuda's and metal's
+// on their GPUs. It lives with the scheduler, not the engine, so the engine's rooms import
+// nothing of the scheduler.
+package schedulertest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"tfd/compute"
+	"tfd/engine"
+	"tfd/engine/enginetest"
+	"tfd/scheduler"
+)
+
+// Equip gives a host's options the model's abilities (its MTP head, greedy chains and warm
+// tick), as the daemon does, so that a test's host drafts and chains where the model can.
+func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOptions {
+	opts.Drafter, opts.Chainer, opts.Warmer = m.MTP(), m.Chains(), m
+	return opts
+}
+
+// CheckSharedAndDrafted runs four replies (two greedy, two sampled with seeds) on the bundled
+// model on b, once one at a time on the serial host without drafts and once together on a shared
+// host with MTP chains of 3 and n-gram drafts, and demands the same tokens: the scheduler's exactness on a
+// backend.
+func CheckSharedAndDrafted(t *testing.T, b compute.Backend) {
+	m := enginetest.Load(t, b, "models/gopher", engine.Options{Context: 512, MaxRows: 64, Slots: 4 * 512})
+	texts := []string{"package main\n\nimport \"fmt\"\n\nfunc main() {\n", "// Reverse returns", "func (b *Buffer) Write(p []byte) (n int, err error) {\n\t", "type Reader interface {\n"}
+	var reqs []scheduler.Request
+	for i, text := range texts {
+		req := scheduler.Request{Prompt: m.Tokenizer().Encode(text), MaxTokens: 64}
+		if i%2 == 1 {
+			req.Sampling = scheduler.Sampling{Temperature: 0.8, TopP: 0.95, Seed: uint64(7 + i)}
+		}
+		reqs = append(reqs, req)
+	}
+	run := func(h scheduler.Host, drafts scheduler.Drafts, together bool) [][]int32 {
+		out := make([][]int32, len(reqs))
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			req.Drafts = drafts
+			events, err := h.Submit(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := func() {
+				for ev := range events {
+					if !ev.Done {
+						out[i] = append(out[i], ev.Token)
+					}
+				}
+			}
+			if together {
+				wg.Go(read)
+			} else {
+				read()
+			}
+		}
+		wg.Wait()
+		return out
+	}
+	serial := scheduler.NewSerial(m, Equip(m, scheduler.SharedOptions{}))
+	want := run(serial, scheduler.Drafts{}, false)
+	serial.Close(context.Background())
+	shared, err := scheduler.NewShared(m, Equip(m, scheduler.SharedOptions{Layout: []int{512, 512, 512, 512}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close(context.Background())
+	got := run(shared, scheduler.Drafts{MTP: 3, NGram: 4}, true)
+	for i := range reqs {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("request %d: shared and drafted %v\nsolo and undrafted %v", i, got[i], want[i])
+		}
+	}
+}
