@@ -3,58 +3,15 @@ package cuda
 import (
 	"testing"
 
-	"tfd/engine"
 	"tfd/engine/enginetest"
 )
 
 // The engine end to end on the GPU, against the transformers oracle of engine/testdata/oracle,
 // with the checks the engine's own tests run on the CPU.
 
-// TestEngineLogitsMatchOracle: every prompt position's logits within 1e-4 of the row's largest
-// logit, the CPU backend's own bound. gopher's weights are BF16 on disk; the oracle upcast them
-// to F32, which is exactly what the kernels do as they load them.
-func TestEngineLogitsMatchOracle(t *testing.T) {
-	b := openCUDA(t)
-	for _, name := range enginetest.Models {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			m := enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 64})
-			t.Logf("%s: worst max|Δlogit| / max|logit| over all positions: %.3g", name, enginetest.CheckLogits(t, m, o))
-		})
-	}
-}
-
-// TestEngineGreedyMatchesOracle: 64-token greedy continuations equal transformers'.
-func TestEngineGreedyMatchesOracle(t *testing.T) {
-	b := openCUDA(t)
-	for _, name := range enginetest.Models {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			enginetest.CheckGreedy(t, enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 64}), o)
-		})
-	}
-}
-
-// TestEngineGreedyChainMatchesOracle: greedy chains on the device (argmax_next, replayed as a
-// graph once repeated) give transformers' tokens.
-func TestEngineGreedyChainMatchesOracle(t *testing.T) {
-	b := openCUDA(t)
-	for _, name := range enginetest.Models {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			enginetest.CheckChain(t, enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 64}), o)
-		})
-	}
-}
-
-// TestEngineForwardIsBatchInvariant: forwards that mix sessions and positions give each row the
-// bits it gets alone.
-func TestEngineForwardIsBatchInvariant(t *testing.T) {
-	b := openCUDA(t)
-	for _, name := range []string{"qwen2", "gopher"} {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			enginetest.CheckBatchInvariance(t, enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 48, Slots: 600}))
-		})
-	}
+// TestEngineMatchesOracle: every oracle check the engine's own tests run on the CPU
+// (enginetest.CheckBackend): logits within 1e-4, greedy runs and device chains equal to
+// transformers', forwards batch-invariant bit for bit.
+func TestEngineMatchesOracle(t *testing.T) {
+	enginetest.CheckBackend(t, openCUDA(t))
 }

@@ -28,48 +28,10 @@ func openCPU(t testing.TB) compute.Backend {
 	return b
 }
 
-// TestLogitsMatchTransformers compares every position's logits with transformers' f32 logits to
-// 1e-4 of the row's largest magnitude.
-func TestLogitsMatchTransformers(t *testing.T) {
-	for _, name := range enginetest.Models {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			m := enginetest.Load(t, openCPU(t), o.Model, engine.Options{MaxRows: 64})
-			t.Logf("worst max|Δlogit| / max|logit|: %.3g", enginetest.CheckLogits(t, m, o))
-		})
-	}
-}
-
-// TestGreedyMatchesTransformers decodes 64 tokens greedily and demands transformers' tokens.
-func TestGreedyMatchesTransformers(t *testing.T) {
-	for _, name := range enginetest.Models {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			enginetest.CheckGreedy(t, enginetest.Load(t, openCPU(t), o.Model, engine.Options{MaxRows: 64}), o)
-		})
-	}
-}
-
-// TestGreedyChainMatchesTransformers: greedy chains run without the host between tokens give
-// transformers' tokens too.
-func TestGreedyChainMatchesTransformers(t *testing.T) {
-	for _, name := range enginetest.Models {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			enginetest.CheckChain(t, enginetest.Load(t, openCPU(t), o.Model, engine.Options{MaxRows: 64}), o)
-		})
-	}
-}
-
-// TestForwardIsBatchInvariant: a forward that mixes sessions and positions gives every row the
-// bits it gets alone.
-func TestForwardIsBatchInvariant(t *testing.T) {
-	for _, name := range []string{"qwen2", "gopher"} {
-		t.Run(name, func(t *testing.T) {
-			o := enginetest.Read(t, name)
-			enginetest.CheckBatchInvariance(t, enginetest.Load(t, openCPU(t), o.Model, engine.Options{MaxRows: 48, Slots: 600}))
-		})
-	}
+// TestMatchesTransformers: the engine on the CPU gives transformers' logits and greedy runs,
+// and its forwards are batch-invariant (enginetest.CheckBackend).
+func TestMatchesTransformers(t *testing.T) {
+	enginetest.CheckBackend(t, openCPU(t))
 }
 
 // TestLoadRefusesWhatItCannotRun: a folder that is not a model, and a checkpoint whose tensors

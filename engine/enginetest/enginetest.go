@@ -283,3 +283,35 @@ func BenchPrefill(b *testing.B, m *engine.Model, n int) {
 	}
 	b.ReportMetric(float64(len(rows)*b.N)/b.Elapsed().Seconds(), "tok/s")
 }
+
+// CheckBackend runs every oracle check on backend b, as subtests: each oracle model's logits
+// within 1e-4 of the row's largest logit (CheckLogits, the worst logged), its 64-token greedy
+// run (CheckGreedy) and greedy chains on the device (CheckChain) equal transformers', and
+// forwards that mix sessions and positions give each row the bits it gets alone
+// (CheckBatchInvariance). The engine's tests run it on the CPU, cuda's and metal's on their GPUs.
+func CheckBackend(t *testing.T, b compute.Backend) {
+	load := func(t *testing.T, name string, opts engine.Options) (*engine.Model, *Oracle) {
+		o := Read(t, name)
+		return Load(t, b, o.Model, opts), o
+	}
+	for _, name := range Models {
+		t.Run("logits/"+name, func(t *testing.T) {
+			m, o := load(t, name, engine.Options{MaxRows: 64})
+			t.Logf("%s: worst max|Δlogit| / max|logit| over all positions: %.3g", name, CheckLogits(t, m, o))
+		})
+		t.Run("greedy/"+name, func(t *testing.T) {
+			m, o := load(t, name, engine.Options{MaxRows: 64})
+			CheckGreedy(t, m, o)
+		})
+		t.Run("chain/"+name, func(t *testing.T) {
+			m, o := load(t, name, engine.Options{MaxRows: 64})
+			CheckChain(t, m, o)
+		})
+	}
+	for _, name := range []string{"qwen2", "gopher"} {
+		t.Run("invariance/"+name, func(t *testing.T) {
+			m, _ := load(t, name, engine.Options{MaxRows: 48, Slots: 600})
+			CheckBatchInvariance(t, m)
+		})
+	}
+}
