@@ -94,15 +94,7 @@ func TestConstrainedDraftedEqualsUndrafted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close(context.Background())
-	var chans []<-chan scheduler.Event
-	for _, req := range reqs {
-		req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
-		events, err := h.Submit(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chans = append(chans, events)
-	}
+	chans := submitAll(t, h, reqs, scheduler.Drafts{MTP: 3, NGram: 4})
 	drafted := 0
 	for i, r := range drainAll(chans) {
 		sameReply(t, fmt.Sprintf("stream %d (sampled %v)", i, !reqs[i].Sampling.Greedy()), r, want[i])

@@ -347,6 +347,21 @@ func TestCancelledStreamFreesItsSession(t *testing.T) {
 	}
 }
 
+// submitAll submits each of reqs to h with drafts, and returns their event channels in order.
+func submitAll(t *testing.T, h scheduler.Host, reqs []scheduler.Request, drafts scheduler.Drafts) []<-chan scheduler.Event {
+	t.Helper()
+	var chans []<-chan scheduler.Event
+	for _, req := range reqs {
+		req.Drafts = drafts
+		events, err := h.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, events)
+	}
+	return chans
+}
+
 // TestDraftedEqualsUndrafted: with n-gram drafts the replies are the tokens they are without,
 // greedy and sampled, alone and in shared rounds, and some drafts do land.
 func TestDraftedEqualsUndrafted(t *testing.T) {
@@ -361,15 +376,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close(context.Background())
-	var chans []<-chan scheduler.Event
-	for _, req := range reqs {
-		req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
-		events, err := h.Submit(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chans = append(chans, events)
-	}
+	chans := submitAll(t, h, reqs, scheduler.Drafts{MTP: 3, NGram: 4})
 	drafted, accepted := 0, 0
 	for i, r := range drainAll(chans) {
 		sameReply(t, fmt.Sprintf("stream %d (sampled %v)", i, !reqs[i].Sampling.Greedy()), r, want[i])
@@ -427,15 +434,7 @@ func TestMTPDraftsLand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close(context.Background())
-	var chans []<-chan scheduler.Event
-	for _, req := range greedy {
-		req.Drafts = scheduler.Drafts{MTP: 1}
-		events, err := h.Submit(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chans = append(chans, events)
-	}
+	chans := submitAll(t, h, greedy, scheduler.Drafts{MTP: 1})
 	drafted, accepted := 0, 0
 	for i, r := range drainAll(chans) {
 		sameReply(t, fmt.Sprintf("stream %d", i), r, want[i])
