@@ -1,0 +1,49 @@
+// Package promptcache is the prompt cache: the model's state at block boundaries of prompts and
+// replies already computed, kept in memory of its own and spilled to disk, so that a prompt that
+// starts as an earlier one did (a shared system prompt, the next turn of a chat) prefills only
+// what is new.
+//
+// A prompt is cut into blocks of BlockTokens tokens. A block is named by a Key, the hash of the
+// whole prefix up to its end (and of the model's identity), so a key says both which tokens a
+// block holds and what came before them: a shared system prompt is one chain of keys that every
+// conversation starting with it finds.
+package promptcache
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// BlockTokens is the tokens one block holds. Smaller blocks reuse more of a prompt whose tail
+// differs (a chat's next turn prefills at most one block again) and cost more entries and files;
+// 64 keeps a 32k-token conversation to 512 entries.
+const BlockTokens = 64
+
+// Key names a block: the hash of the model's identity and of every token from the start of the
+// prompt to the block's end.
+type Key [16]byte
+
+func (k Key) String() string { return hex.EncodeToString(k[:]) }
+
+// Keys returns the keys of the whole blocks of tokens, in order: Keys(id, t)[i] names the block
+// that ends at token (i+1)·BlockTokens. Each key hashes the one before it with its block's tokens,
+// so the work is one pass over tokens.
+func Keys(identity string, tokens []int32) []Key {
+	n := len(tokens) / BlockTokens
+	keys := make([]Key, n)
+	seed := sha256.Sum256([]byte("tfd prompt cache\x00" + identity))
+	var prev Key
+	copy(prev[:], seed[:])
+	buf := make([]byte, len(prev)+4*BlockTokens)
+	for i := range n {
+		copy(buf, prev[:])
+		for j, t := range tokens[i*BlockTokens : (i+1)*BlockTokens] {
+			binary.LittleEndian.PutUint32(buf[len(prev)+4*j:], uint32(t))
+		}
+		sum := sha256.Sum256(buf)
+		copy(keys[i][:], sum[:])
+		prev = keys[i]
+	}
+	return keys
+}

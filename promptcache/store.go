@@ -1,0 +1,28 @@
+package promptcache
+
+// Store is the cache's memory: numbered blocks, each holding the model's state over BlockTokens
+// positions (the keys and values of every layer; for a hybrid model also its recurrent state at
+// the block's end), in the backend's memory, so that a restore is a device copy. The engine
+// implements it. Like the model, it is driven by one goroutine (the scheduler's lane), and its
+// copies are ordered with the model's forwards: a Restore enqueued before a forward is seen by it.
+type Store interface {
+	// Blocks returns how many blocks the store holds.
+	Blocks() int
+	// BlockBytes returns the bytes of one block on the host: the length Read and Write take.
+	BlockBytes() int
+	// Save copies the state of positions pos … pos+BlockTokens-1 of the session whose KV slots
+	// start at base into block.
+	Save(block, base, pos int) error
+	// Restore copies block into positions pos … pos+BlockTokens-1 of the session at base.
+	Restore(base, pos, block int) error
+	// Read waits for the work enqueued so far and copies block into dst.
+	Read(block int, dst []byte) error
+	// Write copies src, as Read wrote it, into block.
+	Write(block int, src []byte) error
+	// Resize makes the store hold blocks blocks; block i of the resized store holds what block
+	// keep[i] held (len(keep) ≤ blocks), the rest are empty. Memory the store no longer needs is
+	// given back.
+	Resize(blocks int, keep []int) error
+	// Close frees the store's memory.
+	Close()
+}
