@@ -209,7 +209,7 @@ func TestResizeKeepsTheMostRecent(t *testing.T) {
 		}
 		if m.Memory == 1 {
 			c.Restore(m, 0, 0)
-			if !slices.Equal(s.session(0)[:BlockTokens], s.session(64*BlockTokens*(i+1))[:BlockTokens]) {
+			if !slices.Equal(s.session(0)[:BlockTokens], s.session(64 * BlockTokens * (i + 1))[:BlockTokens]) {
 				t.Fatalf("prompt %d restores other state after the resize", i)
 			}
 		}
