@@ -226,21 +226,28 @@ type Load struct {
 	Payload []byte
 }
 
-// Fetch reads from the spill folder the blocks of m after its memory ones, at most most of them,
-// stopping at the first it cannot vouch for. It blocks on the disk, so the lane runs it on
-// another goroutine; it touches nothing of the cache but the Spill, which is safe for that.
-func (c *Cache) Fetch(m Match, prompt []int32, most int) []Load {
-	var loads []Load
-	for i := m.Memory; i < m.Memory+min(m.Disk, most); i++ {
-		tokens := prompt[i*BlockTokens : (i+1)*BlockTokens]
-		payload, err := c.spill.Get(m.Keys[i], tokens)
-		if err != nil {
-			break
+// Fetcher returns a function that reads from the spill folder the blocks of m after its memory
+// ones, at most most of them, stopping at the first it cannot vouch for. The function blocks on
+// the disk, so the lane runs it on another goroutine; it touches nothing of the cache but the
+// spill folder in force now, which is safe for that. Put places what it returns.
+func (c *Cache) Fetcher(m Match, prompt []int32, most int) func() []Load {
+	spill := c.spill
+	return func() []Load {
+		var loads []Load
+		for i := m.Memory; i < m.Memory+min(m.Disk, most) && spill != nil; i++ {
+			tokens := prompt[i*BlockTokens : (i+1)*BlockTokens]
+			payload, err := spill.Get(m.Keys[i], tokens)
+			if err != nil {
+				break
+			}
+			loads = append(loads, Load{Key: m.Keys[i], Tokens: tokens, Payload: payload})
 		}
-		loads = append(loads, Load{Key: m.Keys[i], Tokens: tokens, Payload: payload})
+		return loads
 	}
-	return loads
 }
+
+// SetSpill puts spill in force for the blocks evicted from now on (nil: none).
+func (c *Cache) SetSpill(spill Spill) { c.spill = spill }
 
 // Put writes blocks Fetch read into memory; it returns how many it placed.
 func (c *Cache) Put(loads []Load) int {

@@ -159,7 +159,7 @@ func TestEvictionSpillsLeastRecentlyUsed(t *testing.T) {
 		t.Fatalf("match %+v, stats %+v: want the evicted block on disk", m, c.Stats())
 	}
 	// Read back, it restores the state it had.
-	if n := c.Put(c.Fetch(m, prompts[1], 4)); n != 1 {
+	if n := c.Put(c.Fetcher(m, prompts[1], 4)()); n != 1 {
 		t.Fatalf("put %d blocks back, want 1", n)
 	}
 	m = c.Lookup(c.Keys(prompts[1]))

@@ -29,7 +29,8 @@ type active struct {
 	granted   int     // how many drafts pricing granted its last forward
 	drafted   int
 	accepted  int
-	cached    int // prompt tokens whose keys and values the session already held
+	cached    int  // prompt tokens whose keys and values the session held or the prompt cache restored
+	offered   bool // its prompt's blocks were offered to the prompt cache
 	pen       penaltyState
 	admitted  time.Time
 	lone      bool // its newest forward ran on the lone driver
@@ -160,6 +161,7 @@ func (a *active) end(ev Event) {
 		return
 	}
 	a.done = true
+	a.host.lane.offer(a) // before the session is free: its keys and values still stand
 	// The session is free, and counted so, before the reader hears the end.
 	a.sess.holder, a.sess.kept = nil, a.tokens[:a.fed]
 	a.host.countActive(-1)

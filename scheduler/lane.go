@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tfd/batch"
+	"tfd/promptcache"
 )
 
 // laneState is everything the lane goroutine owns: the sessions, the streams and the round being
@@ -38,6 +39,8 @@ type laneState struct {
 	reportTo func(where string, err error) // SharedOptions.Report, or nil
 	logger   *slog.Logger                  // SharedOptions.Logger, or nil
 
+	cache *promptcache.Cache // the model's prompt cache, or nil
+
 	drafter   batch.Drafter    // the model's MTP head, or nil
 	draftRows []batch.DraftRow // the MTP rows after a round
 	drafting  []*active        // the streams whose MTP rows ask for logits, in order
@@ -55,6 +58,7 @@ type share struct {
 func (l *laneState) init(h *Shared, opts SharedOptions) {
 	l.h = h
 	l.drafter, l.chainer, l.warmer, l.reportTo, l.logger = opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger
+	l.cache = opts.Cache
 }
 
 // report passes an error the lane works around to SharedOptions.Report.
@@ -75,6 +79,9 @@ func (h *Shared) run() {
 	for {
 		l.collect()
 		if l.closed && len(l.active) == 0 && len(l.waiting) == 0 {
+			if l.cache != nil {
+				l.cache.Flush() // a restart starts warm
+			}
 			return
 		}
 		l.reconfigure()
@@ -93,6 +100,8 @@ func (l *laneState) collect() {
 		select {
 		case st, ok := <-l.h.arrivals:
 			l.receive(st, ok)
+		case r := <-l.h.fetched:
+			l.placeFetched(r)
 		default:
 			return
 		}
@@ -136,6 +145,8 @@ func (l *laneState) wait() {
 	case st, ok := <-arrivals:
 		l.receive(st, ok)
 	case <-l.h.wake:
+	case r := <-l.h.fetched:
+		l.placeFetched(r)
 	case <-tick:
 		l.report("warm", l.warmer.Warm()) // a failed tick costs the next request its warm start
 	}
@@ -146,6 +157,9 @@ func (l *laneState) wait() {
 func (l *laneState) interrupted() bool {
 	select {
 	case <-l.h.wake:
+		return true
+	case r := <-l.h.fetched:
+		l.placeFetched(r)
 		return true
 	default:
 	}
@@ -177,39 +191,52 @@ func (l *laneState) reconfigure() {
 	}
 }
 
-// admit gives waiting streams sessions, in arrival order: each takes the smallest available
-// session that holds its prompt plus grow tokens (or the largest there is). A stream that finds
-// none waits, and so do those behind it. Waiting streams whose request has ended are dropped.
+// admit gives waiting streams sessions, in arrival order: each takes the available session that
+// holds its prompt plus grow tokens (or the largest there is) and already holds the longest start
+// of its prompt, else the smallest, and the prompt cache's blocks of its prompt are copied in. A
+// stream that finds no session waits, and so do those behind it; one whose blocks are being read
+// back from the spill folder waits without holding up the others. Waiting streams whose request
+// has ended are dropped.
 func (l *laneState) admit() {
 	l.waiting = slices.DeleteFunc(l.waiting, func(st *stream) bool {
 		if st.ctx.Err() == nil && l.h.hostCtx.Err() == nil {
 			return false
 		}
+		l.unpin(st)
 		l.h.waiting.Add(-1)
 		st.finish(Event{Done: true, Reason: FinishCancelled})
 		return true
 	})
-	for len(l.waiting) > 0 {
-		st := l.waiting[0]
+	for i := 0; i < len(l.waiting); {
+		st := l.waiting[i]
 		if len(st.req.Prompt) >= l.pool.largest() {
 			// The layout shrank under a queued request (Reconfigure): it can never run now.
-			l.refuse(st, &PromptTooLongError{Prompt: len(st.req.Prompt), Context: l.pool.largest()})
+			l.refuse(i, &PromptTooLongError{Prompt: len(st.req.Prompt), Context: l.pool.largest()})
+			continue
+		}
+		m, ready := l.cacheMatch(st)
+		if !ready {
+			i++
 			continue
 		}
 		need := min(len(st.req.Prompt)+l.grow, l.pool.largest())
-		sess, kept := l.pool.bestFree(need, st.req.Prompt)
+		sess, kept := l.pool.bestFree(need, st.req.Prompt, m.Memory*promptcache.BlockTokens-1)
 		if sess == nil {
 			return
 		}
-		a := newActive(st, sess, l.h, kept)
-		l.active = append(l.active, a)
-		l.waiting = l.waiting[1:]
+		kept = l.restore(m, sess, kept)
+		l.unpin(st)
+		l.active = append(l.active, newActive(st, sess, l.h, kept))
+		l.waiting = slices.Delete(l.waiting, i, i+1)
 		l.h.waiting.Add(-1)
 	}
 }
 
-func (l *laneState) refuse(st *stream, err error) {
-	l.waiting = l.waiting[1:]
+// refuse ends the i-th waiting stream with err.
+func (l *laneState) refuse(i int, err error) {
+	st := l.waiting[i]
+	l.unpin(st)
+	l.waiting = slices.Delete(l.waiting, i, i+1)
 	l.h.waiting.Add(-1)
 	st.finish(Event{Done: true, Reason: FinishError, Err: err})
 }

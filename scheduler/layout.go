@@ -85,15 +85,17 @@ func (p *sessionPool) prune() bool {
 }
 
 // bestFree returns the available session holding at least need tokens that keeps the longest
-// start of prompt, the smallest such on a tie, or nil; and how many prompt tokens it keeps.
-func (p *sessionPool) bestFree(need int, prompt []int32) (*session, int) {
+// start of prompt, the smallest such on a tie, or nil; and how many prompt tokens it keeps. A
+// session keeping no more than cached tokens, which the prompt cache restores into any session,
+// counts as keeping none.
+func (p *sessionPool) bestFree(need int, prompt []int32, cached int) (*session, int) {
 	var best *session
 	kept := 0
 	for _, s := range p.sessions { // sorted by capacity: on a tie the first is the smallest
 		if s.capacity < need || !p.available(s) {
 			continue
 		}
-		if n := s.reusable(prompt); best == nil || n > kept {
+		if n := s.reusable(prompt); best == nil || n > max(kept, cached) {
 			best, kept = s, n
 		}
 	}

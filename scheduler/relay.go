@@ -15,6 +15,8 @@ type stream struct {
 	events  chan Event  // lane → relay; eventBuffer deep
 	out     chan Event  // relay → reader; closed after the terminal event
 	unwatch func() bool // stops waking the lane when ctx ends
+
+	look lookup // the prompt in the prompt cache; only the lane touches it
 }
 
 // eventBuffer is the room in a stream's buffer. A stream whose reader falls this far behind

@@ -120,6 +120,7 @@ func (l *laneState) conclude(logits []float32) {
 		}
 		s.a.feed(s.n - 1) // the rows before the newest; verify accepts what follows them
 		l.landing.note(s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context))
+		l.offerPrompt(s.a)
 	}
 	if l.drafter != nil {
 		l.draftMTP()

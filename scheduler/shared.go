@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tfd/batch"
+	"tfd/promptcache"
 )
 
 // SharedOptions configures a shared host.
@@ -31,12 +32,20 @@ type SharedOptions struct {
 	// WarmTick is how often the idle host ticks; 0 means 500 ms. GPU drivers lower clocks (and
 	// macOS reclaims GPU memory) after about a second idle; half of that keeps ahead of them.
 	WarmTick time.Duration
+	// CacheBlocks is how many blocks the prompt cache holds (prompt_cache.gib); a change resizes
+	// it, evicting the least recently used first. Ignored without a Cache.
+	CacheBlocks int
+	// CacheSpill is the prompt cache's spill folder, or nil for none.
+	CacheSpill promptcache.Spill
 
 	// The model's optional abilities, each nil where the model has none. They are the model's,
 	// not the routing's: NewShared takes them and Reconfigure leaves them as they were.
 	Drafter batch.Drafter // its MTP head: streams that ask for MTP drafts get them
 	Chainer batch.Chainer // greedy chains on the device, for the lone driver
 	Warmer  batch.Warmer  // the keep-warm tick, while KeepWarm allows
+	// Cache is the model's prompt cache, or nil; its memory comes with the model, like the other
+	// abilities, while its size and spill folder are routing (CacheBlocks, CacheSpill).
+	Cache *promptcache.Cache
 	// Report hears each error the host can work around and so does not end a stream with: a
 	// failed draft (the stream decodes without one) or a failed tick. where names the kind
 	// ("draft", "warm"). Nil drops them.
@@ -87,6 +96,8 @@ type Shared struct {
 	// wake tells a waiting lane that something may have changed: a reader took an event, a
 	// request ended, the routing changed. It holds one signal; more are dropped.
 	wake chan struct{}
+	// fetched brings the lane the blocks read back from the prompt cache's spill folder.
+	fetched chan fetchResult
 
 	waiting  atomic.Int64     // streams submitted and not yet admitted
 	byDriver [2]atomic.Uint64 // tokens generated: [0] by the lone driver, [1] by shared rounds
@@ -119,6 +130,7 @@ func NewShared(m Model, opts SharedOptions) (*Shared, error) {
 		done:     make(chan struct{}),
 		arrivals: make(chan *stream, 1024),
 		wake:     make(chan struct{}, 1),
+		fetched:  make(chan fetchResult),
 	}
 	context.AfterFunc(ctx, h.nudge) // a Close that gives up cancels every stream: reap them
 	h.lane.init(h, opts)
@@ -192,6 +204,7 @@ func (h *Shared) apply(opts SharedOptions) {
 		opts.PrefillChunk = max(1, h.model.MaxRows()/4)
 	}
 	h.lane.pool.relayout(opts.Layout)
+	h.lane.applyCache(opts)
 	h.lane.grow, h.lane.prefillChunk = opts.Grow, opts.PrefillChunk
 	h.queueMax.Store(int64(opts.Queue))
 	h.largest.Store(int64(h.lane.pool.largest()))

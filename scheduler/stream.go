@@ -102,8 +102,9 @@ type Event struct {
 	// Drafted and Accepted count, on the terminal event, the draft tokens proposed for the stream
 	// and those the model confirmed.
 	Drafted, Accepted int
-	// Cached counts, on the terminal event, the prompt tokens whose keys and values the stream's
-	// session still held from an earlier stream with the same start, so they were not computed.
+	// Cached counts, on the terminal event, the prompt tokens whose keys and values were not
+	// computed: the stream's session still held them from an earlier stream with the same start,
+	// or the prompt cache restored them.
 	Cached int
 }
 
