@@ -2,8 +2,8 @@
 // KV pool and the small op set a Llama/Qwen-family forward pass needs.
 //
 // The contract is shaped for GPUs. Tensors live in the backend's memory and are opaque to callers;
-// ops are enqueued and may run asynchronously; the only points where the host waits are ReadFloat32
-// and Sync. A forward works on rows: each row is one token of one session at an absolute position,
+// ops are enqueued and may run asynchronously; the only points where the host waits are ReadFloat32,
+// ReadInt32, ReadKV and Sync. A forward works on rows: each row is one token of one session at an absolute position,
 // and rows of many sessions share every op.
 //
 // Batch invariance is part of the contract: the bits a row produces must not depend on how many
@@ -125,6 +125,17 @@ type Backend interface {
 	// ReadInt32 waits for all enqueued work and copies the first len(dst) elements of the I32
 	// tensor src into dst.
 	ReadInt32(src Tensor, dst []int32) error
+	// ReadKV waits for all enqueued work and copies n slots of kv starting at slot, in every
+	// layer, into dst, laid out the same on every backend: for each layer in order, the keys of
+	// the n slots, then their values, each slot kvHeads×headDim F32 little-endian, bits
+	// unchanged. len(dst) must be kv's KVSpec with Slots n, in Bytes, else it panics; a range
+	// outside the pool is an error, and dst is left alone.
+	ReadKV(kv KV, slot, n int, dst []byte) error
+	// WriteKV enqueues a copy of src, laid out as ReadKV writes it, into the slots of kv from
+	// slot on; len(src) says how many slots. The backend copies src before returning, so the
+	// caller may reuse it at once. A length that is not a whole number of slots panics; a range
+	// outside the pool is reported by the next Sync, and nothing is written.
+	WriteKV(kv KV, slot int, src []byte)
 	// Sync waits for all enqueued work and reports the first error it met, if any.
 	Sync() error
 	// Close releases the backend and everything it allocated.
@@ -172,9 +183,11 @@ type Ops interface {
 	Add(dst, a, b Tensor, rows int)
 	// Gather writes dst[i] = src[index[i]] for i < rows (whole rows).
 	Gather(dst, src, index Tensor, rows int)
-	// CopyKV copies n slots starting at src to the slots starting at dst, in every layer: the
-	// bits move unchanged (a session moving to a larger one).
-	CopyKV(kv KV, dst, src, n int)
+	// CopyKV copies n slots of src starting at srcSlot to the slots of dst starting at dstSlot,
+	// in every layer: the bits move unchanged (a session moving to a larger one, a block of the
+	// prompt cache saved or restored). dst and src must have the same layers, KV heads and head
+	// size, else it panics. They may be the same pool, and then the ranges may overlap.
+	CopyKV(dst KV, dstSlot int, src KV, srcSlot, n int)
 }
 
 // Driver opens a backend.

@@ -34,40 +34,6 @@ func (kv *kvPool) slot(base, pos int32) (int, bool) {
 	return s, base >= 0 && pos >= 0 && s < kv.spec.Slots
 }
 
-// CopyKV copies n slots from src to dst in every layer, bits unchanged. Ranges outside the pool
-// are reported by the next Sync and nothing is copied.
-func (b *backend) CopyKV(kv compute.KV, dst, src, n int) {
-	p := asKV(kv, "CopyKV", 0)
-	if n <= 0 {
-		return
-	}
-	if dst < 0 || src < 0 || dst+n > p.spec.Slots || src+n > p.spec.Slots {
-		b.fail("CopyKV: %d slots from %d to %d do not fit the pool's %d slots", n, src, dst, p.spec.Slots)
-		return
-	}
-	st := p.stride()
-	t := &b.ckv
-	*t = copyKVTask{kv: p, dst: dst * st, src: src * st, n: n * st}
-	b.run(t, 2*p.spec.Layers, 1, parFor(2*p.spec.Layers*n*st/8))
-	*t = copyKVTask{}
-}
-
-// copyKVTask copies one range of elements; item 2l is layer l's keys, 2l+1 its values.
-type copyKVTask struct {
-	kv          *kvPool
-	dst, src, n int
-}
-
-func (t *copyKVTask) run(_ *scratch, lo, hi int) {
-	for i := lo; i < hi; i++ {
-		s := t.kv.k[i/2]
-		if i%2 == 1 {
-			s = t.kv.v[i/2]
-		}
-		copy(s[t.dst:t.dst+t.n], s[t.src:t.src+t.n])
-	}
-}
-
 // Attention writes, for row r and query head h, softmax(scale·q·K)·V over slots bases[r] ..
 // bases[r]+positions[r] of the layer, with K and V of head h/(heads/kvHeads). Each (row, head)
 // reads only its own keys, in position order:

@@ -163,7 +163,7 @@ func TestKVRoundTrip(t *testing.T) {
 	for l := range layers {
 		b.KVWrite(kv, l, ften(t, b, ks, 4, st), ften(t, b, vs, 4, st), iten(t, b, bases, 4), iten(t, b, pos, 4), 4)
 	}
-	b.CopyKV(kv, 20, 10, 3) // session at 10 moves to 20
+	b.CopyKV(kv, 20, kv, 10, 3) // session at 10 moves to 20
 	for l := range layers {
 		for r := range bases {
 			s := int(bases[r] + pos[r])
@@ -196,7 +196,7 @@ func TestDataErrors(t *testing.T) {
 	kv := newKV(t, b, 1, 1, 4, 8)
 	one := ften(t, b, nil, 1, 4)
 	b.KVWrite(kv, 0, one, one, iten(t, b, []int32{6}, 1), iten(t, b, []int32{2}, 1), 1)
-	b.CopyKV(kv, 6, 0, 3)
+	b.CopyKV(kv, 6, kv, 0, 3)
 	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "KVWrite") {
 		t.Errorf("Sync after a bad slot: %v", err)
 	}

@@ -46,8 +46,12 @@ func (kv *kvPool) stride() int { return kv.spec.KVHeads * kv.spec.HeadDim }
 
 // layer returns the addresses of layer l's keys and values.
 func (kv *kvPool) layer(l int) (k, v devPtr) {
-	per := devPtr(kv.spec.Slots) * devPtr(kv.stride()) * 4
-	return kv.ptr + devPtr(2*l)*per, kv.ptr + devPtr(2*l+1)*per
+	return kv.half(2 * l), kv.half(2*l + 1)
+}
+
+// half returns the address of the pool's half i: layer i/2's keys for even i, its values for odd.
+func (kv *kvPool) half(i int) devPtr {
+	return kv.ptr + devPtr(i)*devPtr(kv.spec.Slots)*devPtr(kv.stride())*4
 }
 
 func ptrOf(t any) devPtr {
@@ -200,10 +204,15 @@ func (b *backend) free(t any) {
 // WriteInt32 copies src into the pinned arena now and records its copy to the device.
 func (b *backend) WriteInt32(dst compute.Tensor, src []int32) {
 	d := b.tensorOf(dst, "WriteInt32", "dst", compute.I32, len(src))
-	bytes := 4 * len(src)
-	if bytes == 0 {
+	if len(src) == 0 {
 		return
 	}
+	b.writeHost(d.ptr, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 4*len(src)))
+}
+
+// writeHost copies src (not empty) into the pinned arena now and records its copy to dst.
+func (b *backend) writeHost(dst devPtr, src []byte) {
+	bytes := len(src)
 	if b.arenaAt+bytes > len(b.arena) {
 		// The arena's copies are done after a sync; an error it meets waits for the next Sync.
 		if err := b.Sync(); err != nil && b.pending == nil {
@@ -213,9 +222,9 @@ func (b *backend) WriteInt32(dst compute.Tensor, src []int32) {
 			b.replaceHost(&b.arena, bytes)
 		}
 	}
-	copy(unsafe.Slice((*int32)(unsafe.Pointer(&b.arena[b.arenaAt])), len(src)), src)
+	copy(b.arena[b.arenaAt:], src)
 	c := b.w.record()
-	*c = command{kind: cmdHtoD, args: [maxArgs]uint64{uint64(d.ptr), uint64(uintptr(unsafe.Pointer(&b.arena[b.arenaAt]))), uint64(bytes)}}
+	*c = command{kind: cmdHtoD, args: [maxArgs]uint64{uint64(dst), uint64(uintptr(unsafe.Pointer(&b.arena[b.arenaAt]))), uint64(bytes)}}
 	b.arenaAt += (bytes + 255) &^ 255
 }
 

@@ -157,42 +157,6 @@ func (b *backend) elementwise(op string, k *kernel, dst, x, y compute.Tensor, ro
 	b.launch(k, ceilDiv(n, 256), 1, ptr(dt), ptr(at), ptr(bt), i32(n))
 }
 
-// CopyKV copies n slots from src to dst in every layer, bits unchanged; the ranges may overlap.
-// Ranges outside the pool are reported by the next Sync and nothing is copied.
-func (b *backend) CopyKV(kv compute.KV, dst, src, n int) {
-	p := b.asKV(kv, "CopyKV", 0)
-	if n <= 0 || dst == src {
-		return
-	}
-	if dst < 0 || src < 0 || dst+n > p.spec.Slots || src+n > p.spec.Slots {
-		if b.pending == nil {
-			b.pending = fmt.Errorf("cuda: CopyKV: %d slots from %d to %d do not fit the pool's %d slots", n, src, dst, p.spec.Slots)
-		}
-		return
-	}
-	// Overlapping ranges go in pieces no longer than the distance between them, in the
-	// direction that reads each source slot before it is overwritten: each piece is a copy of
-	// disjoint memory, which is all cuMemcpyDtoDAsync promises.
-	gap := max(dst-src, src-dst)
-	piece := min(n, gap)
-	slot := devPtr(p.stride()) * 4
-	for l := range p.spec.Layers {
-		k, v := p.layer(l)
-		for _, base := range [...]devPtr{k, v} {
-			for done := 0; done < n; done += piece {
-				m := min(piece, n-done)
-				off := done
-				if dst > src {
-					off = n - done - m // from the end backwards
-				}
-				c := b.w.record()
-				*c = command{kind: cmdDtoD, args: [maxArgs]uint64{
-					uint64(base + devPtr(dst+off)*slot), uint64(base + devPtr(src+off)*slot), uint64(devPtr(m) * slot)}}
-			}
-		}
-	}
-}
-
 // launch records a launch of k on a gx × gy grid of k.threads-thread blocks. Nothing is recorded
 // for an empty grid.
 func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {

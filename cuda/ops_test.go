@@ -7,8 +7,8 @@ import (
 	"tfd/compute/computetest"
 )
 
-// Each op on the GPU against the CPU backend, and the error word: the checks of
-// tfd/compute/computetest that every GPU backend runs, with their tolerances.
+// Each op on the GPU against the CPU backend, the KV moves bit for bit, and the error word: the
+// checks of tfd/compute/computetest that every GPU backend runs, with their tolerances.
 
 func TestMatMulMatchesCPU(t *testing.T)    { computetest.CheckMatMul(t, newPair(t)) }
 func TestEmbedGatherMatchCPU(t *testing.T) { computetest.CheckEmbedGather(t, newPair(t)) }
@@ -16,7 +16,9 @@ func TestRMSNormMatchesCPU(t *testing.T)   { computetest.CheckRMSNorm(t, newPair
 func TestRoPEMatchesCPU(t *testing.T)      { computetest.CheckRoPE(t, newPair(t)) }
 func TestSiLUMulAddMatchCPU(t *testing.T)  { computetest.CheckSiLUMulAdd(t, newPair(t)) }
 func TestAttentionMatchesCPU(t *testing.T) { computetest.CheckAttention(t, newPair(t)) }
-func TestCopyKVKeepsBits(t *testing.T)     { computetest.CheckCopyKV(t, newPair(t)) }
+func TestCopyKVKeepsBits(t *testing.T)     { computetest.CheckCopyKV(t, openCUDA(t)) }
+func TestKVReadWrite(t *testing.T)         { computetest.CheckKVReadWrite(t, openCUDA(t)) }
+func TestKVLayout(t *testing.T)            { computetest.CheckKVLayout(t, openCUDA(t)) }
 func TestDataErrors(t *testing.T)          { computetest.CheckDataErrors(t, openCUDA(t)) }
 
 // TestRecordingAllocatesNothing checks that recording ops allocates nothing in steady state.

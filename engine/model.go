@@ -261,6 +261,6 @@ func (m *Model) MoveKV(dst, src, n int) error {
 	if n < 0 || src < 0 || dst < 0 || src+n > m.slots || dst+n > m.slots {
 		return fmt.Errorf("engine: move %d KV slots from %d to %d: outside the pool of %d", n, src, dst, m.slots)
 	}
-	m.backend.CopyKV(m.kv, dst, src, n)
+	m.backend.CopyKV(m.kv, dst, m.kv, src, n)
 	return nil
 }

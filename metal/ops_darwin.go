@@ -171,50 +171,6 @@ func (b *backend) elementwise(op string, launch func(n int) kernels.Launch, dst,
 	b.dispatch(launch(n), bufArg(dt), bufArg(at), bufArg(bt), i32(n))
 }
 
-// CopyKV copies n slots from src to dst in every layer, bits unchanged; the ranges may overlap.
-// Ranges outside the pool are reported by the next Sync and nothing is copied. The copies are
-// blit commands in the open command buffer, after the work encoded before them.
-func (b *backend) CopyKV(kv compute.KV, dst, src, n int) {
-	p := b.asKV(kv, "CopyKV", 0)
-	if n <= 0 || dst == src {
-		return
-	}
-	if dst < 0 || src < 0 || dst+n > p.spec.Slots || src+n > p.spec.Slots {
-		if b.pending == nil {
-			b.pending = fmt.Errorf("metal: CopyKV: %d slots from %d to %d do not fit the pool's %d slots", n, src, dst, p.spec.Slots)
-		}
-		return
-	}
-	// A blit copy's ranges must not overlap, so overlapping moves go in pieces no longer than
-	// the distance between them, in the direction that reads each source slot before it is
-	// overwritten; each piece is a pass of its own, and Metal's hazard tracking (the buffers
-	// are tracked) finishes a pass's reads and writes before the next pass writes.
-	gap := max(dst-src, src-dst)
-	piece := min(n, gap)
-	slot := uint64(p.stride()) * 4
-	cmd := b.commandBuffer()
-	b.endCompute()
-	pl := pushPool()
-	defer pl.pop()
-	for done := 0; done < n; done += piece {
-		m := min(piece, n-done)
-		off := done
-		if dst > src {
-			off = n - done - m // from the end backwards
-		}
-		e := cmd.blitCommandEncoder()
-		if e.id == 0 {
-			panic("metal: the command buffer gave no blit encoder")
-		}
-		for _, l := range p.layers {
-			for _, base := range [2]uint64{0, p.values()} {
-				e.copyFromBuffer(l.mtl, base+uint64(src+off)*slot, l.mtl, base+uint64(dst+off)*slot, uint64(m)*slot)
-			}
-		}
-		e.endEncoding()
-	}
-}
-
 // ArgmaxNext implements compute.Chainer with one threadgroup: the index of the largest of
 // logits[:n], ties to the lowest, becomes tokens[0] and chain[step], and positions[0] moves on.
 func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n, step int) {

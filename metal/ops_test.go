@@ -8,8 +8,8 @@ import (
 	"tfd/compute/computetest"
 )
 
-// Each op on the GPU against the CPU backend, and the error word: the checks of
-// tfd/compute/computetest that tfd/cuda runs too, at the same tolerances. Metal has no F64, so its
+// Each op on the GPU against the CPU backend, the KV moves bit for bit, and the error word: the
+// checks of tfd/compute/computetest that tfd/cuda runs too, at the same tolerances. Metal has no F64, so its
 // cos, sin and rsqrt are precise F32 functions where the CPU rounds an F64 result, and its exp is
 // precise::exp where the CPU's is Cephes': the tolerances cover the last bit either way.
 
@@ -19,5 +19,7 @@ func TestRMSNormMatchesCPU(t *testing.T)   { computetest.CheckRMSNorm(t, newPair
 func TestRoPEMatchesCPU(t *testing.T)      { computetest.CheckRoPE(t, newPair(t)) }
 func TestSiLUMulAddMatchCPU(t *testing.T)  { computetest.CheckSiLUMulAdd(t, newPair(t)) }
 func TestAttentionMatchesCPU(t *testing.T) { computetest.CheckAttention(t, newPair(t)) }
-func TestCopyKVKeepsBits(t *testing.T)     { computetest.CheckCopyKV(t, newPair(t)) }
+func TestCopyKVKeepsBits(t *testing.T)     { computetest.CheckCopyKV(t, openMetal(t)) }
+func TestKVReadWrite(t *testing.T)         { computetest.CheckKVReadWrite(t, openMetal(t)) }
+func TestKVLayout(t *testing.T)            { computetest.CheckKVLayout(t, openMetal(t)) }
 func TestDataErrors(t *testing.T)          { computetest.CheckDataErrors(t, openMetal(t)) }

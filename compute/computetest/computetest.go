@@ -2,7 +2,8 @@
 // dtype, and the two ways results are compared, bit for bit (batch invariance, data moves) and
 // within a tolerance (one backend against another, whose reductions run in other orders); and the
 // checks every GPU backend's tests run, each op against the cpu backend (ops.go) and batch
-// invariance (invariance.go), on a Pair of the backend and the cpu backend (pair.go).
+// invariance (invariance.go), on a Pair of the backend and the cpu backend (pair.go), and the KV
+// moves on the backend alone (kv.go), which the cpu backend's tests run too.
 package computetest
 
 import (

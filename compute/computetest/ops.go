@@ -240,35 +240,6 @@ func fillKV(t testing.TB, p *Pair, kc kvCase, seed uint64) [2]compute.KV {
 	return kv
 }
 
-// CheckCopyKV: CopyKV moves the bits unchanged, disjoint and overlapping both ways (attention
-// over the moved slots gives the same bits), and a range past the pool is reported by Sync.
-func CheckCopyKV(t *testing.T, p *Pair) {
-	g := p.Backends[0]
-	kc := kvCase{spec: compute.KVSpec{Layers: 2, KVHeads: 2, HeadDim: 64, Slots: 1000},
-		heads: 4, bases: []int32{0, 400}, length: []int{200, 150}}
-	kv := fillKV(t, p, kc, 3)
-	const n = 150
-	attend := func(base int32) []float32 {
-		rows := 3
-		q := UploadF32(t, g, Randn(30, rows*4*64), rows, 4*64)
-		bt := UploadI32(t, g, []int32{base, base, base})
-		pt := UploadI32(t, g, []int32{0, 77, n - 1})
-		dst, _ := g.Alloc(compute.F32, rows, 4*64)
-		g.Attention(dst, q, kv[0], 1, bt, pt, rows, 4, 0.125)
-		return ReadOne(t, g, dst, rows*4*64)
-	}
-	want := attend(400)
-	// Disjoint, then overlapping in both directions: each must move the bits unchanged.
-	for _, mv := range []struct{ src, dst int }{{400, 700}, {700, 650}, {650, 690}, {690, 400}} {
-		g.CopyKV(kv[0], mv.dst, mv.src, n)
-		SameBits(t, fmt.Sprintf("after CopyKV %d→%d", mv.src, mv.dst), attend(int32(mv.dst)), want)
-	}
-	g.CopyKV(kv[0], 900, 0, 200) // past the end
-	if err := g.Sync(); err == nil || !strings.Contains(err.Error(), "CopyKV") {
-		t.Errorf("CopyKV past the pool: Sync = %v, want a CopyKV error", err)
-	}
-}
-
 // CheckDataErrors checks that kernels report bad tokens, indices and slots at the next Sync, and
 // that the Sync after it is clean.
 func CheckDataErrors(t *testing.T, b compute.Backend) {
