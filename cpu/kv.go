@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
@@ -66,7 +67,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 		panic(fmt.Sprintf("cpu: ReadKV of %d slots into %d bytes; they take %d", n, len(dst), spec.Bytes()))
 	}
 	if slot < 0 || slot+n > p.spec.Slots {
-		return fmt.Errorf("cpu: ReadKV: %d slots from %d do not fit the pool's %d slots", n, slot, p.spec.Slots)
+		return errors.Join(fmt.Errorf("cpu: ReadKV: %d slots from %d do not fit the pool's %d slots", n, slot, p.spec.Slots), b.Sync())
 	}
 	st := p.stride()
 	at := 0
