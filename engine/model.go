@@ -56,6 +56,7 @@ type Model struct {
 	attnScale float32
 	kv        compute.KV
 	act       *activations
+	identity  string
 
 	maxRows, slots, context int
 	lastRows                int // rows of the last Forward whose hidden states a.x holds
@@ -74,7 +75,8 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		progress = func(string, int, int) {}
 	}
 	m := &Model{name: name, backend: backend}
-	if err := m.readMetadata(fsys, src.where(name)); err != nil {
+	config, err := m.readMetadata(fsys, src.where(name))
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -85,6 +87,7 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		return nil, err
 	}
 	defer ckpt.Close()
+	m.identity = identity(config, ckpt, backend.Name())
 	u := &uploader{ckpt: ckpt, backend: backend}
 	m.w, err = loadWeights(u, m.cfg, func(done, total int) { progress("weights", done, total) })
 	if err == nil {
@@ -142,38 +145,39 @@ func openCheckpoint(src Source, fsys fs.FS) (*safetensors.Checkpoint, error) {
 	return safetensors.OpenFS(fsys)
 }
 
-// readConfig reads and checks the folder's config.json; where names the folder in errors.
-func readConfig(fsys fs.FS, where string) (Config, error) {
+// readConfig reads and checks the folder's config.json, and returns it with its bytes; where
+// names the folder in errors.
+func readConfig(fsys fs.FS, where string) (Config, []byte, error) {
 	raw, err := fs.ReadFile(fsys, "config.json")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return Config{}, fmt.Errorf("engine: %s has no config.json: give the folder of a Hugging Face model (config.json, safetensors weights, tokenizer.json)", where)
+		return Config{}, nil, fmt.Errorf("engine: %s has no config.json: give the folder of a Hugging Face model (config.json, safetensors weights, tokenizer.json)", where)
 	case err != nil:
-		return Config{}, fmt.Errorf("engine: %s: %w", where, err)
+		return Config{}, nil, fmt.Errorf("engine: %s: %w", where, err)
 	}
-	return ParseConfig(raw)
+	cfg, err := ParseConfig(raw)
+	return cfg, raw, err
 }
 
-// readMetadata reads config.json, the tokenizer, the chat template and the generation defaults;
-// where names the folder in errors.
-func (m *Model) readMetadata(fsys fs.FS, where string) error {
-	var err error
-	if m.cfg, err = readConfig(fsys, where); err != nil {
-		return err
+// readMetadata reads config.json, the tokenizer, the chat template and the generation defaults,
+// and returns config.json's bytes; where names the folder in errors.
+func (m *Model) readMetadata(fsys fs.FS, where string) (config []byte, err error) {
+	if m.cfg, config, err = readConfig(fsys, where); err != nil {
+		return nil, err
 	}
 	raw, err := fs.ReadFile(fsys, "tokenizer.json")
 	if err != nil {
-		return fmt.Errorf("engine: %s: %w", where, err)
+		return nil, fmt.Errorf("engine: %s: %w", where, err)
 	}
 	if m.tok, err = tokenizer.Load(raw); err != nil {
-		return err
+		return nil, err
 	}
 	if raw, err = fs.ReadFile(fsys, "tokenizer_config.json"); err == nil {
 		// A folder without a chat template still serves completions; chat requests are refused.
 		m.tmpl, _ = chattemplate.FromTokenizerConfig(raw)
 	}
 	m.gen, err = readGeneration(fsys, m.cfg, m.tok)
-	return err
+	return config, err
 }
 
 // allocate places the rotary table, the KV pool and the activations.

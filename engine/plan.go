@@ -396,7 +396,7 @@ func Inspect(src Source) (Config, WeightInfo, error) {
 	if err != nil {
 		return Config{}, WeightInfo{}, err
 	}
-	cfg, err := readConfig(fsys, src.where(name))
+	cfg, _, err := readConfig(fsys, src.where(name))
 	if err != nil {
 		return Config{}, WeightInfo{}, err
 	}

@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+
+	"tfd/engine/safetensors"
+	"tfd/kernels"
+)
+
+// identityPrefix is how many bytes of each tensor's data the identity hashes: enough to tell two
+// fine-tunes of one architecture apart (their every tensor differs from the first element on),
+// cheap enough to compute at every load without reading the weights.
+const identityPrefix = 4 << 10
+
+// Identity returns a hex SHA-256 over what makes the model's cached state (its keys and values
+// at some positions) valid: config.json's bytes; every tensor's name, dtype, shape and first
+// 4 KiB of data; the backend's name; and kernels.Version, which names the backends' arithmetic.
+// Two loads that agree on it compute the same bits for the same tokens. It is computed at load.
+func (m *Model) Identity() string { return m.identity }
+
+// identity computes Identity from the checkpoint, open at load.
+func identity(config []byte, ckpt *safetensors.Checkpoint, backend string) string {
+	h := sha256.New()
+	field(h, []byte("tfd model identity 1"))
+	field(h, config)
+	names := ckpt.Names()
+	number(h, len(names))
+	for _, name := range names {
+		t, _ := ckpt.Tensor(name)
+		field(h, []byte(t.Name))
+		field(h, []byte(t.DType))
+		number(h, len(t.Shape))
+		for _, d := range t.Shape {
+			number(h, d)
+		}
+		field(h, t.Data[:min(len(t.Data), identityPrefix)])
+	}
+	field(h, []byte(backend))
+	field(h, []byte(kernels.Version))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// field hashes b after its length, so that no two sequences of fields hash alike.
+func field(h hash.Hash, b []byte) {
+	number(h, len(b))
+	h.Write(b)
+}
+
+// number hashes v as 8 bytes, little-endian.
+func number(h hash.Hash, v int) {
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(v)))
+}
