@@ -55,8 +55,10 @@ type Model struct {
 	invFreq   compute.Tensor
 	attnScale float32
 	kv        compute.KV
+	kvSpec    compute.KVSpec
 	act       *activations
 	identity  string
+	stores    map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
 
 	maxRows, slots, context int
 	lastRows                int // rows of the last Forward whose hidden states a.x holds
@@ -205,16 +207,19 @@ func (m *Model) allocate(opts Options) error {
 	if m.mtp != nil {
 		layers++ // the MTP layer keeps its own keys and values, after the backbone's
 	}
-	spec := compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots}
-	if m.kv, err = m.backend.NewKV(spec); err != nil {
+	m.kvSpec = compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots}
+	if m.kv, err = m.backend.NewKV(m.kvSpec); err != nil {
 		return fmt.Errorf("engine: allocate KV pool of %d slots: %w", m.slots, err)
 	}
 	m.act, err = newActivations(m.backend, c, m.maxRows)
 	return err
 }
 
-// Close frees everything the model placed on its backend.
+// Close frees everything the model placed on its backend, its block stores included.
 func (m *Model) Close() {
+	for s := range m.stores {
+		s.Close()
+	}
 	if m.act != nil {
 		m.act.free(m.backend)
 		m.act = nil

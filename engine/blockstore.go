@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"tfd/compute"
+)
+
+// BlockStore is the prompt cache's memory on the model's backend (a promptcache.Store): a KV
+// pool of its own, with the model's layers (the MTP layer's included), KV heads and head size,
+// cut into numbered blocks of a fixed number of positions. Block b holds slots b·tokens …
+// (b+1)·tokens−1 of that pool. Save and Restore are device copies between the model's pool and
+// the store's, enqueued in order with the model's forwards; Read and Write move one block to and
+// from the host in compute's layout (ReadKV), the same on every backend.
+//
+// Like the model, a BlockStore is driven by one goroutine, the one that drives the model.
+type BlockStore struct {
+	m      *Model
+	kv     compute.KV // nil while the store holds no blocks
+	blocks int
+	tokens int
+	closed bool
+}
+
+// NewBlockStore returns a store of blocks zeroed blocks of tokens positions each; blocks may be
+// 0, for a store that Resize grows later. The model's Close closes it too.
+func (m *Model) NewBlockStore(blocks, tokens int) (*BlockStore, error) {
+	if tokens <= 0 {
+		return nil, fmt.Errorf("engine: a block store's blocks need at least one position, got %d", tokens)
+	}
+	s := &BlockStore{m: m, tokens: tokens}
+	if err := s.Resize(blocks, nil); err != nil {
+		return nil, err
+	}
+	if m.stores == nil {
+		m.stores = map[*BlockStore]struct{}{}
+	}
+	m.stores[s] = struct{}{}
+	return s, nil
+}
+
+// errClosed is returned by every method of a BlockStore after Close.
+var errClosed = errors.New("engine: the block store was closed")
+
+// Blocks returns how many blocks the store holds.
+func (s *BlockStore) Blocks() int { return s.blocks }
+
+// Tokens returns the positions one block holds.
+func (s *BlockStore) Tokens() int { return s.tokens }
+
+// BlockBytes returns the bytes of one block on the host: the length Read fills and Write takes.
+func (s *BlockStore) BlockBytes() int { return int(s.spec(s.tokens).Bytes()) }
+
+// spec returns the KV spec of a pool of the store's shape with the given slots.
+func (s *BlockStore) spec(slots int) compute.KVSpec {
+	spec := s.m.kvSpec
+	spec.Slots = slots
+	return spec
+}
+
+// Save copies the keys and values of positions pos … pos+Tokens()−1 of the session whose slots
+// start at base, in every layer, into block.
+func (s *BlockStore) Save(block, base, pos int) error {
+	if err := s.check("save", block, base, pos); err != nil {
+		return err
+	}
+	s.m.backend.CopyKV(s.kv, block*s.tokens, s.m.kv, base+pos, s.tokens)
+	return nil
+}
+
+// Restore copies block into positions pos … pos+Tokens()−1 of the session whose slots start at
+// base, in every layer; the next forward sees them.
+func (s *BlockStore) Restore(base, pos, block int) error {
+	if err := s.check("restore", block, base, pos); err != nil {
+		return err
+	}
+	s.m.backend.CopyKV(s.m.kv, base+pos, s.kv, block*s.tokens, s.tokens)
+	return nil
+}
+
+// check checks a Save's or Restore's block and positions.
+func (s *BlockStore) check(op string, block, base, pos int) error {
+	if err := s.checkBlock(op, block); err != nil {
+		return err
+	}
+	if base < 0 || pos < 0 || base+pos+s.tokens > s.m.slots {
+		return fmt.Errorf("engine: %s block %d at positions %d…%d of the session at slot %d: slots %d…%d are outside the KV pool of %d",
+			op, block, pos, pos+s.tokens-1, base, base+pos, base+pos+s.tokens-1, s.m.slots)
+	}
+	return nil
+}
+
+// checkBlock checks that the store is open and holds block.
+func (s *BlockStore) checkBlock(op string, block int) error {
+	if s.closed {
+		return errClosed
+	}
+	if block < 0 || block >= s.blocks {
+		return fmt.Errorf("engine: %s block %d of a block store of %d blocks", op, block, s.blocks)
+	}
+	return nil
+}
+
+// Read waits for the work enqueued so far and copies block into dst, which must be BlockBytes
+// long.
+func (s *BlockStore) Read(block int, dst []byte) error {
+	if err := s.checkBlock("read", block); err != nil {
+		return err
+	}
+	if len(dst) != s.BlockBytes() {
+		return fmt.Errorf("engine: read block %d into %d bytes: a block is %d", block, len(dst), s.BlockBytes())
+	}
+	if err := s.m.backend.ReadKV(s.kv, block*s.tokens, s.tokens, dst); err != nil {
+		return fmt.Errorf("engine: read block %d: %w", block, err)
+	}
+	return nil
+}
+
+// Write copies src, as Read wrote it, into block. src may be reused when Write returns.
+func (s *BlockStore) Write(block int, src []byte) error {
+	if err := s.checkBlock("write", block); err != nil {
+		return err
+	}
+	if len(src) != s.BlockBytes() {
+		return fmt.Errorf("engine: write %d bytes into block %d: a block is %d", len(src), block, s.BlockBytes())
+	}
+	s.m.backend.WriteKV(s.kv, block*s.tokens, src)
+	return nil
+}
+
+// Resize makes the store hold blocks blocks: block i of the resized store holds what block keep[i]
+// held (len(keep) ≤ blocks), the rest are zero. It places a new pool, copies the kept blocks into
+// it (runs of consecutive blocks in one copy) and frees the old one, so for a moment both are
+// held; resizing to 0 frees the pool and leaves an empty store. On an error the store is as it
+// was.
+func (s *BlockStore) Resize(blocks int, keep []int) error {
+	if s.closed {
+		return errClosed
+	}
+	if blocks < 0 {
+		return fmt.Errorf("engine: resize a block store to %d blocks", blocks)
+	}
+	if len(keep) > blocks {
+		return fmt.Errorf("engine: resize a block store to %d blocks: the %d blocks to keep do not fit", blocks, len(keep))
+	}
+	for i, k := range keep {
+		if k < 0 || k >= s.blocks {
+			return fmt.Errorf("engine: resize a block store: keep[%d] is block %d of %d", i, k, s.blocks)
+		}
+	}
+	var kv compute.KV
+	if blocks > 0 {
+		spec := s.spec(blocks * s.tokens)
+		var err error
+		if kv, err = s.m.backend.NewKV(spec); err != nil {
+			return fmt.Errorf("engine: a block store of %d blocks of %d tokens (%.2f GiB): %w",
+				blocks, s.tokens, float64(spec.Bytes())/(1<<30), err)
+		}
+	}
+	for i := 0; i < len(keep); {
+		run := 1
+		for i+run < len(keep) && keep[i+run] == keep[i]+run {
+			run++
+		}
+		s.m.backend.CopyKV(kv, i*s.tokens, s.kv, keep[i]*s.tokens, run*s.tokens)
+		i += run
+	}
+	if s.kv != nil {
+		s.m.backend.FreeKV(s.kv)
+	}
+	s.kv, s.blocks = kv, blocks
+	return nil
+}
+
+// Close frees the store's memory. Save, Restore, Read, Write and Resize return an error
+// afterwards, and Blocks 0; Close again does nothing.
+func (s *BlockStore) Close() {
+	if s.closed {
+		return
+	}
+	if s.kv != nil {
+		s.m.backend.FreeKV(s.kv)
+	}
+	s.kv, s.blocks, s.closed = nil, 0, true
+	delete(s.m.stores, s)
+}
