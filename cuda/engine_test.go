@@ -15,3 +15,10 @@ import (
 func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openCUDA(t))
 }
+
+// TestBlockStoreRestoresExactly: the prompt cache's blocks saved from one session and restored
+// into another give the next step there the same logits and MTP draft, bit for bit, directly and
+// through the host (enginetest.CheckBlockStore).
+func TestBlockStoreRestoresExactly(t *testing.T) {
+	enginetest.CheckBlockStore(t, openCUDA(t))
+}

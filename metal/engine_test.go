@@ -19,6 +19,13 @@ func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openMetal(t))
 }
 
+// TestBlockStoreRestoresExactly: the prompt cache's blocks saved from one session and restored
+// into another give the next step there the same logits and MTP draft, bit for bit, directly and
+// through the host (enginetest.CheckBlockStore).
+func TestBlockStoreRestoresExactly(t *testing.T) {
+	enginetest.CheckBlockStore(t, openMetal(t))
+}
+
 // TestSharedAndDraftedEqualSoloOnMetal: on the GPU, replies run together in shared rounds with
 // MTP and n-gram drafts equal the same requests run one at a time without drafts, token for token.
 func TestSharedAndDraftedEqualSoloOnMetal(t *testing.T) {

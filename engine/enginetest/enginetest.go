@@ -1,8 +1,9 @@
 // Package enginetest holds the engine's checks against the transformers oracle of
 // engine/testdata/oracle, written once for every backend: logits within tolerance, greedy
 // continuations token for token, forwards that mix sessions bit for bit equal to solo ones, and
-// shared, drafted replies equal to solo ones. The engine's tests run them on the CPU backend, the
-// cuda and metal packages' on the GPU.
+// shared, drafted replies equal to solo ones; and the block store's restores, bit for bit
+// (blockstore.go). The engine's tests run them on the CPU backend, the cuda and metal packages'
+// on the GPU.
 package enginetest
 
 import (
