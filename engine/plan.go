@@ -30,6 +30,15 @@ const DefaultLimitShare = 0.70
 // minContext is the smallest context the plan lowers an unset context to before it gives up.
 const minContext = 256
 
+// The prompt cache's default share (prompt_cache.gib = -1): a quarter of what is left after the
+// weights, scratch and margin, at most 8 GiB (llama.cpp's server keeps 8 GiB of prompts by
+// default), and never so much that one session of the model's window (or model.context) no
+// longer fits beside it where it fit without the cache.
+const (
+	DefaultCacheShare = 0.25
+	DefaultCacheMost  = 8 * GiB
+)
+
 // PlanInput is what the memory plan is computed from.
 type PlanInput struct {
 	// Model is the model's normalised config.json.
@@ -63,6 +72,9 @@ type PlanInput struct {
 	MaxRows int
 	// AutoCap bounds the sessions auto makes; 0: DefaultAutoCap.
 	AutoCap int
+	// PromptCacheGiB is the prompt cache's memory, reserved before the sessions are sized: N GiB,
+	// a negative number for the default share (DefaultCacheShare), 0 for none.
+	PromptCacheGiB float64
 }
 
 // Plan is a computed memory plan. All sizes are bytes.
@@ -71,8 +83,12 @@ type Plan struct {
 	Weights int64
 	Scratch int64 // activations and logits for MaxRows rows
 	Margin  int64
+	Cache   int64 // the prompt cache's own memory
 	KV      int64 // all sessions
 	Left    int64 // Limit minus the rest; never negative
+
+	// CacheFrom says how the prompt cache's size was chosen.
+	CacheFrom string
 
 	// LimitFrom says how the limit was chosen, e.g. "70% of 24.0 GiB".
 	LimitFrom string
@@ -128,12 +144,42 @@ func MakePlan(in PlanInput) (Plan, error) {
 			FormatBytes(p.Weights), in.MaxRows, FormatBytes(p.Scratch), FormatBytes(p.Margin),
 			FormatBytes(p.Weights+p.Scratch+p.Margin), FormatBytes(p.Limit))
 	}
+	if err := p.promptCache(in, avail); err != nil {
+		return Plan{}, err
+	}
+	avail -= p.Cache
 	if err := p.sessions(in, avail); err != nil {
 		return Plan{}, err
 	}
 	p.KV = int64(p.Slots()) * p.KVPerToken
 	p.Left = avail - p.KV
 	return p, nil
+}
+
+// promptCache sets p.Cache and p.CacheFrom from in, within avail bytes.
+func (p *Plan) promptCache(in PlanInput, avail int64) error {
+	switch gib := in.PromptCacheGiB; {
+	case gib == 0:
+		p.CacheFrom = "prompt_cache.gib = 0: off"
+	case gib > 0:
+		p.Cache = int64(gib * GiB)
+		p.CacheFrom = fmt.Sprintf("prompt_cache.gib = %g", gib)
+		if p.Cache > avail {
+			return fmt.Errorf("memory: prompt_cache.gib = %g needs %s, and %s is left under the %s limit after the weights, scratch and margin: lower prompt_cache.gib (0 turns the cache off, -1 takes a default share) or raise memory.load_limit_gb",
+				gib, FormatBytes(p.Cache), FormatBytes(avail), FormatBytes(p.Limit))
+		}
+	default:
+		context := in.Model.MaxPositions
+		if in.Context > 0 {
+			context = min(context, in.Context)
+		}
+		p.Cache = min(int64(float64(avail)*DefaultCacheShare), DefaultCacheMost)
+		if room := avail - int64(context)*p.KVPerToken; room > 0 {
+			p.Cache = min(p.Cache, room) // else the context is lowered anyway
+		}
+		p.CacheFrom = fmt.Sprintf("default: %.0f%% of what the weights, scratch and margin leave, at most %s, leaving room for one session of the context", DefaultCacheShare*100, FormatBytes(DefaultCacheMost))
+	}
+	return nil
 }
 
 func (in PlanInput) withDefaults() PlanInput {
@@ -365,10 +411,10 @@ func (p Plan) String() string {
 	if p.Serial() {
 		host = "serial host: one reply at a time"
 	}
+	row("cache", p.Cache, "prompt cache: "+p.CacheFrom)
 	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s a token", p.Layout.String(), host, p.Parallel, FormatBytes(p.KVPerToken)))
 	row("left", p.Left, "")
 	fmt.Fprintf(&b, "  context   %d tokens\n", p.Context)
-	fmt.Fprintf(&b, "  prompt cache: not built yet (prompt_cache.gib is kept for it; nothing reserved)\n")
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}

@@ -132,7 +132,7 @@ func TestPlanFigures(t *testing.T) {
 		t.Errorf("per token %d, scratch %d, limit %d, margin %d", p.KVPerToken, p.Scratch, p.Limit, p.Margin)
 	}
 	text := p.String()
-	for _, want := range []string{"memory plan", "70% of 1.0 GiB", "8192x11 (shared host; parallel auto), 4.0 KiB a token", "prompt cache: not built yet"} {
+	for _, want := range []string{"memory plan", "70% of 1.0 GiB", "8192x11 (shared host; parallel auto), 4.0 KiB a token", "prompt cache: prompt_cache.gib = 0: off"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plan text lacks %q:\n%s", want, text)
 		}
@@ -220,5 +220,51 @@ func TestPlanCappedAtWorkingSet(t *testing.T) {
 				t.Errorf("the plan shows the working set: %v, want %v\n%s", shows, tc.workingSet > 0, p)
 			}
 		})
+	}
+}
+
+// TestPlanReservesThePromptCacheFirst: an explicit cache comes off the top and the sessions are
+// sized from the rest; the default share is a quarter, capped so one context still fits; a cache
+// that does not fit is refused with the numbers and the settings to change.
+func TestPlanReservesThePromptCacheFirst(t *testing.T) {
+	c := Config{Layers: 4, KVHeads: 1, HeadDim: 128, MaxPositions: 8192} // 4 KiB a token
+	in := PlanInput{Model: c, DeviceMemory: 4 * GiB, LoadLimitGB: 3, Parallel: 2}
+	off, err := MakePlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.PromptCacheGiB = 1
+	on, err := MakePlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.Cache != GiB || on.KV != off.KV || on.Left != off.Left-GiB {
+		t.Errorf("1 GiB cache: cache %d, sessions %d (%d without), left %d (%d without)", on.Cache, on.KV, off.KV, on.Left, off.Left)
+	}
+	if !strings.Contains(on.String(), "prompt_cache.gib = 1") {
+		t.Errorf("the plan does not say where the cache's size came from:\n%s", on)
+	}
+	in.PromptCacheGiB = -1
+	def, err := MakePlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail := def.Limit - def.Weights - def.Scratch - def.Margin
+	if want := avail / 4; def.Cache != want {
+		t.Errorf("default cache %d, want a quarter of %d", def.Cache, avail)
+	}
+	in.PromptCacheGiB = 5
+	_, err = MakePlan(in)
+	if err == nil || !strings.Contains(err.Error(), "prompt_cache.gib = 5") || !strings.Contains(err.Error(), "memory.load_limit_gb") {
+		t.Errorf("an oversized cache gave %v, want a refusal naming prompt_cache.gib and the limit", err)
+	}
+	// A default share that would leave no room for one session of the window is cut to the room.
+	in = PlanInput{Model: c, LoadLimitGB: 0.1, PromptCacheGiB: -1}
+	small, err := MakePlan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.Layout[0] != 8192 || small.Cache > small.Limit-small.Weights-small.Scratch-small.Margin-8192*4096 {
+		t.Errorf("small machine: layout %v, cache %d: the cache squeezed out the one whole-window session", small.Layout, small.Cache)
 	}
 }
