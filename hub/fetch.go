@@ -113,11 +113,17 @@ func present(dest string, f File) (bool, error) {
 // file's end to p unless it returns errStartOver.
 func (c *Client) download(ctx context.Context, l *Listing, f File, dest string, t target, p Progress) (err error) {
 	part := dest + PartSuffix
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+	if err := makeDirs(filepath.Dir(dest)); err != nil {
 		return fmt.Errorf("hub: %s: %w", t, err)
 	}
-	file, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	file, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, fileMode)
+	if err == nil {
+		err = file.Chmod(fileMode) // whatever the umask: see fileMode
+	}
 	if err != nil {
+		if file != nil {
+			file.Close()
+		}
 		return fmt.Errorf("hub: %s: %w", t, err)
 	}
 	defer func() {
@@ -379,6 +385,33 @@ func (discardHash) Sum(b []byte) []byte         { return b }
 func (discardHash) Reset()                      {}
 func (discardHash) Size() int                   { return 0 }
 func (discardHash) BlockSize() int              { return 1 }
+
+// The modes of what a pull makes, whatever the umask (a root shell's may be 077): the service
+// reads the models folder as a user that owns none of it.
+const (
+	fileMode = 0o644
+	dirMode  = 0o755
+)
+
+// makeDirs makes dir and the folders above it that are missing, each with dirMode.
+func makeDirs(dir string) error {
+	if info, err := os.Stat(dir); err == nil && info.IsDir() {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := makeDirs(parent); err != nil {
+			return err
+		}
+	}
+	err := os.Mkdir(dir, dirMode)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // made meanwhile, or not a folder: the file's creation will say
+	}
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dir, dirMode)
+}
 
 // escapePath escapes each segment of a slash-separated path for a URL.
 func escapePath(name string) string {
