@@ -68,9 +68,20 @@ func (f listFlag) Set(s string) error {
 // takes), and gives exitUsage; -h prints the usage and gives 0. done is false when the command
 // should go on.
 func parseFlags(cmd string, fs *flag.FlagSet, args []string, stderr io.Writer) (code int, done bool) {
+	return parseFlagsArgs(cmd, fs, args, stderr, nil)
+}
+
+// parseFlagsArgs is parseFlags for a command that takes arguments: with operands non-nil, the
+// arguments that are not flags are appended to it, and flags may come after them too
+// (tfd pull REPO --revision v2).
+func parseFlagsArgs(cmd string, fs *flag.FlagSet, args []string, stderr io.Writer, operands *[]string) (code int, done bool) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
+	for err == nil && operands != nil && fs.NArg() > 0 {
+		*operands = append(*operands, fs.Arg(0))
+		err = fs.Parse(fs.Args()[1:])
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintf(stderr, usage, service.DefaultConfigPath())

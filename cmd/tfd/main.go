@@ -3,6 +3,7 @@
 //	tfd serve [--config FILE] [--listen ADDR] [--model PATH] [--parallel N|auto]
 //	tfd config [the same flags]   print the effective config and where each value came from
 //	tfd plan [the same flags]     print the memory plan without loading the model
+//	tfd pull [--dir DIR] [--revision REV] REPO[:FILE]   fetch a model from the Hugging Face hub
 //	tfd install | uninstall | start | stop | restart | status   the system service
 //	tfd logs [-n N] [--no-follow]   follow the service's log
 //	tfd version
@@ -38,6 +39,11 @@ Usage:
   tfd plan [flags]      print the memory plan for the config, without loading the model
   tfd bench [flags]     measure the model here: first token, tok/s at several concurrencies,
                         with and without drafts
+  tfd pull [flags] REPO[:FILE]
+                        fetch a model from the Hugging Face hub into the models folder
+                        (model.dir) and print the model.path that serves it: REPO's config,
+                        tokenizer, chat template and safetensors weights, or with :FILE that one
+                        file (a GGUF, say); each file verified, an interrupted pull resumes
   tfd install           install and start the system service (launchd on macOS, systemd on Linux)
   tfd uninstall         stop and remove the service; the config and models stay
   tfd start | stop | restart
@@ -61,6 +67,16 @@ Flags of bench (beside those above):
   --streams LIST        concurrent replies per run (default 1,4,16)
   --prompt N            prompt tokens per reply (default 256)
   --tokens N            tokens generated per reply (default 128)
+
+Flags of pull:
+  --config FILE         the config file, for model.dir
+  --dir DIR             model.dir, the models folder: REPO's files go to DIR/owner/name
+                        (default: /var/lib/tfd/models, on macOS Homebrew's var/tfd/models, when
+                        the service is installed or pull runs as root; else ~/.cache/tfd/models,
+                        on macOS ~/Library/Caches/tfd/models)
+  --revision REV        a branch, tag or commit of the repo (default main)
+  HF_TOKEN in the environment is sent to the hub for gated and private repos; HF_ENDPOINT names
+  another hub (default https://huggingface.co)
 
 Settings come from the defaults, then the config file, then TFD_* environment variables
 (TFD_SESSIONS_PARALLEL sets sessions.parallel), then flags. A running tfd applies edits of its
@@ -92,6 +108,8 @@ func runWith(args []string, stdout, stderr io.Writer, newManager managerFunc) in
 		return printPlan(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
+	case "pull":
+		return pull(args[1:], stdout, stderr)
 	case "install", "uninstall", "start", "stop", "restart", "status":
 		return serviceCommand(args[0], args[1:], stdout, stderr, newManager)
 	case "logs":
@@ -128,6 +146,12 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*config.Effective,
 
 // loadConfigWith is loadConfig for a command with flags of its own, which extra defines.
 func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*config.Effective, config.Sources, int) {
+	return loadConfigArgs(cmd, args, stderr, extra, nil)
+}
+
+// loadConfigArgs is loadConfigWith for a command that takes arguments beside its flags, before
+// or after them; it appends them to operands.
+func loadConfigArgs(cmd string, args []string, stderr io.Writer, extra func(*flag.FlagSet), operands *[]string) (*config.Effective, config.Sources, int) {
 	fs := flag.NewFlagSet("tfd "+cmd, flag.ContinueOnError)
 	if extra != nil {
 		extra(fs)
@@ -137,7 +161,7 @@ func loadConfigWith(cmd string, args []string, stderr io.Writer, extra func(*fla
 	for name, key := range shortcuts {
 		fs.String(name, "", key)
 	}
-	if code, done := parseFlags(cmd, fs, args, stderr); done {
+	if code, done := parseFlagsArgs(cmd, fs, args, stderr, operands); done {
 		return nil, config.Sources{}, code
 	}
 	src := config.Sources{File: *configFile, FileRequired: *configFile != "", Environ: os.Environ()}

@@ -27,6 +27,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"version"}, code: 0, stdout: "tfd "},
 		{args: []string{"help"}, code: 0, stdout: "tfd serve"},
 		{args: []string{"help"}, code: 0, stdout: "--log-file FILE"},
+		{args: []string{"help"}, code: 0, stdout: "tfd pull [flags] REPO[:FILE]"},
 		{args: []string{"config", "--config", config, "--parallel", "3"}, code: 0,
 			stdout: "grow = 512      # file " + config},
 		{args: []string{"config", "--config", config, "--parallel", "3"}, code: 0, stdout: `parallel = "3"  # flag --parallel`},

@@ -46,6 +46,10 @@ type ServerConfig struct {
 type ModelConfig struct {
 	// Path is a Hugging Face-style model folder; empty: the bundled model.
 	Path string `koanf:"path"`
+	// Dir is the models folder `tfd pull` writes into (a repo's files go to Dir/owner/name); empty:
+	// the service's models folder when the service is installed or pull runs as root, else the
+	// user's cache (service.Paths.PullModelsDir). Serving does not read it.
+	Dir string `koanf:"dir"`
 	// Name is the model's id in /v1/models; empty: the folder's name.
 	Name string `koanf:"name"`
 	// Backend is auto, metal, cuda or cpu.

@@ -73,9 +73,15 @@ func (m *Manager) checkKeysFile(path string, ids serviceIDs) {
 func (m *Manager) unreachable(path string, ids serviceIDs) string {
 	if m.Platform == Systemd {
 		for _, hidden := range []string{"/home", "/root", "/run/user"} {
-			if path == hidden || strings.HasPrefix(path, hidden+"/") {
+			if within(path, hidden) {
 				return "the unit hides " + hidden + " from the service (ProtectHome=yes)"
 			}
+		}
+		if within(path, m.Paths.WorkingDir) {
+			// The unit's StateDirectory, where tfd pull puts models: with DynamicUser it is a
+			// link into /var/lib/private, which only root may enter from outside, and which
+			// systemd opens to the service.
+			return ""
 		}
 	}
 	real, err := filepath.EvalSymlinks(path)
@@ -106,6 +112,11 @@ func (m *Manager) unreachable(path string, ids serviceIDs) string {
 		return fmt.Sprintf("%s has mode %04o", real, target.Mode().Perm())
 	}
 	return ""
+}
+
+// within reports whether path is dir or inside it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // permits reports whether the user ids gets the access bits (4 read, 1 enter) on info, taking

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 )
@@ -41,6 +42,26 @@ func (p Paths) ConfigFile() string { return filepath.Join(p.ConfigDir, "tfd.toml
 
 // logFile returns the path of tfd.log.
 func (p Paths) logFile() string { return filepath.Join(p.LogDir, "tfd.log") }
+
+// ModelsDir returns the service's models folder, where tfd pull puts what it fetches for the
+// service: "models" in its working folder (/var/lib/tfd/models on Linux, Homebrew's
+// var/tfd/models on macOS). The service can read it wherever it runs: under systemd it is the
+// unit's own StateDirectory, outside the home folders the unit hides (ProtectHome); under
+// launchd it is inside _tfd's own folder. Uninstall leaves it, with the models in it.
+func (p Paths) ModelsDir() string { return filepath.Join(p.WorkingDir, "models") }
+
+// PullModelsDir returns the folder tfd pull puts models in when model.dir is empty: the service's
+// ModelsDir when the service is installed on platform or tfd runs as root (asRoot), since
+// only there can the service read what is pulled, and writing there takes root as install did;
+// otherwise "tfd/models" in the user's cache folder userCache (os.UserCacheDir: ~/.cache on
+// Linux, ~/Library/Caches on macOS), which needs no root, for a tfd serve run by that user. An
+// empty userCache (no home folder) gives the service's folder too.
+func (p Paths) PullModelsDir(platform Platform, asRoot bool, userCache string) string {
+	if _, err := os.Stat(p.ServiceFile(platform)); err == nil || asRoot || userCache == "" {
+		return p.ModelsDir()
+	}
+	return filepath.Join(userCache, "tfd", "models")
+}
 
 // newsyslogFile returns the path of newsyslog's entry for tfd.log.
 func (p Paths) newsyslogFile() string { return filepath.Join(p.NewsyslogDir, "tfd.conf") }

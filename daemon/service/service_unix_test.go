@@ -110,6 +110,49 @@ func TestInstallWarnsUnreadable(t *testing.T) {
 	if !strings.Contains(out.String(), "ProtectHome=yes") {
 		t.Errorf("a model under /home: %s", out)
 	}
+	// A model tfd pull put in the service's models folder: with DynamicUser the working folder
+	// is a link into a folder only root may enter from outside, and the service still reads it.
+	m, out = newTestManager(t, Systemd, &servicetest.Runner{})
+	private := filepath.Join(t.TempDir(), "private")
+	model := filepath.Join(private, "tfd", "models", "acme", "tiny")
+	os.MkdirAll(model, 0o755)
+	os.Chmod(private, 0o700)
+	os.MkdirAll(filepath.Dir(m.Paths.WorkingDir), 0o755)
+	if err := os.Symlink(filepath.Join(private, "tfd"), m.Paths.WorkingDir); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(m.Paths.ConfigDir, 0o755)
+	pulled := filepath.Join(m.Paths.ModelsDir(), "acme", "tiny")
+	os.WriteFile(m.Paths.ConfigFile(), []byte("[model]\npath = \""+pulled+"\"\n"), 0o644)
+	m.checkConfig(serviceIDs{})
+	if strings.Contains(out.String(), "cannot read model.path") {
+		t.Errorf("a model in the service's models folder was reported unreadable: %s", out)
+	}
+}
+
+// TestPullModelsDir: tfd pull puts models where the service reads them when the service is
+// installed or it runs as root, else in the user's cache.
+func TestPullModelsDir(t *testing.T) {
+	m, _ := newTestManager(t, Systemd, &servicetest.Runner{})
+	cache := t.TempDir()
+	mine := filepath.Join(cache, "tfd", "models")
+	if got := m.Paths.PullModelsDir(Systemd, false, cache); got != mine {
+		t.Errorf("not installed, not root: %s, want %s", got, mine)
+	}
+	if got := m.Paths.PullModelsDir(Systemd, true, cache); got != m.Paths.ModelsDir() {
+		t.Errorf("as root: %s, want %s", got, m.Paths.ModelsDir())
+	}
+	os.MkdirAll(m.Paths.ServiceDir, 0o755)
+	os.WriteFile(m.Paths.ServiceFile(Systemd), nil, 0o644)
+	if got := m.Paths.PullModelsDir(Systemd, false, cache); got != m.Paths.ModelsDir() {
+		t.Errorf("installed: %s, want %s", got, m.Paths.ModelsDir())
+	}
+	if got, want := DefaultPaths("linux", "amd64", "").ModelsDir(), "/var/lib/tfd/models"; got != want {
+		t.Errorf("Linux: %s, want %s", got, want)
+	}
+	if got, want := DefaultPaths("darwin", "arm64", "").ModelsDir(), "/opt/homebrew/var/tfd/models"; got != want {
+		t.Errorf("macOS: %s, want %s", got, want)
+	}
 }
 
 // TestExecRunnerAttach: an attached command reads the caller's input and writes its output; its
