@@ -49,10 +49,6 @@ type DiskStats struct {
 // ErrNotSpilled is returned by Get for a block the folder does not hold; errors.Is finds it.
 var ErrNotSpilled = errors.New("promptcache: block not in the spill folder")
 
-// ErrBadSpillFile is wrapped by Get's error for a file it found corrupt, truncated, foreign or
-// unreadable, and deleted; errors.Is finds it. Like ErrNotSpilled, it is a miss.
-var ErrBadSpillFile = errBadSpillFile
-
 const (
 	// maxQueued is the most bytes put and not yet written (and Limit/4 when that is less), so
 	// that a slow disk costs the cache blocks, not the server memory. An empty queue takes one
@@ -64,7 +60,7 @@ const (
 
 // Disk is the prompt cache's spill folder: a file per block, read back on lookup, kept within a
 // byte limit by deleting the least recently used (by Put and Get; files found at OpenDisk are
-// ordered by their modification times, which Get refreshes). Writes run on a goroutine of its
+// ordered by their modification times, which Get refreshes). Writes run on a goroutine of their
 // own behind a bounded queue, so Put never waits for the disk; Get reads on its caller's
 // goroutine. A file is used only when its identity, key, tokens, length and checksum match; one
 // that does not is deleted with one log line, and the Get is a miss. All methods are safe for
@@ -415,21 +411,24 @@ func (d *Disk) Get(k Key, tokens []int32) ([]byte, error) {
 // readSpillFile reads the file at path, which may be no larger than limit.
 func readSpillFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
+	} else if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSpillFile, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errBadSpillFile, err)
-	}
-	if !info.Mode().IsRegular() || info.Size() > limit {
-		return nil, fmt.Errorf("%w: %d bytes, more than the folder's limit of %d, or not a regular file",
-			errBadSpillFile, info.Size(), limit)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrBadSpillFile, err)
+	case !info.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: not a regular file", ErrBadSpillFile)
+	case info.Size() > limit:
+		return nil, fmt.Errorf("%w: %d bytes, more than the folder's limit of %d", ErrBadSpillFile, info.Size(), limit)
 	}
 	data := make([]byte, info.Size())
 	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, fmt.Errorf("%w: reading: %w", errBadSpillFile, err)
+		return nil, fmt.Errorf("%w: reading: %w", ErrBadSpillFile, err)
 	}
 	return data, nil
 }

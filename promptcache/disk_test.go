@@ -291,10 +291,11 @@ func TestDiskBadFiles(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name   string
-		change func(t *testing.T, path string) // the file of block 1; nil: none
-		tokens func([]int32) []int32           // the tokens Get asks for; nil: block 1's
-		reason string                          // in the log line
+		name      string
+		change    func(t *testing.T, path string) // the file of block 1; nil: none
+		whileOpen bool                            // change it after the Disk indexed it
+		tokens    func([]int32) []int32           // the tokens Get asks for; nil: block 1's
+		reason    string                          // in the log line
 	}{
 		{name: "corrupt payload byte", change: rewrite(func(b []byte) []byte { b[len(b)-10] ^= 1; return b }), reason: "checksum"},
 		{name: "corrupt header byte", change: rewrite(func(b []byte) []byte { b[20] ^= 0x80; return b }), reason: "checksum"},
@@ -303,6 +304,7 @@ func TestDiskBadFiles(t *testing.T) {
 		{name: "truncated header", change: rewrite(func(b []byte) []byte { return b[:30] }), reason: "truncated"},
 		{name: "empty", change: rewrite(func([]byte) []byte { return nil }), reason: "magic"},
 		{name: "padded", change: rewrite(func(b []byte) []byte { return append(b, 0) }), reason: "padded"},
+		{name: "grown past the limit", whileOpen: true, change: rewrite(func(b []byte) []byte { return append(b, make([]byte, 1<<20)...) }), reason: "more than the folder's limit"},
 		{name: "not a spill file", change: rewrite(func([]byte) []byte { return []byte("hello, world\n") }), reason: "magic"},
 		{name: "newer format", change: rewrite(func(b []byte) []byte { b[8] = 2; return b }), reason: "format version 2"},
 		{name: "another identity under our name", change: otherFile("another model", 1), reason: "another model"},
@@ -316,11 +318,13 @@ func TestDiskBadFiles(t *testing.T) {
 			putBlocks(d, 1, 2)
 			d.Close()
 			path := spillPath(dir, testIdentity, 1)
-			if tt.change != nil {
+			if tt.change != nil && !tt.whileOpen {
 				tt.change(t, path)
 			}
-
 			d = openTestDisk(t, dir, 1<<20, testIdentity, nil)
+			if tt.change != nil && tt.whileOpen {
+				tt.change(t, path)
+			}
 			k, tokens, _ := testBlock(testIdentity, 1, testPayload)
 			if tt.tokens != nil {
 				tokens = tt.tokens(tokens)

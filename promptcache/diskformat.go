@@ -43,8 +43,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// errBadSpillFile is wrapped by every error of parseSpillFile and spillFile.check.
-var errBadSpillFile = errors.New("promptcache: bad spill file")
+// ErrBadSpillFile is wrapped by Get's error for a file it found corrupt, truncated, foreign or
+// unreadable, and deleted; errors.Is finds it. Like ErrNotSpilled, it is a miss.
+var ErrBadSpillFile = errors.New("promptcache: bad spill file")
 
 // spillPrefix returns the start of the names of identity's spill files.
 func spillPrefix(identity string) string {
@@ -138,33 +139,33 @@ func parseSpillFile(data []byte) (spillFile, error) {
 	var f spillFile
 	r := spillReader{data: data}
 	if magic := r.bytes(len(spillMagic)); r.short || string(magic) != spillMagic {
-		return f, fmt.Errorf("%w: not a spill file (no tfdkv magic)", errBadSpillFile)
+		return f, fmt.Errorf("%w: not a spill file (no tfdkv magic)", ErrBadSpillFile)
 	}
 	if v := r.uint32(); r.short {
-		return f, fmt.Errorf("%w: truncated header", errBadSpillFile)
+		return f, fmt.Errorf("%w: truncated header", ErrBadSpillFile)
 	} else if v != spillVersion {
-		return f, fmt.Errorf("%w: format version %d, this tfd reads %d", errBadSpillFile, v, spillVersion)
+		return f, fmt.Errorf("%w: format version %d, this tfd reads %d", ErrBadSpillFile, v, spillVersion)
 	}
 	idLen := int(r.uint16())
 	f.identity = string(r.bytes(idLen))
 	copy(f.key[:], r.bytes(len(f.key)))
 	nTokens := int64(r.uint32())
 	if r.short || idLen == 0 || nTokens*4 > int64(len(r.data)) {
-		return f, fmt.Errorf("%w: truncated or malformed header", errBadSpillFile)
+		return f, fmt.Errorf("%w: truncated or malformed header", ErrBadSpillFile)
 	}
 	tokenBytes := r.bytes(int(nTokens) * 4)
 	payloadLen := r.uint64()
 	if r.short {
-		return f, fmt.Errorf("%w: truncated header", errBadSpillFile)
+		return f, fmt.Errorf("%w: truncated header", ErrBadSpillFile)
 	}
 	if left := uint64(len(r.data)); left < 4 || payloadLen != left-4 {
 		return f, fmt.Errorf("%w: payload of %d bytes in a file that holds %d after the header (truncated or padded)",
-			errBadSpillFile, payloadLen, max(int64(left)-4, 0))
+			ErrBadSpillFile, payloadLen, max(int64(left)-4, 0))
 	}
 	f.payload = r.bytes(int(payloadLen))
 	end := len(data) - 4
 	if want, got := binary.LittleEndian.Uint32(data[end:]), spillChecksum(data[:end], nil); got != want {
-		return spillFile{}, fmt.Errorf("%w: checksum %08x, the file says %08x (corrupt)", errBadSpillFile, got, want)
+		return spillFile{}, fmt.Errorf("%w: checksum %08x, the file says %08x (corrupt)", ErrBadSpillFile, got, want)
 	}
 	f.tokens = make([]int32, nTokens)
 	for i := range f.tokens {
@@ -178,11 +179,11 @@ func parseSpillFile(data []byte) (spillFile, error) {
 func (f spillFile) check(identity string, k Key, tokens []int32) error {
 	switch {
 	case f.identity != identity:
-		return fmt.Errorf("%w: another model's or tfd version's block (identity %q)", errBadSpillFile, abbreviate(f.identity, 40))
+		return fmt.Errorf("%w: another model's or tfd version's block (identity %q)", ErrBadSpillFile, abbreviate(f.identity, 40))
 	case f.key != k:
-		return fmt.Errorf("%w: holds block %s, not the block its name says", errBadSpillFile, f.key)
+		return fmt.Errorf("%w: holds block %s, not the block its name says", ErrBadSpillFile, f.key)
 	case !slices.Equal(f.tokens, tokens):
-		return fmt.Errorf("%w: holds other tokens than the prompt's (%d tokens, %d asked)", errBadSpillFile, len(f.tokens), len(tokens))
+		return fmt.Errorf("%w: holds other tokens than the prompt's (%d tokens, %d asked)", ErrBadSpillFile, len(f.tokens), len(tokens))
 	}
 	return nil
 }

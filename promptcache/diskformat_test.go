@@ -93,8 +93,8 @@ func FuzzParseSpillFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := parseSpillFile(data)
 		if err != nil {
-			if !errors.Is(err, errBadSpillFile) {
-				t.Fatalf("error %v does not wrap errBadSpillFile", err)
+			if !errors.Is(err, ErrBadSpillFile) {
+				t.Fatalf("error %v does not wrap ErrBadSpillFile", err)
 			}
 			return
 		}
