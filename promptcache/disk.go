@@ -46,6 +46,9 @@ type DiskStats struct {
 	Full      bool   // spilling is stopped by a full disk
 }
 
+// The cache's memory spills to a Disk.
+var _ Spill = (*Disk)(nil)
+
 // ErrNotSpilled is returned by Get for a block the folder does not hold; errors.Is finds it.
 var ErrNotSpilled = errors.New("promptcache: block not in the spill folder")
 
