@@ -12,6 +12,12 @@ func TestSharedAndDraftedEqualSoloOnCUDA(t *testing.T) {
 	schedulertest.CheckSharedAndDrafted(t, openCUDA(t))
 }
 
+// TestPromptCacheOnCUDA: on the GPU, replies restored from the prompt cache's memory and, after a
+// restart, from its spill folder equal the replies of a host without a cache.
+func TestPromptCacheOnCUDA(t *testing.T) {
+	schedulertest.CheckPromptCache(t, openCUDA(t))
+}
+
 // BenchmarkLoneDraftsOnCUDA: one stream alone making 512 tokens of the bundled model on the GPU,
 // drafts off (greedy chains on the device where greedy), n-gram copies, MTP chains of 1 to 3.
 func BenchmarkLoneDraftsOnCUDA(b *testing.B) {

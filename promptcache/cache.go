@@ -1,17 +1,21 @@
 package promptcache
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
 )
 
 // Spill is what the cache needs of its spill folder; *Disk is one. Put takes ownership of
-// payload and may drop it (a cache may forget); Get returns an error for anything it cannot
-// vouch for, which the cache takes as a miss.
+// payload and may drop it (a cache may forget): evictions use it, so that the lane never waits on
+// the disk. PutWait waits for room instead, until ctx ends: a graceful stop uses it, so that every
+// block reaches the disk. Get returns an error for anything it cannot vouch for, which the cache
+// takes as a miss.
 type Spill interface {
 	Has(k Key) bool
 	Put(k Key, tokens []int32, payload []byte)
+	PutWait(ctx context.Context, k Key, tokens []int32, payload []byte) error
 	Get(k Key, tokens []int32) ([]byte, error)
 }
 
@@ -185,7 +189,7 @@ func (c *Cache) evict() bool {
 		if e.pins > 0 {
 			continue
 		}
-		c.spillOut(e)
+		c.spillOut(e, nil)
 		c.forget(e)
 		c.mu.Lock()
 		c.stats.Evictions++
@@ -195,20 +199,26 @@ func (c *Cache) evict() bool {
 	return false
 }
 
-// spillOut hands e's block to the spill folder unless it has it already.
-func (c *Cache) spillOut(e *entry) {
+// spillOut hands e's block to the spill folder unless it has it already: with Put, or, when wait
+// is not nil, with PutWait under it. It reports false when wait ended first.
+func (c *Cache) spillOut(e *entry, wait context.Context) bool {
 	if c.spill == nil || c.spill.Has(e.key) {
-		return
+		return true
 	}
 	payload := make([]byte, c.store.BlockBytes())
 	if err := c.store.Read(e.block, payload); err != nil {
 		c.fail("read for the spill folder", err)
-		return
+		return true
 	}
-	c.spill.Put(e.key, e.tokens, payload)
+	if wait == nil {
+		c.spill.Put(e.key, e.tokens, payload)
+	} else if err := c.spill.PutWait(wait, e.key, e.tokens, payload); err != nil {
+		return false
+	}
 	c.mu.Lock()
 	c.stats.SpillWrites++
 	c.mu.Unlock()
+	return true
 }
 
 // forget drops e and frees its block.
@@ -313,11 +323,14 @@ func (c *Cache) Resize(blocks int) error {
 	return nil
 }
 
-// Flush hands every block in memory that the spill folder lacks to it: at a graceful stop and
-// before the model is unloaded, so that a restart starts warm.
-func (c *Cache) Flush() {
-	for e := c.lru.next; e != &c.lru; e = e.next {
-		c.spillOut(e)
+// Flush hands every block in memory that the spill folder lacks to it, most recently used
+// first, waiting for room in its queue until ctx ends: at a graceful stop and before the model is
+// unloaded, so that a restart starts warm.
+func (c *Cache) Flush(ctx context.Context) {
+	for e := c.lru.next; e != &c.lru && ctx.Err() == nil; e = e.next {
+		if !c.spillOut(e, ctx) {
+			return
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package promptcache
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,6 +72,10 @@ type fakeSpill map[Key][]byte
 
 func (f fakeSpill) Has(k Key) bool                            { return f[k] != nil }
 func (f fakeSpill) Put(k Key, tokens []int32, payload []byte) { f[k] = payload }
+func (f fakeSpill) PutWait(ctx context.Context, k Key, tokens []int32, payload []byte) error {
+	f[k] = payload
+	return ctx.Err()
+}
 func (f fakeSpill) Get(k Key, tokens []int32) ([]byte, error) {
 	if f[k] == nil {
 		return nil, errors.New("not here")

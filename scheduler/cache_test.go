@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfd/compute"
 	"tfd/engine"
 	"tfd/promptcache"
 	"tfd/scheduler"
@@ -143,3 +144,16 @@ func TestConversationsShareTheSystemPrompt(t *testing.T) {
 	}
 }
 
+// TestPromptCacheOnCPU: replies restored from the cache's memory and, after a restart, from its
+// spill folder equal the replies of a host without a cache (the check every backend runs).
+func TestPromptCacheOnCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the bundled model; skipped with -short")
+	}
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	schedulertest.CheckPromptCache(t, b)
+}

@@ -80,7 +80,7 @@ func (h *Shared) run() {
 		l.collect()
 		if l.closed && len(l.active) == 0 && len(l.waiting) == 0 {
 			if l.cache != nil {
-				l.cache.Flush() // a restart starts warm
+				l.cache.Flush(l.h.hostCtx) // a restart starts warm; a Close that gives up cuts it short
 			}
 			return
 		}
