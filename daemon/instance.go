@@ -20,6 +20,7 @@ import (
 	"tfd/engine/tokenizer"
 	"tfd/grammar"
 	"tfd/models"
+	"tfd/promptcache"
 	"tfd/scheduler"
 )
 
@@ -43,6 +44,14 @@ type instance struct {
 	handler *front
 	// loadTime is how long the weights took to load, for the log.
 	loadTime time.Duration
+
+	// The prompt cache (cache.go): its memory, its index, and its spill folder (nil: none) with
+	// the folder's name; disk and spillDir change on reload under the server's lock.
+	store    *engine.BlockStore
+	cache    *promptcache.Cache
+	identity string
+	disk     *promptcache.Disk
+	spillDir string
 }
 
 // ModelSource returns the engine source mc names: the folder, or the bundled model.
@@ -74,6 +83,8 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 		Grow:         cfg.Sessions.Grow,
 		Layout:       layout,
 		MaxRows:      MaxRows,
+
+		PromptCacheGiB: cfg.PromptCache.GiB,
 	})
 }
 
@@ -86,7 +97,9 @@ func workingSet(b compute.Backend) uint64 {
 }
 
 // residentBytes is what a loaded instance holds under the plan's limit.
-func (in *instance) residentBytes() int64 { return in.plan.Weights + in.plan.Scratch + in.plan.KV }
+func (in *instance) residentBytes() int64 {
+	return in.plan.Weights + in.plan.Scratch + in.plan.Cache + in.plan.KV
+}
 
 // startInstance opens a backend, plans, loads the model and starts its host, with an API Handler
 // made with hopts. plan, when not nil, is a plan already made for cfg on this kind of backend;
@@ -131,8 +144,13 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 		return fmt.Errorf("daemon: load model.path %s: %w", cfg.Model.Path, err)
 	}
 	in.model = m
+	if err := in.openCache(cfg, logger); err != nil {
+		return err
+	}
+	in.spillDir = cfg.PromptCache.SpillDir
 	opts := in.sharedOptions(cfg)
 	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m, report, logger
+	opts.Cache = in.cache
 	opts.Calibrate = true // drafts are priced by this machine's timings from the first round
 	in.host, err = scheduler.NewShared(m, opts)
 	if err != nil {
@@ -175,7 +193,7 @@ func workedAround(logger *slog.Logger, m *metrics.Metrics) func(where string, er
 // sharedOptions are the host's routing for cfg's sessions under the instance's plan.
 func (in *instance) sharedOptions(cfg config.Config) scheduler.SharedOptions {
 	return scheduler.SharedOptions{Layout: slices.Clone(in.plan.Layout), Grow: cfg.Sessions.Grow, Queue: cfg.Sessions.Queue,
-		KeepWarm: in.keepWarm(cfg.Residency), WarmTick: cfg.Residency.Tick}
+		KeepWarm: in.keepWarm(cfg.Residency), WarmTick: cfg.Residency.Tick, CacheBlocks: in.cacheBlocks(), CacheSpill: in.spill()}
 }
 
 // residency is what a backend that holds its memory resident works with: the [residency]
@@ -197,7 +215,13 @@ func (in *instance) keepWarm(rc config.ResidencyConfig) time.Duration {
 func (in *instance) close(ctx context.Context) error {
 	var err error
 	if in.host != nil {
-		err = in.host.Close(ctx)
+		err = in.host.Close(ctx) // the host hands the cache's blocks to the spill folder as it ends
+	}
+	if in.disk != nil {
+		err = errors.Join(err, in.disk.Close()) // waits for the blocks to be written
+	}
+	if in.store != nil {
+		in.store.Close()
 	}
 	if in.model != nil {
 		in.model.Close()

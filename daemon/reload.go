@@ -23,10 +23,10 @@ import (
 var (
 	// modelKeys need the weights loaded again.
 	modelKeys = []string{"model.path", "model.context"}
-	// planKeys change the memory plan and so the sessions.
-	planKeys = []string{"sessions.", "memory.", "model.path", "model.context"}
-	// unbuiltKeys are kept in the config for features not built yet.
-	unbuiltKeys = []string{"prompt_cache."}
+	// planKeys change the memory plan and so the sessions and the prompt cache's size.
+	planKeys = []string{"sessions.", "memory.", "model.path", "model.context", "prompt_cache.gib"}
+	// spillKeys change the prompt cache's spill folder.
+	spillKeys = []string{"prompt_cache.spill_dir", "prompt_cache.spill_gib"}
 )
 
 // reloadReport collects what one reload did, for its log line.
@@ -116,22 +116,26 @@ func (s *server) applyConfig(ctx context.Context, old, next config.Config, routi
 			return applyError{err}
 		}
 	}
+	if !loaded && touches(changes, spillKeys...) {
+		if err := s.respill(next, cur, r); err != nil {
+			return applyError{err}
+		}
+	}
 	if !loaded && touches(changes, "model.name") {
 		s.rename(next, cur, routing, r)
 	}
 	s.applyRouting(old, next, routing, changes, r)
-	for _, c := range changes {
-		if touches([]config.Change{c}, unbuiltKeys...) {
-			r.waits = append(r.waits, c.Key+" (not built yet: no effect)")
-		}
-	}
 	return nil
 }
 
 // needsModelLoad reports whether plan needs the weights loaded again: a new model or context,
-// or sessions that do not fit the KV pool the current model was loaded with.
+// sessions that do not fit the KV pool the current model was loaded with, or a prompt cache that
+// does not fit under the limit beside that pool (which keeps its memory until the model loads
+// again).
 func needsModelLoad(changes []config.Change, plan engine.Plan, cur *instance) bool {
-	return touches(changes, modelKeys...) || plan.Context != cur.plan.Context || plan.Slots() > cur.model.Slots()
+	pool := int64(cur.model.Slots()) * plan.KVPerToken
+	return touches(changes, modelKeys...) || plan.Context != cur.plan.Context || plan.Slots() > cur.model.Slots() ||
+		pool+plan.Cache > plan.Limit-plan.Weights-plan.Scratch-plan.Margin
 }
 
 // reconfigure gives the current host the plan's sessions: new admissions use them, running
@@ -140,6 +144,7 @@ func (s *server) reconfigure(next config.Config, plan engine.Plan, cur *instance
 	s.mu.Lock()
 	kept := cur.plan
 	cur.plan.Layout, cur.plan.Parallel, cur.plan.Notes = plan.Layout, plan.Parallel, plan.Notes
+	cur.plan.Cache, cur.plan.CacheFrom, cur.plan.KV, cur.plan.Left = plan.Cache, plan.CacheFrom, plan.KV, plan.Left
 	opts := cur.sharedOptions(next)
 	s.mu.Unlock()
 	if err := cur.host.Reconfigure(opts); err != nil {
@@ -148,8 +153,8 @@ func (s *server) reconfigure(next config.Config, plan engine.Plan, cur *instance
 		s.mu.Unlock()
 		return fmt.Errorf("daemon: reconfigure the sessions: %w", err)
 	}
-	r.apply("sessions %s, grow %d, queue %d for new requests (running replies finish where they are)",
-		plan.LayoutString(), next.Sessions.Grow, next.Sessions.Queue)
+	r.apply("sessions %s, grow %d, queue %d for new requests (running replies finish where they are); prompt cache %s",
+		plan.LayoutString(), next.Sessions.Grow, next.Sessions.Queue, engine.FormatBytes(plan.Cache))
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
 	"tfd/daemon/status"
+	"tfd/engine"
 	"tfd/scheduler"
 )
 
@@ -107,6 +108,7 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	if _, ok := in.backend.(compute.Resident); ok {
 		s.metrics.WatchResidency(s.residencyStats)
 	}
+	s.metrics.WatchPromptCache(s.cacheStats)
 	s.metrics.SetPlan(in.plan, s.gen)
 	s.reportPlan(in)
 	s.http = newLiveHandler(in.handler, s.metrics, s.statusReport, s.apiKeys, cmp.Or(s.opts.BodyTimeout, api.DefaultBodyTimeout))
@@ -148,7 +150,7 @@ func (s *server) reportPlan(in *instance) {
 		fmt.Fprint(s.opts.Report, in.plan.String())
 	}
 	s.logger.Info("memory plan", "limit", in.plan.LimitFrom, "sessions", in.plan.LayoutString(), "context", in.plan.Context,
-		"serial", in.plan.Serial(), "notes", len(in.plan.Notes))
+		"prompt_cache", engine.FormatBytes(in.plan.Cache), "serial", in.plan.Serial(), "notes", len(in.plan.Notes))
 }
 
 // grace returns server.shutdown_timeout as it is now (a reload may have changed it).

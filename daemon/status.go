@@ -11,7 +11,7 @@ import (
 // planReport is p as the status report shows it.
 func planReport(p engine.Plan) status.Plan {
 	return status.Plan{LimitBytes: p.Limit, WeightsBytes: p.Weights, ScratchBytes: p.Scratch, MarginBytes: p.Margin,
-		SessionsBytes: p.KV, LeftBytes: p.Left, Context: p.Context, Layout: p.LayoutString(), Notes: p.Notes, Text: p.String()}
+		CacheBytes: p.Cache, SessionsBytes: p.KV, LeftBytes: p.Left, Context: p.Context, Layout: p.LayoutString(), Notes: p.Notes, Text: p.String()}
 }
 
 // statusReport builds the status report from the state in force.
@@ -35,5 +35,6 @@ func (s *server) statusReport() status.Report {
 	st := in.stats()
 	rep.Host.Layout, rep.Host.Retiring = batch.Layout(st.Layout).String(), batch.Layout(st.Retiring).String()
 	rep.Host.Sessions, rep.Host.SessionsInUse, rep.Host.Active, rep.Host.Waiting = st.Sessions, st.SessionsInUse, st.Active, st.Waiting
+	rep.PromptCache = s.cacheReport()
 	return rep
 }

@@ -16,10 +16,12 @@ import (
 // token, aggregate and per-reply tokens per second, at each concurrency, drafts off and on.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	opts := bench.Options{Streams: []int{1, 4, 16}, Prompt: 256, Tokens: 128}
+	conversation := 0
 	eff, _, code := loadConfigWith("bench", args, stderr, func(fs *flag.FlagSet) {
 		fs.Var(listFlag{&opts.Streams}, "streams", "concurrent replies per run")
 		fs.Var(countFlag{&opts.Prompt, 1, "tokens"}, "prompt", "prompt tokens per reply")
 		fs.Var(countFlag{&opts.Tokens, 1, "tokens"}, "tokens", "tokens generated per reply")
+		fs.Var(countFlag{&conversation, 256, "tokens"}, "conversation", "time a conversation's fourth turn of this many tokens with the prompt cache off, in memory and on disk")
 	})
 	if eff == nil {
 		return code
@@ -27,7 +29,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	logger, _ := daemon.NewLeveledLogger(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := bench.Run(ctx, eff.Config, opts, logger, stdout); err != nil {
+	run := func() error { return bench.Run(ctx, eff.Config, opts, logger, stdout) }
+	if conversation > 0 {
+		run = func() error { return bench.RunCache(ctx, eff.Config, conversation, logger, stdout) }
+	}
+	if err := run(); err != nil {
 		report(stderr, err)
 		return exitFailure
 	}

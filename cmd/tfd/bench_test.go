@@ -30,3 +30,26 @@ func TestBench(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchConversation runs tfd bench's prompt-cache case on the bundled model with a short
+// conversation: a row for each case, the cached ones reusing most of the prompt.
+func TestBenchConversation(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"bench", "--conversation", "300"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[0], "fourth turn (about 300 tokens)") {
+		t.Fatalf("want a title, a header and 3 rows:\n%s", stdout.String())
+	}
+	for i, name := range []string{"cache off", "memory hit", "disk hit after a restart"} {
+		f := strings.Fields(lines[2+i])
+		if !strings.HasPrefix(strings.TrimSpace(lines[2+i]), name) || len(f) < 4 {
+			t.Fatalf("row %d = %q, want the %s case", i, lines[2+i], name)
+		}
+		reused, prompt := f[len(f)-1], f[len(f)-2]
+		if (i == 0) != (reused == "0") {
+			t.Errorf("%s reused %s of %s prompt tokens", name, reused, prompt)
+		}
+	}
+}

@@ -67,6 +67,9 @@ Flags of bench (beside those above):
   --streams LIST        concurrent replies per run (default 1,4,16)
   --prompt N            prompt tokens per reply (default 256)
   --tokens N            tokens generated per reply (default 128)
+  --conversation N      instead: the first token of a conversation's fourth turn of N tokens,
+                        with the prompt cache off, from its memory, and from its spill folder
+                        after a restart
 
 Flags of pull:
   --config FILE         the config file, for model.dir

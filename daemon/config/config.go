@@ -81,11 +81,14 @@ type MemoryConfig struct {
 
 // PromptCacheConfig is the [prompt_cache] section.
 type PromptCacheConfig struct {
-	// GiB is the cache's size; -1: a default share of memory; 0: off.
+	// GiB is the cache's own memory, reserved before the sessions are sized; -1: a default share
+	// of what the weights and margin leave (engine.DefaultCacheShare); 0: off.
 	GiB float64 `koanf:"gib"`
-	// SpillDir is a folder for cache entries evicted from memory; empty: none.
+	// SpillDir is a folder for blocks evicted from memory and for those in memory at a graceful
+	// stop, so a restart starts warm; empty: no spilling.
 	SpillDir string `koanf:"spill_dir"`
-	// SpillGiB bounds the spill folder's size.
+	// SpillGiB bounds the spill folder's size (least recently used files go first); it must be
+	// set with SpillDir.
 	SpillGiB float64 `koanf:"spill_gib"`
 }
 

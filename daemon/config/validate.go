@@ -50,6 +50,8 @@ func (c Config) problems() []problem {
 
 	check(c.PromptCache.GiB == -1 || c.PromptCache.GiB >= 0, "prompt_cache.gib", "want -1 (a default share), 0 (off) or a positive number of GiB")
 	check(c.PromptCache.SpillGiB >= 0, "prompt_cache.spill_gib", "want a number of GiB ≥ 0")
+	check(c.PromptCache.SpillDir == "" || c.PromptCache.SpillGiB > 0, "prompt_cache.spill_gib", "prompt_cache.spill_dir is set: say how many GiB the spill folder may hold")
+	check(c.PromptCache.SpillDir != "" || c.PromptCache.SpillGiB == 0, "prompt_cache.spill_dir", "prompt_cache.spill_gib is set: name the folder to spill to")
 
 	check(c.Drafts.MTPMax >= 0 && c.Drafts.MTPMax <= 16, "drafts.mtp_max", "want a whole number from 0 to 16")
 	check(c.Drafts.NGramMax >= 0 && c.Drafts.NGramMax <= 16, "drafts.ngram_max", "want a whole number from 0 to 16")

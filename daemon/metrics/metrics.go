@@ -14,6 +14,7 @@ import (
 
 	"tfd/compute"
 	"tfd/engine"
+	"tfd/promptcache"
 	"tfd/scheduler"
 )
 
@@ -71,7 +72,7 @@ func New(stats func() scheduler.Stats) *Metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tfd_config_reloads_total",
 			Help: "Config file changes by outcome: applied, unchanged, invalid, failed."}, []string{"outcome"}),
 		plan: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tfd_memory_plan_bytes",
-			Help: "The memory plan: limit, weights, scratch, margin, sessions (KV) and left."}, []string{"part"}),
+			Help: "The memory plan: limit, weights, scratch, margin, prompt_cache, sessions (KV) and left."}, []string{"part"}),
 		planSessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tfd_memory_plan_sessions",
 			Help: "Sessions in the memory plan."}),
 		planContext: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tfd_memory_plan_context_tokens",
@@ -174,6 +175,49 @@ func (m *Metrics) WatchResidency(stats func() compute.ResidencyStats) {
 	)
 }
 
+// WatchPromptCache adds the prompt cache's counters, read from stats at each scrape: lookups and
+// hits, tokens reused, blocks and bytes in memory, evictions, and the spill folder's bytes, files,
+// reads, writes and dropped files.
+func (m *Metrics) WatchPromptCache(stats func() (promptcache.Stats, promptcache.DiskStats)) {
+	if m == nil {
+		return
+	}
+	gauge := func(name, help string, f func(promptcache.Stats, promptcache.DiskStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(stats()) })
+	}
+	counter := func(name, help string, f func(promptcache.Stats, promptcache.DiskStats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(stats()) })
+	}
+	m.reg.MustRegister(
+		counter("tfd_prompt_cache_lookups_total", "Prompts looked up in the prompt cache as they were admitted.",
+			func(s promptcache.Stats, _ promptcache.DiskStats) float64 { return float64(s.Lookups) }),
+		counter("tfd_prompt_cache_hits_total", "Lookups that reused at least one block.",
+			func(s promptcache.Stats, _ promptcache.DiskStats) float64 { return float64(s.Hits) }),
+		counter("tfd_prompt_cache_misses_total", "Lookups that reused nothing.",
+			func(s promptcache.Stats, _ promptcache.DiskStats) float64 { return float64(s.Lookups - s.Hits) }),
+		counter("tfd_prompt_cache_tokens_reused_total", "Prompt tokens restored from the cache instead of computed.",
+			func(s promptcache.Stats, _ promptcache.DiskStats) float64 { return float64(s.TokensReused) }),
+		gauge("tfd_prompt_cache_bytes", "Bytes of blocks the prompt cache holds in memory.",
+			func(s promptcache.Stats, _ promptcache.DiskStats) float64 {
+				return float64(s.Blocks) * float64(s.BlockBytes)
+			}),
+		gauge("tfd_prompt_cache_capacity_bytes", "Bytes of blocks the prompt cache's memory can hold.",
+			func(s promptcache.Stats, _ promptcache.DiskStats) float64 {
+				return float64(s.Capacity) * float64(s.BlockBytes)
+			}),
+		counter("tfd_prompt_cache_evictions_total", "Blocks dropped from memory to make room (spilled first where a spill folder is set).",
+			func(s promptcache.Stats, _ promptcache.DiskStats) float64 { return float64(s.Evictions) }),
+		counter("tfd_prompt_cache_spill_writes_total", "Blocks written to the spill folder.",
+			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Writes) }),
+		counter("tfd_prompt_cache_spill_reads_total", "Blocks read back from the spill folder.",
+			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Reads) }),
+		counter("tfd_prompt_cache_spill_dropped_total", "Spill files dropped as corrupt, truncated or not this model's.",
+			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Dropped) }),
+		gauge("tfd_prompt_cache_spill_bytes", "Bytes in the spill folder (other models' files included).",
+			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Bytes) }),
+	)
+}
+
 // Handler returns the /metrics handler.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
@@ -240,7 +284,7 @@ func (m *Metrics) SetPlan(p engine.Plan, generation int) {
 		return
 	}
 	for part, v := range map[string]int64{"limit": p.Limit, "weights": p.Weights, "scratch": p.Scratch,
-		"margin": p.Margin, "sessions": p.KV, "left": p.Left} {
+		"margin": p.Margin, "prompt_cache": p.Cache, "sessions": p.KV, "left": p.Left} {
 		m.plan.WithLabelValues(part).Set(float64(v))
 	}
 	m.planSessions.Set(float64(len(p.Layout)))

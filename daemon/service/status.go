@@ -191,8 +191,22 @@ func (st Status) Write(w io.Writer) {
 		fmt.Fprintf(w, "waiting for a restart: %s\n", p)
 	}
 	fmt.Fprintf(w, "sessions %s: %d of %d in use, %d waiting\n", d.Host.Layout, d.Host.SessionsInUse, d.Host.Sessions, d.Host.Waiting)
+	if c := d.PromptCache; c.CapacityBlocks > 0 {
+		fmt.Fprintf(w, "prompt cache: %d of %d blocks of %d tokens (%s of %s), %d hits in %d lookups, %d tokens reused",
+			c.Blocks, c.CapacityBlocks, c.BlockTokens, mib(c.Bytes), mib(c.CapacityBytes), c.Hits, c.Lookups, c.TokensReused)
+		if c.SpillDir != "" {
+			fmt.Fprintf(w, "; spill folder %s: %d files, %s", c.SpillDir, c.SpillFiles, mib(c.SpillBytes))
+			if c.SpillFull {
+				fmt.Fprint(w, " (the disk is full: spilling stopped)")
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprint(w, d.Plan.Text)
 }
+
+// mib writes n bytes in MiB, one decimal.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // pidText is " (pid N)" from the daemon's own report, or "" without one.
 func (st Status) pidText() string {

@@ -35,7 +35,26 @@ type Report struct {
 		Grow          int    `json:"grow"`
 		Queue         int    `json:"queue"`
 	} `json:"host"`
-	Plan Plan `json:"plan"`
+	Plan        Plan        `json:"plan"`
+	PromptCache PromptCache `json:"prompt_cache"`
+}
+
+// PromptCache is what the prompt cache holds and did: its memory, in blocks of BlockTokens
+// tokens, and its spill folder.
+type PromptCache struct {
+	BlockTokens    int    `json:"block_tokens"`
+	Blocks         int    `json:"blocks"`          // in memory now
+	CapacityBlocks int    `json:"capacity_blocks"` // what its memory holds
+	Bytes          int64  `json:"bytes"`
+	CapacityBytes  int64  `json:"capacity_bytes"`
+	Lookups        uint64 `json:"lookups"`
+	Hits           uint64 `json:"hits"`
+	TokensReused   uint64 `json:"tokens_reused"`
+	Evictions      uint64 `json:"evictions"`
+	SpillDir       string `json:"spill_dir,omitempty"`
+	SpillBytes     int64  `json:"spill_bytes"`
+	SpillFiles     int    `json:"spill_files"`
+	SpillFull      bool   `json:"spill_full,omitempty"` // spilling stopped: the disk is full
 }
 
 // Plan is the memory plan in force: its figures in bytes and its text.
@@ -44,6 +63,7 @@ type Plan struct {
 	WeightsBytes  int64    `json:"weights_bytes"`
 	ScratchBytes  int64    `json:"scratch_bytes"`
 	MarginBytes   int64    `json:"margin_bytes"`
+	CacheBytes    int64    `json:"prompt_cache_bytes"`
 	SessionsBytes int64    `json:"sessions_bytes"`
 	LeftBytes     int64    `json:"left_bytes"`
 	Context       int      `json:"context"`
