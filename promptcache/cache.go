@@ -256,8 +256,12 @@ func (c *Cache) Fetcher(m Match, prompt []int32, most int) func() []Load {
 	}
 }
 
-// SetSpill puts spill in force for the blocks evicted from now on (nil: none).
-func (c *Cache) SetSpill(spill Spill) { c.spill = spill }
+// SetSpill puts spill in force for the blocks evicted from now on (nil: none) and returns the
+// one it replaces.
+func (c *Cache) SetSpill(spill Spill) (old Spill) {
+	old, c.spill = c.spill, spill
+	return old
+}
 
 // Put writes blocks Fetch read into memory; it returns how many it placed.
 func (c *Cache) Put(loads []Load) int {

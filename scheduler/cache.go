@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"io"
+
 	"tfd/promptcache"
 )
 
@@ -111,12 +113,19 @@ func (l *laneState) offerPrompt(a *active) {
 	}
 }
 
-// applyCache puts the cache settings of opts in force: its spill folder and its size.
+// applyCache puts the cache settings of opts in force: its spill folder and its size. A spill
+// folder it replaces is closed here, once nothing of the lane's uses it (a fetch under way holds
+// its own reference and only reads files), if it is an io.Closer: the host owns the spill folders
+// it was handed after the first.
 func (l *laneState) applyCache(opts SharedOptions) {
 	if l.cache == nil {
 		return
 	}
-	l.cache.SetSpill(opts.CacheSpill)
+	if old := l.cache.SetSpill(opts.CacheSpill); old != nil && old != opts.CacheSpill {
+		if c, ok := old.(io.Closer); ok {
+			l.report("prompt cache spill folder", c.Close())
+		}
+	}
 	if err := l.cache.Resize(opts.CacheBlocks); err != nil {
 		l.report("prompt cache", err)
 	}

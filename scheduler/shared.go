@@ -35,7 +35,9 @@ type SharedOptions struct {
 	// CacheBlocks is how many blocks the prompt cache holds (prompt_cache.gib); a change resizes
 	// it, evicting the least recently used first. Ignored without a Cache.
 	CacheBlocks int
-	// CacheSpill is the prompt cache's spill folder, or nil for none.
+	// CacheSpill is the prompt cache's spill folder, or nil for none. A Reconfigure that hands the
+	// host another one has the host close the one it replaces (when it is an io.Closer); the last
+	// one is its giver's to close after Close.
 	CacheSpill promptcache.Spill
 
 	// The model's optional abilities, each nil where the model has none. They are the model's,
