@@ -217,7 +217,12 @@ func TestLayoutChangeCannotWedgeGrowingStreams(t *testing.T) {
 			}
 			ends = append(ends, drain(events))
 		}
-		m.gate <- struct{}{} // one round: both streams hold their sessions
+		// Forwards one at a time until both streams hold their sessions: the lane may have run
+		// the first alone on the lone driver before the second arrived.
+		for h.Stats().Active < 2 {
+			m.gate <- struct{}{}
+			synctest.Wait()
+		}
 		if err := h.Reconfigure(SharedOptions{Layout: []int{32, 128}, Grow: 8}); err != nil {
 			t.Fatal(err)
 		}
