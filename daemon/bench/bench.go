@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tfd/daemon"
+	"tfd/daemon/bench/turns"
 	"tfd/daemon/config"
 	"tfd/engine"
 	"tfd/scheduler"
@@ -61,7 +62,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logg
 		return fmt.Errorf("bench: load the model: %w", err)
 	}
 	defer m.Close()
-	prompt := benchPrompt(m, opts.Prompt+most)
+	prompt := turns.GoSource(m, opts.Prompt+most)
 	// A first short run pays the one-time costs (kernel compilation, graph capture) outside the
 	// figures.
 	if _, err := benchScenario(ctx, m, plan.Layout, prompt, Options{Prompt: opts.Prompt, Tokens: min(8, opts.Tokens)}, 1, scheduler.Drafts{}); err != nil {
@@ -84,53 +85,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logg
 		}
 	}
 	return writeBench(out, m.Name(), backend.Name(), opts, results)
-}
-
-// benchText is what the bench's prompts are cut from: ordinary Go, so that drafts meet the kind of
-// text they meet in use.
-const benchText = `// Package ring implements a fixed-size ring buffer of bytes.
-package ring
-
-import "errors"
-
-// ErrFull is returned by Write when the buffer has no room left.
-var ErrFull = errors.New("ring: buffer full")
-
-// Buffer is a ring buffer. The zero value is an empty buffer of no capacity.
-type Buffer struct {
-	data       []byte
-	start, len int
-}
-
-// New returns a buffer that holds up to size bytes.
-func New(size int) *Buffer {
-	return &Buffer{data: make([]byte, size)}
-}
-
-// Len returns the number of bytes in the buffer.
-func (b *Buffer) Len() int { return b.len }
-
-// Write appends p to the buffer, or returns ErrFull if it does not fit.
-func (b *Buffer) Write(p []byte) (int, error) {
-	if len(p) > len(b.data)-b.len {
-		return 0, ErrFull
-	}
-	for i, c := range p {
-		b.data[(b.start+b.len+i)%len(b.data)] = c
-	}
-	b.len += len(p)
-	return len(p), nil
-}
-`
-
-// benchPrompt returns n tokens of Go source, repeating the text as needed.
-func benchPrompt(m *engine.Model, n int) []int32 {
-	text := m.Tokenizer().Encode(benchText)
-	out := make([]int32, 0, n)
-	for len(out) < n {
-		out = append(out, text[:min(len(text), n-len(out))]...)
-	}
-	return out
 }
 
 // benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into
