@@ -3,6 +3,8 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -156,4 +158,68 @@ func TestPromptCacheOnCPU(t *testing.T) {
 	}
 	defer b.Close()
 	schedulertest.CheckPromptCache(t, b)
+}
+
+// TestBadSpillFilesAreMisses: after a restart, a spill file with a flipped byte and one cut short
+// are misses, each dropped (deleted and counted), and the replies are still those of a host without
+// a cache; the blocks before them are still reused.
+func TestBadSpillFilesAreMisses(t *testing.T) {
+	m := loadBundled(t, 512+16*promptcache.BlockTokens)
+	req := requests(m, 2)[1] // sampled
+	req.Prompt = append(systemPrompt(t, m), req.Prompt...)
+	want := solo(t, m, []scheduler.Request{req})[0]
+	dir := t.TempDir()
+	start := func() (*scheduler.Shared, *promptcache.Disk, func()) {
+		store, err := m.NewBlockStore(16, promptcache.BlockTokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disk, err := promptcache.OpenDisk(promptcache.DiskOptions{Dir: dir, Limit: 1 << 30, Identity: m.Identity()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := promptcache.New(store, promptcache.Options{Identity: m.Identity(), Spill: disk})
+		h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, Cache: c, CacheBlocks: 16, CacheSpill: disk}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := func() { h.Close(context.Background()); disk.Close(); store.Close() } // the blocks reach the disk
+		return h, disk, stop
+	}
+	h, _, stop := start()
+	drain(submitAll(t, h, []scheduler.Request{req}, scheduler.Drafts{MTP: 3, NGram: 4})[0])
+	stop()
+
+	keys := promptcache.Keys(m.Identity(), req.Prompt)
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+keys[1].String()+".tfdkv"))
+	cut, _ := filepath.Glob(filepath.Join(dir, "*"+keys[2].String()+".tfdkv"))
+	if len(files) != 1 || len(cut) != 1 {
+		t.Fatalf("spill files of blocks 1 and 2: %v %v", files, cut)
+	}
+	data, _ := os.ReadFile(files[0])
+	data[len(data)/2] ^= 1
+	must(t, os.WriteFile(files[0], data, 0o640))
+	must(t, os.Truncate(cut[0], 1000))
+
+	h, disk, stop := start()
+	defer stop()
+	got := drain(submitAll(t, h, []scheduler.Request{req}, scheduler.Drafts{MTP: 3, NGram: 4})[0])
+	sameReply(t, "after a restart with bad spill files", got, want)
+	// Block 0 comes back from disk; block 1 is corrupt, so the read stops there.
+	if got.end.Cached != promptcache.BlockTokens-1 {
+		t.Errorf("reused %d prompt tokens, want the first block's %d", got.end.Cached, promptcache.BlockTokens-1)
+	}
+	if st := disk.Stats(); st.Dropped != 1 {
+		t.Errorf("disk stats %+v: want the corrupt file dropped", st)
+	}
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Errorf("the corrupt file is still there: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -213,6 +213,10 @@ func (m *Metrics) WatchPromptCache(stats func() (promptcache.Stats, promptcache.
 			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Reads) }),
 		counter("tfd_prompt_cache_spill_dropped_total", "Spill files dropped as corrupt, truncated or not this model's.",
 			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Dropped) }),
+		counter("tfd_prompt_cache_spill_evictions_total", "Spill files deleted to keep the folder within prompt_cache.spill_gib.",
+			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Evictions) }),
+		counter("tfd_prompt_cache_spill_skipped_total", "Blocks never written to the spill folder: its queue or the disk was full, or a write failed.",
+			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Skipped) }),
 		gauge("tfd_prompt_cache_spill_bytes", "Bytes in the spill folder (other models' files included).",
 			func(_ promptcache.Stats, d promptcache.DiskStats) float64 { return float64(d.Bytes) }),
 	)
