@@ -71,11 +71,11 @@ func (l *laneState) calibrate() (Priced, error) {
 
 // timeForward runs one forward of rows and returns how long it took.
 func (l *laneState) timeForward(rows []batch.Row) (time.Duration, error) {
-	start := time.Now()
+	start := l.now()
 	if _, err := l.h.model.Forward(l.h.hostCtx, rows); err != nil {
 		return 0, fmt.Errorf("scheduler: time a forward of %d rows: %w", len(rows), err)
 	}
-	return time.Since(start), nil
+	return l.now().Sub(start), nil
 }
 
 // timeDraft runs one step of the MTP head, if the model has one, over row, the first row of the
@@ -85,11 +85,11 @@ func (l *laneState) timeDraft(row batch.Row) (time.Duration, error) {
 		return 0, nil
 	}
 	draft := []batch.DraftRow{{Base: row.Base, Pos: row.Pos, Token: row.Token, Source: 0, Logits: true}}
-	start := time.Now()
+	start := l.now()
 	if _, err := l.drafter.Draft(l.h.hostCtx, draft); err != nil {
 		return 0, fmt.Errorf("scheduler: time a step of the MTP head: %w", err)
 	}
-	return time.Since(start), nil
+	return l.now().Sub(start), nil
 }
 
 // scratchRows lays out up to n rows over the free sessions that keep nothing, largest first, each

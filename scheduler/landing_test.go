@@ -31,8 +31,9 @@ func TestMTPDepthsFeedLanding(t *testing.T) {
 	}
 	defer m.Close()
 	// Every forward takes the same time, so pricing grants each depth proposed and every depth
-	// is counted whatever the machine's timing.
-	h, err := NewShared(evenForwards{m}, SharedOptions{Layout: []int{512}, Drafter: m.MTP()})
+	// is counted whatever the machine's load.
+	even := &evenForwards{Model: m, at: time.Now()}
+	h, err := NewShared(even, SharedOptions{Layout: []int{512}, Drafter: m.MTP(), now: even.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,15 +62,18 @@ func TestMTPDepthsFeedLanding(t *testing.T) {
 	}
 }
 
-// evenForwards pads each forward to 80 ms, far more than a forward of the bundled model takes on
-// the CPU even on a busy machine (the prompt's included), so a forward's rows cost nothing that
-// pricing can see. (At 20 ms, make test's parallel packages made the prefill cost more, pricing
-// saw rows as dear, and deep drafts were too rarely granted to be counted.)
-type evenForwards struct{ *engine.Model }
-
-func (e evenForwards) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
-	end := time.Now().Add(80 * time.Millisecond)
-	logits, err := e.Model.Forward(ctx, rows)
-	time.Sleep(time.Until(end))
-	return logits, err
+// evenForwards is the bundled model on a clock of its own that each forward moves on by 80 ms,
+// whatever its rows and however long it really took, so a forward's rows cost nothing that
+// pricing can see. (Padding real forwards to a fixed time failed under make test's race pass,
+// whose forwards sometimes took longer than the padding.) Only the lane calls it.
+type evenForwards struct {
+	*engine.Model
+	at time.Time
 }
+
+func (e *evenForwards) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
+	e.at = e.at.Add(80 * time.Millisecond)
+	return e.Model.Forward(ctx, rows)
+}
+
+func (e *evenForwards) now() time.Time { return e.at }

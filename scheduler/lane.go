@@ -26,8 +26,9 @@ type laneState struct {
 	shares    []share
 	logitRows int // rows of the round that ask for logits
 
-	warmer   batch.Warmer // the model's keep-warm tick, or nil
-	lastWork time.Time    // when the lane last ran a forward
+	warmer   batch.Warmer     // the model's keep-warm tick, or nil
+	lastWork time.Time        // when the lane last ran a forward
+	now      func() time.Time // the clock that times forwards: time.Now but in tests
 
 	chainer  batch.Chainer // the model's greedy chains, or nil
 	pricer   pricer        // what a round of r rows takes, timed at start and refined by the rounds run
@@ -59,6 +60,10 @@ func (l *laneState) init(h *Shared, opts SharedOptions) {
 	l.h = h
 	l.drafter, l.chainer, l.warmer, l.reportTo, l.logger = opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger
 	l.cache = opts.Cache
+	l.now = opts.now
+	if l.now == nil {
+		l.now = time.Now
+	}
 }
 
 // report passes an error the lane works around to SharedOptions.Report.

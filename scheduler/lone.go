@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"time"
-
 	"tfd/batch"
 )
 
@@ -27,7 +25,7 @@ func (l *laneState) chainLength(a *active) int {
 // as if each had come from its own forward; tokens after one that ends the stream are dropped.
 func (l *laneState) chain(a *active, row batch.Row, n int) {
 	tokens, err := l.chainer.GreedyChain(a.live, row, n)
-	l.lastWork = time.Now()
+	l.lastWork = l.now()
 	if err != nil {
 		a.endCancelledOrFailed(err)
 		return
@@ -73,7 +71,7 @@ func (l *laneState) driveLone(a *active) {
 			continue
 		}
 		logits, err := l.h.model.Forward(a.live, row)
-		l.lastWork = time.Now()
+		l.lastWork = l.now()
 		if err != nil {
 			a.endCancelledOrFailed(err)
 			return
@@ -115,9 +113,9 @@ func (l *laneState) loneDrafted(a *active) {
 	}
 	// One share, as a round would hold it, so that conclude verifies and drafts as for a round.
 	l.shares = append(l.shares[:0], share{a: a, first: a.fed, row: 0, n: 1, logits: 0})
-	start := time.Now()
+	start := l.now()
 	logits, err := l.h.model.Forward(a.live, l.rows)
-	l.lastWork = time.Now()
+	l.lastWork = l.now()
 	if err != nil {
 		a.endCancelledOrFailed(err)
 		return

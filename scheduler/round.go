@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"time"
 
 	"tfd/batch"
 )
@@ -16,17 +15,17 @@ func (l *laneState) round() bool {
 	if len(l.rows) == 0 {
 		return ended
 	}
-	start := time.Now()
+	start := l.now()
 	logits, err := l.h.model.Forward(l.h.hostCtx, l.rows)
 	if err != nil {
-		l.lastWork = time.Now()
+		l.lastWork = l.now()
 		for _, s := range l.shares {
 			s.a.endCancelledOrFailed(err)
 		}
 		return true
 	}
 	l.conclude(logits)
-	l.lastWork = time.Now()
+	l.lastWork = l.now()
 	l.pricer.observe(len(l.rows), l.lastWork.Sub(start))
 	return true
 }

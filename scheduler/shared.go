@@ -55,6 +55,10 @@ type SharedOptions struct {
 	// Logger, if set, gets a debug line for each handoff of a stream from the lone driver to
 	// shared rounds, and the line of timings Calibrate measured.
 	Logger *slog.Logger
+	// now stands in for time.Now in the timings that price rounds and in lastWork; nil: time.Now.
+	// Tests that need every forward to take the same time, whatever the machine's load, set it.
+	now func() time.Time
+
 	// Calibrate has NewShared time forwards of 1, 2, 4 … MaxRows rows (and a step of the Drafter)
 	// on free sessions before it returns, so that drafts are priced by this machine's timings from
 	// the first round (see Priced). It costs a few forwards; tests of other things leave it off.
