@@ -48,6 +48,7 @@ type File struct {
 
 	keys    map[string]int // index into KV
 	tensors map[string]int // index into Tensors
+	header  []byte         // the bytes before the data section
 	unmap   func() error
 }
 
@@ -114,7 +115,7 @@ func (f *File) Close() error {
 		return nil
 	}
 	err := f.unmap()
-	f.unmap = nil
+	f.unmap, f.header = nil, nil
 	for i := range f.Tensors {
 		f.Tensors[i].Data = nil
 	}
@@ -123,6 +124,10 @@ func (f *File) Close() error {
 	}
 	return nil
 }
+
+// Header returns the file's bytes before the data section: the metadata and the tensor
+// descriptions. It aliases the file, as tensors' Data do.
+func (f *File) Header() []byte { return f.header }
 
 // Lookup returns the value of a metadata key.
 func (f *File) Lookup(key string) (Value, bool) {

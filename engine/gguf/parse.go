@@ -415,6 +415,7 @@ func (d *decoder) placeData(f *File) error {
 		return fmt.Errorf("gguf: %s: the data section should start at offset %d, past the end of the %d-byte file: %s",
 			d.name, start, len(d.data), fix)
 	}
+	f.header = d.data[:start:start]
 	order := make([]int, len(f.Tensors))
 	for i := range order {
 		order[i] = i
