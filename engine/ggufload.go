@@ -220,8 +220,10 @@ func (g *ggufCheckpoint) readConfig() error {
 		return g.errorf("the file has no 2-D tensor token_embd.weight")
 	}
 	c.Vocab = embed.Shape()[0]
-	if n, ok, err := g.intKey(key("vocab_size")); err != nil || (ok && n != c.Vocab) {
-		return cmpErr(err, g.errorf("%s is %d, but token_embd.weight holds %d tokens", key("vocab_size"), n, c.Vocab))
+	if n, ok, err := g.intKey(key("vocab_size")); err != nil {
+		return err
+	} else if ok && n != c.Vocab {
+		return g.errorf("%s is %d, but token_embd.weight holds %d tokens", key("vocab_size"), n, c.Vocab)
 	}
 	_, hasHead := g.file.Tensor("output.weight")
 	c.TieEmbeddings = !hasHead
@@ -235,14 +237,6 @@ func (g *ggufCheckpoint) readConfig() error {
 	}
 	g.cfg = c
 	return nil
-}
-
-// cmpErr returns err if it is set, else other.
-func cmpErr(err, other error) error {
-	if err != nil {
-		return err
-	}
-	return other
 }
 
 // readHeads reads the attention's shape: key/value heads and the head size, which llama.cpp
@@ -333,7 +327,7 @@ func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
 		return stored{}, true, g.errorf("tensor %s is %s, which this build of tfd does not run (it runs F32, F16 and BF16)", name, t.Type)
 	}
 	s := stored{name: name, dtype: dt, shape: t.Shape(), data: t.Data}
-	if heads := g.permutedHeads(hfName); heads > 0 {
+	if heads := ggufPermutedHeads(g.arch, g.cfg, hfName); heads > 0 {
 		var err error
 		if s.data, err = ggufPermuteRows(s.data, s.shape[0], heads, false); err != nil {
 			return stored{}, true, g.errorf("tensor %s: %w", name, err)
@@ -342,12 +336,8 @@ func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
 	return s, true, nil
 }
 
-// permutedHeads returns the heads of a tensor whose rows llama.cpp's converter permuted (llama's
-// q and k projections, weights and biases), or 0.
-func (g *ggufCheckpoint) permutedHeads(hfName string) int {
-	return ggufPermutedHeads(g.arch, g.cfg, hfName)
-}
-
+// ggufPermutedHeads returns the heads of a tensor whose rows llama.cpp's converter permutes for
+// arch (llama's q and k projections, weights and biases), or 0.
 func ggufPermutedHeads(arch string, c Config, hfName string) int {
 	if arch != "llama" {
 		return 0 // qwen2 and qwen3 run NeoX-style rotary embeddings in llama.cpp: rows as in HF

@@ -24,7 +24,6 @@ package gguf
 
 import (
 	"fmt"
-	"slices"
 
 	"tfd/engine/internal/mmap"
 )
@@ -162,5 +161,5 @@ func (f *File) Keys() []string {
 	for i, kv := range f.KV {
 		keys[i] = kv.Key
 	}
-	return slices.Clip(keys)
+	return keys
 }
