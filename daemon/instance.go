@@ -63,7 +63,7 @@ func ModelSource(mc config.ModelConfig) engine.Source {
 }
 
 // PlanConfig computes the memory plan for cfg on backend without loading weights: it reads the
-// model's config.json and safetensors headers only.
+// model's config and tensor headers only.
 func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error) {
 	mcfg, info, err := engine.Inspect(ModelSource(cfg.Model))
 	if err != nil {

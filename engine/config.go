@@ -44,6 +44,9 @@ type RopeConfig struct {
 	LowFreqFactor           float64
 	HighFreqFactor          float64
 	OriginalMaxPositionEmbs int
+	// FreqFactors, when set, divides each inverse frequency: llama.cpp's rope_freqs tensor, the
+	// form in which GGUF files carry Llama 3's scaling (Type stays "default").
+	FreqFactors []float32
 }
 
 // family says how one architecture name maps onto Config.

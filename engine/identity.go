@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"hash"
 
-	"tfd/engine/safetensors"
 	"tfd/kernels"
 )
 
@@ -16,28 +15,27 @@ import (
 const identityPrefix = 4 << 10
 
 // Identity returns a hex SHA-256 over what makes the model's cached state (its keys and values
-// at some positions) valid: config.json's bytes; every tensor's name, dtype, shape and first
-// 4 KiB of data; the backend's name; and kernels.Version, which names the backends' arithmetic.
+// at some positions) valid: config.json's bytes (a GGUF file's header); every tensor's name, dtype,
+// shape and first 4 KiB of data; the backend's name; and kernels.Version, which names the
+// backends' arithmetic.
 // Two loads that agree on it compute the same bits for the same tokens. It is computed at load.
 func (m *Model) Identity() string { return m.identity }
 
 // identity computes Identity from the checkpoint, open at load.
-func identity(config []byte, ckpt *safetensors.Checkpoint, backend string) string {
+func identity(config []byte, ckpt checkpoint, backend string) string {
 	h := sha256.New()
 	field(h, []byte("tfd model identity 1"))
 	field(h, config)
-	names := ckpt.Names()
-	number(h, len(names))
-	for _, name := range names {
-		t, _ := ckpt.Tensor(name)
-		field(h, []byte(t.Name))
-		field(h, []byte(t.DType))
-		number(h, len(t.Shape))
-		for _, d := range t.Shape {
+	number(h, ckpt.count())
+	ckpt.each(func(name, dtype string, shape []int, data []byte) {
+		field(h, []byte(name))
+		field(h, []byte(dtype))
+		number(h, len(shape))
+		for _, d := range shape {
 			number(h, d)
 		}
-		field(h, t.Data[:min(len(t.Data), identityPrefix)])
-	}
+		field(h, data[:min(len(data), identityPrefix)])
+	})
 	field(h, []byte(backend))
 	field(h, []byte(kernels.Version))
 	return hex.EncodeToString(h.Sum(nil))

@@ -1,7 +1,8 @@
 // Package engine runs decoder-only transformers of the Llama and Qwen families: it reads a Hugging
 // Face model folder (config.json, safetensors weights, tokenizer, chat template, generation
-// defaults), places the weights on a compute backend, and runs the forward pass over rows of many
-// sessions. The forward is written once, against the compute contract.
+// defaults) or a GGUF file (the same, as llama.cpp's metadata and tensors), places the weights on
+// a compute backend, and runs the forward pass over rows of many sessions. The forward is written
+// once, against the compute contract.
 package engine
 
 import (
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"tfd/compute"
 	"tfd/engine/chattemplate"
@@ -18,12 +20,15 @@ import (
 	"tfd/engine/tokenizer"
 )
 
-// Source names a model folder: a directory on disk (its weights are memory-mapped) or a file
-// system such as the embedded bundled model.
+// Source names a model: a path on disk, or a file system such as the embedded bundled model.
 type Source struct {
-	Dir  string
+	// Dir is the model's path: a Hugging Face folder (config.json, safetensors weights,
+	// tokenizer.json), a GGUF file, or a folder that holds exactly one GGUF file and no
+	// config.json. The weights are memory-mapped.
+	Dir string
+	// FS is a Hugging Face folder as a file system; when set, it is read rather than Dir.
 	FS   fs.FS
-	Name string // the id served in /v1/models; default: the folder's base name
+	Name string // the id served in /v1/models; default: the base name of Dir
 }
 
 // Options sizes what Load allocates beyond the weights.
@@ -65,10 +70,10 @@ type Model struct {
 	lastDrafts              int // logits rows of the last Draft whose MTP outputs (pre-norm) a.h holds
 }
 
-// Load reads the model folder and places it on backend. The caller keeps ownership of backend and
+// Load reads the model and places it on backend. The caller keeps ownership of backend and
 // calls Close on the model when done.
 func Load(ctx context.Context, src Source, backend compute.Backend, opts Options) (*Model, error) {
-	fsys, name, err := src.open()
+	loc, err := src.locate()
 	if err != nil {
 		return nil, err
 	}
@@ -76,24 +81,23 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	if progress == nil {
 		progress = func(string, int, int) {}
 	}
-	m := &Model{name: name, backend: backend}
-	config, err := m.readMetadata(fsys, src.where(name))
+	m := &Model{name: loc.name, backend: backend}
+	ckpt, config, err := m.open(loc)
 	if err != nil {
 		return nil, err
 	}
+	defer ckpt.close()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ckpt, err := openCheckpoint(src, fsys)
-	if err != nil {
-		return nil, err
-	}
-	defer ckpt.Close()
 	m.identity = identity(config, ckpt, backend.Name())
 	u := &uploader{ckpt: ckpt, backend: backend}
 	m.w, err = loadWeights(u, m.cfg, func(done, total int) { progress("weights", done, total) })
 	if err == nil {
 		m.mtp, err = loadMTP(u, m.cfg)
+	}
+	if err == nil {
+		err = ckpt.done()
 	}
 	m.uploaded = u.uploaded
 	if err == nil {
@@ -106,45 +110,108 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	return m, nil
 }
 
-func (src Source) open() (fs.FS, string, error) {
+// located is a Source found: a Hugging Face folder or a GGUF file.
+type located struct {
+	name  string // the id served
+	where string // names the model in errors: its full path on disk, so that a user with several folders of one name knows which
+	fsys  fs.FS  // a Hugging Face folder, when gguf is ""
+	dir   string // the folder on disk, "" for a file system
+	gguf  string // the path of a GGUF file
+}
+
+// ggufExt is the extension of GGUF files, compared without regard to case.
+const ggufExt = ".gguf"
+
+func (src Source) locate() (located, error) {
 	switch {
 	case src.FS != nil:
-		name := src.Name
-		if name == "" {
-			return nil, "", errors.New("engine: a model given as a file system needs a name")
+		if src.Name == "" {
+			return located{}, errors.New("engine: a model given as a file system needs a name")
 		}
-		return src.FS, name, nil
-	case src.Dir != "":
-		info, err := os.Stat(src.Dir)
+		return located{name: src.Name, where: src.Name, fsys: src.FS}, nil
+	case src.Dir == "":
+		return located{}, errors.New("engine: no model folder given")
+	}
+	loc := located{name: src.Name, where: src.Dir}
+	if loc.name == "" {
+		loc.name = filepath.Base(filepath.Clean(src.Dir))
+	}
+	info, err := os.Stat(src.Dir)
+	if err != nil {
+		return located{}, fmt.Errorf("engine: model path: %w", err)
+	}
+	if !info.IsDir() {
+		if !strings.EqualFold(filepath.Ext(src.Dir), ggufExt) {
+			return located{}, fmt.Errorf("engine: model path %s is a file but not a .gguf file; give a GGUF file or the folder of a Hugging Face model", src.Dir)
+		}
+		loc.gguf = src.Dir
+		return loc, nil
+	}
+	loc.dir, loc.fsys = src.Dir, os.DirFS(src.Dir)
+	if _, err := os.Stat(filepath.Join(src.Dir, "config.json")); err == nil {
+		return loc, nil // a Hugging Face folder, whatever else it holds
+	}
+	ggufs, err := ggufFiles(src.Dir)
+	switch {
+	case err != nil:
+		return located{}, fmt.Errorf("engine: model folder: %w", err)
+	case len(ggufs) == 1:
+		loc.gguf, loc.fsys, loc.dir = filepath.Join(src.Dir, ggufs[0]), nil, ""
+	case len(ggufs) > 1:
+		return located{}, fmt.Errorf("engine: %s holds %d GGUF files (%s) and no config.json: name the one to serve in model.path",
+			src.Dir, len(ggufs), strings.Join(ggufs, ", "))
+	}
+	return loc, nil // a folder without config.json is refused when it is read, naming what is missing
+}
+
+// ggufFiles lists the GGUF files in dir, sorted.
+func ggufFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.EqualFold(filepath.Ext(e.Name()), ggufExt) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// open reads the model's config, tokenizer, chat template and generation defaults, and opens its
+// weights. It returns the bytes that define the config, for Identity: config.json's, or a GGUF
+// file's header (its metadata and tensor descriptions).
+func (m *Model) open(loc located) (checkpoint, []byte, error) {
+	if loc.gguf != "" {
+		g, err := openGGUF(loc.gguf)
 		if err != nil {
-			return nil, "", fmt.Errorf("engine: model folder: %w", err)
+			return nil, nil, err
 		}
-		if !info.IsDir() {
-			return nil, "", fmt.Errorf("engine: model path %s is not a folder; give the folder that holds config.json", src.Dir)
+		m.cfg = g.cfg
+		if m.tok, m.tmpl, m.gen, err = g.metadata(); err != nil {
+			g.close()
+			return nil, nil, err
 		}
-		name := src.Name
-		if name == "" {
-			name = filepath.Base(filepath.Clean(src.Dir))
-		}
-		return os.DirFS(src.Dir), name, nil
+		return g, g.file.Header(), nil
 	}
-	return nil, "", errors.New("engine: no model folder given")
+	config, err := m.readMetadata(loc.fsys, loc.where)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := openSafetensors(loc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return safetensorsCheckpoint{c}, config, nil
 }
 
-// where names the model in errors: its folder's full path, so that a user with several folders
-// of the same name knows which one; name for a model given as a file system.
-func (src Source) where(name string) string {
-	if src.Dir != "" {
-		return src.Dir
+// openSafetensors opens a Hugging Face folder's weights.
+func openSafetensors(loc located) (*safetensors.Checkpoint, error) {
+	if loc.dir != "" {
+		return safetensors.Open(loc.dir)
 	}
-	return name
-}
-
-func openCheckpoint(src Source, fsys fs.FS) (*safetensors.Checkpoint, error) {
-	if src.Dir != "" {
-		return safetensors.Open(src.Dir)
-	}
-	return safetensors.OpenFS(fsys)
+	return safetensors.OpenFS(loc.fsys)
 }
 
 // readConfig reads and checks the folder's config.json, and returns it with its bytes; where
@@ -153,7 +220,7 @@ func readConfig(fsys fs.FS, where string) (Config, []byte, error) {
 	raw, err := fs.ReadFile(fsys, "config.json")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return Config{}, nil, fmt.Errorf("engine: %s has no config.json: give the folder of a Hugging Face model (config.json, safetensors weights, tokenizer.json)", where)
+		return Config{}, nil, fmt.Errorf("engine: %s has no config.json: give the folder of a Hugging Face model (config.json, safetensors weights, tokenizer.json) or a GGUF file", where)
 	case err != nil:
 		return Config{}, nil, fmt.Errorf("engine: %s: %w", where, err)
 	}

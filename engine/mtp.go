@@ -6,7 +6,6 @@ import (
 
 	"tfd/batch"
 	"tfd/compute"
-	"tfd/engine/safetensors"
 )
 
 // mtpWeights is a multi-token-prediction module laid out as Qwen3-Next checkpoints lay theirs
@@ -40,8 +39,11 @@ func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
 			return nil, err
 		}
 	}
-	fc, ok := u.ckpt.Tensor("mtp.fc.weight")
-	if !ok {
+	fc, ok, err := u.ckpt.tensor("mtp.fc.weight")
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
 		return nil, fmt.Errorf("engine: config.json declares an MTP layer but the checkpoint has no mtp.fc.weight")
 	}
 	embedHalf, hiddenHalf, err := splitColumns(fc, c.Hidden)
@@ -58,24 +60,20 @@ func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
 }
 
 // splitColumns cuts a [rows, 2·half] matrix into its left and right [rows, half] halves.
-func splitColumns(t safetensors.Tensor, half int) (left, right safetensors.Tensor, err error) {
-	if len(t.Shape) != 2 || t.Shape[1] != 2*half {
-		return left, right, fmt.Errorf("engine: tensor %s has shape %v, want [%d, %d]", t.Name, t.Shape, half, 2*half)
+func splitColumns(t stored, half int) (left, right stored, err error) {
+	if len(t.shape) != 2 || t.shape[1] != 2*half {
+		return left, right, fmt.Errorf("engine: tensor %s has shape %v, want [%d, %d]", t.name, t.shape, half, 2*half)
 	}
-	dt, ok := dtypes[t.DType]
-	if !ok {
-		return left, right, fmt.Errorf("engine: tensor %s has dtype %s; tfd reads F32, F16 and BF16", t.Name, t.DType)
-	}
-	rowBytes := half * dt.Size()
-	rows := t.Shape[0]
+	rowBytes := half * t.dtype.Size()
+	rows := t.shape[0]
 	l, r := make([]byte, 0, rows*rowBytes), make([]byte, 0, rows*rowBytes)
 	for i := range rows {
-		row := t.Data[2*i*rowBytes : 2*(i+1)*rowBytes]
+		row := t.data[2*i*rowBytes : 2*(i+1)*rowBytes]
 		l, r = append(l, row[:rowBytes]...), append(r, row[rowBytes:]...)
 	}
 	shape := []int{rows, half}
-	return safetensors.Tensor{Name: t.Name + "[:, :hidden]", DType: t.DType, Shape: shape, Data: l},
-		safetensors.Tensor{Name: t.Name + "[:, hidden:]", DType: t.DType, Shape: shape, Data: r}, nil
+	return stored{name: t.name + "[:, :hidden]", dtype: t.dtype, shape: shape, data: l},
+		stored{name: t.name + "[:, hidden:]", dtype: t.dtype, shape: shape, data: r}, nil
 }
 
 // MTPHead is a model's MTP module as a drafter (scheduler.Drafter). Like the model's Forward, it

@@ -13,7 +13,7 @@ import (
 
 // The memory plan decides, before any weight is loaded, how the memory under the load limit is
 // shared: weights, the forward's scratch, a margin, and the KV sessions. It is pure arithmetic
-// over a model's config.json, the safetensors headers and the machine's memory, so `tfd plan`
+// over a model's config and tensor headers and the machine's memory, so `tfd plan`
 // can show it without loading anything, and tests can run it on made-up machines.
 
 // GiB is the unit of memory.load_limit_gb and memory.margin_gb: 2³⁰ bytes, the unit in which
@@ -434,30 +434,45 @@ type WeightInfo struct {
 	DTypes []string
 }
 
-// Inspect reads a model folder's config.json and its safetensors headers (the files are mapped
-// or, for an embedded model, read; no weight is placed anywhere): `tfd plan` sizes a model this
-// way without loading it. Every tensor is counted, the MTP head's included.
+// Inspect reads a model's config and its tensors' headers (the files are mapped or, for an
+// embedded model, read; no weight is placed anywhere): `tfd plan` sizes a model this way without
+// loading it. Every tensor is counted, the MTP head's included.
 func Inspect(src Source) (Config, WeightInfo, error) {
-	fsys, name, err := src.open()
+	loc, err := src.locate()
 	if err != nil {
 		return Config{}, WeightInfo{}, err
 	}
-	cfg, _, err := readConfig(fsys, src.where(name))
-	if err != nil {
-		return Config{}, WeightInfo{}, err
-	}
-	ckpt, err := openCheckpoint(src, fsys)
-	if err != nil {
-		return Config{}, WeightInfo{}, err
-	}
-	defer ckpt.Close()
 	var info WeightInfo
-	for _, n := range ckpt.Names() {
-		t, _ := ckpt.Tensor(n)
-		info.Params += int64(t.Elements())
-		info.FileBytes += int64(len(t.Data))
-		if !slices.Contains(info.DTypes, t.DType) {
-			info.DTypes = append(info.DTypes, t.DType)
+	add := func(elements, bytes int64, dtype string) {
+		info.Params += elements
+		info.FileBytes += bytes
+		if !slices.Contains(info.DTypes, dtype) {
+			info.DTypes = append(info.DTypes, dtype)
+		}
+	}
+	var cfg Config
+	if loc.gguf != "" {
+		g, err := openGGUF(loc.gguf)
+		if err != nil {
+			return Config{}, WeightInfo{}, err
+		}
+		defer g.close()
+		cfg = g.cfg
+		for _, t := range g.file.Tensors {
+			add(t.Elements(), int64(len(t.Data)), t.Type.String())
+		}
+	} else {
+		if cfg, _, err = readConfig(loc.fsys, loc.where); err != nil {
+			return Config{}, WeightInfo{}, err
+		}
+		c, err := openSafetensors(loc)
+		if err != nil {
+			return Config{}, WeightInfo{}, err
+		}
+		defer c.Close()
+		for _, n := range c.Names() {
+			t, _ := c.Tensor(n)
+			add(int64(t.Elements()), int64(len(t.Data)), t.DType)
 		}
 	}
 	slices.Sort(info.DTypes)

@@ -15,6 +15,9 @@ func invFreq(r RopeConfig, headDim int) []float32 {
 	if r.Type == "llama3" {
 		applyLlama3Scaling(freqs, r)
 	}
+	for i, f := range r.FreqFactors {
+		freqs[i] /= f
+	}
 	return freqs
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"tfd/compute"
-	"tfd/engine/safetensors"
 )
 
 // layerWeights holds one decoder layer. Matrices are [out, in] as checkpoints store them; biases
@@ -30,11 +29,6 @@ type weights struct {
 	head   compute.Tensor // [vocab, hidden]: lm_head, or embed when the embeddings are tied
 }
 
-// checkpoint is what loading needs of a set of safetensors files.
-type checkpoint interface {
-	Tensor(name string) (safetensors.Tensor, bool)
-}
-
 // uploader moves checkpoint tensors onto a backend, checking each one's shape, and remembers what
 // it uploaded so a failed load can free it.
 type uploader struct {
@@ -43,41 +37,33 @@ type uploader struct {
 	uploaded []compute.Tensor
 }
 
-var dtypes = map[string]compute.DType{"F32": compute.F32, "F16": compute.F16, "BF16": compute.BF16}
-
 // tensor uploads the named tensor, which must have the given shape.
 func (u *uploader) tensor(name string, shape ...int) (compute.Tensor, error) {
-	t, ok := u.ckpt.Tensor(name)
-	if !ok {
-		return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", name)
-	}
-	return u.upload(t, shape)
+	return u.optional(name, true, shape...)
 }
 
 // optional uploads the named tensor if the checkpoint has it; want says whether the family
 // expects it, so a missing expected tensor is still an error.
 func (u *uploader) optional(name string, want bool, shape ...int) (compute.Tensor, error) {
-	t, ok := u.ckpt.Tensor(name)
+	t, ok, err := u.ckpt.tensor(name)
 	switch {
+	case err != nil:
+		return nil, err
 	case !ok && want:
-		return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", name)
+		return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", u.ckpt.fileName(name))
 	case !ok:
 		return nil, nil
 	}
 	return u.upload(t, shape)
 }
 
-func (u *uploader) upload(t safetensors.Tensor, shape []int) (compute.Tensor, error) {
-	if !slices.Equal(t.Shape, shape) {
-		return nil, fmt.Errorf("engine: tensor %s has shape %v, config.json implies %v", t.Name, t.Shape, shape)
+func (u *uploader) upload(t stored, shape []int) (compute.Tensor, error) {
+	if !slices.Equal(t.shape, shape) {
+		return nil, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
 	}
-	dt, ok := dtypes[t.DType]
-	if !ok {
-		return nil, fmt.Errorf("engine: tensor %s has dtype %s; tfd reads F32, F16 and BF16", t.Name, t.DType)
-	}
-	ct, err := u.backend.Upload(dt, shape, t.Data)
+	ct, err := u.backend.Upload(t.dtype, shape, t.data)
 	if err != nil {
-		return nil, fmt.Errorf("engine: upload %s: %w", t.Name, err)
+		return nil, fmt.Errorf("engine: upload %s: %w", t.name, err)
 	}
 	u.uploaded = append(u.uploaded, ct)
 	return ct, nil
@@ -151,7 +137,8 @@ func loadLayer(u *uploader, c Config, prefix string, l *layerWeights) error {
 		if !s.want {
 			// A tensor the family does not use would silently change nothing: refuse rather than
 			// serve a model that differs from its checkpoint.
-			return fmt.Errorf("engine: the checkpoint has %s%s, which %s does not use; check config.json's attention_bias/mlp_bias", prefix, s.name, c.Architecture)
+			return fmt.Errorf("engine: the checkpoint has %s, which %s does not use; check %s's attention_bias/mlp_bias",
+				u.ckpt.fileName(prefix+s.name), c.Architecture, u.ckpt.configName())
 		}
 		*s.dst = t
 	}

@@ -47,7 +47,7 @@ func serve(args []string, stderr io.Writer) int {
 }
 
 // printPlan prints the memory plan the config gives on this machine. It opens the backend to
-// read its memory and reads the model's config.json and safetensors headers; it loads no weights.
+// read its memory and reads the model's config and tensor headers; it loads no weights.
 func printPlan(args []string, stdout, stderr io.Writer) int {
 	eff, _, code := loadConfig("plan", args, stderr)
 	if eff == nil {

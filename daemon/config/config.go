@@ -44,7 +44,8 @@ type ServerConfig struct {
 
 // ModelConfig is the [model] section: which model to serve and on what.
 type ModelConfig struct {
-	// Path is a Hugging Face-style model folder; empty: the bundled model.
+	// Path is a Hugging Face-style model folder, a GGUF file, or a folder holding exactly one
+	// GGUF file; empty: the bundled model.
 	Path string `koanf:"path"`
 	// Dir is the models folder `tfd pull` writes into (a repo's files go to Dir/owner/name); empty:
 	// the service's models folder when the service is installed or pull runs as root, else the

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"tfd/engine/internal/mmap"
 )
 
 // The file names of a model folder's weights, as Hugging Face writes them.
@@ -67,6 +69,15 @@ func OpenFS(fsys fs.FS) (*Checkpoint, error) {
 			return data, func() error { return nil }, err
 		},
 	})
+}
+
+// mapFile maps one weight file read-only (see package mmap).
+func mapFile(path string) ([]byte, func() error, error) {
+	data, unmap, err := mmap.Map(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("safetensors: %w", err)
+	}
+	return data, unmap, nil
 }
 
 func readOS(path string) ([]byte, error) {

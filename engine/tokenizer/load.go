@@ -224,42 +224,57 @@ func checkModel(m *modelJSON) error {
 
 // buildModel makes the BPE model from the vocabulary and merges.
 func buildModel(m *modelJSON) (*bpe, error) {
-	model := &bpe{ignoreMerges: m.IgnoreMerges, unk: -1, fuseUnk: m.FuseUnk, cache: newPieceCache()}
+	merges, err := parseMerges(m.Merges)
+	if err != nil {
+		return nil, err
+	}
+	opts := bpeOptions{ignoreMerges: m.IgnoreMerges, fuseUnk: m.FuseUnk, byteFallback: m.ByteFallback}
+	if m.UnkToken != nil {
+		opts.unk = *m.UnkToken
+	}
+	return buildBPE(m.Vocab, merges, opts)
+}
+
+// bpeOptions are the BPE model's settings beyond its vocabulary and merges.
+type bpeOptions struct {
+	ignoreMerges, fuseUnk, byteFallback bool
+	unk                                 string // "" for none
+}
+
+// buildBPE makes the BPE model from a vocabulary and its merges in rank order.
+func buildBPE(vocab map[string]int32, merges [][2]string, opts bpeOptions) (*bpe, error) {
+	model := &bpe{ignoreMerges: opts.ignoreMerges, unk: -1, fuseUnk: opts.fuseUnk, cache: newPieceCache()}
 	for b := range model.byteIDs {
-		id, ok := m.Vocab[string(byteRunes[b])]
-		if !ok && m.ByteFallback {
-			id, ok = m.Vocab[fmt.Sprintf("<0x%02X>", b)]
+		id, ok := vocab[string(byteRunes[b])]
+		if !ok && opts.byteFallback {
+			id, ok = vocab[fmt.Sprintf("<0x%02X>", b)]
 		}
 		if !ok {
 			id = -1
 		}
 		model.byteIDs[b] = id
 	}
-	if m.UnkToken != nil {
+	if opts.unk != "" {
 		// Hugging Face fails an encoding that needs an unk_token missing from the vocabulary;
 		// here such bytes are dropped, as they are when there is no unk_token at all.
-		if id, ok := m.Vocab[*m.UnkToken]; ok {
+		if id, ok := vocab[opts.unk]; ok {
 			model.unk = id
 		}
 	}
-	merges, err := parseMerges(m.Merges)
-	if err != nil {
-		return nil, err
-	}
 	model.merges = make(map[uint64]merge, len(merges))
 	for rank, mg := range merges {
-		left, okL := m.Vocab[mg[0]]
-		right, okR := m.Vocab[mg[1]]
-		id, okM := m.Vocab[mg[0]+mg[1]]
+		left, okL := vocab[mg[0]]
+		right, okR := vocab[mg[1]]
+		id, okM := vocab[mg[0]+mg[1]]
 		if !okL || !okR || !okM {
 			return nil, fmt.Errorf("tokenizer: merge %d (%q %q) refers to a token not in the vocabulary", rank, mg[0], mg[1])
 		}
 		// A repeated pair takes its last rank, as Hugging Face's map of merges does.
 		model.merges[pairKey(left, right)] = merge{rank: int32(rank), id: id}
 	}
-	if m.IgnoreMerges {
-		model.words = make(map[string]int32, len(m.Vocab))
-		for tok, id := range m.Vocab {
+	if opts.ignoreMerges {
+		model.words = make(map[string]int32, len(vocab))
+		for tok, id := range vocab {
 			if raw, ok := byteLevelBytes(tok); ok {
 				model.words[string(raw)] = id
 			}

@@ -8,6 +8,9 @@
 // at normalized added tokens, split by the pre-tokenizer's pattern, and each piece is merged by
 // BPE. The patterns use a lookahead that Go's regexp lacks, so the known ones are implemented by
 // hand (split.go) and any other pattern is refused when loading.
+//
+// Load reads a tokenizer.json; New builds the same Tokenizer from its parts (a Spec), as a GGUF
+// file's metadata holds them.
 package tokenizer
 
 import (

@@ -1,0 +1,384 @@
+package engine
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"strings"
+
+	"tfd/compute"
+	"tfd/engine/chattemplate"
+	"tfd/engine/gguf"
+	"tfd/engine/safetensors"
+	"tfd/engine/tokenizer"
+)
+
+// ExportGGUF writes the Hugging Face model of src to out as a GGUF file, as llama.cpp's
+// convert_hf_to_gguf.py writes one for its architecture (llama, qwen2 or qwen3): the config as
+// "{arch}.*" metadata, the tokenizer as "gpt2" with the pre-tokenizer named for its pattern, the
+// special token ids, add_bos_token and the chat template from tokenizer_config.json, the sampling
+// defaults of generation_config.json, and the tensors renamed, llama's q and k rows permuted for
+// llama.cpp's interleaved RoPE and Llama 3's rope scaling as rope_freqs.
+//
+// Matrices are written in dtype (F32, F16 or BF16, rounded to nearest even as numpy rounds), and
+// 1-D tensors (norms, biases) in F32, as the converter does. An MTP head is left out: GGUF's
+// llama, qwen2 and qwen3 have no names for it, so the file's model has none. It is for tests and
+// comparisons with llama.cpp (tools/gguf); tfd serves what it writes the way it serves the folder.
+func ExportGGUF(src Source, dtype compute.DType, out io.Writer) error {
+	fileType, ok := map[compute.DType]uint32{compute.F32: 0, compute.F16: 1, compute.BF16: 32}[dtype]
+	if !ok {
+		return fmt.Errorf("engine: export GGUF: dtype %v; write F32, F16 or BF16", dtype)
+	}
+	loc, err := src.locate()
+	if err != nil {
+		return err
+	}
+	if loc.gguf != "" {
+		return fmt.Errorf("engine: export GGUF: %s is a GGUF file already", loc.gguf)
+	}
+	cfg, configJSON, err := readConfig(loc.fsys, loc.where)
+	if err != nil {
+		return err
+	}
+	var arch string
+	for a, family := range ggufArchitectures {
+		if family == cfg.Architecture {
+			arch = a
+		}
+	}
+	w := gguf.NewWriter()
+	w.Set("general.architecture", gguf.String(arch))
+	w.Set("general.type", gguf.String("model"))
+	w.Set("general.name", gguf.String(loc.name))
+	if err := exportConfig(w, arch, cfg, fileType); err != nil {
+		return err
+	}
+	if err := exportTokenizer(w, loc, cfg, configJSON); err != nil {
+		return err
+	}
+	if err := exportSampling(w, loc.fsys); err != nil {
+		return err
+	}
+	ckpt, err := openSafetensors(loc)
+	if err != nil {
+		return err
+	}
+	defer ckpt.Close()
+	if err := exportTensors(w, arch, cfg, ckpt, dtype); err != nil {
+		return err
+	}
+	if _, err := w.WriteTo(out); err != nil {
+		return fmt.Errorf("engine: export GGUF: %w", err)
+	}
+	return nil
+}
+
+// exportConfig writes the "{arch}.*" keys llama.cpp's loader reads.
+func exportConfig(w *gguf.Writer, arch string, c Config, fileType uint32) error {
+	key := func(name string) string { return arch + "." + name }
+	u32 := func(name string, v int) { w.Set(key(name), gguf.Uint32(uint32(v))) }
+	u32("block_count", c.Layers)
+	u32("context_length", c.MaxPositions)
+	u32("embedding_length", c.Hidden)
+	u32("feed_forward_length", c.Intermediate)
+	u32("attention.head_count", c.Heads)
+	u32("attention.head_count_kv", c.KVHeads)
+	w.Set(key("rope.freq_base"), gguf.Float32(float32(c.Rope.Theta)))
+	w.Set(key("attention.layer_norm_rms_epsilon"), gguf.Float32(c.NormEps))
+	u32("attention.key_length", c.HeadDim)
+	u32("attention.value_length", c.HeadDim)
+	if arch == "llama" {
+		u32("vocab_size", c.Vocab)
+		u32("rope.dimension_count", c.HeadDim)
+	}
+	switch {
+	case c.Rope.Type == "llama3" && arch != "llama":
+		return fmt.Errorf("engine: export GGUF: llama.cpp reads Llama 3 rope scaling for llama only, not %s", arch)
+	case c.Rope.Type != "default" && c.Rope.Type != "llama3":
+		return fmt.Errorf("engine: export GGUF: rope type %q", c.Rope.Type)
+	}
+	w.Set("general.file_type", gguf.Uint32(fileType))
+	w.Set("general.quantization_version", gguf.Uint32(2))
+	return nil
+}
+
+// exportTokenizer writes tokenizer.ggml.* and the chat template as get_vocab_base and
+// SpecialVocab do: one token per id up to the model's vocabulary, "[PAD<id>]" (unused) where the
+// tokenizer has none; added tokens as control when special or special-looking ("<|…|>"),
+// user-defined otherwise.
+func exportTokenizer(w *gguf.Writer, loc located, c Config, configJSON []byte) error {
+	raw, err := fs.ReadFile(loc.fsys, "tokenizer.json")
+	if err != nil {
+		return fmt.Errorf("engine: export GGUF: %w", err)
+	}
+	tok, err := tokenizer.Load(raw)
+	if err != nil {
+		return err
+	}
+	spec, err := tok.Spec()
+	if err != nil {
+		return fmt.Errorf("engine: export GGUF: the tokenizer cannot be written as GGUF metadata: %w", err)
+	}
+	// The name the converter writes for each pattern; it must read back the same tokenizer.
+	preName := map[tokenizer.Pretokenizer]string{tokenizer.PreGPT2: "gpt-2", tokenizer.PreLlama3: "llama-bpe", tokenizer.PreQwen2: "qwen2"}[spec.Pre]
+	if p := ggufPretokenizers[preName]; p.nfc != spec.NFC || p.ignoreMerges != spec.IgnoreMerges {
+		return fmt.Errorf("engine: export GGUF: a %s pre-tokenizer with NFC %t and ignore_merges %t has no tokenizer.ggml.pre that reads back the same",
+			spec.Pre, spec.NFC, spec.IgnoreMerges)
+	}
+	if len(spec.Tokens) > c.Vocab {
+		return fmt.Errorf("engine: export GGUF: the tokenizer has %d ids, the model's vocabulary %d", len(spec.Tokens), c.Vocab)
+	}
+	added := map[int32]bool{}
+	for _, a := range spec.Added {
+		added[a.ID] = a.Special
+	}
+	tokens, types := make([]string, c.Vocab), make([]int32, c.Vocab)
+	for id := range tokens {
+		text := ""
+		if id < len(spec.Tokens) {
+			text = spec.Tokens[id]
+		}
+		special, isAdded := added[int32(id)]
+		switch {
+		case text == "":
+			tokens[id], types[id] = fmt.Sprintf("[PAD%d]", id), ggufTokenUnused
+		case isAdded && (special || strings.HasPrefix(text, "<|") && strings.HasSuffix(text, "|>")):
+			tokens[id], types[id] = text, ggufTokenControl
+		case isAdded:
+			tokens[id], types[id] = text, ggufTokenUserDefined
+		default:
+			tokens[id], types[id] = text, ggufTokenNormal
+		}
+	}
+	merges := make([]string, len(spec.Merges))
+	for i, m := range spec.Merges {
+		if strings.Contains(m[0], " ") || strings.Contains(m[1], " ") {
+			return fmt.Errorf("engine: export GGUF: merge %d (%q %q) holds a space", i, m[0], m[1])
+		}
+		merges[i] = m[0] + " " + m[1]
+	}
+	w.Set("tokenizer.ggml.model", gguf.String("gpt2"))
+	w.Set("tokenizer.ggml.pre", gguf.String(preName))
+	w.Set("tokenizer.ggml.tokens", gguf.Strings(tokens))
+	w.Set("tokenizer.ggml.token_type", gguf.Int32s(types))
+	w.Set("tokenizer.ggml.merges", gguf.Strings(merges))
+	return exportSpecials(w, loc.fsys, tok, c, configJSON)
+}
+
+// exportSpecials writes the special token ids (from tokenizer_config.json's tokens, else
+// config.json's ids), add_bos/add_eos and the chat template.
+func exportSpecials(w *gguf.Writer, fsys fs.FS, tok *tokenizer.Tokenizer, c Config, configJSON []byte) error {
+	var tc map[string]json.RawMessage
+	if raw, err := fs.ReadFile(fsys, "tokenizer_config.json"); err == nil {
+		if err := json.Unmarshal(raw, &tc); err != nil {
+			return fmt.Errorf("engine: export GGUF: tokenizer_config.json: %w", err)
+		}
+		if tmpl, err := chattemplate.FromTokenizerConfig(raw); err == nil {
+			w.Set("tokenizer.chat_template", gguf.String(tmpl.Source()))
+		}
+	}
+	var cj map[string]json.RawMessage
+	if err := json.Unmarshal(configJSON, &cj); err != nil {
+		return fmt.Errorf("engine: export GGUF: config.json: %w", err)
+	}
+	keys := map[string]string{"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id",
+		"sep": "seperator_token_id", "pad": "padding_token_id"} // "seperator" is llama.cpp's spelling
+	for _, typ := range []string{"bos", "eos", "unk", "sep", "pad"} {
+		id, ok := tok.TokenID(tokenText(tc[typ+"_token"]))
+		var fromConfig *int32 // null or absent: none
+		if !ok && json.Unmarshal(cj[typ+"_token_id"], &fromConfig) == nil && fromConfig != nil {
+			id, ok = *fromConfig, true
+		}
+		if ok && id >= 0 && int(id) < c.Vocab {
+			w.Set("tokenizer.ggml."+keys[typ], gguf.Uint32(uint32(id)))
+		}
+		var add bool
+		if (typ == "bos" || typ == "eos") && json.Unmarshal(tc["add_"+typ+"_token"], &add) == nil {
+			w.Set("tokenizer.ggml.add_"+typ+"_token", gguf.Bool(add))
+		}
+	}
+	return nil
+}
+
+// tokenText reads a tokenizer_config.json token: a string, or an object with its content.
+func tokenText(raw json.RawMessage) string {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text
+	}
+	var obj struct {
+		Content string `json:"content"`
+	}
+	if json.Unmarshal(raw, &obj) != nil {
+		return ""
+	}
+	return obj.Content
+}
+
+// exportSampling writes generation_config.json's sampling settings as general.sampling.*.
+func exportSampling(w *gguf.Writer, fsys fs.FS) error {
+	raw, err := fs.ReadFile(fsys, "generation_config.json")
+	if err != nil {
+		return nil // optional
+	}
+	var gc struct {
+		TopK              *uint32  `json:"top_k"`
+		TopP              *float32 `json:"top_p"`
+		MinP              *float32 `json:"min_p"`
+		Temperature       *float32 `json:"temperature"`
+		RepetitionPenalty *float32 `json:"repetition_penalty"`
+	}
+	if err := json.Unmarshal(raw, &gc); err != nil {
+		return fmt.Errorf("engine: export GGUF: generation_config.json: %w", err)
+	}
+	if gc.TopK != nil {
+		w.Set("general.sampling.top_k", gguf.Uint32(*gc.TopK))
+	}
+	for _, f := range []struct {
+		key string
+		v   *float32
+	}{{"top_p", gc.TopP}, {"min_p", gc.MinP}, {"temp", gc.Temperature}, {"penalty_repeat", gc.RepetitionPenalty}} {
+		if f.v != nil {
+			w.Set("general.sampling."+f.key, gguf.Float32(*f.v))
+		}
+	}
+	return nil
+}
+
+// exportTensors adds every tensor of the checkpoint under its GGUF name, converted.
+func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Checkpoint, dtype compute.DType) error {
+	if c.Rope.Type == "llama3" {
+		w.AddTensor(ggufRopeFreqs, gguf.F32, []int{c.HeadDim / 2}, float32Bytes(llama3Divisors(c.Rope, c.HeadDim)))
+	}
+	_, hasHead := ckpt.Tensor("lm_head.weight")
+	for _, name := range ckpt.Names() {
+		if strings.HasPrefix(name, "mtp.") || name == "lm_head.weight" && (c.TieEmbeddings || !hasHead) {
+			continue // no GGUF name; a tied head is the embedding
+		}
+		gname, ok := ggufName(name)
+		if !ok {
+			return fmt.Errorf("engine: export GGUF: tensor %s has no GGUF name", name)
+		}
+		t, _ := ckpt.Tensor(name)
+		from, ok := dtypes[t.DType]
+		if !ok {
+			return fmt.Errorf("engine: export GGUF: tensor %s has dtype %s", name, t.DType)
+		}
+		to, typ := dtype, map[compute.DType]gguf.Type{compute.F32: gguf.F32, compute.F16: gguf.F16, compute.BF16: gguf.BF16}[dtype]
+		if len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight") {
+			to, typ = compute.F32, gguf.F32
+		}
+		data := convertFloats(t.Data, from, to)
+		if heads := ggufPermutedHeads(arch, c, name); heads > 0 {
+			var err error
+			if data, err = ggufPermuteRows(data, t.Shape[0], heads, true); err != nil {
+				return fmt.Errorf("engine: export GGUF: tensor %s: %w", name, err)
+			}
+		}
+		w.AddTensor(gname, typ, t.Shape, data)
+	}
+	return w.Err()
+}
+
+// llama3Divisors returns Llama 3's rope scaling as the per-frequency divisors llama.cpp's
+// converter writes (rope_freqs): 1 for high frequencies, the factor for low ones, a blend
+// between.
+func llama3Divisors(r RopeConfig, headDim int) []float32 {
+	freqs := invFreq(RopeConfig{Theta: r.Theta, Type: "default"}, headDim)
+	old := float64(r.OriginalMaxPositionEmbs)
+	lowWavelen, highWavelen := old/r.LowFreqFactor, old/r.HighFreqFactor
+	out := make([]float32, len(freqs))
+	for i, f := range freqs {
+		wavelen := 2 * math.Pi / float64(f)
+		switch {
+		case wavelen < highWavelen:
+			out[i] = 1
+		case wavelen > lowWavelen:
+			out[i] = float32(r.Factor)
+		default:
+			smooth := (old/wavelen - r.LowFreqFactor) / (r.HighFreqFactor - r.LowFreqFactor)
+			out[i] = float32(1 / ((1-smooth)/r.Factor + smooth))
+		}
+	}
+	return out
+}
+
+// convertFloats converts little-endian floats between F32, F16 and BF16: widening exactly,
+// narrowing to nearest even (as numpy's astype and gguf-py's BF16 do). It returns data itself when
+// from equals to.
+func convertFloats(data []byte, from, to compute.DType) []byte {
+	if from == to {
+		return data
+	}
+	n := len(data) / from.Size()
+	out := make([]byte, n*to.Size())
+	for i := range n {
+		var f float32
+		switch from {
+		case compute.F32:
+			f = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		case compute.F16:
+			f = compute.F16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
+		default:
+			f = compute.BF16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+		switch to {
+		case compute.F32:
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
+		case compute.F16:
+			binary.LittleEndian.PutUint16(out[2*i:], f32ToF16(f))
+		default:
+			binary.LittleEndian.PutUint16(out[2*i:], f32ToBF16(f))
+		}
+	}
+	return out
+}
+
+// f32ToF16 rounds to the nearest binary16 value, ties to even, as numpy's astype(float16) does:
+// overflow becomes infinity, values under half the smallest subnormal zero, NaNs stay NaNs.
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp, mant := int(b>>23&0xff), b&0x7fffff
+	if exp == 0xff {
+		m := uint16(mant >> 13)
+		if mant != 0 && m == 0 {
+			m = 1 // a NaN whose payload sits below binary16's mantissa stays a NaN
+		}
+		return sign | 0x7c00 | m
+	}
+	e := exp - 127 + 15 // the binary16 exponent field
+	switch {
+	case e >= 0x1f:
+		return sign | 0x7c00
+	case e < -10:
+		return sign // below half the smallest subnormal
+	case e <= 0: // subnormal: the implicit bit joins the mantissa, shifted to 2⁻²⁴ units
+		full := mant | 0x800000
+		shift := uint(14 - e)
+		return sign | uint16(roundShift(full, shift))
+	}
+	// Normal: a carry out of the mantissa moves into the exponent, up to infinity.
+	return sign | uint16(roundShift(uint32(e)<<23|mant, 13))
+}
+
+// roundShift returns x >> shift rounded to nearest, ties to even.
+func roundShift(x uint32, shift uint) uint32 {
+	q, rem, half := x>>shift, x&(1<<shift-1), uint32(1)<<(shift-1)
+	if rem > half || rem == half && q&1 == 1 {
+		q++
+	}
+	return q
+}
+
+// f32ToBF16 rounds to the nearest bfloat16, ties to even, quieting NaNs, as gguf-py does.
+func f32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16((b&0xffff0000 | 64<<16) >> 16)
+	}
+	return uint16((uint64(b) + 0x7fff + uint64(b>>16&1)) >> 16)
+}

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"tfd/compute"
+)
+
+// TestPermuteRowsAsLlamaCpp: the writer orders llama's q/k rows as convert_hf_to_gguf.py's
+// permute does (reshape(heads, 2, rows/heads/2, …).swapaxes(1, 2)), and the loader undoes it.
+func TestPermuteRowsAsLlamaCpp(t *testing.T) {
+	for _, tc := range []struct {
+		rows, heads int
+		want        []byte // the HF row each GGUF row holds
+	}{
+		{8, 1, []byte{0, 4, 1, 5, 2, 6, 3, 7}},
+		{8, 2, []byte{0, 2, 1, 3, 4, 6, 5, 7}},
+		{4, 2, []byte{0, 1, 2, 3}},
+	} {
+		hf := make([]byte, 0, 2*tc.rows) // two bytes a row: the row's index twice
+		for r := range tc.rows {
+			hf = append(hf, byte(r), byte(r))
+		}
+		gg, err := ggufPermuteRows(hf, tc.rows, tc.heads, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for g, want := range tc.want {
+			if gg[2*g] != want || gg[2*g+1] != want {
+				t.Errorf("%d rows, %d heads: GGUF row %d holds HF row %d, want %d", tc.rows, tc.heads, g, gg[2*g], want)
+			}
+		}
+		back, err := ggufPermuteRows(gg, tc.rows, tc.heads, false)
+		if err != nil || !slices.Equal(back, hf) {
+			t.Errorf("%d rows, %d heads: loading the permuted rows gives %v, %v; want %v", tc.rows, tc.heads, back, err, hf)
+		}
+	}
+	if _, err := ggufPermuteRows(make([]byte, 6), 6, 2, false); err == nil {
+		t.Error("3 rows a head were permuted; a head needs an even number")
+	}
+}
+
+// TestNarrowing: F32 to F16 and BF16 round to nearest, ties to even, as numpy does: every 16-bit
+// value survives widening and narrowing, the midpoint of two neighbours goes to the even one and
+// anything off it to the nearer, overflow is infinity and NaN stays NaN.
+func TestNarrowing(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		widen  func(uint16) float32
+		narrow func(float32) uint16
+	}{{"F16", compute.F16ToF32, f32ToF16}, {"BF16", compute.BF16ToF32, f32ToBF16}} {
+		t.Run(c.name, func(t *testing.T) {
+			for h := range 0x10000 {
+				f := c.widen(uint16(h))
+				if math.IsNaN(float64(f)) {
+					if got := c.widen(c.narrow(f)); !math.IsNaN(float64(got)) {
+						t.Fatalf("NaN %#04x narrowed to %v", h, got)
+					}
+					continue
+				}
+				if got := c.narrow(f); got != uint16(h) {
+					t.Fatalf("%#04x (%v) narrowed to %#04x", h, f, got)
+				}
+				next := c.widen(uint16(h + 1))
+				if h&0x7fff >= 0x7c00 && c.name == "F16" || h&0x7fff >= 0x7f80 || math.IsInf(float64(next), 0) || math.IsNaN(float64(next)) {
+					continue // no finite neighbour above
+				}
+				mid := float32((float64(f) + float64(next)) / 2) // exact: one bit more than either
+				even := uint16(h)
+				if h&1 == 1 {
+					even = uint16(h + 1)
+				}
+				if got := c.narrow(mid); got != even {
+					t.Fatalf("midpoint of %#04x and %#04x (%v) narrowed to %#04x, want %#04x", h, h+1, mid, got, even)
+				}
+				below := math.Nextafter32(mid, float32(math.Copysign(0, float64(mid))))
+				above := math.Nextafter32(mid, float32(math.Copysign(math.Inf(1), float64(mid))))
+				if got := c.narrow(below); got != uint16(h) {
+					t.Fatalf("just inside %#04x's half (%v) narrowed to %#04x", h, below, got)
+				}
+				if got := c.narrow(above); got != uint16(h+1) {
+					t.Fatalf("just inside %#04x's half (%v) narrowed to %#04x", h+1, above, got)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		f    float32
+		want uint16
+	}{{65519, 0x7bff}, {65520, 0x7c00}, {1e10, 0x7c00}, {-1e10, 0xfc00}, {0x1p-25, 0}, {0x1.000002p-25, 1}, {0x1p-26, 0}} {
+		if got := f32ToF16(tc.f); got != tc.want {
+			t.Errorf("f32ToF16(%v) = %#04x, want %#04x", tc.f, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,414 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"tfd/compute"
+	"tfd/engine/gguf"
+)
+
+// A GGUF file holds what a Hugging Face folder holds, under llama.cpp's names: the config as
+// "{arch}.*" metadata, the tokenizer and chat template as "tokenizer.*" metadata, and the tensors
+// renamed (gguf-py's tensor_mapping.py) with their dimensions listed innermost first. The loader
+// reads it as a checkpoint under Hugging Face names, so the families and the forward are the ones
+// a folder loads into.
+
+// ggufArchitectures maps general.architecture to the family that runs it.
+var ggufArchitectures = map[string]string{
+	"llama": "LlamaForCausalLM",
+	"qwen2": "Qwen2ForCausalLM",
+	"qwen3": "Qwen3ForCausalLM",
+}
+
+// ggufGlobalNames maps the Hugging Face names of the tensors outside the layers to GGUF's.
+var ggufGlobalNames = map[string]string{
+	"model.embed_tokens.weight": "token_embd.weight",
+	"model.norm.weight":         "output_norm.weight",
+	"lm_head.weight":            "output.weight",
+}
+
+// ggufLayerNames maps the names of one layer's tensors after "model.layers.N." to GGUF's after
+// "blk.N.".
+var ggufLayerNames = map[string]string{
+	"input_layernorm.weight":          "attn_norm.weight",
+	"post_attention_layernorm.weight": "ffn_norm.weight",
+	"self_attn.q_proj.weight":         "attn_q.weight",
+	"self_attn.k_proj.weight":         "attn_k.weight",
+	"self_attn.v_proj.weight":         "attn_v.weight",
+	"self_attn.o_proj.weight":         "attn_output.weight",
+	"self_attn.q_proj.bias":           "attn_q.bias",
+	"self_attn.k_proj.bias":           "attn_k.bias",
+	"self_attn.v_proj.bias":           "attn_v.bias",
+	"self_attn.o_proj.bias":           "attn_output.bias",
+	"self_attn.q_norm.weight":         "attn_q_norm.weight",
+	"self_attn.k_norm.weight":         "attn_k_norm.weight",
+	"mlp.gate_proj.weight":            "ffn_gate.weight",
+	"mlp.up_proj.weight":              "ffn_up.weight",
+	"mlp.down_proj.weight":            "ffn_down.weight",
+	"mlp.gate_proj.bias":              "ffn_gate.bias",
+	"mlp.up_proj.bias":                "ffn_up.bias",
+	"mlp.down_proj.bias":              "ffn_down.bias",
+}
+
+// ggufRopeFreqs holds llama.cpp's per-frequency divisors, in which GGUF files carry Llama 3's
+// rope scaling.
+const ggufRopeFreqs = "rope_freqs.weight"
+
+// ggufName returns the GGUF name of a Hugging Face tensor name; false for a tensor GGUF has no
+// name for (an MTP head's).
+func ggufName(hf string) (string, bool) {
+	if n, ok := ggufGlobalNames[hf]; ok {
+		return n, true
+	}
+	rest, ok := strings.CutPrefix(hf, "model.layers.")
+	if !ok {
+		return "", false
+	}
+	layer, suffix, ok := strings.Cut(rest, ".")
+	if _, err := strconv.Atoi(layer); err != nil || !ok {
+		return "", false
+	}
+	n, ok := ggufLayerNames[suffix]
+	return "blk." + layer + "." + n, ok
+}
+
+// ggufDType says which compute dtype runs a GGUF tensor type: the one place that decides which
+// types tfd loads. A type it does not map is refused by name when a tensor of it is loaded.
+func ggufDType(t gguf.Type) (compute.DType, bool) {
+	switch t {
+	case gguf.F32:
+		return compute.F32, true
+	case gguf.F16:
+		return compute.F16, true
+	case gguf.BF16:
+		return compute.BF16, true
+	}
+	return 0, false
+}
+
+// ggufCheckpoint is a GGUF file opened for loading: the config read from its metadata, and its
+// tensors as a checkpoint under Hugging Face names.
+type ggufCheckpoint struct {
+	path string
+	file *gguf.File
+	arch string // general.architecture
+	cfg  Config
+	used map[string]bool // GGUF names of the tensors taken
+}
+
+// openGGUF maps the GGUF file at path and reads its config; the caller closes it.
+func openGGUF(path string) (*ggufCheckpoint, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	g := &ggufCheckpoint{path: path, file: f, used: map[string]bool{}}
+	if err := g.readConfig(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *ggufCheckpoint) errorf(format string, args ...any) error {
+	return fmt.Errorf("engine: %s: "+format, append([]any{g.path}, args...)...)
+}
+
+// intKey reads a non-negative integer; a missing key is 0, false.
+func (g *ggufCheckpoint) intKey(key string) (int, bool, error) {
+	v, ok := g.file.Lookup(key)
+	if !ok {
+		return 0, false, nil
+	}
+	n, isInt := v.Int()
+	if !isInt || n < 0 || n > math.MaxInt32 {
+		return 0, true, g.errorf("%s is %s %v; want a whole number", key, v.Describe(), v.Any())
+	}
+	return int(n), true, nil
+}
+
+// requiredInt reads a positive integer that must be there.
+func (g *ggufCheckpoint) requiredInt(key string) (int, error) {
+	n, ok, err := g.intKey(key)
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, g.errorf("the metadata has no %s; convert the model again with a current llama.cpp", key)
+	case n == 0:
+		return 0, g.errorf("%s is 0", key)
+	}
+	return n, nil
+}
+
+// floatKey reads a number of either float type; a missing key is 0, false.
+func (g *ggufCheckpoint) floatKey(key string) (float64, bool, error) {
+	v, ok := g.file.Lookup(key)
+	if !ok {
+		return 0, false, nil
+	}
+	x, isFloat := v.Float()
+	if !isFloat {
+		return 0, true, g.errorf("%s is %s, want a float", key, v.Describe())
+	}
+	return x, true, nil
+}
+
+// stringKey reads a string; a missing key is "", false.
+func (g *ggufCheckpoint) stringKey(key string) (string, bool, error) {
+	v, ok := g.file.Lookup(key)
+	if !ok {
+		return "", false, nil
+	}
+	s, isString := v.Str()
+	if !isString {
+		return "", true, g.errorf("%s is %s, want a string", key, v.Describe())
+	}
+	return s, true, nil
+}
+
+// readConfig maps the architecture's metadata onto Config, as llama.cpp's loader reads it.
+func (g *ggufCheckpoint) readConfig() error {
+	arch, _, err := g.stringKey("general.architecture")
+	if err != nil {
+		return err
+	}
+	family, ok := ggufArchitectures[arch]
+	if !ok {
+		if arch == "" {
+			return g.errorf("the metadata has no general.architecture: not a model file")
+		}
+		return g.errorf("architecture %q (general.architecture) is not one tfd runs; it runs %s", arch,
+			strings.Join(slices.Sorted(maps.Keys(ggufArchitectures)), ", "))
+	}
+	g.arch = arch
+	c := Config{Architecture: family, Rope: RopeConfig{Type: "default", Theta: 10000}}
+	key := func(name string) string { return arch + "." + name }
+	for _, k := range []struct {
+		dst  *int
+		name string
+	}{
+		{&c.Layers, "block_count"}, {&c.Hidden, "embedding_length"}, {&c.Intermediate, "feed_forward_length"},
+		{&c.Heads, "attention.head_count"}, {&c.MaxPositions, "context_length"},
+	} {
+		if *k.dst, err = g.requiredInt(key(k.name)); err != nil {
+			return err
+		}
+	}
+	if err := g.readHeads(&c, key); err != nil {
+		return err
+	}
+	eps, ok, err := g.floatKey(key("attention.layer_norm_rms_epsilon"))
+	if err != nil {
+		return err
+	}
+	if !ok || eps <= 0 {
+		return g.errorf("the metadata has no positive %s; convert the model again with a current llama.cpp", key("attention.layer_norm_rms_epsilon"))
+	}
+	c.NormEps = float32(eps)
+	if err := g.readRope(&c, key); err != nil {
+		return err
+	}
+	embed, ok := g.file.Tensor("token_embd.weight")
+	if !ok || len(embed.Dims) != 2 {
+		return g.errorf("the file has no 2-D tensor token_embd.weight")
+	}
+	c.Vocab = embed.Shape()[0]
+	if n, ok, err := g.intKey(key("vocab_size")); err != nil {
+		return err
+	} else if ok && n != c.Vocab {
+		return g.errorf("%s is %d, but token_embd.weight holds %d tokens", key("vocab_size"), n, c.Vocab)
+	}
+	_, hasHead := g.file.Tensor("output.weight")
+	c.TieEmbeddings = !hasHead
+	// Which biases a model has is known from its tensors; the forward adds those it is given.
+	_, c.AttentionBias = g.file.Tensor("blk.0.attn_q.bias")
+	_, c.OutputBias = g.file.Tensor("blk.0.attn_output.bias")
+	_, c.MLPBias = g.file.Tensor("blk.0.ffn_gate.bias")
+	c.QKNorm = arch == "qwen3"
+	if err := c.validate(); err != nil {
+		return g.errorf("the metadata, read as config.json, is not a model tfd runs: %w", err)
+	}
+	g.cfg = c
+	return nil
+}
+
+// readHeads reads the attention's shape: key/value heads and the head size, which llama.cpp
+// lets a file give apart from the hidden size.
+func (g *ggufCheckpoint) readHeads(c *Config, key func(string) string) error {
+	var err error
+	var ok bool
+	if c.KVHeads, ok, err = g.intKey(key("attention.head_count_kv")); err != nil {
+		return err
+	} else if !ok || c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return g.errorf("%s (%d) is not a multiple of %s (%d)", key("attention.head_count"), c.Heads, key("attention.head_count_kv"), c.KVHeads)
+	}
+	if c.HeadDim, ok, err = g.intKey(key("attention.key_length")); err != nil {
+		return err
+	} else if !ok || c.HeadDim == 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	for _, k := range []string{"attention.value_length", "rope.dimension_count"} {
+		n, ok, err := g.intKey(key(k))
+		if err != nil {
+			return err
+		}
+		if ok && n != c.HeadDim {
+			return g.errorf("%s is %d, the head size %d: tfd runs heads whose values and rotary embedding span the whole head", key(k), n, c.HeadDim)
+		}
+	}
+	if c.HeadDim%2 != 0 {
+		return g.errorf("the head size %d is odd; rotary embeddings need an even one", c.HeadDim)
+	}
+	return nil
+}
+
+// readRope reads the rotary embedding's base and scaling. Llama 3's scaling arrives as
+// rope_freqs, a divisor per frequency, which llama.cpp reads for llama only.
+func (g *ggufCheckpoint) readRope(c *Config, key func(string) string) error {
+	if theta, ok, err := g.floatKey(key("rope.freq_base")); err != nil {
+		return err
+	} else if ok {
+		c.Rope.Theta = theta
+	}
+	scaling, _, err := g.stringKey(key("rope.scaling.type"))
+	if err != nil {
+		return err
+	}
+	factor, hasFactor, err := g.floatKey(key("rope.scaling.factor"))
+	if err != nil {
+		return err
+	}
+	if scaling != "" && scaling != "none" && !(hasFactor && factor == 1) {
+		return g.errorf("rope scaling %q (%s) is not supported; tfd runs no scaling and Llama 3's", scaling, key("rope.scaling.type"))
+	}
+	t, ok := g.file.Tensor(ggufRopeFreqs)
+	if !ok || g.arch != "llama" {
+		return nil // elsewhere a rope_freqs is a tensor nothing reads, refused with the others
+	}
+	g.used[t.Name] = true
+	if t.Type != gguf.F32 || len(t.Dims) != 1 || t.Dims[0] != int64(c.HeadDim/2) {
+		return g.errorf("%s is %s %v; want F32 [%d]", t.Name, t.Type, t.Shape(), c.HeadDim/2)
+	}
+	c.Rope.FreqFactors = make([]float32, c.HeadDim/2)
+	for i := range c.Rope.FreqFactors {
+		c.Rope.FreqFactors[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+		if !(c.Rope.FreqFactors[i] > 0) {
+			return g.errorf("%s[%d] is %g; the divisors must be positive", t.Name, i, c.Rope.FreqFactors[i])
+		}
+	}
+	return nil
+}
+
+// tensor returns the tensor of a Hugging Face name from the file, in a Hugging Face checkpoint's
+// layout: llama's q and k rows are put back in the order rotate-half RoPE pairs them (see
+// ggufPermuteRows).
+func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
+	name, ok := ggufName(hfName)
+	if !ok {
+		return stored{}, false, nil
+	}
+	t, ok := g.file.Tensor(name)
+	if !ok {
+		return stored{}, false, nil
+	}
+	g.used[name] = true
+	dt, ok := ggufDType(t.Type)
+	if !ok {
+		return stored{}, true, g.errorf("tensor %s is %s, which this build of tfd does not run (it runs F32, F16 and BF16)", name, t.Type)
+	}
+	s := stored{name: name, dtype: dt, shape: t.Shape(), data: t.Data}
+	if heads := ggufPermutedHeads(g.arch, g.cfg, hfName); heads > 0 {
+		var err error
+		if s.data, err = ggufPermuteRows(s.data, s.shape[0], heads, false); err != nil {
+			return stored{}, true, g.errorf("tensor %s: %w", name, err)
+		}
+	}
+	return s, true, nil
+}
+
+// ggufPermutedHeads returns the heads of a tensor whose rows llama.cpp's converter permutes for
+// arch (llama's q and k projections, weights and biases), or 0.
+func ggufPermutedHeads(arch string, c Config, hfName string) int {
+	if arch != "llama" {
+		return 0 // qwen2 and qwen3 run NeoX-style rotary embeddings in llama.cpp: rows as in HF
+	}
+	switch {
+	case strings.HasSuffix(hfName, ".self_attn.q_proj.weight"), strings.HasSuffix(hfName, ".self_attn.q_proj.bias"):
+		return c.Heads
+	case strings.HasSuffix(hfName, ".self_attn.k_proj.weight"), strings.HasSuffix(hfName, ".self_attn.k_proj.bias"):
+		return c.KVHeads
+	}
+	return 0
+}
+
+// ggufPermuteRows reorders the rows of each head between Hugging Face's order, which pairs row i
+// with row i+half for rotate-half RoPE, and llama.cpp's, which pairs rows 2i and 2i+1 for its
+// interleaved RoPE on llama: HF row j·half+i is GGUF row 2i+j. toGGUF picks the direction. Rows
+// move whole, so any row encoding works. It returns a new slice.
+func ggufPermuteRows(data []byte, rows, heads int, toGGUF bool) ([]byte, error) {
+	if rows <= 0 || heads <= 0 || rows%heads != 0 || (rows/heads)%2 != 0 || len(data)%rows != 0 {
+		return nil, fmt.Errorf("%d rows do not split into %d heads of an even number of rows", rows, heads)
+	}
+	rowBytes, perHead := len(data)/rows, rows/heads
+	half := perHead / 2
+	out := make([]byte, len(data))
+	for h := range heads {
+		for r := range perHead { // r is the HF row within the head
+			hf, gg := h*perHead+r, h*perHead+2*(r%half)+r/half
+			src, dst := gg, hf
+			if toGGUF {
+				src, dst = hf, gg
+			}
+			copy(out[dst*rowBytes:(dst+1)*rowBytes], data[src*rowBytes:(src+1)*rowBytes])
+		}
+	}
+	return out, nil
+}
+
+func (g *ggufCheckpoint) count() int { return len(g.file.Tensors) }
+
+func (g *ggufCheckpoint) each(fn func(name, dtype string, shape []int, data []byte)) {
+	for _, t := range g.file.Tensors {
+		fn(t.Name, t.Type.String(), t.Shape(), t.Data)
+	}
+}
+
+func (g *ggufCheckpoint) fileName(hfName string) string {
+	if n, ok := ggufName(hfName); ok {
+		return n
+	}
+	return hfName
+}
+
+func (g *ggufCheckpoint) configName() string { return "the GGUF metadata" }
+
+// done refuses tensors no part of the model read, as llama.cpp's loader does: a file with more
+// than its architecture holds is another model (a reranker's head, a fused projection), which
+// would run silently wrong.
+func (g *ggufCheckpoint) done() error {
+	var extra []string
+	for _, t := range g.file.Tensors {
+		if !g.used[t.Name] {
+			extra = append(extra, t.Name)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	if len(extra) > 4 {
+		extra = append(extra[:4], fmt.Sprintf("and %d more", len(extra)-4))
+	}
+	return g.errorf("the file holds tensors that %s does not have (%s): it is not a model tfd runs", g.arch, strings.Join(extra, ", "))
+}
+
+func (g *ggufCheckpoint) close() error { return g.file.Close() }
