@@ -170,20 +170,7 @@ func TestBadSpillFilesAreMisses(t *testing.T) {
 	want := solo(t, m, []scheduler.Request{req})[0]
 	dir := t.TempDir()
 	start := func() (*scheduler.Shared, *promptcache.Disk, func()) {
-		store, err := m.NewBlockStore(16, promptcache.BlockTokens)
-		if err != nil {
-			t.Fatal(err)
-		}
-		disk, err := promptcache.OpenDisk(promptcache.DiskOptions{Dir: dir, Limit: 1 << 30, Identity: m.Identity()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := promptcache.New(store, promptcache.Options{Identity: m.Identity(), Spill: disk})
-		h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, Cache: c, CacheBlocks: 16, CacheSpill: disk}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := func() { h.Close(context.Background()); disk.Close(); store.Close() } // the blocks reach the disk
+		h, _, disk, stop := schedulertest.StartCached(t, m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}}), 16, dir)
 		return h, disk, stop
 	}
 	h, _, stop := start()

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"tfd/compute"
 	"tfd/daemon"
 	"tfd/daemon/bench/turns"
 	"tfd/daemon/config"
@@ -47,20 +48,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logg
 	most := slices.Max(opts.Streams)
 	cfg.Sessions.Layout = fmt.Sprintf("%dx%d", opts.Prompt+opts.Tokens+1, most)
 	cfg.Sessions.Grow = opts.Tokens
-	backend, err := daemon.OpenBackend(cfg.Model.Backend, logger)
+	m, backend, plan, err := load(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
-	plan, err := daemon.PlanConfig(cfg, backend)
-	if err != nil {
-		return fmt.Errorf("bench: %d sessions of %d tokens: %w", most, opts.Prompt+opts.Tokens+1, err)
-	}
-	logger.Info("bench: loading the model", "backend", backend.Name(), "sessions", plan.LayoutString())
-	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: daemon.MaxRows, Slots: plan.Slots()})
-	if err != nil {
-		return fmt.Errorf("bench: load the model: %w", err)
-	}
 	defer m.Close()
 	prompt := turns.GoSource(m, opts.Prompt+most)
 	// A first short run pays the one-time costs (kernel compilation, graph capture) outside the
@@ -85,6 +77,27 @@ func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logg
 		}
 	}
 	return writeBench(out, m.Name(), backend.Name(), opts, results)
+}
+
+// load opens cfg's backend, plans cfg's sessions on it and loads the model with a KV pool of the
+// plan's size. The caller closes the model, then the backend.
+func load(ctx context.Context, cfg config.Config, logger *slog.Logger) (*engine.Model, compute.Backend, engine.Plan, error) {
+	backend, err := daemon.OpenBackend(cfg.Model.Backend, logger)
+	if err != nil {
+		return nil, nil, engine.Plan{}, err
+	}
+	plan, err := daemon.PlanConfig(cfg, backend)
+	if err != nil {
+		backend.Close()
+		return nil, nil, plan, fmt.Errorf("bench: sessions %s: %w", cfg.Sessions.Layout, err)
+	}
+	logger.Info("bench: loading the model", "backend", backend.Name(), "sessions", plan.LayoutString())
+	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: daemon.MaxRows, Slots: plan.Slots()})
+	if err != nil {
+		backend.Close()
+		return nil, nil, plan, fmt.Errorf("bench: load the model: %w", err)
+	}
+	return m, backend, plan, nil
 }
 
 // benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into

@@ -45,29 +45,7 @@ func CheckPromptCache(t *testing.T, b compute.Backend) {
 
 	dir := t.TempDir()
 	start := func() (*scheduler.Shared, *promptcache.Cache, *promptcache.Disk, func()) {
-		store, err := m.NewBlockStore(16, promptcache.BlockTokens)
-		if err != nil {
-			t.Fatal(err)
-		}
-		disk, err := promptcache.OpenDisk(promptcache.DiskOptions{Dir: dir, Limit: 1 << 30, Identity: m.Identity()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := promptcache.New(store, promptcache.Options{Identity: m.Identity(), Spill: disk})
-		opts := Equip(m, layout)
-		opts.Cache, opts.CacheBlocks, opts.CacheSpill = c, store.Blocks(), disk
-		h, err := scheduler.NewShared(m, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := func() {
-			h.Close(context.Background()) // the lane hands every block to the spill folder
-			if err := disk.Close(); err != nil {
-				t.Error(err)
-			}
-			store.Close()
-		}
-		return h, c, disk, stop
+		return StartCached(t, m, Equip(m, layout), 16, dir)
 	}
 	check := func(pass string, got []result, restored bool) {
 		t.Helper()
@@ -96,6 +74,34 @@ func CheckPromptCache(t *testing.T, b compute.Backend) {
 	if st := disk.Stats(); st.Reads == 0 {
 		t.Errorf("after a restart nothing was read from the spill folder: %+v (cache %+v)", st, c.Stats())
 	}
+}
+
+// StartCached starts a host on m with opts and a prompt cache of blocks blocks that spills to
+// dir. stop closes the host (its blocks go to the spill folder), then the folder (they reach the
+// disk), then the store; a test that starts another host on dir calls it first.
+func StartCached(t testing.TB, m *engine.Model, opts scheduler.SharedOptions, blocks int, dir string) (h *scheduler.Shared, c *promptcache.Cache, disk *promptcache.Disk, stop func()) {
+	t.Helper()
+	store, err := m.NewBlockStore(blocks, promptcache.BlockTokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, err = promptcache.OpenDisk(promptcache.DiskOptions{Dir: dir, Limit: 1 << 30, Identity: m.Identity()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = promptcache.New(store, promptcache.Options{Identity: m.Identity(), Spill: disk})
+	opts.Cache, opts.CacheBlocks, opts.CacheSpill = c, blocks, disk
+	if h, err = scheduler.NewShared(m, opts); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		h.Close(context.Background())
+		if err := disk.Close(); err != nil {
+			t.Error(err)
+		}
+		store.Close()
+	}
+	return h, c, disk, stop
 }
 
 type result struct {
