@@ -11,7 +11,12 @@ type Store interface {
 	// BlockBytes returns the bytes of one block on the host: the length Read and Write take.
 	BlockBytes() int
 	// Save copies the state of positions pos … pos+BlockTokens-1 of the session whose KV slots
-	// start at base into block.
+	// start at base into block. Keys and values stay in the session for every position, so any
+	// whole block of a stream's past can be saved at any time. A hybrid model's recurrent state
+	// exists only for the position the session stands at, so its store can save a block only when
+	// the session stands at the block's end: the lane will then cut prompt chunks at block
+	// boundaries and offer each block as the stream passes it, rather than when the prompt is fed
+	// and when the stream ends as it does for attention-only models.
 	Save(block, base, pos int) error
 	// Restore copies block into positions pos … pos+BlockTokens-1 of the session at base.
 	Restore(base, pos, block int) error
