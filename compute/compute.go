@@ -1,5 +1,6 @@
 // Package compute is the contract between the engine and its backends: dtypes, device tensors, the
-// KV pool and the small op set a Llama/Qwen-family forward pass needs.
+// KV pool and the small op set a Llama/Qwen-family forward pass needs, mixtures of experts
+// included.
 //
 // The contract is shaped for GPUs. Tensors live in the backend's memory and are opaque to callers;
 // ops are enqueued and may run asynchronously; the only points where the host waits are ReadFloat32,
@@ -9,7 +10,9 @@
 // Batch invariance is part of the contract: the bits a row produces must not depend on how many
 // other rows share the op or where the row sits among them. Every reduction over a row (dot
 // products, norms, softmax) runs in one fixed order for that row alone; a backend never splits a
-// reduction differently because the row count changed.
+// reduction differently because the row count changed. A mixture of experts keeps it too: its
+// rows are grouped by expert on the device, and each pair of a row and an expert is computed
+// alone in its dot products' fixed order, whatever else chose that expert.
 //
 // Backends register themselves by name, as database/sql drivers do, and are opened with Open.
 package compute
@@ -183,6 +186,35 @@ type Ops interface {
 	Add(dst, a, b Tensor, rows int)
 	// Gather writes dst[i] = src[index[i]] for i < rows (whole rows).
 	Gather(dst, src, index Tensor, rows int)
+	// RouteTopK picks each row's experts from its router scores (a mixture of experts): for
+	// r < rows, with s = logits[r] (logits is [*, experts]), ids[r·k+j] for j < k are the k
+	// best-scoring experts, best first, a higher score before a lower and the lower expert first
+	// on a tie (NaN scores lowest), and weights[r·k+j] are their softmax probabilities over all
+	// experts, exp(s_e − max s) divided by the sum of those exponentials (taken in one fixed
+	// order), then divided by their own sum, in j order, when normalize is set. ids is I32 and
+	// weights F32, both [*, k].
+	RouteTopK(ids, weights, logits Tensor, rows, experts, k int, normalize bool)
+	// GroupByExpert lists the n routed pairs of ids (I32; pair a = r·k+j is row r's j-th
+	// choice, ids[a] its expert) by expert, into groups (I32, at least experts+1+n elements):
+	// groups[e] is where expert e's run starts in the lists and groups[experts] where the last
+	// one ends; from groups[experts+1] on, the runs follow in expert order, each listing its
+	// pairs a in ascending order. A pair whose id is not an expert is in no run, and the next
+	// Sync reports it. A run is the same whatever other rows share the call, so grouping adds no
+	// dependence between rows.
+	GroupByExpert(groups, ids Tensor, n, experts int)
+	// ExpertMatMul runs each listed pair through its expert's matrix: for every pair a in the
+	// runs of groups (GroupByExpert's layout, for experts = w's first dimension),
+	// dst[a][o] = Σ_i x[a/share][i]·w[e][o][i], where e is the run's expert and w is
+	// [experts, out, in]. share is k when x holds one row per token (all of a row's pairs read
+	// it: the experts' gate and up projections) and 1 when it holds one per pair (their down
+	// projection). n bounds the pairs (a < n). Each element is one dot product in MatMul's order
+	// for that length, so a pair's bits depend neither on the pairs that share its expert nor
+	// on where it sits among them. Rows of dst whose pair is in no run are left alone.
+	ExpertMatMul(dst, x, w, groups Tensor, n, share int)
+	// CombineExperts writes dst[r] = Σ_j weights[r·k+j]·x[r·k+j] for r < rows: each row's
+	// expert outputs summed by rank, j = 0 … k−1, each product rounded before it is added (from
+	// the first product on). x holds a row per pair, of dst's row length.
+	CombineExperts(dst, x, weights Tensor, rows, k int)
 	// CopyKV copies n slots of src starting at srcSlot to the slots of dst starting at dstSlot,
 	// in every layer: the bits move unchanged (a session moving to a larger one, a block of the
 	// prompt cache saved or restored). dst and src must have the same layers, KV heads and head

@@ -15,8 +15,12 @@
 //     eight lane accumulators, lane k summing the products of elements k, k+8, … of the first n&^7
 //     elements, combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), then the remaining n&7 products
 //     added one at a time, then the bias.
-//   - The softmax denominator: exp(s_j − max) into lane j%8, the lanes combined as above.
+//   - The softmax denominator: exp(s_j − max) into lane j%8, the lanes combined as above (the
+//     attention's scores and a router's over the experts).
 //   - The attention output: Σ_j p_j·v_j per element, in position order.
+//   - A mixture of experts: a row's chosen weights summed in pick order to renormalise them; each
+//     pair of a row and an expert through the expert's matrices as MatMul's rows (gathered by
+//     expert, which changes no bits); a row's expert outputs summed by rank, each product rounded.
 //
 // The AVX2 kernels compute each lane with fused multiply-adds, the pure-Go kernels with a rounded
 // multiply and an add; a process uses one kind for every op, chosen at start-up.
@@ -57,6 +61,11 @@ type backend struct {
 	rope ropeTask
 	elem elemTask
 	ckv  copyKVTask
+
+	route   routeTask
+	expert  expertTask
+	combine combineTask
+	experts expertBuffers // ExpertMatMul's gathered rows and tiles, kept between calls
 }
 
 func newBackend() *backend {

@@ -69,23 +69,28 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 		*t = matmulTask{}
 		return
 	}
-	t.cb = min(out, max(4, mmBlockBytes/(4*max(in, 1))&^3))
+	b.pool.reserve(t.plan())
+	nrb := (rows + t.rb - 1) / t.rb
+	b.run(t, nrb*t.ncb, 1, parFor(rows*out*max(in, 1)))
+	*t = matmulTask{} // drop the references to the tensors
+}
+
+// plan sets the task's blocks (cb, ncb, rb) for its rows, in and out, and returns the floats of
+// scratch each goroutine needs for them.
+func (t *matmulTask) plan() (need int) {
+	t.cb = min(t.out, max(4, mmBlockBytes/(4*max(t.in, 1))&^3))
 	if t.kblocked() {
-		t.cb = min(out, mmKCols)
+		t.cb = min(t.out, mmKCols)
 	}
-	t.ncb = (out + t.cb - 1) / t.cb
+	t.ncb = (t.out + t.cb - 1) / t.cb
 	t.rb = t.rowBlock()
-	need := 0
 	if t.kblocked() {
 		need = t.rb/3*(t.cb/4)*96 + t.cb*mmKChunk
 	}
 	if t.wh != nil {
-		need = max(need, t.cb*in) // a widened block
+		need = max(need, t.cb*t.in) // a widened block
 	}
-	b.pool.reserve(need)
-	nrb := (rows + t.rb - 1) / t.rb
-	b.run(t, nrb*t.ncb, 1, parFor(rows*out*max(in, 1)))
-	*t = matmulTask{} // drop the references to the tensors
+	return need
 }
 
 // rowBlock returns the rows of a row block: mmRowBlock, or with 16-bit weights up to

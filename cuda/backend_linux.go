@@ -51,6 +51,12 @@ type kernelSet struct {
 	siluMul    *kernel
 	add        *kernel
 	argmaxNext *kernel
+
+	// The mixture-of-experts kernels, launched as tfd/kernels' launch table says.
+	route          *kernel
+	groupExperts   *kernel
+	combineExperts *kernel
+	expertMatMul   map[string]*kernel // by name: expert_matmul_W_R
 }
 
 // kernel is a loaded kernel function.
@@ -199,6 +205,15 @@ func (b *backend) resolve() error {
 			return err
 		}
 	}
+	b.k.expertMatMul = map[string]*kernel{}
+	for _, suffix := range weightSuffix {
+		for _, rows := range matmulRows {
+			name := fmt.Sprintf("expert_matmul_%s_%d", suffix, rows)
+			if b.k.expertMatMul[name], err = get(name); err != nil {
+				return err
+			}
+		}
+	}
 	for _, s := range []struct {
 		k    **kernel
 		name string
@@ -206,6 +221,7 @@ func (b *backend) resolve() error {
 		{&b.k.rmsnorm, "rmsnorm"}, {&b.k.gather, "gather"}, {&b.k.rope, "rope"},
 		{&b.k.kvWrite, "kv_write"}, {&b.k.attention, "attention"}, {&b.k.siluMul, "silu_mul"}, {&b.k.add, "add"},
 		{&b.k.argmaxNext, "argmax_next"},
+		{&b.k.route, "route"}, {&b.k.groupExperts, "group_experts"}, {&b.k.combineExperts, "combine_experts"},
 	} {
 		if *s.k, err = get(s.name); err != nil {
 			return err
@@ -296,6 +312,8 @@ func (b *backend) collectErrors() error {
 		return fmt.Errorf("cuda: KVWrite: row %d: slot %d is outside the pool", e[1], e[2])
 	case 4:
 		return fmt.Errorf("cuda: Attention: row %d: slot %d is outside the pool", e[1], e[2])
+	case 5:
+		return fmt.Errorf("cuda: GroupByExpert: pair %d has expert %d, which the model lacks", e[1], e[2])
 	}
 	return fmt.Errorf("cuda: a kernel reported error %d (%d, %d)", e[0], e[1], e[2])
 }

@@ -19,6 +19,7 @@ func TestAttentionMatchesCPU(t *testing.T) { computetest.CheckAttention(t, newPa
 func TestCopyKVKeepsBits(t *testing.T)     { computetest.CheckCopyKV(t, openCUDA(t)) }
 func TestKVReadWrite(t *testing.T)         { computetest.CheckKVReadWrite(t, openCUDA(t)) }
 func TestKVLayout(t *testing.T)            { computetest.CheckKVLayout(t, openCUDA(t)) }
+func TestExpertsMatchCPU(t *testing.T)     { computetest.CheckExperts(t, newPair(t)) }
 func TestDataErrors(t *testing.T)          { computetest.CheckDataErrors(t, openCUDA(t)) }
 
 // TestRecordingAllocatesNothing checks that recording ops allocates nothing in steady state.

@@ -31,3 +31,4 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 #define ERR_GATHER 2
 #define ERR_KVWRITE 3
 #define ERR_ATTENTION 4
+#define ERR_EXPERT 5

@@ -56,6 +56,31 @@ func SiLUMulLaunch(n int) Launch { return launch("silu_mul", ceilDiv(n, 256), 1)
 // AddLaunch is the launch of Add over n elements: a thread per element.
 func AddLaunch(n int) Launch { return launch("add", ceilDiv(n, 256), 1) }
 
+// RouteLaunch is the launch of RouteTopK for rows rows: four per group, one per SIMD group.
+func RouteLaunch(rows int) Launch { return launch("route", ceilDiv(rows, 4), 1) }
+
+// GroupExpertsLaunch is the launch of GroupByExpert: a group per expert.
+func GroupExpertsLaunch(experts int) Launch { return launch("group_experts", experts, 1) }
+
+// ExpertMatMulLaunch is the launch of ExpertMatMul for pairs pairs among experts experts, out
+// output columns, weights of dtype suffix w: four columns per group (one per SIMD group), a row of
+// groups per expert, each walking its expert's pairs in row groups of the smallest R that holds as
+// many pairs as an expert has on average, or 16. R changes no bits.
+func ExpertMatMulLaunch(w string, pairs, experts, out int) Launch {
+	per := ceilDiv(pairs, max(experts, 1))
+	r := MatMulRows[len(MatMulRows)-1]
+	for _, n := range MatMulRows {
+		if n >= per {
+			r = n
+			break
+		}
+	}
+	return launch(fmt.Sprintf("expert_matmul_%s_%d", w, r), ceilDiv(out, 4), experts)
+}
+
+// CombineExpertsLaunch is the launch of CombineExperts over n elements of dst: a thread per element.
+func CombineExpertsLaunch(n int) Launch { return launch("combine_experts", ceilDiv(n, 256), 1) }
+
 // ArgmaxNextLaunch is the launch of ArgmaxNext: one group.
 func ArgmaxNextLaunch() Launch { return launch("argmax_next", 1, 1) }
 

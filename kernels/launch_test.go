@@ -34,6 +34,24 @@ func TestLaunches(t *testing.T) {
 		if l := add(EmbedLaunch(w, 7)); l.Groups != [2]int{7, 1} {
 			t.Errorf("EmbedLaunch: %+v", l)
 		}
+		// The row group holds an expert's average share of the pairs: decode (8 pairs among 128
+		// experts) walks one pair at a time, prefill (2048 pairs) sixteen.
+		for _, c := range []struct {
+			pairs, experts, out int
+			kernel              string
+			groups              [2]int
+		}{
+			{8, 128, 768, "expert_matmul_" + w + "_1", [2]int{192, 128}},
+			{16, 8, 5, "expert_matmul_" + w + "_2", [2]int{2, 8}},
+			{20, 8, 8, "expert_matmul_" + w + "_4", [2]int{2, 8}},
+			{60, 8, 8, "expert_matmul_" + w + "_8", [2]int{2, 8}},
+			{96, 8, 64, "expert_matmul_" + w + "_16", [2]int{16, 8}},
+			{2048, 128, 2048, "expert_matmul_" + w + "_16", [2]int{512, 128}},
+		} {
+			if l := add(ExpertMatMulLaunch(w, c.pairs, c.experts, c.out)); l.Kernel != c.kernel || l.Groups != c.groups {
+				t.Errorf("ExpertMatMulLaunch(%s, %d, %d, %d) = %+v, want %s on %v", w, c.pairs, c.experts, c.out, l, c.kernel, c.groups)
+			}
+		}
 	}
 	for _, c := range []struct {
 		l      Launch
@@ -47,6 +65,9 @@ func TestLaunches(t *testing.T) {
 		{SiLUMulLaunch(257), [2]int{2, 1}},
 		{AddLaunch(256), [2]int{1, 1}},
 		{ArgmaxNextLaunch(), [2]int{1, 1}},
+		{RouteLaunch(9), [2]int{3, 1}},
+		{GroupExpertsLaunch(128), [2]int{128, 1}},
+		{CombineExpertsLaunch(257), [2]int{2, 1}},
 		{AddLaunch(0), [2]int{0, 1}},
 	} {
 		if add(c.l).Groups != c.groups {

@@ -79,6 +79,26 @@ func TestMSLRuns(t *testing.T) {
 		check(fmt.Sprint("argmax_next ", c), func(o *op) { o.argmaxNext(c.n, c.tieA, c.tieB) })
 	}
 
+	for _, c := range []struct {
+		rows, experts, k      int
+		normalize, ties, nans bool
+	}{{1, 8, 2, true, false, false}, {5, 128, 8, true, false, false}, {9, 100, 3, false, false, true}, {3, 8, 8, true, true, false}, {2, 40, 1, false, true, false}} {
+		check(fmt.Sprint("route ", c), func(o *op) { o.route(c.rows, c.experts, c.k, c.normalize, c.ties, c.nans) })
+	}
+	for _, c := range []struct{ n, experts, bad int }{{1, 8, -1}, {16, 8, -1}, {300, 8, 123}, {300, 128, -1}, {5, 2, 0}} {
+		check(fmt.Sprint("group_experts ", c), func(o *op) { o.groupExperts(c.n, c.experts, c.bad) })
+	}
+	for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16} {
+		// pairs among 8 experts picks every row group R (1, 2, 4, 8, 16); in: both paths of the
+		// dot product; share: x rows per token (2 pairs each) and per pair.
+		for _, c := range []struct{ in, out, pairs, share int }{{64, 5, 8, 2}, {100, 37, 16, 1}, {64, 9, 20, 2}, {264, 4, 60, 1}, {8, 3, 100, 2}} {
+			check(fmt.Sprint("expert_matmul ", dt, c), func(o *op) { o.expertMatMul(dt, c.in, c.out, c.pairs, 8, c.share) })
+		}
+	}
+	for _, c := range []struct{ rows, width, k int }{{1, 64, 2}, {7, 100, 8}, {3, 257, 1}} {
+		check(fmt.Sprint("combine_experts ", c), func(o *op) { o.combine(c.rows, c.width, c.k) })
+	}
+
 	var missing []string
 	for _, k := range kernels.All() {
 		if !matched[k.Name] || failed[k.Name] {

@@ -21,3 +21,9 @@ func TestAttentionIsBatchInvariant(t *testing.T) {
 
 // TestMatMulRowGroupsAgree: every row-group size of the matmul kernels gives the same bits.
 func TestMatMulRowGroupsAgree(t *testing.T) { computetest.CheckMatMulRowGroups(t, openMetal(t)) }
+
+// TestExpertsAreBatchInvariant: a row through a mixture of experts' ops gives the same bits
+// whatever rows share its experts.
+func TestExpertsAreBatchInvariant(t *testing.T) {
+	computetest.CheckExpertsBatchInvariance(t, openMetal(t))
+}

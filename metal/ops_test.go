@@ -22,4 +22,5 @@ func TestAttentionMatchesCPU(t *testing.T) { computetest.CheckAttention(t, newPa
 func TestCopyKVKeepsBits(t *testing.T)     { computetest.CheckCopyKV(t, openMetal(t)) }
 func TestKVReadWrite(t *testing.T)         { computetest.CheckKVReadWrite(t, openMetal(t)) }
 func TestKVLayout(t *testing.T)            { computetest.CheckKVLayout(t, openMetal(t)) }
+func TestExpertsMatchCPU(t *testing.T)     { computetest.CheckExperts(t, newPair(t)) }
 func TestDataErrors(t *testing.T)          { computetest.CheckDataErrors(t, openMetal(t)) }

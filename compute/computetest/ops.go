@@ -269,6 +269,11 @@ func CheckDataErrors(t *testing.T, b compute.Backend) {
 	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "Gather") {
 		t.Errorf("Gather of row -1: Sync = %v", err)
 	}
+	groups, _ := b.Alloc(compute.I32, 4+1+2)
+	b.GroupByExpert(groups, UploadI32(t, b, []int32{1, 4}), 2, 4)
+	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "GroupByExpert: pair 1 has expert 4") {
+		t.Errorf("GroupByExpert of expert 4 of 4: Sync = %v", err)
+	}
 	if err := b.Sync(); err != nil {
 		t.Errorf("Sync after the errors were reported: %v", err)
 	}

@@ -1,0 +1,272 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"tfd/compute"
+)
+
+// The mixture-of-experts ops. A pair (a row and one of its experts) is computed alone in MatMul's
+// order whatever else chose that expert: ExpertMatMul gathers each expert's pairs into a block of
+// rows and runs MatMul's blocks over the expert's matrix, which change speed, never bits.
+
+// RouteTopK writes each row's k best experts, best first (ties to the lower expert, NaN lowest),
+// and their softmax probabilities over all experts (the denominator summed as softmaxExp sums),
+// renormalised over the k when normalize is set.
+func (b *backend) RouteTopK(ids, weights, logits compute.Tensor, rows, experts, k int, normalize bool) {
+	if k <= 0 || k > experts {
+		panic(fmt.Sprintf("cpu: RouteTopK: %d experts a row out of %d", k, experts))
+	}
+	t := &b.route
+	*t = routeTask{
+		ids:       i32(ids, "RouteTopK", "ids", rows*k),
+		weights:   f32(weights, "RouteTopK", "weights", rows*k),
+		logits:    f32(logits, "RouteTopK", "logits", rows*experts),
+		experts:   experts,
+		k:         k,
+		normalize: normalize,
+	}
+	b.pool.reserve(experts)
+	b.run(t, rows, 1, parFor(rows*experts*(16+k)))
+	*t = routeTask{}
+}
+
+// routeTask routes rows; item r is row r.
+type routeTask struct {
+	ids             []int32
+	weights, logits []float32
+	experts, k      int
+	normalize       bool
+}
+
+func (t *routeTask) run(s *scratch, lo, hi int) {
+	e := s.floats(t.experts)
+	for r := lo; r < hi; r++ {
+		scores := t.logits[r*t.experts : (r+1)*t.experts]
+		ids, w := t.ids[r*t.k:(r+1)*t.k], t.weights[r*t.k:(r+1)*t.k]
+		topK(ids, scores)
+		m := float32(math.Inf(-1))
+		for _, v := range scores {
+			m = max(m, v)
+		}
+		copy(e, scores)
+		sum := softmaxExp(e, m)
+		var total float32
+		for j, id := range ids {
+			w[j] = e[id] / sum
+			total += w[j]
+		}
+		if t.normalize {
+			for j := range w {
+				w[j] /= total
+			}
+		}
+	}
+}
+
+// topK fills ids with the best of scores, best first: a higher score before a lower, the lower
+// index on a tie, NaN below everything. Each pick is the best of those after the previous pick in
+// that order, so the picks are distinct even among equal scores.
+func topK(ids []int32, scores []float32) {
+	prev, prevScore := -1, float32(0)
+	for j := range ids {
+		best, bestScore := -1, float32(0)
+		for e, v := range scores {
+			if v != v {
+				v = float32(math.Inf(-1))
+			}
+			if prev >= 0 && !(v < prevScore || v == prevScore && e > prev) {
+				continue // at or before the previous pick
+			}
+			if best < 0 || v > bestScore {
+				best, bestScore = e, v
+			}
+		}
+		ids[j] = int32(best)
+		prev, prevScore = best, bestScore
+	}
+}
+
+// GroupByExpert writes the runs of pairs by expert (compute.Ops has the layout). An id that is no
+// expert leaves its pair out and is reported by the next Sync.
+func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
+	g := i32(groups, "GroupByExpert", "groups", experts+1+n)
+	id := i32(ids, "GroupByExpert", "ids", n)[:n]
+	starts, order := g[:experts+1], g[experts+1:]
+	clear(starts)
+	for a, e := range id {
+		if e < 0 || int(e) >= experts {
+			b.fail("GroupByExpert: pair %d has expert %d, outside the %d experts", a, e, experts)
+			continue
+		}
+		starts[e+1]++
+	}
+	for e := range experts {
+		starts[e+1] += starts[e]
+	}
+	// Place each pair at the end of its run so far, walking the pairs in order; the counts
+	// kept in starts[e+1] are restored once every pair is placed.
+	for a, e := range id {
+		if e >= 0 && int(e) < experts {
+			order[starts[e]] = int32(a)
+			starts[e]++
+		}
+	}
+	for e := experts; e > 0; e-- {
+		starts[e] = starts[e-1]
+	}
+	starts[0] = 0
+}
+
+// ExpertMatMul computes each listed pair's row through its expert's matrix. The pairs are gathered
+// in run order into a block of inputs, each run is cut into tiles of MatMul's row blocks, the
+// tiles go through MatMul's blocks against their expert's matrix, and the outputs are scattered
+// back to their pairs' rows.
+func (b *backend) ExpertMatMul(dst, x, w, groups compute.Tensor, n, share int) {
+	wt := asTensor(w, "ExpertMatMul", "w")
+	if len(wt.shape) != 3 {
+		panic(fmt.Sprintf("cpu: ExpertMatMul: w has shape %v, want [experts, out, in]", wt.shape))
+	}
+	experts, out, in := wt.shape[0], wt.shape[1], wt.shape[2]
+	if share <= 0 {
+		panic(fmt.Sprintf("cpu: ExpertMatMul: share %d, want 1 or more", share))
+	}
+	d := f32(dst, "ExpertMatMul", "dst", n*out)
+	xs := f32(x, "ExpertMatMul", "x", (n+share-1)/share*in)
+	g := i32(groups, "ExpertMatMul", "groups", experts+1+n)
+	starts, order := g[:experts+1], g[experts+1:]
+	// The listed pairs, in run order, and the longest run.
+	if starts[0] != 0 || starts[experts] < 0 || int(starts[experts]) > n {
+		b.fail("ExpertMatMul: groups end their runs at %d, outside the %d pairs", starts[experts], n)
+		return
+	}
+	listed, longest := int(starts[experts]), 0
+	for e := range experts {
+		if starts[e+1] < starts[e] {
+			b.fail("ExpertMatMul: groups start expert %d's run after the next", e)
+			return
+		}
+		longest = max(longest, int(starts[e+1]-starts[e]))
+	}
+	for _, a := range order[:listed] {
+		if a < 0 || int(a) >= n {
+			b.fail("ExpertMatMul: groups list pair %d, outside the %d pairs", a, n)
+			return
+		}
+	}
+	if listed == 0 || out == 0 {
+		return
+	}
+	xg, dg := b.experts.grow(listed*in, listed*out)
+	for p, a := range order[:listed] {
+		r := int(a) / share
+		copy(xg[p*in:(p+1)*in], xs[r*in:(r+1)*in])
+	}
+	t := &b.expert
+	*t = expertTask{mm: matmulTask{dst: dg, x: xg, wdt: wt.dtype, rows: longest, in: in, out: out}}
+	t.mm.w, t.mm.wh = weights(w, "ExpertMatMul", "w", experts*out*in)
+	b.pool.reserve(t.mm.plan())
+	t.tiles = b.experts.tiles[:0]
+	for e := range experts {
+		for s := int(starts[e]); s < int(starts[e+1]); s += t.mm.rb {
+			t.tiles = append(t.tiles, expertTile{expert: e, start: s, rows: min(t.mm.rb, int(starts[e+1])-s)})
+		}
+	}
+	b.experts.tiles = t.tiles
+	b.run(t, len(t.tiles)*t.mm.ncb, 1, parFor(listed*out*max(in, 1)))
+	*t = expertTask{}
+	for p, a := range order[:listed] {
+		copy(d[int(a)*out:(int(a)+1)*out], dg[p*out:(p+1)*out])
+	}
+}
+
+// expertBuffers is ExpertMatMul's working memory, kept between calls: the gathered inputs and
+// outputs, and the tiles.
+type expertBuffers struct {
+	x, y  []float32
+	tiles []expertTile
+}
+
+// grow returns nx and ny floats of gathered inputs and outputs. It grows them to exactly what is
+// asked, which the engine's memory plan counts (engine.ScratchBytes): the forward's largest call
+// comes early, with the first forward of its most rows.
+func (e *expertBuffers) grow(nx, ny int) (x, y []float32) {
+	if cap(e.x) < nx {
+		e.x = make([]float32, nx)
+	}
+	if cap(e.y) < ny {
+		e.y = make([]float32, ny)
+	}
+	return e.x[:nx], e.y[:ny]
+}
+
+// expertTile is up to a row block of one expert's gathered pairs, from start.
+type expertTile struct{ expert, start, rows int }
+
+// expertTask runs MatMul's blocks over the tiles; item i is tile i/ncb by column block i%ncb.
+// mm holds the gathered inputs and outputs, every expert's matrices, and the blocks planned for
+// the longest run.
+type expertTask struct {
+	mm    matmulTask
+	tiles []expertTile
+}
+
+func (t *expertTask) run(s *scratch, lo, hi int) {
+	in, out := t.mm.in, t.mm.out
+	for i := lo; i < hi; i++ {
+		tile := t.tiles[i/t.mm.ncb]
+		v := t.mm
+		v.rows = tile.rows
+		v.x = t.mm.x[tile.start*in:]
+		v.dst = t.mm.dst[tile.start*out:]
+		if v.wh != nil {
+			v.wh = v.wh[tile.expert*out*in : (tile.expert+1)*out*in]
+		} else {
+			v.w = v.w[tile.expert*out*in : (tile.expert+1)*out*in]
+		}
+		c0 := i % t.mm.ncb * t.mm.cb
+		v.block(s, 0, tile.rows, c0, min(t.mm.cb, out-c0))
+	}
+}
+
+// CombineExperts writes dst[r] = Σ_j weights[r·k+j]·x[r·k+j], j in order from the first product,
+// each product rounded before it is added.
+func (b *backend) CombineExperts(dst, x, weights compute.Tensor, rows, k int) {
+	width := asTensor(dst, "CombineExperts", "dst").rowLen()
+	t := &b.combine
+	*t = combineTask{
+		dst:     f32(dst, "CombineExperts", "dst", rows*width),
+		x:       f32(x, "CombineExperts", "x", rows*k*width),
+		weights: f32(weights, "CombineExperts", "weights", rows*k),
+		width:   width,
+		k:       k,
+	}
+	b.run(t, rows, max(1, 4096/max(width*k, 1)), parFor(rows*k*width))
+	*t = combineTask{}
+}
+
+// combineTask sums rows' expert outputs; item r is row r.
+type combineTask struct {
+	dst, x, weights []float32
+	width, k        int
+}
+
+func (t *combineTask) run(_ *scratch, lo, hi int) {
+	for r := lo; r < hi; r++ {
+		d := t.dst[r*t.width : (r+1)*t.width]
+		for j := range t.k {
+			w := t.weights[r*t.k+j]
+			x := t.x[(r*t.k+j)*t.width:][:t.width]
+			if j == 0 {
+				for i, v := range x {
+					d[i] = float32(w * v)
+				}
+				continue
+			}
+			for i, v := range x {
+				d[i] += float32(w * v)
+			}
+		}
+	}
+}
