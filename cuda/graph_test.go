@@ -25,7 +25,7 @@ func TestGraphsKeepBits(t *testing.T) {
 		}
 		t.Skip("graphs are off here (TFD_CUDA_GRAPHS=0, or the driver has no graph API)")
 	}
-	for _, name := range []string{"qwen3", "gopher"} {
+	for _, name := range []string{"qwen3", "qwen3moe", "gopher"} {
 		t.Run(name, func(t *testing.T) {
 			o := enginetest.Read(t, name)
 			m := enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 32, Slots: 512})

@@ -12,6 +12,12 @@ func TestSharedAndDraftedEqualSoloOnCUDA(t *testing.T) {
 	schedulertest.CheckSharedAndDrafted(t, openCUDA(t))
 }
 
+// TestSharedEqualsSoloOnMoECUDA: on the GPU, the tiny Qwen3-MoE checkpoint's replies run together
+// in shared rounds with n-gram drafts equal the same requests run one at a time without drafts.
+func TestSharedEqualsSoloOnMoECUDA(t *testing.T) {
+	schedulertest.CheckSharedEqualsSolo(t, openCUDA(t), "engine/testdata/oracle/qwen3moe")
+}
+
 // TestPromptCacheOnCUDA: on the GPU, replies restored from the prompt cache's memory and, after a
 // restart, from its spill folder equal the replies of a host without a cache.
 func TestPromptCacheOnCUDA(t *testing.T) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -33,6 +34,42 @@ type Config struct {
 
 	// MTPLayers is the number of multi-token-prediction layers stored under mtp.* (0: none).
 	MTPLayers int
+
+	// MoE is the mixture of experts of a sparse model (Qwen3-MoE); its zero value is a dense one.
+	MoE MoEConfig
+}
+
+// MoEConfig describes a mixture-of-experts MLP as Qwen3-MoE has it: in each sparse layer a router
+// scores every expert for a row, the row goes through its PerToken best (each a SwiGLU of
+// Intermediate), and their outputs are summed, weighted by the router's softmax (over all
+// experts, then renormalised over the chosen ones when NormTopK). The other layers keep a dense
+// MLP of Config.Intermediate.
+type MoEConfig struct {
+	Experts      int // 0: a dense model
+	PerToken     int
+	Intermediate int
+	NormTopK     bool
+	// SparseStep and DenseLayers say which layers are sparse, as transformers reads
+	// decoder_sparse_step and mlp_only_layers: layer i is sparse unless it is listed in
+	// DenseLayers or (i+1) is no multiple of SparseStep.
+	SparseStep  int
+	DenseLayers []int
+}
+
+// Sparse reports whether decoder layer i has a mixture of experts rather than a dense MLP.
+func (m MoEConfig) Sparse(i int) bool {
+	return m.Experts > 0 && !slices.Contains(m.DenseLayers, i) && (i+1)%m.SparseStep == 0
+}
+
+// SparseLayers counts the decoder layers, of layers, that have a mixture of experts.
+func (m MoEConfig) SparseLayers(layers int) int {
+	n := 0
+	for i := range layers {
+		if m.Sparse(i) {
+			n++
+		}
+	}
+	return n
 }
 
 // RopeConfig is the rotary embedding's base and optional scaling.
@@ -70,6 +107,12 @@ var families = map[string]family{
 		c.OutputBias = raw.AttentionBias
 		c.QKNorm = true
 	}},
+	"Qwen3MoeForCausalLM": {apply: func(c *Config, raw *rawConfig) {
+		c.AttentionBias = raw.AttentionBias
+		c.OutputBias = raw.AttentionBias
+		c.QKNorm = true
+		c.MoE = raw.moe()
+	}},
 }
 
 // Architectures returns the sorted architecture names the engine runs.
@@ -103,6 +146,36 @@ type rawConfig struct {
 	RopeParameters        *ropeParams `json:"rope_parameters"`
 	MTPNumHiddenLayers    int         `json:"mtp_num_hidden_layers"`
 	HiddenAct             string      `json:"hidden_act"`
+
+	// Qwen3-MoE. transformers 5 writes num_experts as num_local_experts; a key left out takes
+	// Qwen3MoeConfig's default, as transformers would.
+	NumExperts          *int  `json:"num_experts"`
+	NumLocalExperts     *int  `json:"num_local_experts"`
+	NumExpertsPerTok    *int  `json:"num_experts_per_tok"`
+	MoEIntermediateSize *int  `json:"moe_intermediate_size"`
+	NormTopKProb        bool  `json:"norm_topk_prob"`
+	DecoderSparseStep   *int  `json:"decoder_sparse_step"`
+	MLPOnlyLayers       []int `json:"mlp_only_layers"`
+}
+
+// moe reads the mixture of experts of a Qwen3-MoE config.json, with Qwen3MoeConfig's defaults
+// (128 experts, 8 a token, 768 wide, sparse step 1) for keys it leaves out.
+func (raw *rawConfig) moe() MoEConfig {
+	or := func(v *int, def int) int {
+		if v != nil {
+			return *v
+		}
+		return def
+	}
+	experts := or(raw.NumExperts, or(raw.NumLocalExperts, 128))
+	return MoEConfig{
+		Experts:      experts,
+		PerToken:     or(raw.NumExpertsPerTok, 8),
+		Intermediate: or(raw.MoEIntermediateSize, 768),
+		NormTopK:     raw.NormTopKProb,
+		SparseStep:   or(raw.DecoderSparseStep, 1),
+		DenseLayers:  slices.Sorted(slices.Values(raw.MLPOnlyLayers)),
+	}
 }
 
 type ropeParams struct {
@@ -226,6 +299,27 @@ func (c Config) validate() error {
 	}
 	if c.HeadDim%2 != 0 {
 		return fmt.Errorf("engine: config.json: head_dim %d must be even for RoPE", c.HeadDim)
+	}
+	return c.MoE.validate(c.Layers)
+}
+
+func (m MoEConfig) validate(layers int) error {
+	switch {
+	case m.Experts == 0 && m.PerToken == 0:
+		return nil // dense
+	case m.Experts <= 0:
+		return fmt.Errorf("engine: config.json: num_experts must be positive, got %d", m.Experts)
+	case m.PerToken <= 0 || m.PerToken > m.Experts:
+		return fmt.Errorf("engine: config.json: num_experts_per_tok must be 1 to num_experts (%d), got %d", m.Experts, m.PerToken)
+	case m.Intermediate <= 0:
+		return fmt.Errorf("engine: config.json: moe_intermediate_size must be positive, got %d", m.Intermediate)
+	case m.SparseStep <= 0:
+		return fmt.Errorf("engine: config.json: decoder_sparse_step must be positive, got %d", m.SparseStep)
+	}
+	for _, l := range m.DenseLayers {
+		if l < 0 || l >= layers {
+			return fmt.Errorf("engine: config.json: mlp_only_layers names layer %d; the model has layers 0 to %d", l, layers-1)
+		}
 	}
 	return nil
 }

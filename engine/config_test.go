@@ -20,6 +20,22 @@ func TestParseConfigFamilies(t *testing.T) {
 			func(c Config) bool { return c.QKNorm && !c.AttentionBias && c.HeadDim == 32 }},
 		{"llama attention_bias covers o_proj", `{"architectures": ["LlamaForCausalLM"], "attention_bias": true, ` + base + `}`,
 			func(c Config) bool { return c.AttentionBias && c.OutputBias }},
+		{"qwen3 moe as transformers 5 writes it: num_local_experts, a dense layer", `{"architectures": ["Qwen3MoeForCausalLM"], "head_dim": 16, ` + base + `,
+			"num_local_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "norm_topk_prob": true,
+			"decoder_sparse_step": 1, "mlp_only_layers": [1]}`,
+			func(c Config) bool {
+				m := c.MoE
+				return c.QKNorm && m.Experts == 8 && m.PerToken == 2 && m.Intermediate == 48 && m.NormTopK &&
+					m.Sparse(0) && !m.Sparse(1) && m.SparseLayers(c.Layers) == 1
+			}},
+		{"qwen3 moe defaults as Qwen3MoeConfig's, sparse every other layer", `{"architectures": ["Qwen3MoeForCausalLM"], ` + base + `,
+			"decoder_sparse_step": 2}`,
+			func(c Config) bool {
+				m := c.MoE
+				return m.Experts == 128 && m.PerToken == 8 && m.Intermediate == 768 && !m.NormTopK && !m.Sparse(0) && m.Sparse(1)
+			}},
+		{"dense families have no experts", `{"architectures": ["Qwen3ForCausalLM"], "num_experts": 8, ` + base + `}`,
+			func(c Config) bool { return c.MoE.Experts == 0 && !c.MoE.Sparse(0) }},
 		{"transformers 5 rope_parameters", `{"architectures": ["LlamaForCausalLM"], ` + base + `,
 			"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000, "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}}`,
 			func(c Config) bool {
@@ -49,6 +65,10 @@ func TestParseConfigRefusals(t *testing.T) {
 		{"heads not a multiple of kv heads", `{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 1,
 			"num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 8, "max_position_embeddings": 8}`, "multiple of num_key_value_heads"},
 		{"missing size", `{"architectures": ["Qwen2ForCausalLM"]}`, "hidden_size must be positive"},
+		{"more experts a token than experts", `{"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "num_experts": 4, "num_experts_per_tok": 5}`, "num_experts_per_tok must be 1 to num_experts (4), got 5"},
+		{"a dense layer the model lacks", `{"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "mlp_only_layers": [2]}`, "mlp_only_layers names layer 2"},
 		{"unsupported rope", `{"architectures": ["Qwen2ForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, `rope type "yarn"`},
 	}
 	for _, tt := range tests {

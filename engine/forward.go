@@ -28,6 +28,16 @@ type activations struct {
 	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
 	chain  compute.Tensor // [MaxChain] I32: the tokens a greedy chain chose
 
+	// A mixture of experts' scratch (nil in a dense model), k = experts a token: its pairs of a
+	// row and an expert number maxRows·k.
+	router        compute.Tensor // [maxRows, experts]: the router's scores
+	expertIDs     compute.Tensor // I32 [maxRows·k]: each row's experts, best first
+	expertWeights compute.Tensor // [maxRows·k]: their weights
+	groups        compute.Tensor // I32 [experts+1+maxRows·k]: the pairs by expert (compute.Ops.GroupByExpert)
+	expertGate    compute.Tensor // [maxRows·k, moeInter]
+	expertUp      compute.Tensor // [maxRows·k, moeInter]
+	expertOut     compute.Tensor // [maxRows·k, hidden]: each pair's expert output
+
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
 	hostRopePositions, hostSources                   []int32
@@ -65,19 +75,46 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		if s.width == 1 {
 			shape = shape[:1]
 		}
-		t, err := b.Alloc(s.dtype, shape...)
-		if err != nil {
-			a.free(b)
-			return nil, fmt.Errorf("engine: allocate activations for %d rows: %w", maxRows, err)
+		if err := a.alloc(b, s.dst, s.dtype, shape...); err != nil {
+			return nil, err
 		}
-		*s.dst = t
+	}
+	if moe := c.MoE; moe.Experts > 0 {
+		pairs := maxRows * moe.PerToken
+		for _, s := range []struct {
+			dst   *compute.Tensor
+			dtype compute.DType
+			shape []int
+		}{
+			{&a.router, compute.F32, []int{maxRows, moe.Experts}},
+			{&a.expertIDs, compute.I32, []int{pairs}}, {&a.expertWeights, compute.F32, []int{pairs}},
+			{&a.groups, compute.I32, []int{moe.Experts + 1 + pairs}},
+			{&a.expertGate, compute.F32, []int{pairs, moe.Intermediate}}, {&a.expertUp, compute.F32, []int{pairs, moe.Intermediate}},
+			{&a.expertOut, compute.F32, []int{pairs, c.Hidden}},
+		} {
+			if err := a.alloc(b, s.dst, s.dtype, s.shape...); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return a, nil
 }
 
+// alloc allocates one scratch tensor into dst, or frees what is allocated and says why not.
+func (a *activations) alloc(b compute.Backend, dst *compute.Tensor, dtype compute.DType, shape ...int) error {
+	t, err := b.Alloc(dtype, shape...)
+	if err != nil {
+		a.free(b)
+		return fmt.Errorf("engine: allocate activations of %v: %w", shape, err)
+	}
+	*dst = t
+	return nil
+}
+
 func (a *activations) free(b compute.Backend) {
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources, a.x, a.h, a.q,
-		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain} {
+		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain,
+		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut} {
 		if t != nil {
 			b.Free(t)
 		}
@@ -193,13 +230,38 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 	b.MatMul(a.out, a.attn, l.o, l.oBias, rows)
 }
 
-// mlp runs one layer's SwiGLU feed-forward on a.h into a.out.
+// mlp runs one layer's SwiGLU feed-forward, or its mixture of experts, on a.h into a.out.
 func (m *Model) mlp(l *layerWeights, rows int) {
+	if l.router != nil {
+		m.experts(l, rows)
+		return
+	}
 	b, a := m.backend, m.act
 	b.MatMul(a.gate, a.h, l.gate, l.gateBias, rows)
 	b.MatMul(a.up, a.h, l.up, l.upBias, rows)
 	b.SiLUMul(a.gate, a.gate, a.up, rows)
 	b.MatMul(a.out, a.gate, l.down, l.downBias, rows)
+}
+
+// experts runs one layer's mixture of experts on a.h into a.out: each row goes through the k
+// experts its router scores best, as pairs (row r's j-th expert is pair r·k+j), and their outputs
+// are summed by rank, weighted. Pairs are grouped by expert on the device, and each is computed on
+// its own in the ops' fixed orders, so a row's result never depends on which rows shared an expert.
+func (m *Model) experts(l *layerWeights, rows int) {
+	b, moe, a := m.backend, m.cfg.MoE, m.act
+	k := moe.PerToken
+	pairs := rows * k
+	// router: [rows, hidden] → scores [rows, experts] → each row's k experts and weights
+	b.MatMul(a.router, a.h, l.router, nil, rows)
+	b.RouteTopK(a.expertIDs, a.expertWeights, a.router, rows, moe.Experts, k, moe.NormTopK)
+	b.GroupByExpert(a.groups, a.expertIDs, pairs, moe.Experts)
+	// each pair's SwiGLU: the row's h through its expert's gate and up, then down
+	b.ExpertMatMul(a.expertGate, a.h, l.expertGate, a.groups, pairs, k)
+	b.ExpertMatMul(a.expertUp, a.h, l.expertUp, a.groups, pairs, k)
+	b.SiLUMul(a.expertGate, a.expertGate, a.expertUp, pairs)
+	b.ExpertMatMul(a.expertOut, a.expertGate, l.expertDown, a.groups, pairs, 1)
+	// out[r] = Σ_j weight[r·k+j]·expertOut[r·k+j], by rank
+	b.CombineExperts(a.out, a.expertOut, a.expertWeights, rows, k)
 }
 
 // attentionScale is the softmax scale of the Llama/Qwen families, 1/√headDim, as float32.

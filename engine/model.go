@@ -1,8 +1,8 @@
-// Package engine runs decoder-only transformers of the Llama and Qwen families: it reads a Hugging
-// Face model folder (config.json, safetensors weights, tokenizer, chat template, generation
-// defaults) or a GGUF file (the same, as llama.cpp's metadata and tensors), places the weights on
-// a compute backend, and runs the forward pass over rows of many sessions. The forward is written
-// once, against the compute contract.
+// Package engine runs decoder-only transformers of the Llama and Qwen families, Qwen3's mixture of
+// experts included: it reads a Hugging Face model folder (config.json, safetensors weights,
+// tokenizer, chat template, generation defaults) or a GGUF file (the same, as llama.cpp's
+// metadata and tensors), places the weights on a compute backend, and runs the forward pass over
+// rows of many sessions. The forward is written once, against the compute contract.
 package engine
 
 import (

@@ -56,7 +56,7 @@ func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
 	if w.fcHidden, err = u.upload(hiddenHalf, []int{c.Hidden, c.Hidden}); err != nil {
 		return nil, err
 	}
-	return w, loadLayer(u, c, "mtp.layers.0.", &w.layer)
+	return w, loadLayer(u, c, "mtp.layers.0.", false, &w.layer)
 }
 
 // splitColumns cuts a [rows, 2·half] matrix into its left and right [rows, half] halves.

@@ -15,8 +15,8 @@ import (
 )
 
 // The engine on the CPU backend against the transformers oracle of engine/testdata/oracle (made
-// by tools/fixtures/make_fixtures.py with transformers in f32): tiny random-init Llama, Qwen2 and
-// Qwen3 checkpoints and the bundled model.
+// by tools/fixtures/make_fixtures.py and make_moe_fixture.py with transformers in f32): tiny
+// random-init Llama, Qwen2, Qwen3 and Qwen3-MoE checkpoints and the bundled model.
 
 func openCPU(t testing.TB) compute.Backend {
 	t.Helper()
@@ -39,23 +39,38 @@ func TestMatchesTransformers(t *testing.T) {
 func TestLoadRefusesWhatItCannotRun(t *testing.T) {
 	b := openCPU(t)
 	empty := t.TempDir()
-	mismatched := t.TempDir()
-	src := filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "qwen3")
-	for _, name := range []string{"config.json", "model.safetensors", "tokenizer.json"} {
-		data, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
+	// mismatched copies an oracle checkpoint with one edit to its config.json.
+	mismatched := func(model, key, value string) string {
+		dir := t.TempDir()
+		src := filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", model)
+		for _, name := range []string{"config.json", "model.safetensors", "tokenizer.json"} {
+			data, err := os.ReadFile(filepath.Join(src, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name == "config.json" {
+				edited := bytes.Replace(data, []byte(key), []byte(value), 1)
+				if bytes.Equal(edited, data) {
+					t.Fatalf("%s/config.json has no %s", model, key)
+				}
+				data = edited
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if name == "config.json" {
-			data = bytes.Replace(data, []byte(`"intermediate_size": 128`), []byte(`"intermediate_size": 96`), 1)
-		}
-		if err := os.WriteFile(filepath.Join(mismatched, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		return dir
 	}
 	for _, tc := range []struct{ dir, want string }{
 		{empty, empty + " has no config.json"}, // the whole path: folders of one name are common
-		{mismatched, "model.layers.0.mlp.gate_proj.weight has shape [128 64], config.json implies [96 64]"},
+		{mismatched("qwen3", `"intermediate_size": 128`, `"intermediate_size": 96`),
+			"model.layers.0.mlp.gate_proj.weight has shape [128 64], config.json implies [96 64]"},
+		{mismatched("qwen3moe", `"moe_intermediate_size": 48`, `"moe_intermediate_size": 40`),
+			"model.layers.0.mlp.experts.0.gate_proj.weight has shape [48 64], config.json implies [40 64]"},
+		{mismatched("qwen3moe", `"num_local_experts": 8`, `"num_local_experts": 9`),
+			"model.layers.0.mlp.gate.weight has shape [8 64], config.json implies [9 64]"},
+		{mismatched("qwen3moe", `"mlp_only_layers": [`, `"mlp_only_layers": [0, `),
+			"the checkpoint has no tensor model.layers.0.mlp.gate_proj.weight"},
 	} {
 		_, err := engine.Load(context.Background(), engine.Source{Dir: tc.dir}, b, engine.Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

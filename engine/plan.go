@@ -153,6 +153,10 @@ func MakePlan(in PlanInput) (Plan, error) {
 	}
 	p.KV = int64(p.Slots()) * p.KVPerToken
 	p.Left = avail - p.KV
+	if moe := in.Model.MoE; moe.Experts > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("mixture of experts: the weights hold all %d experts of each of the %d sparse layers (%d run for each token), so all are resident",
+			moe.Experts, moe.SparseLayers(in.Model.Layers), moe.PerToken))
+	}
 	return p, nil
 }
 
@@ -371,11 +375,19 @@ func kvPerToken(c Config) int64 {
 
 // ScratchBytes estimates the forward's scratch for maxRows rows: the F32 activations Load
 // allocates (hidden states, q, k, v, attention output, the MLP's gate and up, logits, row
-// metadata) plus the host's copy of the logits.
+// metadata) plus the host's copy of the logits; and for a mixture of experts, the router's
+// scores, each row's experts and weights, the pairs grouped by expert, each pair's gate, up and
+// output, and the pairs' inputs and outputs the cpu backend gathers for an expert's matrix.
 func ScratchBytes(c Config, maxRows int) int64 {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	perRow := 4 + 5*c.Hidden + 2*q + 2*kv + 2*c.Intermediate + 2*c.Vocab
-	return int64(maxRows) * int64(perRow) * 4
+	fixed := 0
+	if moe := c.MoE; moe.Experts > 0 {
+		k := moe.PerToken
+		perRow += moe.Experts + 3*k + k*(2*moe.Intermediate+c.Hidden) + k*2*c.Hidden
+		fixed = moe.Experts + 1
+	}
+	return (int64(maxRows)*int64(perRow) + int64(fixed)) * 4
 }
 
 // FormatBytes writes n in the largest binary unit that keeps it at least 1, one decimal: "4.1 GiB".

@@ -19,6 +19,11 @@ type layerWeights struct {
 
 	gate, up, down             compute.Tensor // [inter, hidden] ×2, [hidden, inter]
 	gateBias, upBias, downBias compute.Tensor
+
+	// A sparse layer of a mixture of experts has these instead of gate, up and down: its router
+	// and every expert's matrices, stacked (checkpoints store them one by one).
+	router                           compute.Tensor // [experts, hidden]
+	expertGate, expertUp, expertDown compute.Tensor // [experts, moeInter, hidden] ×2, [experts, hidden, moeInter]
 }
 
 // weights is a whole model on the backend.
@@ -69,6 +74,29 @@ func (u *uploader) upload(t stored, shape []int) (compute.Tensor, error) {
 	return ct, nil
 }
 
+// stacked uploads the n tensors named name(0) … name(n-1), each of the given shape and all of one
+// dtype, as one tensor of [n, shape…]: a mixture's experts, which checkpoints store one by one.
+func (u *uploader) stacked(n int, name func(i int) string, shape ...int) (compute.Tensor, error) {
+	var all stored
+	for i := range n {
+		t, ok, err := u.ckpt.tensor(name(i))
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
+			return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", u.ckpt.fileName(name(i)))
+		case !slices.Equal(t.shape, shape):
+			return nil, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
+		case i == 0:
+			all = stored{name: t.name + " …", dtype: t.dtype, shape: append([]int{n}, shape...), data: make([]byte, 0, n*len(t.data))}
+		case t.dtype != all.dtype:
+			return nil, fmt.Errorf("engine: tensor %s is %v and %s is %v; tfd wants one dtype for all of a layer's experts", t.name, t.dtype, u.ckpt.fileName(name(0)), all.dtype)
+		}
+		all.data = append(all.data, t.data...)
+	}
+	return u.upload(all, all.shape)
+}
+
 // loadWeights uploads every tensor of the model described by c. progress, if not nil, is called
 // after each layer with the layers done and the total.
 func loadWeights(u *uploader, c Config, progress func(done, total int)) (weights, error) {
@@ -79,7 +107,7 @@ func loadWeights(u *uploader, c Config, progress func(done, total int)) (weights
 	}
 	w.layers = make([]layerWeights, c.Layers)
 	for i := range w.layers {
-		if err := loadLayer(u, c, fmt.Sprintf("model.layers.%d.", i), &w.layers[i]); err != nil {
+		if err := loadLayer(u, c, fmt.Sprintf("model.layers.%d.", i), c.MoE.Sparse(i), &w.layers[i]); err != nil {
 			return w, err
 		}
 		if progress != nil {
@@ -99,14 +127,19 @@ func loadWeights(u *uploader, c Config, progress func(done, total int)) (weights
 	return w, nil
 }
 
-func loadLayer(u *uploader, c Config, prefix string, l *layerWeights) error {
+// step is one tensor of a layer: where it goes, its name after the layer's prefix, whether the
+// family has it, and its shape.
+type step struct {
+	dst   *compute.Tensor
+	name  string
+	want  bool
+	shape []int
+}
+
+// loadLayer uploads one decoder layer; sparse says whether its MLP is a mixture of experts.
+func loadLayer(u *uploader, c Config, prefix string, sparse bool, l *layerWeights) error {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	steps := []struct {
-		dst   *compute.Tensor
-		name  string
-		want  bool
-		shape []int
-	}{
+	steps := []step{
 		{&l.inputNorm, "input_layernorm.weight", true, []int{c.Hidden}},
 		{&l.postNorm, "post_attention_layernorm.weight", true, []int{c.Hidden}},
 		{&l.q, "self_attn.q_proj.weight", true, []int{q, c.Hidden}},
@@ -119,12 +152,17 @@ func loadLayer(u *uploader, c Config, prefix string, l *layerWeights) error {
 		{&l.oBias, "self_attn.o_proj.bias", c.OutputBias, []int{c.Hidden}},
 		{&l.qNorm, "self_attn.q_norm.weight", c.QKNorm, []int{c.HeadDim}},
 		{&l.kNorm, "self_attn.k_norm.weight", c.QKNorm, []int{c.HeadDim}},
-		{&l.gate, "mlp.gate_proj.weight", true, []int{c.Intermediate, c.Hidden}},
-		{&l.up, "mlp.up_proj.weight", true, []int{c.Intermediate, c.Hidden}},
-		{&l.down, "mlp.down_proj.weight", true, []int{c.Hidden, c.Intermediate}},
-		{&l.gateBias, "mlp.gate_proj.bias", c.MLPBias, []int{c.Intermediate}},
-		{&l.upBias, "mlp.up_proj.bias", c.MLPBias, []int{c.Intermediate}},
-		{&l.downBias, "mlp.down_proj.bias", c.MLPBias, []int{c.Hidden}},
+	}
+	if sparse {
+		steps = append(steps, step{&l.router, "mlp.gate.weight", true, []int{c.MoE.Experts, c.Hidden}})
+	} else {
+		steps = append(steps,
+			step{&l.gate, "mlp.gate_proj.weight", true, []int{c.Intermediate, c.Hidden}},
+			step{&l.up, "mlp.up_proj.weight", true, []int{c.Intermediate, c.Hidden}},
+			step{&l.down, "mlp.down_proj.weight", true, []int{c.Hidden, c.Intermediate}},
+			step{&l.gateBias, "mlp.gate_proj.bias", c.MLPBias, []int{c.Intermediate}},
+			step{&l.upBias, "mlp.up_proj.bias", c.MLPBias, []int{c.Intermediate}},
+			step{&l.downBias, "mlp.down_proj.bias", c.MLPBias, []int{c.Hidden}})
 	}
 	for _, s := range steps {
 		t, err := u.optional(prefix+s.name, s.want, s.shape...)
@@ -139,6 +177,31 @@ func loadLayer(u *uploader, c Config, prefix string, l *layerWeights) error {
 			// serve a model that differs from its checkpoint.
 			return fmt.Errorf("engine: the checkpoint has %s, which %s does not use; check %s's attention_bias/mlp_bias",
 				u.ckpt.fileName(prefix+s.name), c.Architecture, u.ckpt.configName())
+		}
+		*s.dst = t
+	}
+	if sparse {
+		return loadExperts(u, c, prefix, l)
+	}
+	return nil
+}
+
+// loadExperts uploads a sparse layer's experts, each projection of all of them as one tensor.
+func loadExperts(u *uploader, c Config, prefix string, l *layerWeights) error {
+	e, inter := c.MoE.Experts, c.MoE.Intermediate
+	for _, s := range []struct {
+		dst   *compute.Tensor
+		proj  string
+		shape []int
+	}{
+		{&l.expertGate, "gate_proj", []int{inter, c.Hidden}},
+		{&l.expertUp, "up_proj", []int{inter, c.Hidden}},
+		{&l.expertDown, "down_proj", []int{c.Hidden, inter}},
+	} {
+		name := func(i int) string { return fmt.Sprintf("%smlp.experts.%d.%s.weight", prefix, i, s.proj) }
+		t, err := u.stacked(e, name, s.shape...)
+		if err != nil {
+			return err
 		}
 		*s.dst = t
 	}

@@ -23,8 +23,9 @@ import (
 )
 
 // Models are the oracle's checkpoints: tiny random-init Llama (llama3 rope, untied), Qwen2
-// (attention bias) and Qwen3 (q/k norm), and the bundled model.
-var Models = []string{"llama", "qwen2", "qwen3", "gopher"}
+// (attention bias), Qwen3 (q/k norm) and Qwen3-MoE (8 experts, top-2, one dense layer), and the
+// bundled model.
+var Models = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gopher"}
 
 // Oracle is engine/testdata/oracle/NAME, made by tools/fixtures/make_fixtures.py: transformers'
 // f32 logits at every prompt position and its 64-token greedy continuation.
@@ -309,7 +310,7 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 			CheckChain(t, m, o)
 		})
 	}
-	for _, name := range []string{"qwen2", "gopher"} {
+	for _, name := range []string{"qwen2", "qwen3moe", "gopher"} {
 		t.Run("invariance/"+name, func(t *testing.T) {
 			m, _ := load(t, name, engine.Options{MaxRows: 48, Slots: 600})
 			CheckBatchInvariance(t, m)

@@ -30,6 +30,24 @@ func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOption
 // backend.
 func CheckSharedAndDrafted(t *testing.T, b compute.Backend) {
 	m := enginetest.Load(t, b, "models/gopher", engine.Options{Context: 512, MaxRows: 64, Slots: 4 * 512})
+	checkShared(t, m, scheduler.Drafts{MTP: 3, NGram: 4})
+}
+
+// CheckSharedEqualsSolo is CheckSharedAndDrafted for the model folder dir (relative to the
+// repository root), whose tokenizer reads the four Go prompts: the shared host drafts by n-gram
+// copies, and by its MTP head where it has one.
+func CheckSharedEqualsSolo(t *testing.T, b compute.Backend, dir string) {
+	m := enginetest.Load(t, b, dir, engine.Options{Context: 512, MaxRows: 64, Slots: 4 * 512})
+	drafts := scheduler.Drafts{NGram: 4}
+	if m.MTP() != nil {
+		drafts.MTP = 3
+	}
+	checkShared(t, m, drafts)
+}
+
+// checkShared runs the four replies on m alone and undrafted, then together with drafts, and
+// demands the same tokens.
+func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts) {
 	texts := []string{"package main\n\nimport \"fmt\"\n\nfunc main() {\n", "// Reverse returns", "func (b *Buffer) Write(p []byte) (n int, err error) {\n\t", "type Reader interface {\n"}
 	var reqs []scheduler.Request
 	for i, text := range texts {
@@ -66,13 +84,18 @@ func CheckSharedAndDrafted(t *testing.T, b compute.Backend) {
 	}
 	serial := scheduler.NewSerial(m, Equip(m, scheduler.SharedOptions{}))
 	want := run(serial, scheduler.Drafts{}, false)
+	for i, r := range want {
+		if len(r) != reqs[i].MaxTokens {
+			t.Fatalf("request %d alone: %d tokens, want %d (no stop tokens)", i, len(r), reqs[i].MaxTokens)
+		}
+	}
 	serial.Close(context.Background())
 	shared, err := scheduler.NewShared(m, Equip(m, scheduler.SharedOptions{Layout: []int{512, 512, 512, 512}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer shared.Close(context.Background())
-	got := run(shared, scheduler.Drafts{MTP: 3, NGram: 4}, true)
+	got := run(shared, drafts, true)
 	for i := range reqs {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("request %d: shared and drafted %v\nsolo and undrafted %v", i, got[i], want[i])
