@@ -34,6 +34,10 @@ type backend struct {
 	arenaAt int       // bytes of arena in use
 	stage   []byte    // pinned staging for ReadFloat32
 
+	// attnPart is the attention kernels' scratch for the partial results of a row's key splits,
+	// grown when a launch needs more (kernels.AttentionLaunch); nil until the first Attention.
+	attnPart *tensor
+
 	live    map[any]struct{} // tensors and pools not yet freed; Close frees them
 	pending error            // a data error found while recording, for the next Sync
 	closed  bool
@@ -42,12 +46,6 @@ type backend struct {
 // kernelSet holds every kernel the ops launch, resolved once at Open.
 type kernelSet struct {
 	matmul     [3][len(matmulRows)]*kernel // [weight dtype][row group]
-	embed      [3]*kernel                  // [table dtype]
-	rmsnorm    *kernel
-	gather     *kernel
-	rope       *kernel
-	kvWrite    *kernel
-	attention  *kernel
 	siluMul    *kernel
 	add        *kernel
 	argmaxNext *kernel
@@ -57,6 +55,9 @@ type kernelSet struct {
 	groupExperts   *kernel
 	combineExperts *kernel
 	expertMatMul   map[string]*kernel // by name: expert_matmul_W_R
+
+	// byName holds every kernel, for the ops launched as tfd/kernels' *Launch says.
+	byName map[string]*kernel
 }
 
 // kernel is a loaded kernel function.
@@ -181,18 +182,24 @@ func (b *backend) init() (err error) {
 	return nil
 }
 
-// resolve looks up every kernel the ops launch.
+// resolve looks up every kernel of tfd/kernels in the module.
 func (b *backend) resolve() error {
+	b.k.byName = map[string]*kernel{}
+	for _, def := range kernels.All() {
+		if len(def.Params) > maxArgs {
+			return fmt.Errorf("cuda: kernel %s takes %d parameters; commands hold %d (maxArgs)", def.Name, len(def.Params), maxArgs)
+		}
+		k := &kernel{name: def.Name, threads: def.Threads, params: len(def.Params)}
+		if err := check("cuModuleGetFunction "+def.Name, cuModuleGetFunction(&k.fn, b.module, def.Name)); err != nil {
+			return err
+		}
+		b.k.byName[def.Name] = k
+	}
 	get := func(name string) (*kernel, error) {
-		def, ok := kernels.Lookup(name)
-		if !ok {
-			return nil, fmt.Errorf("cuda: tfd/kernels has no kernel %s", name)
+		if k := b.k.byName[name]; k != nil {
+			return k, nil
 		}
-		k := &kernel{name: name, threads: def.Threads, params: len(def.Params)}
-		if err := check("cuModuleGetFunction "+name, cuModuleGetFunction(&k.fn, b.module, name)); err != nil {
-			return nil, err
-		}
-		return k, nil
+		return nil, fmt.Errorf("cuda: tfd/kernels has no kernel %s", name)
 	}
 	var err error
 	for w, suffix := range weightSuffix {
@@ -200,9 +207,6 @@ func (b *backend) resolve() error {
 			if b.k.matmul[w][r], err = get(fmt.Sprintf("matmul_%s_%d", suffix, rows)); err != nil {
 				return err
 			}
-		}
-		if b.k.embed[w], err = get("embed_" + suffix); err != nil {
-			return err
 		}
 	}
 	b.k.expertMatMul = map[string]*kernel{}
@@ -218,9 +222,7 @@ func (b *backend) resolve() error {
 		k    **kernel
 		name string
 	}{
-		{&b.k.rmsnorm, "rmsnorm"}, {&b.k.gather, "gather"}, {&b.k.rope, "rope"},
-		{&b.k.kvWrite, "kv_write"}, {&b.k.attention, "attention"}, {&b.k.siluMul, "silu_mul"}, {&b.k.add, "add"},
-		{&b.k.argmaxNext, "argmax_next"},
+		{&b.k.siluMul, "silu_mul"}, {&b.k.add, "add"}, {&b.k.argmaxNext, "argmax_next"},
 		{&b.k.route, "route"}, {&b.k.groupExperts, "group_experts"}, {&b.k.combineExperts, "combine_experts"},
 	} {
 		if *s.k, err = get(s.name); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"tfd/compute"
+	"tfd/kernels"
 )
 
 // Every op checks its arguments (a misuse panics, as on the CPU backend) and records one or a
@@ -23,7 +24,7 @@ func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	vocab, dim := tt.shape[0], tt.shape[1]
 	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
 	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
-	b.launch(b.k.embed[wi], rows, 1, ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim), uint64(b.errWord))
+	b.launchAs(kernels.EmbedLaunch(weightSuffix[wi], rows, dim), ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim), uint64(b.errWord))
 }
 
 // Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
@@ -36,7 +37,7 @@ func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
 	n, w := st.shape[0], st.rowLen()
 	d := b.tensorOf(dst, "Gather", "dst", compute.F32, rows*w)
 	idx := b.tensorOf(index, "Gather", "index", compute.I32, rows)
-	b.launch(b.k.gather, rows, 1, ptr(d), ptr(st), ptr(idx), i32(n), i32(w), uint64(b.errWord))
+	b.launchAs(kernels.GatherLaunch(rows, w), ptr(d), ptr(st), ptr(idx), i32(n), i32(w), uint64(b.errWord))
 }
 
 // RMSNorm writes dst[i] = w·(x[i]·rsqrt(mean(x[i]²)+eps)) for n vectors of len(w) each. dst may
@@ -63,7 +64,7 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 	if residual != nil {
 		rt, add = b.tensorOf(residual, op, "residual", compute.F32, n*d), 1
 	}
-	b.launch(b.k.rmsnorm, ceilDiv(n, 4), 1, ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add)
+	b.launchAs(kernels.RMSNormLaunch(n, d), ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add)
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
@@ -91,16 +92,16 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
-// j+headDim/2. headDim/2 is at most 256.
+// j+headDim/2.
 func (b *backend) RoPE(x, positions, invFreq compute.Tensor, rows, heads int) {
 	ft := b.tensorOf(invFreq, "RoPE", "invFreq", compute.F32, 0)
 	half := ft.n
-	if half == 0 || half > 256 {
-		panic(fmt.Sprintf("cuda: RoPE: invFreq has %d elements; the kernel takes 1 to 256", half))
+	if half == 0 {
+		panic("cuda: RoPE: invFreq is empty")
 	}
 	xt := b.tensorOf(x, "RoPE", "x", compute.F32, rows*heads*2*half)
 	pt := b.tensorOf(positions, "RoPE", "positions", compute.I32, rows)
-	b.launch(b.k.rope, rows, 1, ptr(xt), ptr(pt), ptr(ft), i32(heads), i32(half))
+	b.launchAs(kernels.RoPELaunch(rows, heads, half), ptr(xt), ptr(pt), ptr(ft), i32(heads), i32(half))
 }
 
 // KVWrite stores k[r] and v[r] into slot bases[r]+positions[r] of the layer. A row whose slot
@@ -113,14 +114,15 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 	bt := b.tensorOf(bases, "KVWrite", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "KVWrite", "positions", compute.I32, rows)
 	kd, vd := p.layer(layer)
-	b.launch(b.k.kvWrite, rows, 1, uint64(kd), uint64(vd), ptr(kt), ptr(vt), ptr(bt), ptr(pt),
+	b.launchAs(kernels.KVWriteLaunch(rows, st), uint64(kd), uint64(vd), ptr(kt), ptr(vt), ptr(bt), ptr(pt),
 		i32(p.spec.Slots), i32(st), uint64(b.errWord))
 }
 
 // Attention writes, for each row r and query head h, softmax(scale·q·K)·V over the slots
-// bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). One block per
-// (row, head), keys in position order. A row whose slots fall outside the pool gets zeros and is
-// reported by the next Sync.
+// bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). A row's keys
+// are split by position into chunks spread over many blocks, whose partial results are merged in
+// a fixed order (kernels/src/attention.kern), so the bits depend on the row alone. A row whose
+// slots fall outside the pool gets zeros and is reported by the next Sync.
 func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
 	p := b.asKV(kv, "Attention", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
@@ -132,8 +134,35 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	bt := b.tensorOf(bases, "Attention", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "Attention", "positions", compute.I32, rows)
 	kd, vd := p.layer(layer)
-	b.launch(b.k.attention, heads, rows, ptr(dt), ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt),
-		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), uint64(b.errWord))
+	l := kernels.AttentionLaunch(rows, heads, hd)
+	part, ok := b.attentionScratch(l.Scratch)
+	if !ok {
+		return
+	}
+	b.launchAs(l.Split, ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt),
+		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), uint64(b.errWord))
+	b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), i32(heads), i32(hd), i32(p.spec.Slots))
+}
+
+// attentionScratch returns the address of the attention scratch, grown to at least n F32
+// elements; false, with the error kept for the next Sync, if the device has no room for it. The
+// old buffer is freed once the work recorded so far is done with it.
+func (b *backend) attentionScratch(n int) (uint64, bool) {
+	if b.attnPart != nil && b.attnPart.n >= n {
+		return ptr(b.attnPart), true
+	}
+	t, err := b.Alloc(compute.F32, max(n, 1))
+	if err != nil {
+		if b.pending == nil {
+			b.pending = fmt.Errorf("cuda: Attention: the scratch for its key splits: %w", err)
+		}
+		return 0, false
+	}
+	if b.attnPart != nil {
+		b.free(b.attnPart)
+	}
+	b.attnPart = t.(*tensor)
+	return ptr(b.attnPart), true
 }
 
 // SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.
@@ -155,6 +184,15 @@ func (b *backend) elementwise(op string, k *kernel, dst, x, y compute.Tensor, ro
 	at := b.tensorOf(x, op, "a", compute.F32, n)
 	bt := b.tensorOf(y, op, "b", compute.F32, n)
 	b.launch(k, ceilDiv(n, 256), 1, ptr(dt), ptr(at), ptr(bt), i32(n))
+}
+
+// launchAs records the launch l, which tfd/kernels made for the op.
+func (b *backend) launchAs(l kernels.Launch, args ...uint64) {
+	k := b.k.byName[l.Kernel]
+	if k == nil || k.threads != l.Threads {
+		panic(fmt.Sprintf("cuda: no kernel %s of %d threads", l.Kernel, l.Threads))
+	}
+	b.launch(k, l.Groups[0], l.Groups[1], args...)
 }
 
 // launch records a launch of k on a gx × gy grid of k.threads-thread blocks. Nothing is recorded

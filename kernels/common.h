@@ -32,3 +32,9 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 #define ERR_KVWRITE 3
 #define ERR_ATTENTION 4
 #define ERR_EXPERT 5
+
+// Attention's split of the keys by position (attention.kern; kernels.AttentionChunk and
+// kernels.AttentionSplits say the same): keys in chunks of ATTN_CHUNK, the chunks in at most
+// ATTN_SPLITS splits.
+#define ATTN_CHUNK 64
+#define ATTN_SPLITS 16

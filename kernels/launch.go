@@ -30,25 +30,80 @@ func MatMulLaunch(w string, rows, out int) Launch {
 	return launch(fmt.Sprintf("matmul_%s_%d", w, r), ceilDiv(out, 4), ceilDiv(rows, r))
 }
 
-// EmbedLaunch is the launch of Embed for rows tokens from a table of dtype suffix w: a group per row.
-func EmbedLaunch(w string, rows int) Launch { return launch("embed_"+w, rows, 1) }
+// rowBlock is the threads of one block of the row kernels that give a thread to each element
+// (embed, gather, rope, kv_write): a row's elements go in blocks of rowBlock along grid y.
+const rowBlock = 256
 
-// GatherLaunch is the launch of Gather for rows rows: a group per row.
-func GatherLaunch(rows int) Launch { return launch("gather", rows, 1) }
+// EmbedLaunch is the launch of Embed for rows tokens of dim elements from a table of dtype suffix
+// w: a thread per element, rows along x.
+func EmbedLaunch(w string, rows, dim int) Launch {
+	return launch("embed_"+w, rows, ceilDiv(dim, rowBlock))
+}
 
-// RMSNormLaunch is the launch of RMSNorm and AddRMSNorm for n vectors: four per group, one per
-// SIMD group.
-func RMSNormLaunch(n int) Launch { return launch("rmsnorm", ceilDiv(n, 4), 1) }
+// GatherLaunch is the launch of Gather for rows rows of width elements: a thread per element.
+func GatherLaunch(rows, width int) Launch { return launch("gather", rows, ceilDiv(width, rowBlock)) }
 
-// RoPELaunch is the launch of RoPE for rows rows: a group per row.
-func RoPELaunch(rows int) Launch { return launch("rope", rows, 1) }
+// RMSNormRowFrom is the shortest vector that RMSNorm and AddRMSNorm give a block of its own
+// (rmsnorm_row); shorter ones, such as the per-head q/k norms, get a SIMD group each (rmsnorm).
+// The choice follows the vector length alone, never the count, so a vector's bits never depend
+// on how many share the launch.
+const RMSNormRowFrom = 257
 
-// KVWriteLaunch is the launch of KVWrite for rows rows: a group per row.
-func KVWriteLaunch(rows int) Launch { return launch("kv_write", rows, 1) }
+// RMSNormLaunch is the launch of RMSNorm and AddRMSNorm for n vectors of d elements: a group per
+// vector from RMSNormRowFrom elements, else four vectors per group, one per SIMD group.
+func RMSNormLaunch(n, d int) Launch {
+	if d >= RMSNormRowFrom {
+		return launch("rmsnorm_row", n, 1)
+	}
+	return launch("rmsnorm", ceilDiv(n, 4), 1)
+}
 
-// AttentionLaunch is the launch of Attention for rows rows of heads query heads: a group per
-// (head, row), heads along x.
-func AttentionLaunch(rows, heads int) Launch { return launch("attention", heads, rows) }
+// RoPELaunch is the launch of RoPE for rows rows of heads heads of 2·halfDim elements: a thread per
+// rotated pair.
+func RoPELaunch(rows, heads, halfDim int) Launch {
+	return launch("rope", rows, ceilDiv(heads*halfDim, rowBlock))
+}
+
+// KVWriteLaunch is the launch of KVWrite for rows rows of st elements (kvHeads·headDim) each: a
+// thread per element of k (and of v).
+func KVWriteLaunch(rows, st int) Launch { return launch("kv_write", rows, ceilDiv(st, rowBlock)) }
+
+// AttentionChunk and AttentionSplits are attention's split of a row's keys (ATTN_CHUNK and
+// ATTN_SPLITS in common.h): chunks of AttentionChunk keys by position, grouped in order into at
+// most AttentionSplits splits, each made by one group and merged in order.
+const (
+	AttentionChunk  = 64
+	AttentionSplits = 16
+)
+
+// attentionGroups is about how many groups the split kernel is given: enough to fill a large GPU
+// (132 SMs on an H200) when a few rows attend, with no idle groups when many do.
+const attentionGroups = 1024
+
+// AttentionLaunches is how Attention launches for rows rows of heads query heads of hd elements:
+// Split, then Combine. Split takes Blocks as its `blocks` argument; both take a scratch buffer
+// of Scratch F32 elements for the splits' partial results (never read for a row of one chunk).
+type AttentionLaunches struct {
+	Split, Combine Launch
+	Blocks         int
+	Scratch        int
+}
+
+// AttentionLaunch says how Attention launches: Split has Blocks groups per (row, head), each
+// making the splits Blocks apart, as many as fill the GPU for few rows and one for many (the
+// bits of a split do not depend on which group makes it); Combine has a group per (head, row).
+func AttentionLaunch(rows, heads, hd int) AttentionLaunches {
+	blocks := 1
+	if rows > 0 && heads > 0 {
+		blocks = min(max(attentionGroups/(rows*heads), 1), AttentionSplits)
+	}
+	return AttentionLaunches{
+		Split:   launch("attention_split", heads*blocks, rows),
+		Combine: launch("attention_combine", heads, rows),
+		Blocks:  blocks,
+		Scratch: max(rows, 0) * max(heads, 0) * AttentionSplits * (hd + 2),
+	}
+}
 
 // SiLUMulLaunch is the launch of SiLUMul over n elements: a thread per element.
 func SiLUMulLaunch(n int) Launch { return launch("silu_mul", ceilDiv(n, 256), 1) }

@@ -1,6 +1,10 @@
 package kernels
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // TestLaunches checks the launch table against the kernels: every kernel has a launch, each with
 // the kernel's own threads, and the grids are those the bodies assume.
@@ -31,7 +35,7 @@ func TestLaunches(t *testing.T) {
 				t.Errorf("MatMulLaunch(%s, %d, %d) = %+v, want %s on %v", w, c.rows, c.out, l, c.kernel, c.groups)
 			}
 		}
-		if l := add(EmbedLaunch(w, 7)); l.Groups != [2]int{7, 1} {
+		if l := add(EmbedLaunch(w, 7, 300)); l.Groups != [2]int{7, 2} {
 			t.Errorf("EmbedLaunch: %+v", l)
 		}
 		// The row group holds an expert's average share of the pairs: decode (8 pairs among 128
@@ -57,11 +61,17 @@ func TestLaunches(t *testing.T) {
 		l      Launch
 		groups [2]int
 	}{
-		{GatherLaunch(3), [2]int{3, 1}},
-		{RMSNormLaunch(9), [2]int{3, 1}},
-		{RoPELaunch(5), [2]int{5, 1}},
-		{KVWriteLaunch(6), [2]int{6, 1}},
-		{AttentionLaunch(6, 8), [2]int{8, 6}},
+		{GatherLaunch(3, 256), [2]int{3, 1}},
+		{RMSNormLaunch(9, 128), [2]int{3, 1}},
+		{RMSNormLaunch(9, 256), [2]int{3, 1}},
+		{RMSNormLaunch(9, 257), [2]int{9, 1}},
+		{RMSNormLaunch(1, 4096), [2]int{1, 1}},
+		{RoPELaunch(5, 32, 64), [2]int{5, 8}},
+		{KVWriteLaunch(6, 1024), [2]int{6, 4}},
+		{AttentionLaunch(1, 32, 128).Split, [2]int{32 * 16, 1}},
+		{AttentionLaunch(8, 32, 128).Split, [2]int{32 * 4, 8}},
+		{AttentionLaunch(64, 32, 128).Split, [2]int{32, 64}},
+		{AttentionLaunch(6, 8, 64).Combine, [2]int{8, 6}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
 		{AddLaunch(256), [2]int{1, 1}},
 		{ArgmaxNextLaunch(), [2]int{1, 1}},
@@ -74,9 +84,28 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("%+v: want groups %v", c.l, c.groups)
 		}
 	}
+	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {1, 6, 16}, {8, 32, 4}, {33, 32, 1}, {256, 32, 1}} {
+		if l := AttentionLaunch(c.rows, c.heads, 128); l.Blocks != c.blocks || l.Split.Groups[0] != c.heads*c.blocks {
+			t.Errorf("AttentionLaunch(%d, %d, 128): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
+		}
+	}
+	if got, want := AttentionLaunch(3, 8, 64).Scratch, 3*8*AttentionSplits*66; got != want {
+		t.Errorf("AttentionLaunch(3, 8, 64).Scratch = %d, want %d", got, want)
+	}
 	for _, k := range All() {
 		if !seen[k.Name] {
 			t.Errorf("%s has no launch", k.Name)
+		}
+	}
+}
+
+// TestAttentionSplitAgrees checks that the Go constants of attention's split are those the kernels
+// are compiled with (common.h).
+func TestAttentionSplitAgrees(t *testing.T) {
+	common := Prelude("common.h")
+	for name, v := range map[string]int{"ATTN_CHUNK": AttentionChunk, "ATTN_SPLITS": AttentionSplits} {
+		if want := fmt.Sprintf("#define %s %d\n", name, v); !strings.Contains(common, want) {
+			t.Errorf("common.h does not say %q", strings.TrimSpace(want))
 		}
 	}
 }

@@ -9,13 +9,30 @@ import (
 	"tfd/kernels"
 )
 
-// attention writes random keys and values for three sessions with kv_write, checks where they
+// attentionCase is a pool of sessions to attend over: their first slots, their lengths, and the
+// positions at which rows of every session (those the session holds) attend.
+type attentionCase struct {
+	slots     int
+	sessions  []int32
+	lengths   []int
+	positions []int
+}
+
+// shortSessions fill a pool of 1,200 slots with sessions of 40, 300 and 129 keys: one split (40
+// keys, position 39) and several of one chunk each.
+var shortSessions = attentionCase{1200, []int32{0, 300, 700}, []int{40, 300, 129}, []int{0, 1, 39, 127, 128, 129, 299}}
+
+// longSessions hold a session of 2,100 keys: past AttentionSplits chunks, so each split is
+// several chunks (2,100 keys are 33 chunks, 11 splits of 3), the last chunk ragged.
+var longSessions = attentionCase{2200, []int32{0, 2150}, []int{2100, 30}, []int{5, 64, 1023, 1024, 1500, 2099}}
+
+// attention writes random keys and values for the sessions of c with kv_write, checks where they
 // landed, and attends over them from rows of every session at several positions, in a mixed order;
 // the cpu backend gets the same rows through KVWrite and Attention.
-func (o *op) attention(hd, heads, kvHeads int) {
-	spec := compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: 1200}
+func (o *op) attention(c attentionCase, hd, heads, kvHeads int) {
+	spec := compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: c.slots}
 	st := kvHeads * hd
-	sessions, lengths := []int32{0, 300, 700}, []int{40, 300, 129}
+	sessions, lengths := c.sessions, c.lengths
 	var bases, positions []int32
 	for s, n := range lengths {
 		for p := range n {
@@ -32,7 +49,7 @@ func (o *op) attention(hd, heads, kvHeads int) {
 		o.upload(compute.I32, computetest.I32Bytes(bases), rows), o.upload(compute.I32, computetest.I32Bytes(positions), rows), rows)
 
 	kd, vd, errWord := &mbuf{make([]byte, 4*spec.Slots*st)}, &mbuf{make([]byte, 4*spec.Slots*st)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.KVWriteLaunch(rows), kd, vd, &mbuf{computetest.F32Bytes(ks)}, &mbuf{computetest.F32Bytes(vs)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
+	o.launch(kernels.KVWriteLaunch(rows, st), kd, vd, &mbuf{computetest.F32Bytes(ks)}, &mbuf{computetest.F32Bytes(vs)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
 		int32(spec.Slots), int32(st), errWord)
 	o.checkError(errWord, o.cpu.Sync(), false, 0, 0, 0)
 	wantK, wantV := make([]float32, spec.Slots*st), make([]float32, spec.Slots*st)
@@ -46,7 +63,7 @@ func (o *op) attention(hd, heads, kvHeads int) {
 
 	// Rows of every session at several positions, in a mixed order.
 	bases, positions = nil, nil
-	for _, p := range []int{0, 1, 39, 127, 128, 129, 299} {
+	for _, p := range c.positions {
 		for s := range sessions {
 			if p < lengths[s] {
 				bases, positions = append(bases, sessions[s]), append(positions, int32(p))
@@ -62,8 +79,7 @@ func (o *op) attention(hd, heads, kvHeads int) {
 	want := o.read(dst, rows*qw)
 
 	md := &mbuf{make([]byte, 4*rows*qw)}
-	o.launch(kernels.AttentionLaunch(rows, heads), md, &mbuf{computetest.F32Bytes(qs)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
-		int32(heads), int32(heads/kvHeads), int32(hd), int32(st), int32(spec.Slots), scale, errWord)
+	o.attend(rows, heads, kvHeads, hd, spec.Slots, md, &mbuf{computetest.F32Bytes(qs)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, scale, errWord)
 	// The output is a convex combination of values of magnitude about 1.
 	computetest.Near(o.t, "attention", floats(md), want, 1e-5, 1)
 	o.checkError(errWord, nil, false, 0, 0, 0)
@@ -83,7 +99,7 @@ func (o *op) attentionOutside() {
 		o.upload(compute.I32, computetest.I32Bytes(bases), 2), o.upload(compute.I32, computetest.I32Bytes(positions), 2), 2)
 	cpuErr := o.cpu.Sync()
 	kd, vd, errWord := &mbuf{make([]byte, 4*4*8)}, &mbuf{make([]byte, 4*4*8)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.KVWriteLaunch(2), kd, vd, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
+	o.launch(kernels.KVWriteLaunch(2, 8), kd, vd, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
 		int32(4), int32(8), errWord)
 	o.checkError(errWord, cpuErr, true, 3, 1, 4) // ERR_KVWRITE
 	wantK := make([]float32, 4*8)
@@ -97,11 +113,21 @@ func (o *op) attentionOutside() {
 	cpuErr = o.cpu.Sync()
 	want := o.read(dst, 2*8)
 	md, errWord := &mbuf{make([]byte, 4*2*8)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.AttentionLaunch(2, 1), md, &mbuf{computetest.F32Bytes(q)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
-		int32(1), int32(1), int32(8), int32(8), int32(4), float32(0.5), errWord)
+	o.attend(2, 1, 1, 8, 4, md, &mbuf{computetest.F32Bytes(q)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, 0.5, errWord)
 	computetest.Near(o.t, "attention", floats(md), want, 1e-5, 1)
 	computetest.SameBits(o.t, "the row outside", floats(md)[8:], make([]float32, 8))
 	o.checkError(errWord, cpuErr, true, 4, 1, 4) // ERR_ATTENTION
+}
+
+// attend launches attention as a backend does (kernels.AttentionLaunch): the split kernel, then
+// the combine, with a scratch buffer of the size the launch asks for.
+func (o *op) attend(rows, heads, kvHeads, hd, slots int, dst, q, k, v, bases, positions *mbuf, scale float32, errWord *mbuf) {
+	o.t.Helper()
+	l := kernels.AttentionLaunch(rows, heads, hd)
+	part := &mbuf{make([]byte, 4*l.Scratch)}
+	o.launch(l.Split, dst, part, q, k, v, bases, positions,
+		int32(heads), int32(heads/kvHeads), int32(hd), int32(kvHeads*hd), int32(slots), scale, int32(l.Blocks), errWord)
+	o.launch(l.Combine, dst, part, bases, positions, int32(heads), int32(hd), int32(slots))
 }
 
 // Data helpers.

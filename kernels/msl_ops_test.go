@@ -56,7 +56,7 @@ func TestMSLRuns(t *testing.T) {
 	for _, s := range []struct{ n, width, rows, bad int }{{9, 72, 4, -1}, {3, 1, 7, -1}, {5, 257, 3, -1}, {4, 8, 3, 2}} {
 		check(fmt.Sprint("gather ", s), func(o *op) { o.gather(s.n, s.width, s.rows, s.bad) })
 	}
-	for _, d := range []int{16, 77, 384, 4096} {
+	for _, d := range []int{16, 77, 256, 384, 4096, 5000} { // both kernels; 5000: two passes of rmsnorm_row
 		for _, n := range []int{1, 5, 33} {
 			check(fmt.Sprint("rmsnorm ", d, n), func(o *op) { o.rmsNorm(d, n, false) })
 			check(fmt.Sprint("rmsnorm add ", d, n), func(o *op) { o.rmsNorm(d, n, true) })
@@ -68,7 +68,10 @@ func TestMSLRuns(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ hd, heads, kvHeads int }{{16, 4, 2}, {20, 3, 1}, {64, 6, 2}, {128, 8, 8}, {256, 4, 1}} {
-		check(fmt.Sprint("kv_write and attention ", c), func(o *op) { o.attention(c.hd, c.heads, c.kvHeads) })
+		check(fmt.Sprint("kv_write and attention ", c), func(o *op) { o.attention(shortSessions, c.hd, c.heads, c.kvHeads) })
+	}
+	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 2, 1}, {256, 2, 2}} {
+		check(fmt.Sprint("kv_write and attention, long ", c), func(o *op) { o.attention(longSessions, c.hd, c.heads, c.kvHeads) })
 	}
 	check("kv_write and attention outside the pool", func(o *op) { o.attentionOutside() })
 	for _, n := range []int{1, 257, 5000} {
@@ -199,7 +202,7 @@ func (o *op) embed(dt compute.DType, vocab, dim, badToken int) {
 	want := o.read(x, len(ids)*dim)
 
 	mx, errWord := &mbuf{make([]byte, 4*len(ids)*dim)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.EmbedLaunch(weightSuffix(dt), len(ids)), mx, &mbuf{tb}, &mbuf{computetest.I32Bytes(ids)}, int32(vocab), int32(dim), errWord)
+	o.launch(kernels.EmbedLaunch(weightSuffix(dt), len(ids), dim), mx, &mbuf{tb}, &mbuf{computetest.I32Bytes(ids)}, int32(vocab), int32(dim), errWord)
 	computetest.SameBits(o.t, "x", floats(mx), want)
 	o.checkError(errWord, cpuErr, badToken >= 0, 1, 4, badToken) // ERR_EMBED, row 4
 }
@@ -236,7 +239,7 @@ func (o *op) gather(n, width, rows, bad int) {
 	want := o.read(dst, rows*width)
 
 	md, errWord := &mbuf{make([]byte, 4*rows*width)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.GatherLaunch(rows), md, &mbuf{computetest.F32Bytes(src)}, &mbuf{computetest.I32Bytes(idx)}, int32(n), int32(width), errWord)
+	o.launch(kernels.GatherLaunch(rows, width), md, &mbuf{computetest.F32Bytes(src)}, &mbuf{computetest.I32Bytes(idx)}, int32(n), int32(width), errWord)
 	computetest.SameBits(o.t, "dst", floats(md), want)
 	o.checkError(errWord, cpuErr, bad >= 0, 2, bad, -1) // ERR_GATHER
 }
@@ -254,7 +257,7 @@ func (o *op) rmsNorm(d, n int, add bool) {
 	}
 	want := o.read(dst, n*d)
 
-	l := kernels.RMSNormLaunch(n)
+	l := kernels.RMSNormLaunch(n, d)
 	md, mx, mw := &mbuf{make([]byte, 4*n*d)}, &mbuf{computetest.F32Bytes(xs)}, &mbuf{computetest.F32Bytes(ws)}
 	if add {
 		mr := &mbuf{computetest.F32Bytes(rs)}
@@ -284,7 +287,7 @@ func (o *op) rope(hd, heads int) {
 	want := o.read(x, rows*heads*hd)
 
 	mx := &mbuf{computetest.F32Bytes(xs)}
-	o.launch(kernels.RoPELaunch(rows), mx, &mbuf{computetest.I32Bytes(pos)}, &mbuf{computetest.F32Bytes(freqs)}, int32(heads), int32(hd/2))
+	o.launch(kernels.RoPELaunch(rows, heads, hd/2), mx, &mbuf{computetest.I32Bytes(pos)}, &mbuf{computetest.F32Bytes(freqs)}, int32(heads), int32(hd/2))
 	// The same steps as the CPU's; only a cos or sin rounded the other way apart.
 	computetest.Near(o.t, "x", floats(mx), want, 1e-6, 1)
 }

@@ -48,6 +48,10 @@ type backend struct {
 	cmd mtlCommandBuffer
 	enc mtlComputeCommandEncoder
 
+	// attnPart is the attention kernels' scratch for the partial results of a row's key splits,
+	// grown when a launch needs more (kernels.AttentionLaunch); nil until the first Attention.
+	attnPart *tensor
+
 	live    map[any]struct{} // tensors and pools not yet freed; Close releases them
 	pending error            // an error met while encoding, for the next Sync
 	closed  bool

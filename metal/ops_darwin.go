@@ -38,7 +38,7 @@ func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	vocab, dim := tt.shape[0], tt.shape[1]
 	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
 	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
-	b.dispatch(kernels.EmbedLaunch(w, rows), bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim), b.errArg())
+	b.dispatch(kernels.EmbedLaunch(w, rows, dim), bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim), b.errArg())
 }
 
 // Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
@@ -51,7 +51,7 @@ func (b *backend) Gather(dst, src, index compute.Tensor, rows int) {
 	n, w := st.shape[0], st.rowLen()
 	d := b.tensorOf(dst, "Gather", "dst", compute.F32, rows*w)
 	idx := b.tensorOf(index, "Gather", "index", compute.I32, rows)
-	b.dispatch(kernels.GatherLaunch(rows), bufArg(d), bufArg(st), bufArg(idx), i32(n), i32(w), b.errArg())
+	b.dispatch(kernels.GatherLaunch(rows, w), bufArg(d), bufArg(st), bufArg(idx), i32(n), i32(w), b.errArg())
 }
 
 // RMSNorm writes dst[i] = w·(x[i]·rsqrt(mean(x[i]²)+eps)) for n vectors of len(w) each. dst may
@@ -66,7 +66,7 @@ func (b *backend) AddRMSNorm(dst, residual, x, w compute.Tensor, n int, eps floa
 	b.rmsnorm("AddRMSNorm", dst, residual, x, w, n, eps)
 }
 
-// rmsnorm launches the one norm kernel; without a residual, x is bound in its place (as tfd/cuda
+// rmsnorm launches the norm kernel for d-element vectors; without a residual, x is bound in its place (as tfd/cuda
 // does) and the kernel's accumulate flag is 0, so it is only read.
 func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, eps float32) {
 	wt := b.tensorOf(w, op, "w", compute.F32, 0)
@@ -80,7 +80,7 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 	if residual != nil {
 		rt, add = b.tensorOf(residual, op, "residual", compute.F32, n*d), 1
 	}
-	b.dispatch(kernels.RMSNormLaunch(n), bufArg(dt), bufArg(rt), bufArg(xt), bufArg(wt), i32(n), i32(d), f32(eps), i32(add))
+	b.dispatch(kernels.RMSNormLaunch(n, d), bufArg(dt), bufArg(rt), bufArg(xt), bufArg(wt), i32(n), i32(d), f32(eps), i32(add))
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
@@ -105,16 +105,16 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
-// j+headDim/2. headDim/2 is at most 256.
+// j+headDim/2.
 func (b *backend) RoPE(x, positions, invFreq compute.Tensor, rows, heads int) {
 	ft := b.tensorOf(invFreq, "RoPE", "invFreq", compute.F32, 0)
 	half := ft.n
-	if half == 0 || half > 256 {
-		panic(fmt.Sprintf("metal: RoPE: invFreq has %d elements; the kernel takes 1 to 256", half))
+	if half == 0 {
+		panic("metal: RoPE: invFreq is empty")
 	}
 	xt := b.tensorOf(x, "RoPE", "x", compute.F32, rows*heads*2*half)
 	pt := b.tensorOf(positions, "RoPE", "positions", compute.I32, rows)
-	b.dispatch(kernels.RoPELaunch(rows), bufArg(xt), bufArg(pt), bufArg(ft), i32(heads), i32(half))
+	b.dispatch(kernels.RoPELaunch(rows, heads, half), bufArg(xt), bufArg(pt), bufArg(ft), i32(heads), i32(half))
 }
 
 // KVWrite stores k[r] and v[r] into slot bases[r]+positions[r] of the layer. A row whose slot
@@ -127,14 +127,15 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 	bt := b.tensorOf(bases, "KVWrite", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "KVWrite", "positions", compute.I32, rows)
 	l := p.layers[layer]
-	b.dispatch(kernels.KVWriteLaunch(rows), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(kt), bufArg(vt), bufArg(bt), bufArg(pt),
+	b.dispatch(kernels.KVWriteLaunch(rows, st), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(kt), bufArg(vt), bufArg(bt), bufArg(pt),
 		i32(p.spec.Slots), i32(st), b.errArg())
 }
 
 // Attention writes, for each row r and query head h, softmax(scale·q·K)·V over the slots
-// bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). One
-// threadgroup per (row, head), keys in position order. A row whose slots fall outside the pool
-// gets zeros and is reported by the next Sync.
+// bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). A row's keys
+// are split by position into chunks spread over many threadgroups, whose partial results are
+// merged in a fixed order (kernels/src/attention.kern), so the bits depend on the row alone. A row
+// whose slots fall outside the pool gets zeros and is reported by the next Sync.
 func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
 	p := b.asKV(kv, "Attention", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
@@ -146,8 +147,35 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	bt := b.tensorOf(bases, "Attention", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "Attention", "positions", compute.I32, rows)
 	l := p.layers[layer]
-	b.dispatch(kernels.AttentionLaunch(rows, heads), bufArg(dt), bufArg(qt), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(bt), bufArg(pt),
-		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), b.errArg())
+	al := kernels.AttentionLaunch(rows, heads, hd)
+	part := b.attentionScratch(al.Scratch)
+	if part == nil {
+		return
+	}
+	b.dispatch(al.Split, bufArg(dt), bufArg(part), bufArg(qt), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(bt), bufArg(pt),
+		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(al.Blocks), b.errArg())
+	b.dispatch(al.Combine, bufArg(dt), bufArg(part), bufArg(bt), bufArg(pt), i32(heads), i32(hd), i32(p.spec.Slots))
+}
+
+// attentionScratch returns the attention scratch, grown to at least n F32 elements; nil, with the
+// error kept for the next Sync, if there is no room for it. Work encoded before a growth keeps the
+// old buffer alive (Free).
+func (b *backend) attentionScratch(n int) *tensor {
+	if b.attnPart != nil && b.attnPart.n >= n {
+		return b.attnPart
+	}
+	t, err := b.Alloc(compute.F32, max(n, 1))
+	if err != nil {
+		if b.pending == nil {
+			b.pending = fmt.Errorf("metal: Attention: the scratch for its key splits: %w", err)
+		}
+		return nil
+	}
+	if b.attnPart != nil {
+		b.Free(b.attnPart)
+	}
+	b.attnPart = t.(*tensor)
+	return b.attnPart
 }
 
 // SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.

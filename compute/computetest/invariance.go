@@ -107,11 +107,12 @@ func CheckNormBatchInvariance(t *testing.T, b compute.Backend) {
 func CheckAttentionBatchInvariance(t *testing.T, p *Pair) {
 	g := p.Backends[0]
 	r := rand.New(rand.NewPCG(11, 12))
-	kc := kvCase{spec: compute.KVSpec{Layers: 1, KVHeads: 2, HeadDim: 64, Slots: 2000},
-		heads: 6, bases: []int32{0, 500, 1200}, length: []int{450, 700, 300}}
+	kc := kvCase{spec: compute.KVSpec{Layers: 1, KVHeads: 2, HeadDim: 64, Slots: 3200},
+		heads: 6, bases: []int32{0, 500, 1200}, length: []int{450, 700, 1900}}
 	kv := fillKV(t, p, kc, 5)
 	qw := kc.heads * kc.spec.HeadDim
-	for _, target := range []struct{ session, pos int }{{1, 0}, {1, 129}, {1, 699}, {0, 255}} {
+	// Positions of one chunk of keys, of several, and (past 1,024 keys) of several chunks a split.
+	for _, target := range []struct{ session, pos int }{{1, 0}, {1, 129}, {1, 699}, {0, 255}, {2, 1800}} {
 		tq := Randn(uint64(40+target.pos), qw)
 		run := func(qs []float32, bases, positions []int32, at int) []float32 {
 			n := len(bases)

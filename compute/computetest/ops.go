@@ -97,7 +97,7 @@ func CheckEmbedGather(t *testing.T, p *Pair) {
 // CheckRMSNorm: RMSNorm and AddRMSNorm within 2e-6 relative; the residual bit for bit; in place.
 func CheckRMSNorm(t *testing.T, p *Pair) {
 	const eps = 1e-6
-	for _, d := range []int{16, 64, 77, 384, 4096} {
+	for _, d := range []int{16, 64, 77, 256, 257, 384, 4096, 5000} {
 		for _, n := range []int{1, 5, 33} {
 			for _, add := range []bool{false, true} {
 				t.Run(fmt.Sprint(d, n, add), func(t *testing.T) {
@@ -181,17 +181,31 @@ type kvCase struct {
 }
 
 // CheckAttention: KVWrite then Attention over three sessions, rows in a mixed order, within 1e-5
-// of the values' scale.
+// of the values' scale; then over a session of 2,100 keys, whose rows a GPU backend splits into
+// many parts (positions past 1,024 put several chunks of keys in each of its splits).
 func CheckAttention(t *testing.T, p *Pair) {
-	for _, c := range []struct{ hd, heads, kvHeads int }{{16, 4, 2}, {64, 6, 2}, {128, 8, 8}, {256, 4, 1}} {
-		t.Run(fmt.Sprint(c.hd, c.heads, c.kvHeads), func(t *testing.T) {
+	short := []int{0, 1, 39, 127, 128, 129, 299}
+	long := []int{0, 63, 64, 65, 1023, 1024, 1025, 1500, 2099}
+	for _, c := range []struct {
+		hd, heads, kvHeads, slots int
+		bases                     []int32
+		length, positions         []int
+	}{
+		{16, 4, 2, 1200, []int32{0, 300, 700}, []int{40, 300, 129}, short},
+		{64, 6, 2, 1200, []int32{0, 300, 700}, []int{40, 300, 129}, short},
+		{128, 8, 8, 1200, []int32{0, 300, 700}, []int{40, 300, 129}, short},
+		{256, 4, 1, 1200, []int32{0, 300, 700}, []int{40, 300, 129}, short},
+		{128, 8, 2, 2400, []int32{0, 2200}, []int{2100, 150}, long},
+		{256, 2, 1, 2400, []int32{0, 2200}, []int{2100, 150}, long},
+	} {
+		t.Run(fmt.Sprint(c.hd, c.heads, c.kvHeads, c.slots), func(t *testing.T) {
 			p.T = t
-			kc := kvCase{spec: compute.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: 1200},
-				heads: c.heads, bases: []int32{0, 300, 700}, length: []int{40, 300, 129}}
+			kc := kvCase{spec: compute.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: c.slots},
+				heads: c.heads, bases: c.bases, length: c.length}
 			kv := fillKV(t, p, kc, 1)
 			// Rows of every session at several positions, in a mixed order.
 			var bases, positions []int32
-			for _, pos := range []int{0, 1, 39, 127, 128, 129, 299} {
+			for _, pos := range c.positions {
 				for s := range kc.bases {
 					if pos < kc.length[s] {
 						bases, positions = append(bases, kc.bases[s]), append(positions, int32(pos))
