@@ -20,12 +20,28 @@ type Drafter interface {
 	Draft(ctx context.Context, rows []DraftRow) ([]float32, error)
 }
 
-// Chainer runs greedy chains on the device: one forward's argmax feeds the next without the host,
-// so the lone driver makes a greedy stream's tokens several per call.
+// Chainer runs a greedy stream's forwards as a chain on the device: each forward's argmax is the
+// next forward's token without the host choosing it. The caller commits to one forward at a time:
+// it enqueues a step (Step), takes the token of the oldest step not yet taken (Token), and may stop
+// after any token; a step it has not enqueued never runs. Where the device runs behind the host (a
+// GPU's stream) a step starts as soon as the one before it ends, so a caller that keeps ChainAhead
+// steps untaken keeps the device busy and the host's round trip off the tokens' path; elsewhere a
+// step runs when its token is taken.
 type Chainer interface {
-	// MaxChainLen returns the most tokens one GreedyChain makes.
-	MaxChainLen() int
-	// GreedyChain feeds row (a session's newest token), then each chosen token one place further,
-	// n forwards in all, and returns the n argmax tokens: the same tokens as n Forward calls.
-	GreedyChain(ctx context.Context, row Row, n int) ([]int32, error)
+	// StartChain makes row, a session's newest token at its position, the input of the chain's
+	// first step. Steps of an earlier chain whose tokens were not taken are dropped.
+	StartChain(ctx context.Context, row Row) error
+	// Step enqueues the chain's next forward, of the token the step before it chose (row's token
+	// for the first) one position further, and returns without waiting for it. It fails when
+	// the position would pass the model's context or the session's slots, or when more than
+	// ChainAhead steps wait untaken.
+	Step() error
+	// Token waits for the oldest step whose token has not been taken and returns that token: the
+	// argmax of the step's logits, ties to the lowest id, the token a Forward's logits give.
+	Token() (int32, error)
 }
+
+// ChainAhead is how many steps of a chain may wait untaken: one running on the device and one
+// queued behind it, so that the next starts the moment the running one ends while the host reads
+// the running one's token. More would let the device run further past a newly arrived request.
+const ChainAhead = 2

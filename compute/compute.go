@@ -286,14 +286,40 @@ func Open(name string) (Backend, error) {
 }
 
 // Chainer is an optional interface of a Backend: an op that lets one forward's output feed the
-// next on the device, so a greedy decode runs several tokens per host round trip (and, on a GPU,
-// the whole chain can be replayed as one graph).
+// next on the device, so a greedy decode needs no host round trip between forwards (and, on a
+// GPU, every step of the chain is the same commands, replayed as one graph).
 type Chainer interface {
 	// ArgmaxNext writes the index of the largest of the first n values of logits (ties to the
 	// lowest index) into tokens[0] and chain[step] (I32 both), and adds one to positions[0]: the
 	// next forward's row is the chosen token, one place further.
 	ArgmaxNext(logits, tokens, positions, chain Tensor, n, step int)
 }
+
+// AsyncReader is an optional interface of a Backend whose ops run behind the calls that record
+// them (a GPU's stream): it hands a few values back to the host without waiting for the work
+// recorded after them, so that a greedy chain's host reads one step's token while the device runs
+// the next step. A backend that runs each op as it is recorded has nothing to gain from it.
+type AsyncReader interface {
+	// ReadInt32Async records a copy of src's first n values (1 to MaxAsyncRead) for the host,
+	// after the work recorded so far, sets all of that work going on the device, and returns at
+	// once with the read's ticket.
+	ReadInt32Async(src Tensor, n int) Ticket
+	// AwaitInt32 waits for the read with ticket t, not for work recorded after it, and copies its
+	// first len(dst) values into dst. A ticket is good for one await while it is among the last
+	// AsyncReads reads; an older one is an error. A failure that the backend finds only at a Sync
+	// (a kernel's own range checks) is reported by the next Sync, not here.
+	AwaitInt32(t Ticket, dst []int32) error
+}
+
+// Ticket names one read of an AsyncReader.
+type Ticket uint64
+
+const (
+	// MaxAsyncRead is the most values one ReadInt32Async copies.
+	MaxAsyncRead = 64
+	// AsyncReads is how many reads of an AsyncReader may wait to be awaited.
+	AsyncReads = 8
+)
 
 // Warmer is an optional interface of a Backend whose device cools down while idle (a GPU lowers
 // its clocks; macOS takes idle GPU memory back). The engine's Model.Warm calls it on the

@@ -28,11 +28,12 @@ type backend struct {
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
 	// same time: the worker touches them only while the backend's goroutine waits.
-	errWord devPtr    // [4]int32 on the device: the kernels' error word (kernels/common.h)
-	hostErr *[4]int32 // pinned copy of the error word, refreshed at every sync
-	arena   []byte    // pinned staging for WriteInt32, reset at every sync
-	arenaAt int       // bytes of arena in use
-	stage   []byte    // pinned staging for ReadFloat32
+	errWord devPtr     // [4]int32 on the device: the kernels' error word (kernels/common.h)
+	hostErr *[4]int32  // pinned copy of the error word, refreshed at every sync
+	arena   []byte     // pinned staging for WriteInt32, reset at every sync
+	arenaAt int        // bytes of arena in use
+	stage   []byte     // pinned staging for ReadFloat32
+	async   asyncReads // slots for ReadInt32Async (async_linux.go)
 
 	// attnPart is the attention kernels' scratch for the partial results of a row's key splits,
 	// grown when a launch needs more (kernels.AttentionLaunch); nil until the first Attention.
@@ -175,6 +176,9 @@ func (b *backend) init() (err error) {
 	if b.stage, err = hostSlice(stageBytes); err != nil {
 		return err
 	}
+	if err := b.initAsync(); err != nil {
+		return err
+	}
 	b.w.onSync = b.collectErrors
 	// Graphs are on unless TFD_CUDA_GRAPHS=0 or the driver lacks them (graph_linux.go).
 	b.w.g.allowed = graphsAvailable() && os.Getenv("TFD_CUDA_GRAPHS") != "0"
@@ -251,6 +255,7 @@ func (b *backend) release() error {
 		}
 	}
 	b.errWord, b.hostErr, b.arena, b.stage = 0, nil, nil, nil
+	b.releaseAsync(keep)
 	if b.module != 0 {
 		keep("cuModuleUnload", cuModuleUnload(b.module))
 		b.module = 0
@@ -265,6 +270,11 @@ func (b *backend) release() error {
 	}
 	return errors.Join(errs...)
 }
+
+var (
+	_ compute.Chainer     = (*backend)(nil)
+	_ compute.AsyncReader = (*backend)(nil)
+)
 
 func (b *backend) Name() string { return "cuda" }
 

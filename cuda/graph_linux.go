@@ -39,9 +39,8 @@ const (
 	minRun = 4
 	// maxRun is the longest run held back. A longer one (a loop of many ops with no sync between,
 	// as in a benchmark) is launched as it comes, so that the GPU starts early and the held
-	// commands stay bounded. A forward of a 64-layer model is about 900 commands; a greedy chain
-	// (engine.MaxChain forwards with an argmax after each) of the bundled model about 2,300, of an
-	// 8B-shaped model about 8,200.
+	// commands stay bounded. A forward of a 64-layer model is about 900 commands; a greedy chain's
+	// step (a forward and its argmax, then a read) about as many.
 	maxRun = 16384
 )
 

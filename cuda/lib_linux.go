@@ -28,6 +28,7 @@ type (
 	cuStream    uintptr // CUstream
 	cuGraph     uintptr // CUgraph
 	cuGraphExec uintptr // CUgraphExec
+	cuEvent     uintptr // CUevent
 	devPtr      uint64  // CUdeviceptr
 )
 
@@ -66,6 +67,8 @@ var (
 	cuMemAllocHost            func(p *unsafe.Pointer, bytes uintptr) cuResult // cuMemAllocHost_v2
 	cuMemFreeHost             func(p unsafe.Pointer) cuResult
 	cuMemcpyHtoDAsync         func(dst devPtr, src unsafe.Pointer, bytes uintptr, s cuStream) cuResult // _v2
+	cuEventCreate             func(e *cuEvent, flags uint32) cuResult
+	cuEventDestroy            func(e cuEvent) cuResult // cuEventDestroy_v2
 	cuGetErrorName            func(r cuResult, s **byte) cuResult
 	cuGetErrorString          func(r cuResult, s **byte) cuResult
 )
@@ -79,6 +82,8 @@ var (
 	fnMemcpyDtoDAsync   uintptr // cuMemcpyDtoDAsync_v2(dst, src, bytes, stream)
 	fnMemsetD8Async     uintptr // cuMemsetD8Async(dst, value, n, stream)
 	fnStreamSynchronize uintptr
+	fnEventRecord       uintptr // cuEventRecord(event, stream)
+	fnEventSynchronize  uintptr // cuEventSynchronize(event)
 )
 
 // The graph entry points (graph_linux.go), bound when the driver has them (CUDA 11.4 and later);
@@ -130,6 +135,8 @@ var driverBindings = []binding{
 	{name: "cuMemAllocHost_v2", fn: &cuMemAllocHost},
 	{name: "cuMemFreeHost", fn: &cuMemFreeHost},
 	{name: "cuMemcpyHtoDAsync_v2", fn: &cuMemcpyHtoDAsync},
+	{name: "cuEventCreate", fn: &cuEventCreate},
+	{name: "cuEventDestroy_v2", fn: &cuEventDestroy},
 	{name: "cuGetErrorName", fn: &cuGetErrorName},
 	{name: "cuGetErrorString", fn: &cuGetErrorString},
 	{name: "cuLaunchKernel", addr: &fnLaunchKernel},
@@ -138,6 +145,8 @@ var driverBindings = []binding{
 	{name: "cuMemcpyDtoDAsync_v2", addr: &fnMemcpyDtoDAsync},
 	{name: "cuMemsetD8Async", addr: &fnMemsetD8Async},
 	{name: "cuStreamSynchronize", addr: &fnStreamSynchronize},
+	{name: "cuEventRecord", addr: &fnEventRecord},
+	{name: "cuEventSynchronize", addr: &fnEventSynchronize},
 }
 
 var (

@@ -19,6 +19,7 @@ const (
 	cmdDtoH                      // args: host dst, device src, bytes
 	cmdDtoD                      // args: device dst, device src, bytes
 	cmdZero                      // args: device dst, bytes
+	cmdEvent                     // args: event, recorded on the stream
 )
 
 // maxArgs is the most parameters a kernel takes.
@@ -149,6 +150,17 @@ func (w *worker) wait(sync bool, call func() error) error {
 	return err
 }
 
+// flush hands the commands recorded so far to the worker without waiting for them, so that the
+// device starts on them now rather than at the next wait. Launches at their end stay held as a
+// run until a command that is not a launch.
+func (w *worker) flush() {
+	if w.cur.n == 0 {
+		return
+	}
+	w.full <- w.cur
+	w.cur = <-w.free
+}
+
 // stop ends the worker after everything recorded has run; final runs last on its thread.
 func (w *worker) stop(final func() error) error {
 	err := w.wait(true, final)
@@ -174,6 +186,9 @@ func (w *worker) exec(c *command) {
 	case cmdZero:
 		w.call[0], w.call[1], w.call[2], w.call[3] = uintptr(c.args[0]), 0, uintptr(c.args[1]), uintptr(w.stream)
 		r, _, _ = purego.SyscallN(fnMemsetD8Async, w.call[:4]...)
+	case cmdEvent:
+		w.call[0], w.call[1] = uintptr(c.args[0]), uintptr(w.stream)
+		r, _, _ = purego.SyscallN(fnEventRecord, w.call[:2]...)
 	}
 	if res := cuResult(int32(r)); res != 0 && w.err == nil {
 		w.err = commandError(c, res)
@@ -216,6 +231,8 @@ func commandError(c *command, r cuResult) error {
 		return fmt.Errorf("cuda: launch of %s on %d×%d blocks of %d: %w", c.k.name, c.grid[0], c.grid[1], c.block, cuError(r))
 	case cmdZero:
 		return fmt.Errorf("cuda: cuMemsetD8Async of %d bytes: %w", c.args[1], cuError(r))
+	case cmdEvent:
+		return fmt.Errorf("cuda: cuEventRecord: %w", cuError(r))
 	}
 	names := map[cmdKind]string{cmdHtoD: "cuMemcpyHtoDAsync", cmdDtoH: "cuMemcpyDtoHAsync", cmdDtoD: "cuMemcpyDtoDAsync"}
 	return fmt.Errorf("cuda: %s of %d bytes: %w", names[c.kind], c.args[2], cuError(r))

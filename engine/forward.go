@@ -26,7 +26,7 @@ type activations struct {
 	final  compute.Tensor // [maxRows, hidden]: the rows whose logits are wanted, normed
 	logits compute.Tensor // [maxRows, vocab]
 	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
-	chain  compute.Tensor // [MaxChain] I32: the tokens a greedy chain chose
+	chain  compute.Tensor // [maxRows] I32: a greedy chain's step writes its token into the first
 
 	// A mixture of experts' scratch (nil in a dense model), k = experts a token: its pairs of a
 	// row and an expert number maxRows·k.
@@ -68,7 +68,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
 		{&a.gate, compute.F32, c.Intermediate}, {&a.up, compute.F32, c.Intermediate},
 		{&a.final, compute.F32, c.Hidden}, {&a.logits, compute.F32, c.Vocab},
-		{&a.warm, compute.F32, 4}, {&a.chain, compute.I32, MaxChain},
+		{&a.warm, compute.F32, 4}, {&a.chain, compute.I32, 1},
 	}
 	for _, s := range specs {
 		shape := []int{maxRows, s.width}
@@ -279,61 +279,4 @@ func (m *Model) Warm() error {
 	}
 	m.backend.Add(m.act.warm, m.act.warm, m.act.warm, 1)
 	return m.backend.Sync()
-}
-
-// MaxChain is the most tokens one GreedyChain call makes.
-const MaxChain = 16
-
-// Chains runs a model's greedy chains on its device (scheduler.Chainer). Like the model's
-// Forward, it is not safe for concurrent use, nor for use concurrent with the model's.
-type Chains struct {
-	m       *Model
-	chainer compute.Chainer
-}
-
-// Chains returns the model's greedy chains, or nil when its backend runs none (it is no
-// compute.Chainer).
-func (m *Model) Chains() batch.Chainer {
-	chainer, ok := m.backend.(compute.Chainer)
-	if !ok {
-		return nil
-	}
-	return &Chains{m, chainer}
-}
-
-// MaxChainLen returns MaxChain.
-func (c *Chains) MaxChainLen() int { return MaxChain }
-
-// GreedyChain decodes n tokens greedily from row, one forward each, without the host in between:
-// each forward's argmax becomes the next forward's token, one position further, on the device
-// (compute.Chainer). It returns the n chosen tokens: the same tokens as n forwards whose logits
-// the host reads and takes the argmax of, because the forwards are the same and the argmax breaks
-// ties the same way. It feeds row.Token and the first n-1 chosen tokens, positions row.Pos to
-// row.Pos+n-1.
-func (c *Chains) GreedyChain(ctx context.Context, row batch.Row, n int) ([]int32, error) {
-	m := c.m
-	switch {
-	case n < 1 || n > MaxChain:
-		return nil, fmt.Errorf("engine: a greedy chain makes 1 to %d tokens, asked for %d", MaxChain, n)
-	case row.Pos+n > m.context || row.Base+row.Pos+n > m.slots:
-		return nil, fmt.Errorf("engine: a chain of %d from position %d passes the context of %d or the pool of %d", n, row.Pos, m.context, m.slots)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	row.Logits = true
-	if _, err := m.stageRows([]batch.Row{row}); err != nil {
-		return nil, err
-	}
-	a := m.act
-	for step := range n {
-		m.forwardRows(1, 1)
-		c.chainer.ArgmaxNext(a.logits, a.tokens, a.positions, a.chain, m.cfg.Vocab, step)
-	}
-	m.lastRows, m.lastDrafts = 0, 0 // the hidden states are the last step's, not a forward's the caller knows
-	chosen := make([]int32, n)
-	if err := m.backend.ReadInt32(a.chain, chosen); err != nil {
-		return nil, fmt.Errorf("engine: greedy chain of %d: %w", n, err)
-	}
-	return chosen, nil
 }

@@ -7,9 +7,9 @@
 // through a channel, a wake signal and a few atomics. Each turn of the lane ends cancelled
 // streams, admits waiting ones into free sessions (preferring one that still holds the start of
 // the prompt), and then either drives a stream that is alone (the lone driver, lone.go: a
-// drafted forward at a time, or greedy chains of several tokens per call where the model offers
-// them) or runs one shared round: a decoding row per stream, with the drafts priced rounds grant
-// it, then prompt chunks with what is left. Drafts are the MTP head's chain (round.go's draftMTP)
+// drafted forward at a time, or a greedy chain on the device, a forward a step, where the model
+// offers one) or runs one shared round: a decoding row per stream, with the drafts priced rounds
+// grant it, then prompt chunks with what is left. Drafts are the MTP head's chain (round.go's draftMTP)
 // and n-gram copies after it (ngram.go).
 //
 // The lane never waits on a client. A stream's events go through a buffer and a relay goroutine

@@ -6,36 +6,57 @@ import (
 
 // The lone driver: a stream alone on a shared host runs without rounds.
 
-// chainLength returns how many tokens a greedy chain may make for a lone stream: 0 unless the
-// model runs chains and the stream is greedy without logprobs or constraint (a chain on the
-// device cannot mask), else as many as its session, the context, its token limit and its
-// reader's room allow, up to the model's most.
-func (l *laneState) chainLength(a *active) int {
-	if l.chainer == nil || l.drafted(a) || !a.req.Sampling.Greedy() || a.req.Logprobs || a.constrained != nil {
+// chainRoom returns how many more tokens a greedy chain may make for a lone stream: 0 unless the
+// model runs chains and the stream is greedy without drafts, logprobs, constraint or penalties (a
+// chain on the device takes the raw argmax, which none of those may change), else as many as its
+// session, the context, its token limit and its reader's room allow.
+func (l *laneState) chainRoom(a *active) int {
+	if l.chainer == nil || l.drafted(a) || !a.req.Sampling.Greedy() || a.req.Logprobs || a.constrained != nil ||
+		a.req.Sampling.Penalties.Active() {
 		return 0
 	}
-	if a.req.Sampling.Penalties.Active() {
-		return 0 // a chain on the device takes the raw argmax; penalties change it
-	}
-	return min(l.chainer.MaxChainLen(), a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1,
-		a.req.MaxTokens-a.produced, a.room())
+	return min(a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1, a.req.MaxTokens-a.produced, a.room())
 }
 
-// chain runs a greedy chain of n tokens from row on the device and takes its tokens one by one,
-// as if each had come from its own forward; tokens after one that ends the stream are dropped.
-func (l *laneState) chain(a *active, row batch.Row, n int) {
-	tokens, err := l.chainer.GreedyChain(a.live, row, n)
-	l.lastWork = l.now()
-	if err != nil {
+// chain runs a greedy lone stream as a chain on the device (batch.Chainer), one forward a step,
+// and takes each step's token as if it had come from its own forward. It keeps batch.ChainAhead
+// steps enqueued, so that the device starts each step the moment the one before ends while the
+// lane takes that one's token; it stops enqueueing as soon as the stream has no room for more or
+// the lane is interrupted (an arrival, a reconfiguration). So a newcomer waits for the step
+// running when it arrives and at most one more. The tokens of steps already enqueued are the
+// stream's next tokens whatever arrived, so they are taken; after a stop token or a cancelled
+// request the rest are dropped, and the KV slots they wrote are never read. It reports whether
+// the lane was interrupted.
+func (l *laneState) chain(a *active) (interrupted bool) {
+	row := batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
+	if err := l.chainer.StartChain(a.live, row); err != nil {
 		a.endCancelledOrFailed(err)
-		return
+		return false
 	}
 	context := l.h.model.Context()
-	for _, tok := range tokens {
-		if !a.accept(Event{Token: tok}, context) {
-			return
+	ahead := 0 // steps enqueued whose tokens are not taken
+	for !a.done && a.live.Err() == nil {
+		for !interrupted && ahead < batch.ChainAhead && l.chainRoom(a) > ahead {
+			if err := l.chainer.Step(); err != nil {
+				a.endCancelledOrFailed(err)
+				return interrupted
+			}
+			ahead++
 		}
+		if ahead == 0 {
+			break
+		}
+		tok, err := l.chainer.Token()
+		l.lastWork = l.now()
+		ahead--
+		if err != nil {
+			a.endCancelledOrFailed(err)
+			break
+		}
+		a.accept(Event{Token: tok}, context)
+		interrupted = interrupted || l.interrupted()
 	}
+	return interrupted
 }
 
 // lone reports whether a, the only stream holding a session, can take the lone driver's path: it
@@ -52,7 +73,7 @@ func (l *laneState) drafted(a *active) bool {
 }
 
 // driveLone runs a stream that is alone on the host without building rounds: token by token, by
-// greedy chains on the device, or a drafted forward at a time (loneDrafted). Between forwards it
+// a greedy chain on the device, or a drafted forward at a time (loneDrafted). Between forwards it
 // returns to the lane whenever the lane has something else to do (an arrival, a waiting request
 // that ended, a reconfiguration) or the stream leaves the lone path; the stream then goes on in
 // shared rounds with the same state, so its future tokens are the same.
@@ -65,11 +86,13 @@ func (l *laneState) driveLone(a *active) {
 			l.loneDrafted(a)
 			continue
 		}
-		row[0] = batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
-		if n := l.chainLength(a); n > 1 {
-			l.chain(a, row[0], n)
+		if l.chainRoom(a) > 0 {
+			if l.chain(a) {
+				return
+			}
 			continue
 		}
+		row[0] = batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
 		logits, err := l.h.model.Forward(a.live, row)
 		l.lastWork = l.now()
 		if err != nil {

@@ -122,13 +122,37 @@ func CheckGreedy(t *testing.T, m *engine.Model, o *Oracle) {
 	}
 }
 
-// CheckChain decodes the first 32 tokens of each oracle continuation as two greedy chains on the
-// device (engine.Model.GreedyChain) and demands transformers' tokens. It skips when the backend
-// runs no chains.
+// CheckChain decodes the first 32 tokens of each oracle continuation as greedy chains on the
+// device (engine.Model.Chains) and demands transformers' tokens: one chain of 16 steps, each
+// enqueued while the one before it waits untaken, as the lone driver runs them; then a chain from
+// the 16th token whose second step is enqueued and never taken, which the next chain drops; then
+// that next chain, from the same token, one step at a time. It skips when the backend runs no
+// chains.
 func CheckChain(t *testing.T, m *engine.Model, o *Oracle) {
 	t.Helper()
-	if m.Chains() == nil {
+	chains := m.Chains()
+	if chains == nil {
 		t.Skip("the backend runs no greedy chains")
+	}
+	steps := func(row batch.Row, n, ahead int) []int32 {
+		t.Helper()
+		if err := chains.StartChain(context.Background(), row); err != nil {
+			t.Fatal(err)
+		}
+		var got []int32
+		for enqueued := 0; len(got) < n; {
+			for ; enqueued < min(len(got)+ahead, n); enqueued++ {
+				if err := chains.Step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tok, err := chains.Token()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, tok)
+		}
+		return got
 	}
 	for ci, c := range o.Cases {
 		last := len(c.Prompt) - 1
@@ -141,15 +165,20 @@ func CheckChain(t *testing.T, m *engine.Model, o *Oracle) {
 				t.Fatal(err)
 			}
 		}
-		got, err := m.Chains().GreedyChain(context.Background(), batch.Row{Pos: last, Token: c.Prompt[last]}, engine.MaxChain)
-		if err != nil {
+		got := steps(batch.Row{Pos: last, Token: c.Prompt[last]}, 16, batch.ChainAhead)
+		next := batch.Row{Pos: last + 16, Token: got[len(got)-1]}
+		if err := chains.StartChain(context.Background(), next); err != nil {
 			t.Fatal(err)
 		}
-		more, err := m.Chains().GreedyChain(context.Background(), batch.Row{Pos: last + engine.MaxChain, Token: got[len(got)-1]}, engine.MaxChain)
-		if err != nil {
-			t.Fatal(err)
+		for range 2 {
+			if err := chains.Step(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		got = append(got, more...)
+		if tok, err := chains.Token(); err != nil || tok != c.Greedy[16] {
+			t.Errorf("case %d: a chain's first step gave %d (%v), want %d", ci, tok, err, c.Greedy[16])
+		}
+		got = append(got, steps(next, 16, 1)...) // drops the second step above
 		if want := c.Greedy[:len(got)]; !slices.Equal(got, want) {
 			t.Errorf("case %d: chains gave\n %v\nwant %v", ci, got, want)
 		}

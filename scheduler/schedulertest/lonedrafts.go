@@ -90,8 +90,8 @@ func BenchLoneDrafts(b *testing.B, cb compute.Backend) {
 	}
 }
 
-// counted passes forwards and greedy chains to the model, counting the decoding forwards (a chain
-// of n tokens is n forwards); the forward that ends the prompt makes the first token besides.
+// counted passes forwards and greedy chains to the model, counting the decoding forwards (each
+// chain step enqueued is one); the forward that ends the prompt makes the first token besides.
 type counted struct {
 	*engine.Model
 	chainer  batch.Chainer
@@ -105,9 +105,13 @@ func (c *counted) Forward(ctx context.Context, rows []batch.Row) ([]float32, err
 	return c.Model.Forward(ctx, rows)
 }
 
-func (c *counted) MaxChainLen() int { return c.chainer.MaxChainLen() }
-
-func (c *counted) GreedyChain(ctx context.Context, row batch.Row, n int) ([]int32, error) {
-	c.forwards += n
-	return c.chainer.GreedyChain(ctx, row, n)
+func (c *counted) StartChain(ctx context.Context, row batch.Row) error {
+	return c.chainer.StartChain(ctx, row)
 }
+
+func (c *counted) Step() error {
+	c.forwards++
+	return c.chainer.Step()
+}
+
+func (c *counted) Token() (int32, error) { return c.chainer.Token() }
