@@ -17,7 +17,8 @@ import (
 // What runs on the stream must be the same commands in the same order whatever graphs do.
 
 // fakeDriver logs the work that reaches its stream: "k<fn>:<first argument>" for a kernel, "copy"
-// for a copy, in the order the stream would run it (a replayed graph adds its kernels).
+// for a copy, "event" for an event recorded, in the order the stream would run it (a replayed graph
+// adds its kernels). Each event recorded is also sent on events, if set.
 type fakeDriver struct {
 	stream     []string
 	capturing  bool
@@ -27,6 +28,7 @@ type fakeDriver struct {
 	destroyed  int
 	failEnd    bool    // cuStreamEndCapture fails
 	failLaunch uintptr // launches of this kernel fail (0: none)
+	events     chan uintptr
 }
 
 // install points the worker's entry points at the fake until the test ends.
@@ -34,12 +36,12 @@ func (f *fakeDriver) install(t *testing.T) {
 	f.graphs = map[uintptr][]string{}
 	saved := []uintptr{fnLaunchKernel, fnMemcpyHtoDAsync, fnMemcpyDtoHAsync, fnMemcpyDtoDAsync, fnMemsetD8Async,
 		fnStreamSynchronize, fnStreamBeginCapture, fnStreamEndCapture, fnGraphInstantiate, fnGraphLaunch,
-		fnGraphExecDestroy, fnGraphDestroy}
+		fnGraphExecDestroy, fnGraphDestroy, fnEventRecord}
 	savedErr := graphBindingsErr
 	t.Cleanup(func() {
 		for i, p := range []*uintptr{&fnLaunchKernel, &fnMemcpyHtoDAsync, &fnMemcpyDtoHAsync, &fnMemcpyDtoDAsync,
 			&fnMemsetD8Async, &fnStreamSynchronize, &fnStreamBeginCapture, &fnStreamEndCapture, &fnGraphInstantiate,
-			&fnGraphLaunch, &fnGraphExecDestroy, &fnGraphDestroy} {
+			&fnGraphLaunch, &fnGraphExecDestroy, &fnGraphDestroy, &fnEventRecord} {
 			*p = saved[i]
 		}
 		graphBindingsErr = savedErr
@@ -54,6 +56,7 @@ func (f *fakeDriver) install(t *testing.T) {
 	fnGraphInstantiate = fakeCallbacks.instantiate
 	fnGraphLaunch = fakeCallbacks.graphLaunch
 	fnGraphExecDestroy, fnGraphDestroy = fakeCallbacks.destroy, fakeCallbacks.destroy
+	fnEventRecord = fakeCallbacks.event
 	fake = f
 }
 
@@ -61,7 +64,7 @@ func (f *fakeDriver) install(t *testing.T) {
 var (
 	fake          *fakeDriver
 	fakeCallbacks = struct {
-		launch, copy, sync, begin, end, instantiate, graphLaunch, destroy uintptr
+		launch, copy, sync, begin, end, instantiate, graphLaunch, destroy, event uintptr
 	}{
 		launch: purego.NewCallback(func(fn, gx, gy, gz, bx, by, bz, shm, stream uintptr, params *[maxArgs]*uint64, extra uintptr) uintptr {
 			if fn == fake.failLaunch {
@@ -105,6 +108,13 @@ var (
 			return 0
 		}),
 		destroy: purego.NewCallback(func(h uintptr) uintptr { fake.destroyed++; return 0 }),
+		event: purego.NewCallback(func(event, stream uintptr) uintptr {
+			fake.stream = append(fake.stream, "event")
+			if fake.events != nil {
+				fake.events <- event
+			}
+			return 0
+		}),
 	}
 )
 
@@ -238,5 +248,42 @@ func TestGraphCaptureOfBadLaunchReports(t *testing.T) {
 	var le launchError
 	if !w.g.on || errors.As(w.g.err, &le) {
 		t.Errorf("a bad launch turned graphs off")
+	}
+}
+
+// TestFlushedStepsRunWithoutAWait: a chain step as the cuda backend records it (launches, then a
+// copy of its token and an event, ReadInt32Async) reaches the stream when it is flushed, before
+// anything waits; its launches end as a run at the copy, so from the second step on they replay
+// one graph, and the stream runs each step's launches, copy and event in order.
+func TestFlushedStepsRunWithoutAWait(t *testing.T) {
+	f := &fakeDriver{events: make(chan uintptr, 1)}
+	w := fakeWorker(t, f)
+	const steps, n = 4, 10
+	var wantStream []string
+	for step := range steps {
+		for i := range n {
+			c := w.record()
+			c.kind, c.k, c.nargs, c.grid, c.block = cmdLaunch, fakeKernels[i%3], 2, [3]uint32{1, 1, 1}, 32
+			c.args[0], c.args[1] = uint64(i), 7
+		}
+		c := w.record()
+		*c = command{kind: cmdDtoH, args: [maxArgs]uint64{1, 2, 4}}
+		c = w.record()
+		*c = command{kind: cmdEvent, args: [maxArgs]uint64{uint64(100 + step)}}
+		w.flush()
+		if ev := <-f.events; ev != uintptr(100+step) { // the worker ran the step with nothing waiting
+			t.Fatalf("step %d recorded event %d", step, ev)
+		}
+		wantStream = append(wantStream, want(n, 0)[1:]...)
+		wantStream = append(wantStream, "copy", "event")
+	}
+	if err := w.wait(true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.stream, wantStream) {
+		t.Errorf("the stream ran\n%v\nwant\n%v", f.stream, wantStream)
+	}
+	if w.g.captures != 1 || w.g.replays != steps-1 {
+		t.Errorf("captures %d, replays %d; want 1 and %d", w.g.captures, w.g.replays, steps-1)
 	}
 }
