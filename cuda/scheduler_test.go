@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"os"
 	"testing"
 
 	"tfd/scheduler/schedulertest"
@@ -28,4 +29,18 @@ func TestPromptCacheOnCUDA(t *testing.T) {
 // drafts off (greedy chains on the device where greedy), n-gram copies, MTP chains of 1 to 3.
 func BenchmarkLoneDraftsOnCUDA(b *testing.B) {
 	schedulertest.BenchLoneDrafts(b, openCUDA(b))
+}
+
+// BenchmarkLoneOnCUDA: issue 13's lone-stream benchmark (schedulertest.BenchLone) on the GPU, on
+// the bundled model, or on the checkpoint in the folder TFD_BENCH_MODEL names (such as the
+// 8B-shaped one tools/bench/make_8b.py writes):
+//
+//	./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 2x
+//	TFD_BENCH_MODEL=/tmp/q8b ./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x
+func BenchmarkLoneOnCUDA(b *testing.B) {
+	dir := bundledDir
+	if d := os.Getenv("TFD_BENCH_MODEL"); d != "" {
+		dir = d
+	}
+	schedulertest.BenchLone(b, openCUDA(b), dir)
 }
