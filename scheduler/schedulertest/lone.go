@@ -91,7 +91,7 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 	c := &counted{Model: m, chainer: m.Chains()}
 	tallies := make([]loneTally, len(prompts)*len(layouts)*len(ways))
 	tally := func(p, l, w int) *loneTally { return &tallies[(p*len(layouts)+l)*len(ways)+w] }
-	run := func(prompt []int32, layout batch.Layout, drafts scheduler.Drafts, tokens int, t *loneTally) {
+	run := func(prompt []int32, layout batch.Layout, drafts scheduler.Drafts, tokens int, t *loneTally) loneTally {
 		opts := Equip(m, scheduler.SharedOptions{Layout: layout, Calibrate: true})
 		opts.Chainer = c.chainerOrNil()
 		h, err := scheduler.NewShared(c, opts)
@@ -105,16 +105,14 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 			b.Fatal(err)
 		}
 		var first time.Time
+		var this loneTally
 		n := 0
 		for ev := range events {
 			switch {
 			case ev.Done && ev.Reason != scheduler.FinishLength:
 				b.Fatalf("a reply ended %s after %d tokens: %v", ev.Reason, n, ev.Err)
 			case ev.Done:
-				t.took += time.Since(first)
-				t.tokens += n - 1
-				t.forwards += c.forwards
-				t.drafted, t.landed = t.drafted+ev.Drafted, t.landed+ev.Accepted
+				this = loneTally{time.Since(first), n - 1, c.forwards, ev.Drafted, ev.Accepted}
 			case n == 0:
 				first = time.Now()
 				n++
@@ -122,6 +120,9 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 				n++
 			}
 		}
+		t.took, t.tokens, t.forwards = t.took+this.took, t.tokens+this.tokens, t.forwards+this.forwards
+		t.drafted, t.landed = t.drafted+this.drafted, t.landed+this.landed
+		return this
 	}
 	// A short run of every way on each layout first, from a short prompt: what only a first call
 	// pays (kernel loads, graph captures) stays out of the figures.
@@ -136,7 +137,10 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 		for p, prompt := range prompts {
 			for w, way := range ways {
 				for l, layout := range layouts {
-					run(prompt.tokens, layout.layout, way.drafts, 512, tally(p, l, w))
+					r := run(prompt.tokens, layout.layout, way.drafts, 512, tally(p, l, w))
+					// Each run as it ends, so that a run cut short keeps what it measured.
+					fmt.Printf("%s %s %s %s: %.0f tok/s, %d of %d drafts landed, %d forwards\n",
+						b.Name(), prompt.name, layout.name, way.name, r.rate(), r.landed, r.drafted, r.forwards)
 				}
 			}
 		}

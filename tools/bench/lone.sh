@@ -27,22 +27,26 @@ stage machine
 stage "make_8b in the background; CUDA tests"
 (timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 maker=$!
-timeout 100 ./bin/cuda.test -test.v -test.run 'Chain|Lone|Graph|Flushed|Scheduler|Shared|MatchesTransformers' -test.timeout 95s 2>&1 |
+timeout 70 ./bin/cuda.test -test.v -test.run 'Chain|Lone|Graph|Flushed|Scheduler|Shared|MatchesTransformers' -test.timeout 65s 2>&1 |
 	grep -v 'ptxas info' >>"$L"
 grep -E '^(--- FAIL|FAIL|ok|PASS|panic)|Newcomer|TestGraphsKeepBits' "$L" | tail -20
 wait $maker
 tee -a "$L" <"$OUT/make_8b.txt"
 
+chains() {
+	timeout 20 "$1" -test.run '^$' -test.bench 'GreedyChain' -test.benchtime 1s 2>&1 | tee -a "$L"
+	timeout 20 "$1" -test.run '^$' -test.bench 'LoneDraftsOnCUDA/greedy' -test.benchtime 1x 2>&1 | tee -a "$L"
+}
 stage "greedy chains"
-timeout 40 ./bin/cuda.test -test.run '^$' -test.bench 'GreedyChain|LoneDraftsOnCUDA/greedy' -test.benchtime 2s 2>&1 | tee -a "$L"
+chains ./bin/cuda.test
 if [ -n "${BASE:-}" ]; then
 	stage "greedy chains of $BASE"
-	timeout 40 "$BASE" -test.run '^$' -test.bench 'GreedyChain|LoneDraftsOnCUDA/greedy' -test.benchtime 2s 2>&1 | tee -a "$L"
+	chains "$BASE"
 fi
 
 stage "lone stream, bundled model"
-timeout 120 ./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 115s 2>&1 | tee -a "$L"
+timeout 60 ./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 55s 2>&1 | tee -a "$L"
 
 stage "lone stream, 8B checkpoint"
-TFD_BENCH_MODEL=$M timeout 300 ./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 295s 2>&1 | tee -a "$L"
+TFD_BENCH_MODEL=$M timeout 240 ./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 235s 2>&1 | tee -a "$L"
 stage done
