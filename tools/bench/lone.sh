@@ -2,7 +2,8 @@
 # The lone stream's figures of docs/performance.md ("A lone stream: code, prose and an edit"), on
 # the GPU machine, from the repository root, with bin/cuda.test built beforehand (make test-cuda;
 # -ldflags='-s -w' keeps it small enough to carry). BASE, if set, is a cuda.test built from
-# another commit, whose greedy chains are timed beside this one's.
+# another commit, whose greedy chains are timed beside this one's; TEST, if set, is the test
+# binary to run instead of bin/cuda.test.
 #
 #   OUT=/tmp/out bash tools/bench/lone.sh
 #
@@ -13,6 +14,7 @@
 set -u
 OUT=${OUT:-/tmp/tfd-lone}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
+T=${TEST:-./bin/cuda.test}
 L=$OUT/log.txt
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -27,7 +29,7 @@ stage machine
 stage "make_8b in the background; CUDA tests"
 (timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 maker=$!
-timeout 70 ./bin/cuda.test -test.v -test.run 'Chain|Lone|Graph|Flushed|Scheduler|Shared|MatchesTransformers' -test.timeout 65s 2>&1 |
+timeout 70 "$T" -test.v -test.run 'Chain|Lone|Graph|Flushed|Scheduler|Shared|MatchesTransformers' -test.timeout 65s 2>&1 |
 	grep -v 'ptxas info' >>"$L"
 grep -E '^(--- FAIL|FAIL|ok|PASS|panic)|Newcomer|TestGraphsKeepBits' "$L" | tail -20
 wait $maker
@@ -38,15 +40,15 @@ chains() {
 	timeout 20 "$1" -test.run '^$' -test.bench 'LoneDraftsOnCUDA/greedy' -test.benchtime 1x 2>&1 | tee -a "$L"
 }
 stage "greedy chains"
-chains ./bin/cuda.test
+chains "$T"
 if [ -n "${BASE:-}" ]; then
 	stage "greedy chains of $BASE"
 	chains "$BASE"
 fi
 
 stage "lone stream, bundled model"
-timeout 60 ./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 55s 2>&1 | tee -a "$L"
+timeout 60 "$T" -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 55s 2>&1 | tee -a "$L"
 
 stage "lone stream, 8B checkpoint"
-TFD_BENCH_MODEL=$M timeout 240 ./bin/cuda.test -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 235s 2>&1 | tee -a "$L"
+TFD_BENCH_MODEL=$M timeout 240 "$T" -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 235s 2>&1 | tee -a "$L"
 stage done
