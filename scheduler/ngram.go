@@ -34,16 +34,34 @@ func (x *ngramIndex) propose(dst, tokens, more []int32, k int) []int32 {
 	if k <= 0 {
 		return dst
 	}
+	end, found := x.match(tokens, more)
+	if !found {
+		return dst
+	}
+	n := len(tokens) + len(more)
+	for i := end + 1; i < min(end+1+k, n); i++ {
+		if i < len(tokens) {
+			dst = append(dst, tokens[i])
+		} else {
+			dst = append(dst, more[i-len(tokens)])
+		}
+	}
+	return dst
+}
+
+// copies reports whether propose would copy anything after tokens alone.
+func (x *ngramIndex) copies(tokens []int32) bool {
+	end, found := x.match(tokens, nil)
+	return found && end+1 < len(tokens) // an occurrence indexed up to the newest token copies nothing
+}
+
+// match indexes tokens and returns where the latest earlier occurrence of the longest matching
+// suffix of tokens+more ended, if there is one.
+func (x *ngramIndex) match(tokens, more []int32) (end int, found bool) {
 	if x.last == nil {
 		x.last = make(map[uint64]int)
 	}
 	n := len(tokens) + len(more)
-	at := func(i int) int32 {
-		if i < len(tokens) {
-			return tokens[i]
-		}
-		return more[i-len(tokens)]
-	}
 	// Index every n-gram of tokens ending before the newest token, so that the suffix finds only
 	// earlier ones.
 	for ; x.indexed < min(n-1, len(tokens)); x.indexed++ {
@@ -61,18 +79,17 @@ func (x *ngramIndex) propose(dst, tokens, more []int32, k int) []int32 {
 			continue
 		}
 		for i := range size {
-			suffix[i] = at(n - size + i)
-		}
-		key, ok := ngramKey(suffix[:size])
-		if !ok {
-			continue
-		}
-		if end, found := x.last[key]; found {
-			for i := end + 1; i < min(end+1+k, n); i++ {
-				dst = append(dst, at(i))
+			if j := n - size + i; j < len(tokens) {
+				suffix[i] = tokens[j]
+			} else {
+				suffix[i] = more[j-len(tokens)]
 			}
-			return dst
+		}
+		if key, ok := ngramKey(suffix[:size]); ok {
+			if end, found := x.last[key]; found {
+				return end, true
+			}
 		}
 	}
-	return dst
+	return 0, false
 }
