@@ -53,7 +53,8 @@ type loneTally struct {
 // repeat with a change), under two layouts: one session (`sessions.parallel = 1`) and the layout
 // the memory plan's auto gives on this machine with the default config, and in each way of
 // drafting (loneWays; those of the MTP head only where the model has one). Every run has a host
-// of its own, made as the daemon makes one (MaxRows 256, calibrated at start) and closed after
+// of its own, made as the daemon makes one (MaxRows 256, calibrated at start; but without a
+// prompt cache, which a fresh prompt of a lone stream would not hit) and closed after
 // it, so the runs share no state but the model; in each iteration every prompt, way and layout
 // runs once, interleaved, so a busy machine slows them alike. The model folder dir (relative to
 // the repository root, or absolute) is loaded once, with the auto plan's context and slots.
@@ -194,7 +195,8 @@ func autoPlan(src engine.Source, cb compute.Backend) (engine.Plan, error) {
 	}
 	cfg := config.Default()
 	return engine.MakePlan(engine.PlanInput{Model: mcfg, WeightBytes: info.FileBytes, DeviceMemory: cb.Memory(), WorkingSet: workingSet,
-		LoadLimitGB: cfg.Memory.LoadLimitGB, MarginGB: cfg.Memory.MarginGB, Context: cfg.Model.Context, Grow: cfg.Sessions.Grow})
+		LoadLimitGB: cfg.Memory.LoadLimitGB, MarginGB: cfg.Memory.MarginGB, Context: cfg.Model.Context, Grow: cfg.Sessions.Grow,
+		PromptCacheGiB: cfg.PromptCache.GiB})
 }
 
 // rate returns the tally's tokens per second.
