@@ -30,8 +30,9 @@ import (
 // DType is the element type of a tensor.
 type DType uint8
 
-// The dtypes the contract knows. Weights may arrive as F32, F16 or BF16; activations are F32;
-// token ids and positions are I32.
+// The dtypes the contract knows. Weights may arrive as F32, F16 or BF16, or quantized (Q8_0,
+// Q4_0 and the affine dtypes, in quantized.go); activations are F32; token ids and positions are
+// I32.
 const (
 	F32 DType = iota + 1
 	F16
@@ -39,7 +40,8 @@ const (
 	I32
 )
 
-// Size returns the bytes one element of d occupies.
+// Size returns the bytes one element of d occupies; 0 for a quantized dtype, whose elements share
+// blocks (see Bytes).
 func (d DType) Size() int {
 	switch d {
 	case F32, I32:
@@ -60,6 +62,9 @@ func (d DType) String() string {
 		return "BF16"
 	case I32:
 		return "I32"
+	}
+	if s := d.quantizedString(); s != "" {
+		return s
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
@@ -107,7 +112,9 @@ type Backend interface {
 
 	// Upload copies a host tensor, stored little-endian in dtype, into the backend. The backend
 	// may keep it in a wider dtype (both backends widen 1-D vectors such as norm weights to F32
-	// and keep matrices as they come); DType reports what it keeps. data is not retained.
+	// and keep matrices as they come); DType reports what it keeps. data is not retained. A
+	// quantized dtype's bytes are in its format's layout (see Q8_0); a backend without kernels
+	// for one returns an error wrapping ErrNoQuantizedKernels.
 	Upload(dtype DType, shape []int, data []byte) (Tensor, error)
 	// Alloc returns a zeroed tensor of F32 or I32 for activations and row metadata.
 	Alloc(dtype DType, shape ...int) (Tensor, error)
@@ -156,6 +163,7 @@ type Backend interface {
 // bad data (a token, index or slot out of range) is reported by the next Sync or ReadFloat32.
 type Ops interface {
 	// Embed writes table[tokens[r]] into x[r] for r < rows. table is [vocab, dim], x is [*, dim].
+	// A quantized table's rows are dequantized as package quant does (quant.DequantizeQ8_0, …).
 	Embed(x, table, tokens Tensor, rows int)
 	// RMSNorm writes dst[i] = w ⊙ (x[i] · rsqrt(mean(x[i]²) + eps)) for n vectors of len(w) each,
 	// in that order of operations (as transformers computes it).
@@ -167,6 +175,11 @@ type Ops interface {
 	AddRMSNorm(dst, residual, x, w Tensor, n int, eps float32)
 	// MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows. w is [out, in] (the
 	// checkpoint's layout); bias is nil or [out].
+	//
+	// With quantized weights the activations are quantized too: each row of x is quantized to 8
+	// bits in blocks of 32 (quant.Activation), and dst[r][o] is package quant's dot product of w's
+	// row o with it (quant.DotQ8_0, DotQ4_0 or DotAffine, one fixed order), plus bias[o], bit for
+	// bit. A row's bits then depend on the row alone, and every backend agrees with quant.
 	MatMul(dst, x, w, bias Tensor, rows int)
 	// RoPE rotates, in place, each of the heads in x[r] (x is [*, heads×headDim]) by the angles
 	// positions[r]·invFreq[j], pairing element j with element j+headDim/2 ("rotate half"). invFreq
@@ -351,11 +364,12 @@ func CheckUpload(dtype DType, shape []int, data []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if dtype.Size() == 0 {
-		return 0, fmt.Errorf("compute: Upload of unknown dtype %v", dtype)
+	size, err := dtype.Bytes(shape)
+	if err != nil {
+		return 0, err
 	}
-	if len(data) != n*dtype.Size() {
-		return 0, fmt.Errorf("compute: Upload of %v %v needs %d bytes, got %d", dtype, shape, n*dtype.Size(), len(data))
+	if len(data) != size {
+		return 0, fmt.Errorf("compute: Upload of %v %v needs %d bytes, got %d", dtype, shape, size, len(data))
 	}
 	return n, nil
 }

@@ -72,6 +72,10 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
+	if dtype.Quantized() {
+		// The kernels for quantized weights exist on the cpu backend only so far.
+		return nil, fmt.Errorf("cuda: Upload of %v %v: %w", dtype, shape, compute.ErrNoQuantizedKernels)
+	}
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {
 		data, dtype = compute.WidenToF32(dtype, data), compute.F32
 	}

@@ -21,6 +21,7 @@ func TestKVReadWrite(t *testing.T)         { computetest.CheckKVReadWrite(t, ope
 func TestKVLayout(t *testing.T)            { computetest.CheckKVLayout(t, openCUDA(t)) }
 func TestExpertsMatchCPU(t *testing.T)     { computetest.CheckExperts(t, newPair(t)) }
 func TestDataErrors(t *testing.T)          { computetest.CheckDataErrors(t, openCUDA(t)) }
+func TestQuantizedRefused(t *testing.T)    { computetest.CheckQuantizedRefused(t, openCUDA(t)) }
 
 // TestRecordingAllocatesNothing checks that recording ops allocates nothing in steady state.
 func TestRecordingAllocatesNothing(t *testing.T) {

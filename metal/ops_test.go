@@ -24,3 +24,4 @@ func TestKVReadWrite(t *testing.T)         { computetest.CheckKVReadWrite(t, ope
 func TestKVLayout(t *testing.T)            { computetest.CheckKVLayout(t, openMetal(t)) }
 func TestExpertsMatchCPU(t *testing.T)     { computetest.CheckExperts(t, newPair(t)) }
 func TestDataErrors(t *testing.T)          { computetest.CheckDataErrors(t, openMetal(t)) }
+func TestQuantizedRefused(t *testing.T)    { computetest.CheckQuantizedRefused(t, openMetal(t)) }

@@ -8,9 +8,9 @@ import (
 // Activation is one row of activations quantized for the dot products: per block of 32 values,
 // an F32 scale D and 32 int8 quants Q, the value j being D·Q[j]. The scale is the block's
 // largest |x| over 127, kept as F32 (not rounded to F16 as ggml's Q8_0 rounds it), and each quant
-// x·(1/D) rounded half away from zero: ggml's quantize_row_q8_0_ref with an F32 scale. A block
-// holding a NaN or an infinity gets a NaN scale, so that the dot products it enters are NaN
-// rather than quietly finite.
+// x·(1/D) rounded to the nearest integer, ties to even (one SIMD conversion does it; ggml's
+// quantize_row_q8_0_ref rounds ties away from zero). A block holding a NaN or an infinity gets a
+// NaN scale, so that the dot products it enters are NaN rather than quietly finite.
 type Activation struct {
 	Q []int8
 	D []float32
@@ -46,7 +46,7 @@ func QuantizeBlock(q *[BlockSize]int8, x *[BlockSize]float32) float32 {
 		id = 1 / d
 	}
 	for j, v := range x {
-		q[j] = roundAway(v * id)
+		q[j] = int8(math.RoundToEven(float64(v * id))) // |v·id| ≤ 127 (at most 127 plus rounding)
 	}
 	return d
 }

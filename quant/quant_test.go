@@ -171,17 +171,17 @@ func TestQuantizeQ4_0(t *testing.T) {
 
 func TestActivation(t *testing.T) {
 	x := make([]float32, 2*BlockSize)
-	copy(x, []float32{127, -63.5, 0.5, -0.49})
+	copy(x, []float32{127, -63.5, 0.5, -0.51, 2.5}) // d = 1: ties go to even
 	x[BlockSize+3] = float32(math.NaN())
 	var a Activation
 	a.Quantize(x)
-	if a.D[0] != 1 || a.Q[0] != 127 || a.Q[1] != -64 || a.Q[2] != 1 || a.Q[3] != 0 {
-		t.Errorf("block 0: d %g, q %v", a.D[0], a.Q[:4])
+	if a.D[0] != 1 || a.Q[0] != 127 || a.Q[1] != -64 || a.Q[2] != 0 || a.Q[3] != -1 || a.Q[4] != 2 {
+		t.Errorf("block 0: d %g, q %v; want 1, [127 −64 0 −1 2]", a.D[0], a.Q[:5])
 	}
 	if a.D[1] == a.D[1] {
 		t.Errorf("a block with a NaN has scale %g, want NaN", a.D[1])
 	}
-	if got := a.Lanes(0); got != [8]int32{127 - 64 + 1} {
+	if got := a.Lanes(0); got != [8]int32{127 - 64 + 0 - 1, 2} {
 		t.Errorf("lanes of block 0 = %v", got)
 	}
 }

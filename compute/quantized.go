@@ -1,0 +1,135 @@
+package compute
+
+import (
+	"errors"
+	"fmt"
+
+	"tfd/quant"
+)
+
+// The quantized weight dtypes. A tensor of one is a matrix, [out, in] (more dimensions are rows
+// of the last one), whose rows are a whole number of the format's blocks or groups; Upload takes
+// its bytes in the format's own layout, so that a checkpoint's tensors pass through unchanged:
+//
+//   - Q8_0 and Q4_0 are GGUF's: each row is in/32 blocks of 34 or 18 bytes, an F16 scale and the
+//     quants (package quant has the layouts).
+//   - An affine dtype (see Affine) is MLX's: the packed codes of every row (in·bits/8 bytes a
+//     row, as the uint32 words of `<name>.weight`), then the scales of every row ([out,
+//     in/groupSize] in the scale dtype, `<name>.scales`), then the biases likewise
+//     (`<name>.biases`): MLX's three tensors back to back.
+//
+// Only matrix products (MatMul) and embedding lookups (Embed) read them. See Ops.MatMul for the
+// arithmetic a backend must reproduce.
+const (
+	Q8_0 DType = iota + 5
+	Q4_0
+)
+
+// An affine dtype carries its parameters in its bits: affineFlag, then the scale dtype (2 bits,
+// an index into affineScales), the group size (2 bits, an index into affineGroups) and bits−1
+// (3 bits).
+const affineFlag DType = 0x80
+
+var (
+	affineScales = [...]DType{F32, F16, BF16}
+	affineGroups = [...]int{32, 64, 128}
+)
+
+// ErrNoQuantizedKernels is wrapped by the Upload of a backend that cannot run quantized weights
+// yet; errors.Is finds it.
+var ErrNoQuantizedKernels = errors.New("compute: this backend has no kernels for quantized weights yet; the cpu backend runs them")
+
+// Affine returns the dtype of MLX affine-quantized weights with bits bits a code (2, 3, 4, 5, 6
+// or 8), groups of groupSize elements (32, 64 or 128) and scales and biases of dtype scales (F32,
+// F16 or BF16), or an error naming what is not defined.
+func Affine(bits, groupSize int, scales DType) (DType, error) {
+	if err := (quant.Affine{Bits: bits, GroupSize: groupSize}).Check(); err != nil {
+		return 0, err
+	}
+	d := affineFlag | DType(bits-1)
+	for i, g := range affineGroups {
+		if g == groupSize {
+			d |= DType(i) << 3
+		}
+	}
+	for i, s := range affineScales {
+		if s == scales {
+			return d | DType(i)<<5, nil
+		}
+	}
+	return 0, fmt.Errorf("compute: affine scales and biases of %v: want F32, F16 or BF16", scales)
+}
+
+// AffineParams returns the parameters of an affine dtype; ok is false for any other dtype.
+func (d DType) AffineParams() (f quant.Affine, scales DType, ok bool) {
+	if d&affineFlag == 0 {
+		return quant.Affine{}, 0, false
+	}
+	si, gi := int(d>>5)&3, int(d>>3)&3
+	if si >= len(affineScales) || gi >= len(affineGroups) {
+		return quant.Affine{}, 0, false
+	}
+	f = quant.Affine{Bits: int(d&7) + 1, GroupSize: affineGroups[gi]}
+	if f.Check() != nil {
+		return quant.Affine{}, 0, false
+	}
+	return f, affineScales[si], true
+}
+
+// Quantized reports whether d is a quantized weight dtype: Q8_0, Q4_0 or an affine one.
+func (d DType) Quantized() bool {
+	_, _, affine := d.AffineParams()
+	return d == Q8_0 || d == Q4_0 || affine
+}
+
+// Bytes returns the bytes of a tensor of dtype d and shape as Upload takes it, or an error for a
+// shape the dtype cannot have (a negative dimension; for a quantized dtype, fewer than two
+// dimensions or rows that are not a whole number of its blocks or groups).
+func (d DType) Bytes(shape []int) (int, error) {
+	n, err := Elements(shape)
+	if err != nil {
+		return 0, err
+	}
+	if !d.Quantized() {
+		if d.Size() == 0 {
+			return 0, fmt.Errorf("compute: unknown dtype %v", d)
+		}
+		return n * d.Size(), nil
+	}
+	if len(shape) < 2 {
+		return 0, fmt.Errorf("compute: a %v tensor of shape %v: quantized tensors are matrices", d, shape)
+	}
+	in := shape[len(shape)-1]
+	rows := 0
+	if in > 0 {
+		rows = n / in
+	}
+	unit, row := quant.BlockSize, 0
+	switch d {
+	case Q8_0:
+		row = quant.RowBytesQ8_0(in)
+	case Q4_0:
+		row = quant.RowBytesQ4_0(in)
+	default:
+		f, scales, _ := d.AffineParams()
+		unit = f.GroupSize
+		row = f.RowBytes(in) + 2*f.Groups(in)*scales.Size()
+	}
+	if in%unit != 0 {
+		return 0, fmt.Errorf("compute: a %v tensor of shape %v: its rows must be a multiple of %d elements", d, shape, unit)
+	}
+	return rows * row, nil
+}
+
+func (d DType) quantizedString() string {
+	switch d {
+	case Q8_0:
+		return "Q8_0"
+	case Q4_0:
+		return "Q4_0"
+	}
+	if f, scales, ok := d.AffineParams(); ok {
+		return fmt.Sprintf("AFFINE%d_G%d_%v", f.Bits, f.GroupSize, scales)
+	}
+	return ""
+}
