@@ -55,17 +55,21 @@ type backend struct {
 
 	// One task value per op, reused by every call, so that handing a task to the pool allocates
 	// nothing (a pointer in an interface does not escape to a new allocation).
-	mm   matmulTask
-	att  attentionTask
-	norm normTask
-	rope ropeTask
-	elem elemTask
-	ckv  copyKVTask
+	mm    matmulTask
+	qmm   qmatmulTask
+	qacts quantizeActs
+	att   attentionTask
+	norm  normTask
+	rope  ropeTask
+	elem  elemTask
+	ckv   copyKVTask
 
 	route   routeTask
 	expert  expertTask
 	combine combineTask
 	experts expertBuffers // ExpertMatMul's gathered rows and tiles, kept between calls
+
+	qact []actBlock // the quantized activations of MatMul with quantized weights, grown as needed
 }
 
 func newBackend() *backend {

@@ -8,14 +8,7 @@
 //   low + high      = [a, b, c, d], a = ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)).
 // R14, R15 and BP are left alone.
 
-// HSUM4 reduces the accumulators a, b, c, d (clobbering all four) into the low four floats of xa,
-// the X register of a; xc is the X register of c.
-#define HSUM4(a, b, c, d, xa, xc) \
-	VHADDPS b, a, a; \
-	VHADDPS d, c, c; \
-	VHADDPS c, a, a; \
-	VEXTRACTF128 $1, a, xc; \
-	VADDPS xc, xa, xa
+#include "hsum_amd64.h"
 
 // func gemm3x4(out *float32, ostride int, x *float32, xstride int, w *float32, wstride int, groups int, n8 int, acc *float32, mode int)
 TEXT ·gemm3x4(SB), NOSPLIT, $0-80

@@ -54,6 +54,16 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 		panic(fmt.Sprintf("cpu: MatMul: w has shape %v, want [out, in]", wt.shape))
 	}
 	out, in := wt.shape[0], wt.shape[1]
+	if wt.q != nil {
+		var bt []float32
+		if bias != nil {
+			bt = f32(bias, "MatMul", "bias", out)
+		}
+		if rows > 0 && out > 0 {
+			b.matmulQuant(f32(dst, "MatMul", "dst", rows*out), f32(x, "MatMul", "x", rows*in), wt.q, bt, rows)
+		}
+		return
+	}
 	t := &b.mm
 	*t = matmulTask{
 		dst:  f32(dst, "MatMul", "dst", rows*out),

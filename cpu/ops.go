@@ -7,15 +7,20 @@ import (
 	"tfd/compute"
 )
 
-// Embed writes table[tokens[r]] into x[r] for r < rows, widening an F16 or BF16 table's rows. A
-// token outside the table gets a zero row and is reported by the next Sync.
+// Embed writes table[tokens[r]] into x[r] for r < rows, widening an F16 or BF16 table's rows and
+// dequantizing a quantized table's. A token outside the table gets a zero row and is reported by
+// the next Sync.
 func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	tt := asTensor(table, "Embed", "table")
 	if len(tt.shape) != 2 {
 		panic(fmt.Sprintf("cpu: Embed: table has shape %v, want [vocab, dim]", tt.shape))
 	}
 	vocab, dim := tt.shape[0], tt.shape[1]
-	tab, tabh := weights(table, "Embed", "table", vocab*dim)
+	var tab []float32
+	var tabh []uint16
+	if tt.q == nil {
+		tab, tabh = weights(table, "Embed", "table", vocab*dim)
+	}
 	xf := f32(x, "Embed", "x", rows*dim)
 	ids := i32(tokens, "Embed", "tokens", rows)
 	for r, id := range ids[:rows] {
@@ -23,6 +28,10 @@ func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 		if id < 0 || int(id) >= vocab {
 			b.fail("Embed: token %d of row %d is outside the vocabulary of %d", id, r, vocab)
 			clear(row)
+			continue
+		}
+		if tt.q != nil {
+			tt.q.row(row, int(id))
 			continue
 		}
 		copyRow(row, tab, tabh, int(id)*dim, tt.dtype)

@@ -8,15 +8,16 @@ import (
 	"tfd/compute"
 )
 
-// tensor is the CPU backend's compute.Tensor, row-major: F32 elements in f, I32 elements in i, or
+// tensor is the CPU backend's compute.Tensor, row-major: F32 elements in f, I32 elements in i,
 // the raw bits of F16 or BF16 elements in h (weight matrices and tables, which the ops that read
-// them widen to F32 element by element).
+// them widen to F32 element by element), or a quantized matrix in q.
 type tensor struct {
-	dtype compute.DType // F32, I32, F16 or BF16
+	dtype compute.DType // F32, I32, F16, BF16 or a quantized dtype
 	shape []int
 	f     []float32
 	i     []int32
 	h     []uint16
+	q     *qweights
 }
 
 func (t *tensor) DType() compute.DType { return t.dtype }
@@ -47,13 +48,18 @@ func (kv *kvPool) stride() int { return kv.spec.KVHeads * kv.spec.HeadDim }
 // half the memory and half the bytes a matrix-vector product streams; MatMul, Embed and Gather widen
 // them as they read. F16 and BF16 vectors (norm weights, biases) become F32. Widening is exact:
 // every F16 and BF16 value, subnormals, infinities and NaN payloads included, is an F32 value, so
-// results do not depend on which form a tensor is kept in.
+// results do not depend on which form a tensor is kept in. Quantized matrices are rearranged
+// for the kernels (see qweights), their bytes kept as they are.
 func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
 	n, err := compute.CheckUpload(dtype, shape, data)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	t := &tensor{dtype: compute.F32, shape: append([]int(nil), shape...)}
+	if dtype.Quantized() {
+		t.dtype, t.q = dtype, newQWeights(dtype, shape, data)
+		return t, nil
+	}
 	switch dtype {
 	case compute.I32:
 		t.dtype = compute.I32
@@ -138,7 +144,7 @@ func (b *backend) Free(t compute.Tensor) {
 		return
 	}
 	x := asTensor(t, "Free", "t")
-	x.f, x.i, x.h = nil, nil, nil
+	x.f, x.i, x.h, x.q = nil, nil, nil, nil
 }
 
 // FreeKV drops the backend's references to a KV pool, as Free does for a tensor.

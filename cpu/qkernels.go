@@ -1,0 +1,135 @@
+package cpu
+
+import (
+	"encoding/binary"
+
+	"tfd/compute"
+	"tfd/quant"
+)
+
+// The kernels of quantized matrix products compute one or two activation rows against a group of
+// four weight rows (see qweights), lane by lane as package quant defines the dot product: the
+// integer sum of each lane's four products, exact, then a fused multiply-add by the block's
+// combined scale. The assembly kernels (qkernels_amd64.s) get the integer sums by other routes
+// (VPMADDUBSW with a sign trick, or VPDPBUSD with a correction), which are exact too, and fuse the
+// same multiply-adds; the Go kernels below emulate the fused multiply-add with quant.FMA32. So all
+// of them, and quant's reference, give the same bits.
+
+// useQuantAsm selects the assembly kernels for Q8_0 and Q4_0 weights: AVX2, FMA and F16C (the
+// weights' scales are F16). useVNNI selects, among them, those that sum with AVX-512 VNNI's
+// VPDPBUSD on YMM registers. Tests set both to false to check the other kernels, and restore them.
+var (
+	useQuantAsm = asmSupported && hasF16C
+	useVNNI     = useQuantAsm && hasVNNI
+)
+
+// qdotsGo returns the eight lanes of the dot products of one activation row (nb blocks) with the
+// four weight rows of a group.
+func qdotsGo(q *qweights, w, sb []byte, act []actBlock) (lanes [4][8]float32) {
+	switch q.dtype {
+	case compute.Q8_0:
+		for b := range act {
+			a := &act[b]
+			unit := w[b*q8Unit : (b+1)*q8Unit]
+			for c := range 4 {
+				f := float32(quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*c:])) * a.d)
+				qs := unit[8+c*quant.BlockSize : 8+(c+1)*quant.BlockSize]
+				l := &lanes[c]
+				for k := range l {
+					w, x := qs[4*k:4*k+4:4*k+4], a.q[4*k:4*k+4:4*k+4]
+					s := int32(int8(w[0]))*int32(x[0]) + int32(int8(w[1]))*int32(x[1]) +
+						int32(int8(w[2]))*int32(x[2]) + int32(int8(w[3]))*int32(x[3])
+					l[k] = quant.FMA32(f, float32(s), l[k])
+				}
+			}
+		}
+	case compute.Q4_0:
+		for b := range act {
+			a := &act[b]
+			unit := w[b*q4Unit : (b+1)*q4Unit]
+			for c := range 4 {
+				f := float32(quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*c:])) * a.d)
+				qs := unit[8+c*quant.BlockSize/2 : 8+(c+1)*quant.BlockSize/2]
+				l := &lanes[c]
+				for k := range l {
+					// Elements 4k … 4k+3: low nibbles below 16, high nibbles from 16 on.
+					n, shift := qs[(4*k)%16:(4*k)%16+4:(4*k)%16+4], uint(k/4)*4
+					x := a.q[4*k : 4*k+4 : 4*k+4]
+					s := (int32(n[0]>>shift&15)-8)*int32(x[0]) + (int32(n[1]>>shift&15)-8)*int32(x[1]) +
+						(int32(n[2]>>shift&15)-8)*int32(x[2]) + (int32(n[3]>>shift&15)-8)*int32(x[3])
+					l[k] = quant.FMA32(f, float32(s), l[k])
+				}
+			}
+		}
+	default:
+		f := q.affine
+		codes := f.GroupSize * f.Bits / 8
+		perUnit := f.GroupSize / quant.BlockSize
+		var n [quant.BlockSize]uint8
+		for b := range act {
+			a := &act[b]
+			u, part := b/perUnit, b%perUnit
+			for c := range 4 {
+				packed := w[u*q.unit+c*codes : u*q.unit+(c+1)*codes]
+				unpackCodes(&n, packed[part*quant.BlockSize*f.Bits/8:], f.Bits)
+				scale, bias := q.scaleBias(sb, u, c)
+				fs, fb := float32(scale*a.d), float32(bias*a.d)
+				l := &lanes[c]
+				for k := range l {
+					x, nk := a.q[4*k:4*k+4:4*k+4], n[4*k:4*k+4:4*k+4]
+					s := int32(nk[0])*int32(x[0]) + int32(nk[1])*int32(x[1]) + int32(nk[2])*int32(x[2]) + int32(nk[3])*int32(x[3])
+					l[k] = quant.FMA32(fs, float32(s), l[k])
+					l[k] = quant.FMA32(fb, float32(-a.m8[k]/8), l[k])
+				}
+			}
+		}
+	}
+	return lanes
+}
+
+// unpackCodes writes the 32 codes of bits bits each at the start of packed into n.
+func unpackCodes(n *[quant.BlockSize]uint8, packed []byte, bits int) {
+	switch bits {
+	case 8:
+		copy(n[:], packed)
+	case 4:
+		for j, v := range packed[:quant.BlockSize/2] {
+			n[2*j], n[2*j+1] = v&15, v>>4
+		}
+	default:
+		for j := range n {
+			n[j] = quant.Code(packed, j, bits)
+		}
+	}
+}
+
+// qdotsAsm is qdots for Q8_0 and Q4_0 weights with the assembly kernels (nb > 0, bounds checked
+// by the caller).
+func qdotsAsm(res *[8]float32, dtype compute.DType, w *byte, act *actBlock, nb, nr int) {
+	switch {
+	case dtype == compute.Q8_0 && useVNNI:
+		if nr == 2 {
+			q8x2VNNI(res, w, act, nb)
+		} else {
+			q8x1VNNI(res, w, act, nb)
+		}
+	case dtype == compute.Q8_0:
+		if nr == 2 {
+			q8x2AVX2(res, w, act, nb)
+		} else {
+			q8x1AVX2(res, w, act, nb)
+		}
+	case useVNNI:
+		if nr == 2 {
+			q4x2VNNI(res, w, act, nb)
+		} else {
+			q4x1VNNI(res, w, act, nb)
+		}
+	default:
+		if nr == 2 {
+			q4x2AVX2(res, w, act, nb)
+		} else {
+			q4x1AVX2(res, w, act, nb)
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package cpu
+
+import xcpu "golang.org/x/sys/cpu"
+
+// hasVNNI reports whether the CPU has AVX-512 VNNI's VPDPBUSD on YMM registers (which needs
+// AVX512VL too); x/sys/cpu also checks that the OS saves the AVX-512 state.
+var hasVNNI = xcpu.X86.HasAVX512VNNI && xcpu.X86.HasAVX512VL
+
+// The assembly kernels of quantized matrix products (qkernels_amd64.s): one (x1) or two (x2)
+// rows of nb activation blocks at act (the second row right after the first) against the group of
+// four Q8_0 or Q4_0 weight rows at w, nb units; res[4r+c] gets the dot product of row r with
+// column c. nb is positive and the caller has checked the bounds. The VNNI kernels need hasVNNI,
+// all of them AVX2, FMA and F16C.
+
+//go:noescape
+func q8x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q8x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q8x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q8x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)

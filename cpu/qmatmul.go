@@ -1,0 +1,145 @@
+package cpu
+
+import (
+	"tfd/compute"
+	"tfd/quant"
+)
+
+// actBlock is one block of 32 quantized activations as the kernels read it (128 bytes): the
+// quants, the lane sums t[k] = q[4k]+…+q[4k+3] scaled by −8 and −128 (the corrections of the
+// kernels that make one operand unsigned: Σ(n−8)·x = Σn·x − 8t, Σw·x = Σ(w+128)·x − 128t), and
+// the F32 scale. The layout is read by the assembly: keep the offsets (0, 32, 64, 96).
+type actBlock struct {
+	q    [quant.BlockSize]int8
+	m8   [8]int32
+	m128 [8]int32
+	d    float32
+	_    [7]float32
+}
+
+// quantizeActs quantizes rows of activations into blocks, as quant.Activation does, and adds the
+// lane corrections; item r is row r.
+type quantizeActs struct {
+	dst []actBlock
+	x   []float32
+	in  int
+}
+
+func (t *quantizeActs) run(_ *scratch, lo, hi int) {
+	nb := t.in / quant.BlockSize
+	for r := lo; r < hi; r++ {
+		x := t.x[r*t.in : (r+1)*t.in]
+		dst := t.dst[r*nb : (r+1)*nb]
+		for b := range dst {
+			quantizeBlock(&dst[b], (*[quant.BlockSize]float32)(x[b*quant.BlockSize:]))
+		}
+	}
+}
+
+func quantizeBlock(ab *actBlock, x *[quant.BlockSize]float32) {
+	ab.d = quant.QuantizeBlock(&ab.q, x)
+	for k := range 8 {
+		q := ab.q[4*k : 4*k+4 : 4*k+4]
+		t := int32(q[0]) + int32(q[1]) + int32(q[2]) + int32(q[3])
+		ab.m8[k], ab.m128[k] = -8*t, -128*t
+	}
+}
+
+// qmatmulTask computes dst = x·wᵀ + bias for quantized weights, from activations already
+// quantized into act (rows × in/32 blocks). Item i is the block of rows i/ncg·rb … and of groups
+// of four columns i%ncg·cg …; within it each group's weights are read once for every two rows
+// (the kernels take one or two rows against four columns), from the L1 cache after the first.
+// Every dst element is one kernel's dot product in package quant's order, so the blocking changes
+// speed, never bits.
+type qmatmulTask struct {
+	dst, bias []float32
+	w         *qweights
+	act       []actBlock
+	rows, out int
+	rb, cg    int
+	ncg       int
+}
+
+// Item sizes: rows a row block, and bytes of weights a column block.
+const (
+	qRowBlock    = 16
+	qColumnBytes = 16 << 10
+)
+
+// matmulQuant is MatMul with quantized weights.
+func (b *backend) matmulQuant(dst, x []float32, w *qweights, bias []float32, rows int) {
+	nb := w.in / quant.BlockSize
+	if cap(b.qact) < rows*nb {
+		b.qact = make([]actBlock, rows*nb)
+	}
+	act := b.qact[:rows*nb]
+	qa := &b.qacts
+	*qa = quantizeActs{dst: act, x: x, in: w.in}
+	b.run(qa, rows, 1, parFor(rows*w.in*16))
+	*qa = quantizeActs{}
+
+	t := &b.qmm
+	groups := w.groups()
+	*t = qmatmulTask{dst: dst, bias: bias, w: w, act: act, rows: rows, out: w.out,
+		rb: min(rows, qRowBlock), cg: min(groups, max(1, qColumnBytes/(w.units*w.unit)))}
+	t.ncg = (groups + t.cg - 1) / t.cg
+	nrb := (rows + t.rb - 1) / t.rb
+	b.run(t, nrb*t.ncg, 1, parFor(rows*w.out*w.in))
+	*t = qmatmulTask{}
+}
+
+func (t *qmatmulTask) run(_ *scratch, lo, hi int) {
+	nb := t.w.in / quant.BlockSize
+	for i := lo; i < hi; i++ {
+		r0, g0 := i/t.ncg*t.rb, i%t.ncg*t.cg
+		r1, g1 := min(r0+t.rb, t.rows), min(g0+t.cg, t.w.groups())
+		for g := g0; g < g1; g++ {
+			w, sb := t.w.group(g)
+			var res [8]float32
+			for r := r0; r < r1; r += 2 {
+				nr := min(2, r1-r)
+				qdots(&res, t.w, w, sb, t.act[r*nb:(r+nr)*nb], nb, nr)
+				t.store(r, g, res[:4])
+				if nr == 2 {
+					t.store(r+1, g, res[4:])
+				}
+			}
+		}
+	}
+}
+
+// store writes the dot products res of row r with the four columns of group g, those inside the
+// matrix, adding the bias.
+func (t *qmatmulTask) store(r, g int, res []float32) {
+	c0 := 4 * g
+	d := t.dst[r*t.out+c0 : r*t.out+min(c0+4, t.out)]
+	for c := range d {
+		v := res[c]
+		if t.bias != nil {
+			v += t.bias[c0+c]
+		}
+		d[c] = v
+	}
+}
+
+// qdots writes into res[4r+c] the dot product of activation row r < nr (nr is 1 or 2; act holds
+// nr rows of nb blocks) with column c of the group of four weight rows w (with sb, their affine
+// scales and biases), in package quant's order: with the assembly kernels where the process uses
+// them, otherwise in Go.
+func qdots(res *[8]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr int) {
+	if q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0 {
+		if len(w) < nb*q.unit || len(act) < nr*nb {
+			panic("cpu: qdots out of bounds")
+		}
+		if useQuantAsm && nb > 0 {
+			qdotsAsm(res, q.dtype, &w[0], &act[0], nb, nr)
+			return
+		}
+	}
+	for r := range nr {
+		lanes := qdotsGo(q, w, sb, act[r*nb:(r+1)*nb])
+		for c := range 4 {
+			res[4*r+c] = sumLanes(&lanes[c])
+		}
+	}
+}

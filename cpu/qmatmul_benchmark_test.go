@@ -1,0 +1,84 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+
+	"tfd/compute"
+	"tfd/compute/computetest"
+)
+
+// BenchmarkQuantMatMul compares MatMul with Q8_0, Q4_0 and MLX 4-bit weights against BF16 weights
+// on the layers of a Qwen3-0.6B-shaped model (hidden 1024, q heads 16×128, MLP 3072), for one row
+// (decode) and small batches; the dtypes of one shape and row count run side by side. GB/s counts
+// the weight bytes streamed as each dtype keeps them, Gw/s the weights (multiply-adds per row).
+// Run with -cpu 1,2 for one and two threads.
+func BenchmarkQuantMatMul(b *testing.B) {
+	affine, _ := compute.Affine(4, 64, compute.BF16)
+	for _, s := range []struct {
+		name    string
+		in, out int
+	}{{"gate", 1024, 3072}, {"down", 3072, 1024}, {"q", 1024, 2048}} {
+		for _, rows := range []int{1, 2, 4, 16} {
+			for _, dt := range []compute.DType{compute.BF16, compute.Q8_0, compute.Q4_0, affine} {
+				b.Run(fmt.Sprintf("%s-%dx%d/rows=%d/%v", s.name, s.out, s.in, rows, dt), func(b *testing.B) {
+					benchQuantMatMul(b, dt, s.in, s.out, rows)
+				})
+			}
+		}
+	}
+}
+
+func benchQuantMatMul(b *testing.B, dtype compute.DType, in, out, rows int) {
+	be := newTest(b)
+	x := ften(b, be, computetest.Randn(1, rows*in), rows, in)
+	var w *tensor
+	var bytes float64
+	if dtype.Quantized() {
+		m := quantized(b, dtype, out, in, 2)
+		w, bytes = m.upload(b, be), float64(len(m.data))
+	} else {
+		w = hten(b, be, dtype, truncated(computetest.Randn(2, out*in), dtype), out, in)
+		bytes = float64(dtype.Size() * in * out)
+	}
+	dst := ften(b, be, nil, rows, out)
+	b.SetBytes(int64(bytes))
+	b.ResetTimer()
+	for b.Loop() {
+		be.MatMul(dst, x, w, nil, rows)
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(bytes/sec/1e9, "GB/s")
+	b.ReportMetric(float64(in*out*rows)/sec/1e9, "Gw/s")
+}
+
+// BenchmarkQDots measures the kernels alone, on one group of four weight rows of 1024 elements
+// held in the L1 cache: the arithmetic rate without memory, per kernel kind, one or two rows.
+func BenchmarkQDots(b *testing.B) {
+	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0} {
+		for _, nr := range []int{1, 2} {
+			for _, kind := range []string{"avx2", "vnni"} {
+				if !useQuantAsm || kind == "vnni" && !hasVNNI {
+					continue
+				}
+				b.Run(fmt.Sprintf("%v/rows=%d/%s", dt, nr, kind), func(b *testing.B) {
+					saved := useVNNI
+					useVNNI = kind == "vnni"
+					defer func() { useVNNI = saved }()
+					const in = 1024
+					be := newTest(b)
+					q := quantized(b, dt, 4, in, 1).upload(b, be).q
+					act := make([]actBlock, nr*in/32)
+					x := computetest.Randn(3, nr*in)
+					(&quantizeActs{dst: act, x: x, in: in}).run(nil, 0, nr)
+					w, sb := q.group(0)
+					var res [8]float32
+					for b.Loop() {
+						qdots(&res, q, w, sb, act, in/32, nr)
+					}
+					b.ReportMetric(float64(4*in*nr)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gmac/s")
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+
+	"tfd/compute"
+	"tfd/compute/computetest"
+	"tfd/quant"
+)
+
+// forQuantKernels runs f once with each kind of quantized kernel this machine has: pure Go, AVX2,
+// AVX-512 VNNI.
+func forQuantKernels(t *testing.T, f func(t *testing.T)) {
+	savedAsm, savedVNNI := useQuantAsm, useVNNI
+	defer func() { useQuantAsm, useVNNI = savedAsm, savedVNNI }()
+	kinds := []struct {
+		name      string
+		asm, vnni bool
+	}{{"go", false, false}}
+	if asmSupported && hasF16C {
+		kinds = append(kinds, struct {
+			name      string
+			asm, vnni bool
+		}{"avx2", true, false})
+	}
+	if asmSupported && hasF16C && hasVNNI {
+		kinds = append(kinds, struct {
+			name      string
+			asm, vnni bool
+		}{"vnni", true, true})
+	}
+	for _, k := range kinds {
+		useQuantAsm, useVNNI = k.asm, k.vnni
+		t.Run(k.name, f)
+	}
+}
+
+// qmatrix is a quantized matrix as a checkpoint holds it, with its reference dot product.
+type qmatrix struct {
+	dtype   compute.DType
+	out, in int
+	data    []byte // as Upload takes it
+	dot     func(r int, a *quant.Activation) float32
+	row     func(r int) []float32 // row r dequantized
+}
+
+// quantized quantizes out×in random weights (one row in eight scaled up, so blocks differ in
+// scale) into dtype: Q8_0, Q4_0 or affine with BF16 scales.
+func quantized(t testing.TB, dtype compute.DType, out, in int, seed uint64) qmatrix {
+	t.Helper()
+	w := computetest.Randn(seed, out*in)
+	for r := 0; r < out; r += 8 {
+		for i := range in {
+			w[r*in+i] *= 40
+		}
+	}
+	m := qmatrix{dtype: dtype, out: out, in: in}
+	switch dtype {
+	case compute.Q8_0, compute.Q4_0:
+		quantize, dequantize, dot, rowBytes := quant.QuantizeQ8_0, quant.DequantizeQ8_0, quant.DotQ8_0, quant.RowBytesQ8_0(in)
+		if dtype == compute.Q4_0 {
+			quantize, dequantize, dot, rowBytes = quant.QuantizeQ4_0, quant.DequantizeQ4_0, quant.DotQ4_0, quant.RowBytesQ4_0(in)
+		}
+		m.data = make([]byte, out*rowBytes)
+		for r := range out {
+			quantize(m.data[r*rowBytes:(r+1)*rowBytes], w[r*in:(r+1)*in])
+		}
+		m.dot = func(r int, a *quant.Activation) float32 { return dot(m.data[r*rowBytes:(r+1)*rowBytes], a) }
+		m.row = func(r int) []float32 {
+			v := make([]float32, in)
+			dequantize(v, m.data[r*rowBytes:(r+1)*rowBytes])
+			return v
+		}
+	default:
+		f, scaleType, _ := dtype.AffineParams()
+		rowBytes, groups := f.RowBytes(in), f.Groups(in)
+		packed := make([]byte, out*rowBytes)
+		scales, biases := make([]float32, out*groups), make([]float32, out*groups)
+		for r := range out {
+			quant.QuantizeAffine(f, packed[r*rowBytes:(r+1)*rowBytes], scales[r*groups:(r+1)*groups], biases[r*groups:(r+1)*groups], w[r*in:(r+1)*in])
+		}
+		// The checkpoint keeps scales and biases in the model's dtype, as MLX does.
+		m.data = append(packed, computetest.Encode(scaleType, scales)...)
+		m.data = append(m.data, computetest.Encode(scaleType, biases)...)
+		m.dot = func(r int, a *quant.Activation) float32 {
+			g := r * groups
+			return quant.DotAffine(f, packed[r*rowBytes:(r+1)*rowBytes], scales[g:g+groups], biases[g:g+groups], a)
+		}
+		m.row = func(r int) []float32 {
+			v := make([]float32, in)
+			g := r * groups
+			quant.DequantizeAffine(f, v, packed[r*rowBytes:(r+1)*rowBytes], scales[g:g+groups], biases[g:g+groups])
+			return v
+		}
+	}
+	return m
+}
+
+func (m qmatrix) upload(t testing.TB, b *backend) *tensor {
+	t.Helper()
+	w, err := b.Upload(m.dtype, []int{m.out, m.in}, m.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.(*tensor)
+}
+
+// want returns the reference result of MatMul: each row of x quantized, each output quant's dot
+// product plus the bias.
+func (m qmatrix) want(x, bias []float32, rows int) []float32 {
+	out := make([]float32, rows*m.out)
+	var a quant.Activation
+	for r := range rows {
+		a.Quantize(x[r*m.in : (r+1)*m.in])
+		for o := range m.out {
+			v := m.dot(o, &a)
+			if bias != nil {
+				v += bias[o]
+			}
+			out[r*m.out+o] = v
+		}
+	}
+	return out
+}
+
+func quantDTypes(t testing.TB) []compute.DType {
+	dts := []compute.DType{compute.Q8_0, compute.Q4_0}
+	for _, p := range []struct{ bits, gs int }{{4, 32}, {4, 64}, {6, 64}, {8, 128}, {3, 32}} {
+		d, err := compute.Affine(p.bits, p.gs, compute.BF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dts = append(dts, d)
+	}
+	return dts
+}
+
+// TestQuantMatMulMatchesReference checks MatMul with quantized weights against package quant,
+// bit for bit, with every kernel, for row counts that use both the two-row and the one-row
+// kernels and column counts that leave a partial group of four.
+func TestQuantMatMulMatchesReference(t *testing.T) {
+	forQuantKernels(t, func(t *testing.T) {
+		for _, dt := range quantDTypes(t) {
+			for _, c := range []struct{ out, in, rows int }{{1, 128, 1}, {7, 128, 2}, {13, 384, 3}, {64, 256, 17}, {5, 1024, 1}} {
+				t.Run(name(dt, c.out, c.in, c.rows), func(t *testing.T) {
+					b := newTest(t)
+					m := quantized(t, dt, c.out, c.in, uint64(c.out*c.in))
+					w := m.upload(t, b)
+					xs := computetest.Randn(7, c.rows*c.in)
+					bias := computetest.Randn(8, c.out)
+					dst := ften(t, b, nil, c.rows, c.out)
+					b.MatMul(dst, ften(t, b, xs, c.rows, c.in), w, ften(t, b, bias, c.out), c.rows)
+					computetest.SameBits(t, "MatMul", dst.f, m.want(xs, bias, c.rows))
+				})
+			}
+		}
+	})
+}
+
+// TestQuantMatMulInvariance checks that a row's bits do not depend on the rows beside it or the
+// number of goroutines, with every kernel.
+func TestQuantMatMulInvariance(t *testing.T) {
+	forQuantKernels(t, func(t *testing.T) {
+		for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0, quantDTypes(t)[2]} {
+			t.Run(dt.String(), func(t *testing.T) {
+				b := newTest(t)
+				const out, in = 301, 512
+				w := quantized(t, dt, out, in, 3).upload(t, b)
+				row := computetest.Randn(4, in)
+				invariant(t, func(rows, at int) []float32 {
+					x := ften(t, b, batchRows(5, rows, in, at, row), rows, in)
+					dst := ften(t, b, nil, rows, out)
+					b.MatMul(dst, x, w, nil, rows)
+					return dst.f[at*out : (at+1)*out]
+				})
+			})
+		}
+	})
+}
+
+func TestQuantEmbed(t *testing.T) {
+	for _, dt := range quantDTypes(t) {
+		t.Run(dt.String(), func(t *testing.T) {
+			b := newTest(t)
+			m := quantized(t, dt, 9, 256, 11)
+			table := m.upload(t, b)
+			tokens := []int32{8, 0, 5, 5}
+			x := ften(t, b, nil, len(tokens), m.in)
+			b.Embed(x, table, iten(t, b, tokens, len(tokens)), len(tokens))
+			for r, id := range tokens {
+				computetest.SameBits(t, name("row", r), x.f[r*m.in:(r+1)*m.in], m.row(int(id)))
+			}
+		})
+	}
+}
+
+func TestQuantUploadRefusesBadShapes(t *testing.T) {
+	b := newTest(t)
+	if _, err := b.Upload(compute.Q8_0, []int{2, 48}, make([]byte, 2*48)); err == nil {
+		t.Error("Upload of Q8_0 rows of 48 elements succeeded")
+	}
+	if _, err := b.Upload(compute.Q4_0, []int{4, 32}, make([]byte, 4*quant.Q4_0BlockBytes-1)); err == nil {
+		t.Error("Upload of a short Q4_0 tensor succeeded")
+	}
+}
+
+// TestQuantNaN checks that a NaN activation makes its row's outputs NaN (the block's scale is
+// NaN) rather than a finite number, with every kernel.
+func TestQuantNaN(t *testing.T) {
+	forQuantKernels(t, func(t *testing.T) {
+		b := newTest(t)
+		m := quantized(t, compute.Q8_0, 8, 64, 1)
+		w := m.upload(t, b)
+		xs := computetest.Randn(2, 2*64)
+		xs[64+40] = float32(math.NaN())
+		dst := ften(t, b, nil, 2, 8)
+		b.MatMul(dst, ften(t, b, xs, 2, 64), w, nil, 2)
+		for o := range 8 {
+			if math.IsNaN(float64(dst.f[o])) || !math.IsNaN(float64(dst.f[8+o])) {
+				t.Fatalf("outputs %v: want row 0 finite, row 1 NaN", dst.f)
+			}
+		}
+	})
+}

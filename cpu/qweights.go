@@ -1,0 +1,155 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+
+	"tfd/compute"
+	"tfd/quant"
+)
+
+// qweights is a quantized matrix (Q8_0, Q4_0 or MLX affine) as the cpu backend keeps it. Its rows
+// go in groups of four, the last group padded with zero rows, and the rows of a group are
+// interleaved unit by unit: the kernels compute four output columns at a time, so they read one
+// stream, in order. A unit is 32 elements of the four rows (Q8_0, Q4_0) or one quantization group
+// of them (affine):
+//
+//	Q8_0:   the four rows' F16 scales (8 bytes), then their 32 int8 quants each (128 bytes)
+//	Q4_0:   the four F16 scales, then the four rows' 16 bytes of nibbles, in ggml's order (64 bytes)
+//	affine: the four rows' packed codes (4·GroupSize·Bits/8 bytes); their scales and biases, in
+//	        the checkpoint's dtype, are in sb, per unit the four scales and then the four biases.
+//
+// So a matrix takes the bytes of its checkpoint tensors and no more, beyond the padding.
+type qweights struct {
+	dtype   compute.DType
+	affine  quant.Affine // affine only
+	out, in int
+	units   int    // units a group: in/32, or in/GroupSize for affine
+	unit    int    // bytes of one unit
+	data    []byte // groups × units × unit bytes
+	sb      []byte // affine only: groups × units × 8 scales and biases of dtype sdt
+	sdt     compute.DType
+}
+
+// Bytes a unit of four rows takes, per format.
+const (
+	q8Unit = 8 + 4*quant.BlockSize
+	q4Unit = 8 + 4*quant.BlockSize/2
+)
+
+func (q *qweights) groups() int { return (q.out + 3) / 4 }
+
+// group returns the units of group g (rows 4g … 4g+3) and, for affine weights, their scales and
+// biases.
+func (q *qweights) group(g int) ([]byte, []byte) {
+	n := q.units * q.unit
+	w := q.data[g*n : (g+1)*n]
+	if q.sb == nil {
+		return w, nil
+	}
+	m := q.units * 8 * q.sdt.Size()
+	return w, q.sb[g*m : (g+1)*m]
+}
+
+// scaleBias returns the scale and the bias of column c of unit u of a group's affine sb.
+func (q *qweights) scaleBias(sb []byte, u, c int) (scale, bias float32) {
+	ss := q.sdt.Size()
+	at := (8*u + c) * ss
+	return widenScale(sb[at:at+ss], q.sdt), widenScale(sb[at+4*ss:at+5*ss], q.sdt)
+}
+
+// newQWeights rearranges a quantized matrix, in the layout Upload takes (see compute.Q8_0), into
+// the backend's. The caller has checked data's size against the dtype and shape.
+func newQWeights(dtype compute.DType, shape []int, data []byte) *qweights {
+	in := shape[len(shape)-1]
+	out := 1
+	for _, d := range shape[:len(shape)-1] {
+		out *= d
+	}
+	q := &qweights{dtype: dtype, out: out, in: in}
+	groups := q.groups()
+	switch dtype {
+	case compute.Q8_0, compute.Q4_0:
+		q.units = in / quant.BlockSize
+		blockBytes, quants := quant.Q8_0BlockBytes, quant.BlockSize
+		q.unit = q8Unit
+		if dtype == compute.Q4_0 {
+			blockBytes, quants, q.unit = quant.Q4_0BlockBytes, quant.BlockSize/2, q4Unit
+		}
+		q.data = make([]byte, groups*q.units*q.unit)
+		for r := range out {
+			g, i := r/4, r%4
+			for u := range q.units {
+				src := data[(r*q.units+u)*blockBytes:]
+				dst := q.data[(g*q.units+u)*q.unit:]
+				copy(dst[2*i:2*i+2], src[:2])
+				copy(dst[8+i*quants:8+(i+1)*quants], src[2:blockBytes])
+			}
+		}
+	default:
+		f, scales, _ := dtype.AffineParams()
+		q.affine, q.units = f, f.Groups(in)
+		codes := f.GroupSize * f.Bits / 8 // bytes of one row's codes in one group
+		q.unit = 4 * codes
+		rowBytes, ss := f.RowBytes(in), scales.Size()
+		q.sdt = scales
+		q.data = make([]byte, groups*q.units*q.unit)
+		q.sb = make([]byte, groups*q.units*8*ss)
+		scaleData := data[out*rowBytes:]
+		biasData := scaleData[out*q.units*ss:]
+		for r := range out {
+			g, i := r/4, r%4
+			for u := range q.units {
+				copy(q.data[(g*q.units+u)*q.unit+i*codes:], data[r*rowBytes+u*codes:r*rowBytes+(u+1)*codes])
+				at, to := (r*q.units+u)*ss, ((g*q.units+u)*8+i)*ss
+				copy(q.sb[to:to+ss], scaleData[at:at+ss])
+				copy(q.sb[to+4*ss:to+5*ss], biasData[at:at+ss])
+			}
+		}
+	}
+	return q
+}
+
+// widenScale returns the F32 value of one little-endian element of dtype (F32, F16 or BF16).
+func widenScale(b []byte, dtype compute.DType) float32 {
+	switch dtype {
+	case compute.F16:
+		return quant.F16ToF32(binary.LittleEndian.Uint16(b))
+	case compute.BF16:
+		return quant.BF16ToF32(binary.LittleEndian.Uint16(b))
+	}
+	return math.Float32frombits(binary.LittleEndian.Uint32(b))
+}
+
+// row writes row r's values into dst (in elements), dequantized as package quant does.
+func (q *qweights) row(dst []float32, r int) {
+	w, sb := q.group(r / 4)
+	i := r % 4
+	switch q.dtype {
+	case compute.Q8_0:
+		for u := range q.units {
+			unit := w[u*q8Unit:]
+			d := quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*i:]))
+			for j, v := range unit[8+i*quant.BlockSize : 8+(i+1)*quant.BlockSize] {
+				dst[u*quant.BlockSize+j] = float32(int8(v)) * d
+			}
+		}
+	case compute.Q4_0:
+		for u := range q.units {
+			unit := w[u*q4Unit:]
+			d := quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*i:]))
+			for j, v := range unit[8+i*quant.BlockSize/2 : 8+(i+1)*quant.BlockSize/2] {
+				dst[u*quant.BlockSize+j] = float32(int(v&15)-8) * d
+				dst[u*quant.BlockSize+j+quant.BlockSize/2] = float32(int(v>>4)-8) * d
+			}
+		}
+	default:
+		f := q.affine
+		codes := f.GroupSize * f.Bits / 8
+		for u := range q.units {
+			packed := w[u*q.unit+i*codes : u*q.unit+(i+1)*codes]
+			scale, bias := q.scaleBias(sb, u, i)
+			quant.DequantizeAffine(f, dst[u*f.GroupSize:(u+1)*f.GroupSize], packed, []float32{scale}, []float32{bias})
+		}
+	}
+}
