@@ -65,7 +65,11 @@ func ModelSource(mc config.ModelConfig) engine.Source {
 // PlanConfig computes the memory plan for cfg on backend without loading weights: it reads the
 // model's config and tensor headers only.
 func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error) {
-	mcfg, info, err := engine.Inspect(ModelSource(cfg.Model))
+	q, err := engine.ParseQuantization(cfg.Model.Quantize)
+	if err != nil {
+		return engine.Plan{}, err
+	}
+	mcfg, info, err := engine.Inspect(ModelSource(cfg.Model), q)
 	if err != nil {
 		return engine.Plan{}, fmt.Errorf("daemon: read the model for its memory plan: %w", err)
 	}
@@ -73,7 +77,8 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 	layout, _ := batch.ParseLayout(cfg.Sessions.Layout)
 	return engine.MakePlan(engine.PlanInput{
 		Model:        mcfg,
-		WeightBytes:  info.FileBytes,
+		WeightBytes:  info.Bytes,
+		Quantize:     q,
 		DeviceMemory: backend.Memory(),
 		WorkingSet:   workingSet(backend),
 		LoadLimitGB:  cfg.Memory.LoadLimitGB,
@@ -136,7 +141,8 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Progress: loadProgress(logger, start)})
+		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize,
+		Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {
 			return fmt.Errorf("daemon: load the bundled model: %w", err)

@@ -22,9 +22,9 @@ import (
 // timeout).
 var (
 	// modelKeys need the weights loaded again.
-	modelKeys = []string{"model.path", "model.context"}
+	modelKeys = []string{"model.path", "model.context", "model.quantize"}
 	// planKeys change the memory plan and so the sessions and the prompt cache's size.
-	planKeys = []string{"sessions.", "memory.", "model.path", "model.context", "prompt_cache.gib"}
+	planKeys = []string{"sessions.", "memory.", "model.path", "model.context", "model.quantize", "prompt_cache.gib"}
 	// spillKeys change the prompt cache's spill folder.
 	spillKeys = []string{"prompt_cache.spill_dir", "prompt_cache.spill_gib"}
 )

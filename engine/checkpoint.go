@@ -14,6 +14,9 @@ type stored struct {
 	dtype compute.DType
 	shape []int // outermost first
 	data  []byte
+	// mlx, for the packed codes of a matrix quantized by MLX (dtype 0, shape and data the
+	// codes'), holds its scales and biases; the upload reads its bits and group size (affine).
+	mlx *mlxParts
 }
 
 // checkpoint is what loading needs of a model's weights, whatever their file format. Tensors are
@@ -46,9 +49,12 @@ func (s safetensorsCheckpoint) tensor(name string) (stored, bool, error) {
 	if !ok {
 		return stored{}, false, nil
 	}
+	if t.DType == "U32" {
+		return s.mlxTensor(t)
+	}
 	dt, ok := dtypes[t.DType]
 	if !ok {
-		return stored{}, true, fmt.Errorf("engine: tensor %s has dtype %s; tfd reads F32, F16 and BF16", t.Name, t.DType)
+		return stored{}, true, fmt.Errorf("engine: tensor %s has dtype %s; tfd reads F32, F16 and BF16, and U32 as MLX's quantized weights", t.Name, t.DType)
 	}
 	return stored{name: t.Name, dtype: dt, shape: t.Shape, data: t.Data}, true, nil
 }

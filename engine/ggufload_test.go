@@ -419,11 +419,11 @@ func TestGGUFFolderAndInspect(t *testing.T) {
 	if m.Identity() == "" || direct.Identity() != m.Identity() || m.Identity() == load(t, b, bundled).Identity() {
 		t.Errorf("identities: through the folder %q, the file %q", m.Identity(), direct.Identity())
 	}
-	cfg, info, err := engine.Inspect(engine.Source{Dir: dir})
+	cfg, info, err := engine.Inspect(engine.Source{Dir: dir}, engine.NoQuantization)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, wantInfo, err := engine.Inspect(bundled)
+	want, wantInfo, err := engine.Inspect(bundled, engine.NoQuantization)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,13 @@ const identityPrefix = 4 << 10
 
 // Identity returns a hex SHA-256 over what makes the model's cached state (its keys and values
 // at some positions) valid: config.json's bytes (a GGUF file's header); every tensor's name, dtype,
-// shape and first 4 KiB of data; the backend's name; and kernels.Version, which names the
-// backends' arithmetic.
+// shape and first 4 KiB of data; the quantization at load (model.quantize); the backend's name;
+// and kernels.Version, which names the backends' arithmetic.
 // Two loads that agree on it compute the same bits for the same tokens. It is computed at load.
 func (m *Model) Identity() string { return m.identity }
 
 // identity computes Identity from the checkpoint, open at load.
-func identity(config []byte, ckpt checkpoint, backend string) string {
+func identity(config []byte, ckpt checkpoint, backend string, q Quantization) string {
 	h := sha256.New()
 	field(h, []byte("tfd model identity 1"))
 	field(h, config)
@@ -36,6 +36,7 @@ func identity(config []byte, ckpt checkpoint, backend string) string {
 		}
 		field(h, data[:min(len(data), identityPrefix)])
 	})
+	field(h, []byte(q))
 	field(h, []byte(backend))
 	field(h, []byte(kernels.Version))
 	return hex.EncodeToString(h.Sum(nil))

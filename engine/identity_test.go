@@ -21,12 +21,14 @@ type renamed struct{ compute.Backend }
 func (renamed) Name() string { return "renamed" }
 
 // TestIdentity: two loads of the bundled model agree on its identity, from the embedded folder
-// and from a copy on disk; one weight byte changed, or another backend name, changes it.
+// and from a copy on disk; one weight byte changed, another backend name, or quantizing at load
+// changes it.
 func TestIdentity(t *testing.T) {
 	b := openCPU(t)
+	quantize := engine.NoQuantization
 	identity := func(src engine.Source, b compute.Backend) string {
 		t.Helper()
-		m, err := engine.Load(context.Background(), src, b, engine.Options{Context: 64, MaxRows: 4})
+		m, err := engine.Load(context.Background(), src, b, engine.Options{Context: 64, MaxRows: 4, Quantize: quantize})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,6 +50,12 @@ func TestIdentity(t *testing.T) {
 	if got := identity(bundled, renamed{b}); got == want {
 		t.Error("another backend name left the identity unchanged")
 	}
+	for _, quantize = range []engine.Quantization{engine.QuantizeQ8, engine.QuantizeQ4} {
+		if got := identity(bundled, b); got == want {
+			t.Errorf("model.quantize = %s left the identity unchanged", quantize)
+		}
+	}
+	quantize = engine.NoQuantization
 	name := flipFirstWeightByte(t, filepath.Join(dir, "model-00001-of-00003.safetensors"))
 	if got := identity(engine.Source{Dir: dir}, b); got == want {
 		t.Errorf("a changed first byte of %s left the identity unchanged", name)

@@ -39,6 +39,9 @@ type Options struct {
 	MaxRows int
 	// Slots is the KV pool's size in tokens, shared by all sessions; default Context.
 	Slots int
+	// Quantize quantizes the weight matrices of a 16- or 32-bit checkpoint as they load
+	// (model.quantize); the backend must run quantized weights (the cpu backend does).
+	Quantize Quantization
 	// Progress, if set, is told each loading step.
 	Progress func(step string, done, total int)
 }
@@ -90,8 +93,8 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m.identity = identity(config, ckpt, backend.Name())
-	u := &uploader{ckpt: ckpt, backend: backend}
+	m.identity = identity(config, ckpt, backend.Name(), opts.Quantize)
+	u := &uploader{ckpt: ckpt, backend: backend, quantize: opts.Quantize}
 	m.w, err = loadWeights(u, m.cfg, func(done, total int) { progress("weights", done, total) })
 	if err == nil {
 		m.mtp, err = loadMTP(u, m.cfg)

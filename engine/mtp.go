@@ -50,10 +50,10 @@ func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.fcEmbed, err = u.upload(embedHalf, []int{c.Hidden, c.Hidden}); err != nil {
+	if w.fcEmbed, err = u.upload("mtp.fc.weight", embedHalf, []int{c.Hidden, c.Hidden}); err != nil {
 		return nil, err
 	}
-	if w.fcHidden, err = u.upload(hiddenHalf, []int{c.Hidden, c.Hidden}); err != nil {
+	if w.fcHidden, err = u.upload("mtp.fc.weight", hiddenHalf, []int{c.Hidden, c.Hidden}); err != nil {
 		return nil, err
 	}
 	return w, loadLayer(u, c, "mtp.layers.0.", false, &w.layer)
@@ -61,6 +61,9 @@ func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
 
 // splitColumns cuts a [rows, 2·half] matrix into its left and right [rows, half] halves.
 func splitColumns(t stored, half int) (left, right stored, err error) {
+	if t.mlx != nil || t.dtype.Size() == 0 {
+		return left, right, fmt.Errorf("engine: tensor %s is quantized; tfd splits only an F32, F16 or BF16 MTP fc", t.name)
+	}
 	if len(t.shape) != 2 || t.shape[1] != 2*half {
 		return left, right, fmt.Errorf("engine: tensor %s has shape %v, want [%d, %d]", t.name, t.shape, half, 2*half)
 	}

@@ -43,9 +43,11 @@ const (
 type PlanInput struct {
 	// Model is the model's normalised config.json.
 	Model Config
-	// WeightBytes is the memory the weights take on the backend: their size in the file, since
-	// every backend keeps weight matrices in the file's dtype.
+	// WeightBytes is the memory the weights take on the backend: their size as loaded
+	// (WeightInfo.Bytes), since every backend keeps weight matrices in the dtype they load in.
 	WeightBytes int64
+	// Quantize is the quantization at load that WeightBytes counts, which the plan names.
+	Quantize Quantization
 	// DeviceMemory is the backend's memory in bytes (RAM for the CPU and Metal, device memory for
 	// CUDA); 0 when unknown, and then LoadLimitGB must be set.
 	DeviceMemory uint64
@@ -81,11 +83,13 @@ type PlanInput struct {
 type Plan struct {
 	Limit   int64 // what the plan works within
 	Weights int64
-	Scratch int64 // activations and logits for MaxRows rows
-	Margin  int64
-	Cache   int64 // the prompt cache's own memory
-	KV      int64 // all sessions
-	Left    int64 // Limit minus the rest; never negative
+	// Quantize is the quantization at load the weights take (model.quantize); "" for none.
+	Quantize Quantization
+	Scratch  int64 // activations and logits for MaxRows rows
+	Margin   int64
+	Cache    int64 // the prompt cache's own memory
+	KV       int64 // all sessions
+	Left     int64 // Limit minus the rest; never negative
 
 	// CacheFrom says how the prompt cache's size was chosen.
 	CacheFrom string
@@ -135,7 +139,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
 		return Plan{}, err
 	}
-	p.Weights = in.WeightBytes
+	p.Weights, p.Quantize = in.WeightBytes, in.Quantize
 	p.Scratch = ScratchBytes(in.Model, in.MaxRows)
 	p.Margin = int64(in.MarginGB * GiB)
 	avail := p.Limit - p.Weights - p.Scratch - p.Margin
@@ -416,7 +420,11 @@ func (p Plan) String() string {
 		row("gpu", p.WorkingSet, "the GPU's recommended working set (recommendedMaxWorkingSetSize)")
 	}
 	row("limit", p.Limit, p.LimitFrom)
-	row("weights", p.Weights, "as the backend stores them")
+	weights := "as the backend stores them"
+	if p.Quantize != NoQuantization {
+		weights += fmt.Sprintf(", quantized at load (model.quantize = %s)", p.Quantize)
+	}
+	row("weights", p.Weights, weights)
 	row("scratch", p.Scratch, fmt.Sprintf("activations and logits for %d rows", p.MaxRows))
 	row("margin", p.Margin, "memory.margin_gb")
 	host := "shared host"
@@ -438,29 +446,42 @@ func (p Plan) LayoutString() string { return p.Layout.String() }
 
 // WeightInfo describes a checkpoint's tensors from their headers alone.
 type WeightInfo struct {
-	// Params counts the elements of every tensor.
+	// Params counts the elements of every tensor (for an MLX-quantized matrix, of its packed words,
+	// scales and biases).
 	Params int64
 	// FileBytes is the tensors' size as stored in the files (their dtype).
 	FileBytes int64
+	// Bytes is the tensors' size as loaded: FileBytes, less what quantizing at load saves.
+	Bytes int64
 	// DTypes lists the dtypes the tensors use, sorted.
 	DTypes []string
 }
 
 // Inspect reads a model's config and its tensors' headers (the files are mapped or, for an
 // embedded model, read; no weight is placed anywhere): `tfd plan` sizes a model this way without
-// loading it. Every tensor is counted, the MTP head's included.
-func Inspect(src Source) (Config, WeightInfo, error) {
+// loading it. Every tensor is counted, the MTP head's included, as it loads under q.
+func Inspect(src Source, q Quantization) (Config, WeightInfo, error) {
 	loc, err := src.locate()
 	if err != nil {
 		return Config{}, WeightInfo{}, err
 	}
 	var info WeightInfo
-	add := func(elements, bytes int64, dtype string) {
+	// add counts a tensor; hf is its Hugging Face name, which says whether q quantizes it.
+	add := func(hf string, dt compute.DType, shape []int, elements, bytes int64, dtype string) error {
 		info.Params += elements
 		info.FileBytes += bytes
+		info.Bytes += bytes
+		if qdt, ok := q.dtypeFor(hf, dt, shape); ok {
+			size, err := qdt.Bytes(shape)
+			if err != nil {
+				return fmt.Errorf("engine: tensor %s: %w", hf, err)
+			}
+			info.Bytes += int64(size) - bytes
+		}
 		if !slices.Contains(info.DTypes, dtype) {
 			info.DTypes = append(info.DTypes, dtype)
 		}
+		return nil
 	}
 	var cfg Config
 	if loc.gguf != "" {
@@ -471,7 +492,10 @@ func Inspect(src Source) (Config, WeightInfo, error) {
 		defer g.close()
 		cfg = g.cfg
 		for _, t := range g.file.Tensors {
-			add(t.Elements(), int64(len(t.Data)), t.Type.String())
+			dt, _ := ggufDType(t.Type)
+			if err := add(ggufHFName(t.Name), dt, t.Shape(), t.Elements(), int64(len(t.Data)), t.Type.String()); err != nil {
+				return Config{}, WeightInfo{}, err
+			}
 		}
 	} else {
 		if cfg, _, err = readConfig(loc.fsys, loc.where); err != nil {
@@ -484,7 +508,9 @@ func Inspect(src Source) (Config, WeightInfo, error) {
 		defer c.Close()
 		for _, n := range c.Names() {
 			t, _ := c.Tensor(n)
-			add(int64(t.Elements()), int64(len(t.Data)), t.DType)
+			if err := add(t.Name, dtypes[t.DType], t.Shape, int64(t.Elements()), int64(len(t.Data)), t.DType); err != nil {
+				return Config{}, WeightInfo{}, err
+			}
 		}
 	}
 	slices.Sort(info.DTypes)

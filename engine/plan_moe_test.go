@@ -101,7 +101,7 @@ func TestPlanQwen3MoE30BShaped(t *testing.T) {
 		t.Fatalf("MoE config %+v", m)
 	}
 	writeSparseCheckpoint(t, dir, qwen3MoE30B, c)
-	cfg, info, err := Inspect(Source{Dir: dir})
+	cfg, info, err := Inspect(Source{Dir: dir}, NoQuantization)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func TestFormatBytes(t *testing.T) {
 // TestInspectBundled checks the header-only reader against the full safetensors reader.
 func TestInspectBundled(t *testing.T) {
 	src := Source{FS: models.FS(), Name: models.Name}
-	cfg, info, err := Inspect(src)
+	cfg, info, err := Inspect(src, NoQuantization)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +173,46 @@ func TestInspectBundled(t *testing.T) {
 	}
 }
 
+// TestInspectQuantized: quantized at load, every weight matrix of the bundled model counts its
+// Q8_0 or Q4_0 bytes (the embedding table, which is the head, Q8_0 under q4 too), the norms their
+// BF16 bytes; the plan names the quantization.
+func TestInspectQuantized(t *testing.T) {
+	src := Source{FS: models.FS(), Name: models.Name}
+	ckpt, err := safetensors.OpenFS(models.FS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ckpt.Close()
+	for _, q := range []Quantization{QuantizeQ8, QuantizeQ4} {
+		cfg, info, err := Inspect(src, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want int64
+		for _, name := range ckpt.Names() {
+			tn, _ := ckpt.Tensor(name)
+			switch {
+			case len(tn.Shape) == 1:
+				want += int64(len(tn.Data))
+			case q == QuantizeQ8 || name == "model.embed_tokens.weight":
+				want += int64(tn.Elements() / 32 * 34)
+			default:
+				want += int64(tn.Elements() / 32 * 18)
+			}
+		}
+		if info.Bytes != want || info.Bytes >= info.FileBytes {
+			t.Errorf("%s: %d bytes as loaded (%d in the files), want %d", q, info.Bytes, info.FileBytes, want)
+		}
+		p, err := MakePlan(PlanInput{Model: cfg, WeightBytes: info.Bytes, Quantize: q, DeviceMemory: 16 * GiB})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Weights != info.Bytes || !strings.Contains(p.String(), "quantized at load (model.quantize = "+string(q)+")") {
+			t.Errorf("%s: plan\n%s", q, p)
+		}
+	}
+}
+
 // TestInspectNamesTheFolder: a folder without config.json is named by its whole path, as
 // `tfd plan` shows it; several folders may share the last name ("Qwen3-8B").
 func TestInspectNamesTheFolder(t *testing.T) {
@@ -180,7 +220,7 @@ func TestInspectNamesTheFolder(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := Inspect(Source{Dir: dir})
+	_, _, err := Inspect(Source{Dir: dir}, NoQuantization)
 	if err == nil || !strings.Contains(err.Error(), dir+" has no config.json") {
 		t.Errorf("Inspect = %v, want an error naming %s", err, dir)
 	}

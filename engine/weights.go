@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -39,6 +40,7 @@ type weights struct {
 type uploader struct {
 	ckpt     checkpoint
 	backend  compute.Backend
+	quantize Quantization
 	uploaded []compute.Tensor
 }
 
@@ -59,14 +61,30 @@ func (u *uploader) optional(name string, want bool, shape ...int) (compute.Tenso
 	case !ok:
 		return nil, nil
 	}
-	return u.upload(t, shape)
+	return u.upload(name, t, shape)
 }
 
-func (u *uploader) upload(t stored, shape []int) (compute.Tensor, error) {
-	if !slices.Equal(t.shape, shape) {
+// upload places t, the tensor named hf (its Hugging Face name), which must have the given shape:
+// as it is, quantized (u.quantize), or, for the packed codes of an MLX-quantized matrix, with its
+// scales and biases.
+func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, error) {
+	dt, data := t.dtype, t.data
+	switch {
+	case t.mlx != nil:
+		var err error
+		if dt, data, err = affine(t, shape); err != nil {
+			return nil, err
+		}
+	case !slices.Equal(t.shape, shape):
 		return nil, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
 	}
-	ct, err := u.backend.Upload(t.dtype, shape, t.data)
+	if q, ok := u.quantize.dtypeFor(hf, t.dtype, shape); ok {
+		dt, data = q, quantizeTensor(t, q)
+	}
+	ct, err := u.backend.Upload(dt, shape, data)
+	if errors.Is(err, compute.ErrNoQuantizedKernels) {
+		return nil, fmt.Errorf("engine: upload %s: %w: serve it with model.backend = \"cpu\", or leave model.quantize empty", t.name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: upload %s: %w", t.name, err)
 	}
@@ -85,6 +103,8 @@ func (u *uploader) stacked(n int, name func(i int) string, shape ...int) (comput
 			return nil, err
 		case !ok:
 			return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", u.ckpt.fileName(name(i)))
+		case t.mlx != nil:
+			return nil, fmt.Errorf("engine: tensor %s is quantized by MLX; tfd runs a mixture's experts in F32, F16 or BF16 only", t.name)
 		case !slices.Equal(t.shape, shape):
 			return nil, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
 		case i == 0:
@@ -94,7 +114,7 @@ func (u *uploader) stacked(n int, name func(i int) string, shape ...int) (comput
 		}
 		all.data = append(all.data, t.data...)
 	}
-	return u.upload(all, all.shape)
+	return u.upload(name(0), all, all.shape)
 }
 
 // loadWeights uploads every tensor of the model described by c. progress, if not nil, is called

@@ -121,7 +121,7 @@ func DequantizeQ4_0(dst []float32, src []byte) {
 	}
 }
 
-// WidenF16 and WidenBF16 write the F32 values of the little-endian F16 or BF16 elements of src
+// WidenF16 and WidenBF16 (and WidenF32 below) write the F32 values of the little-endian F16 or BF16 elements of src
 // into dst, exactly; len(src) must be 2·len(dst). They turn 16-bit checkpoint rows into the F32
 // rows the quantizers take.
 func WidenF16(dst []float32, src []byte) {
@@ -153,4 +153,12 @@ func roundAway(v float32) int8 {
 		return 0
 	}
 	return int8(r)
+}
+
+// WidenF32 writes the little-endian F32 elements of src into dst; len(src) must be 4·len(dst).
+func WidenF32(dst []float32, src []byte) {
+	src = src[:4*len(dst)]
+	for j := range dst {
+		dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*j:]))
+	}
 }

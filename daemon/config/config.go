@@ -58,6 +58,10 @@ type ModelConfig struct {
 	// Context is the longest sequence (prompt plus reply) in tokens; 0: the model's window,
 	// lowered to what memory allows.
 	Context int `koanf:"context"`
+	// Quantize is "" (keep the checkpoint's dtypes), "q8" or "q4": quantize the weight matrices
+	// of a 16- or 32-bit checkpoint as they load (engine.Quantization). The cpu backend runs
+	// them; a checkpoint already quantized (MLX) loads as it is.
+	Quantize string `koanf:"quantize"`
 }
 
 // SessionsConfig is the [sessions] section: how many replies run at once and their KV sizes.

@@ -115,6 +115,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "several at once", file: "[sampling]\ntemperature = 3\ntop_p = 0\n[log]\nlevel = \"loud\"\n[sessions]\nlayout = \"100x0\"",
 			want: []string{"sampling.temperature = 3", "sampling.top_p = 0", `log.level = "loud"`, "sessions.layout", "NxCOUNT"}},
 		{name: "negative context", file: "[model]\ncontext = -5", want: []string{"model.context = -5", "positive number of tokens"}},
+		{name: "quantize", file: "[model]\nquantize = \"q5\"", want: []string{`model.quantize = "q5"`, `"q8" or "q4"`}},
 		{name: "prompt cache", file: "[prompt_cache]\ngib = -2", want: []string{"prompt_cache.gib = -2", "-1 (a default share)"}},
 	}
 	for _, tc := range tests {

@@ -37,6 +37,7 @@ func (c Config) problems() []problem {
 
 	check(oneOf(c.Model.Backend, "auto", "metal", "cuda", "cpu"), "model.backend", "want one of auto, metal, cuda, cpu")
 	check(c.Model.Context >= 0, "model.context", "want 0 (the model's window) or a positive number of tokens")
+	check(oneOf(c.Model.Quantize, "", "q8", "q4"), "model.quantize", `want "" (the checkpoint's dtypes), "q8" or "q4"`)
 
 	_, _, err := c.Sessions.ParallelN()
 	check(err == nil, "sessions.parallel", `want "auto" or a whole number ≥ 1`)

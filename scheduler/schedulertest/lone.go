@@ -185,7 +185,7 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 // auto), as daemon.PlanConfig makes it: that package is not imported, since it embeds the bundled
 // model, which would put 34 MB into every test binary that runs this.
 func autoPlan(src engine.Source, cb compute.Backend) (engine.Plan, error) {
-	mcfg, info, err := engine.Inspect(src)
+	mcfg, info, err := engine.Inspect(src, engine.NoQuantization)
 	if err != nil {
 		return engine.Plan{}, err
 	}
@@ -194,7 +194,7 @@ func autoPlan(src engine.Source, cb compute.Backend) (engine.Plan, error) {
 		workingSet = s.WorkingSet()
 	}
 	cfg := config.Default()
-	return engine.MakePlan(engine.PlanInput{Model: mcfg, WeightBytes: info.FileBytes, DeviceMemory: cb.Memory(), WorkingSet: workingSet,
+	return engine.MakePlan(engine.PlanInput{Model: mcfg, WeightBytes: info.Bytes, DeviceMemory: cb.Memory(), WorkingSet: workingSet,
 		LoadLimitGB: cfg.Memory.LoadLimitGB, MarginGB: cfg.Memory.MarginGB, Context: cfg.Model.Context, Grow: cfg.Sessions.Grow,
 		PromptCacheGiB: cfg.PromptCache.GiB})
 }
