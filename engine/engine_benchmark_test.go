@@ -14,16 +14,33 @@ import (
 //	go test ./engine -run '^$' -bench . -benchtime 3x
 const bundledDir = "models/gopher"
 
+// quantizations are the ways the benchmarks load the bundled model: its BF16 weights as they
+// are, and quantized at load. Each benchmark runs them side by side (-count interleaves them).
+var quantizations = []struct {
+	name string
+	q    engine.Quantization
+}{{"bf16", engine.NoQuantization}, {"q8", engine.QuantizeQ8}, {"q4", engine.QuantizeQ4}}
+
 // BenchmarkPrefill runs a 256-token prompt in one forward and reports prompt tokens per second.
 func BenchmarkPrefill(b *testing.B) {
-	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 256})
-	enginetest.BenchPrefill(b, m, 256)
+	for _, q := range quantizations {
+		b.Run(q.name, func(b *testing.B) {
+			m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 256, Quantize: q.q})
+			enginetest.BenchPrefill(b, m, 256)
+		})
+	}
 }
 
 // BenchmarkDecode runs single-row forwards, each one token further, after a 128-token prompt
 // (positions wrap back to 128 at the end of the context), and reports tokens per second.
 func BenchmarkDecode(b *testing.B) {
-	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 128})
+	for _, q := range quantizations {
+		b.Run(q.name, func(b *testing.B) { benchDecode(b, q.q) })
+	}
+}
+
+func benchDecode(b *testing.B, q engine.Quantization) {
+	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 128, Quantize: q})
 	const promptLen = 128
 	rows := make([]batch.Row, promptLen)
 	for i := range rows {
