@@ -46,15 +46,13 @@ func qdotsGo(q *qweights, w, sb []byte, act []actBlock) (lanes [4][8]float32) {
 	case compute.Q4_0:
 		for b := range act {
 			a := &act[b]
-			unit := w[b*q4Unit : (b+1)*q4Unit]
+			unit, shift := w[b/2*q4Unit:(b/2+1)*q4Unit], uint(b%2)*4
 			for c := range 4 {
-				f := float32(quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*c:])) * a.d)
-				qs := unit[8+c*quant.BlockSize/2 : 8+(c+1)*quant.BlockSize/2]
+				f := float32(quant.F16ToF32(binary.LittleEndian.Uint16(unit[shift*2+2*uint(c):])) * a.d)
+				qs := unit[16+c*quant.BlockSize : 16+(c+1)*quant.BlockSize]
 				l := &lanes[c]
 				for k := range l {
-					// Elements 4k … 4k+3: low nibbles below 16, high nibbles from 16 on.
-					n, shift := qs[(4*k)%16:(4*k)%16+4:(4*k)%16+4], uint(k/4)*4
-					x := a.q[4*k : 4*k+4 : 4*k+4]
+					n, x := qs[4*k:4*k+4:4*k+4], a.q[4*k:4*k+4:4*k+4]
 					s := (int32(n[0]>>shift&15)-8)*int32(x[0]) + (int32(n[1]>>shift&15)-8)*int32(x[1]) +
 						(int32(n[2]>>shift&15)-8)*int32(x[2]) + (int32(n[3]>>shift&15)-8)*int32(x[3])
 					l[k] = quant.FMA32(f, float32(s), l[k])

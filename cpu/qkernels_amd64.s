@@ -65,13 +65,14 @@ GLOBL sign80<>(SB), RODATA|NOPTR, $32
 	VPMADDUBSW Y12, Y11, Y12; \
 	VPMADDWD   Y15, Y12, Y12
 
-// Q4 (AVX2 and VNNI): column c's 16 bytes of nibbles into Y10 as 32 unsigned bytes, elements 0–15
-// (low nibbles) then 16–31 (high nibbles).
-#define Q4W(woff) \
-	VMOVDQU     woff(DI), X10; \
-	VPSRLW      $4, X10, X11; \
-	VINSERTI128 $1, X11, Y10, Y10; \
-	VPAND       mask0f<>(SB), Y10, Y10
+// Q4LO and Q4HI (AVX2 and VNNI): column c's nibbles of a unit's first or second block, as 32
+// unsigned bytes in element order, into Y10; Y11 holds the 0x0f mask.
+#define Q4LO(woff) \
+	VPAND woff(DI), Y11, Y10
+#define Q4HI(woff) \
+	VMOVDQU woff(DI), Y10; \
+	VPSRLW  $4, Y10, Y10; \
+	VPAND   Y11, Y10, Y10
 #define Q4ROW(x, ra) \
 	VPMADDUBSW x, Y10, Y12; \
 	VPMADDWD   Y15, Y12, Y12; \
@@ -174,37 +175,123 @@ q8x2a:
 	VZEROUPPER
 	RET
 
+// The Q4_0 kernels go through a unit's two blocks (see qweights) and then, for an odd number
+// of blocks, the first block of a last unit.
+
+#define Q4A1LO \
+	VCVTPH2PS (DI), X14; \
+	SCALES(SI, 0); \
+	VMOVDQU (SI), Y8; \
+	Q4LO(16); \
+	Q4ROW(Y8, SI); \
+	LANES(0, Y0); \
+	Q4LO(48); \
+	Q4ROW(Y8, SI); \
+	LANES(4, Y1); \
+	Q4LO(80); \
+	Q4ROW(Y8, SI); \
+	LANES(8, Y2); \
+	Q4LO(112); \
+	Q4ROW(Y8, SI); \
+	LANES(12, Y3)
+#define Q4A1HI \
+	VCVTPH2PS 8(DI), X14; \
+	SCALES(SI, 0); \
+	VMOVDQU (SI), Y8; \
+	Q4HI(16); \
+	Q4ROW(Y8, SI); \
+	LANES(0, Y0); \
+	Q4HI(48); \
+	Q4ROW(Y8, SI); \
+	LANES(4, Y1); \
+	Q4HI(80); \
+	Q4ROW(Y8, SI); \
+	LANES(8, Y2); \
+	Q4HI(112); \
+	Q4ROW(Y8, SI); \
+	LANES(12, Y3)
+
 // func q4x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
 TEXT ·q4x1AVX2(SB), NOSPLIT, $16-32
 	ARGS
 	ZERO4(Y0, Y1, Y2, Y3)
 	VMOVDQU ones16<>(SB), Y15
+	VMOVDQU mask0f<>(SB), Y11
+	SUBQ    $2, CX
+	JB      q4x1atail
 
 q4x1a:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	VMOVDQU   (SI), Y8
-	Q4W(8)
-	Q4ROW(Y8, SI)
-	LANES(0, Y0)
-	Q4W(24)
-	Q4ROW(Y8, SI)
-	LANES(4, Y1)
-	Q4W(40)
-	Q4ROW(Y8, SI)
-	LANES(8, Y2)
-	Q4W(56)
-	Q4ROW(Y8, SI)
-	LANES(12, Y3)
-	ADDQ      $72, DI
-	ADDQ      $128, SI
-	DECQ      CX
-	JNZ       q4x1a
+	Q4A1LO
+	ADDQ    $128, SI
+	Q4A1HI
+	ADDQ    $128, SI
+	ADDQ    $144, DI
+	SUBQ    $2, CX
+	JAE     q4x1a
 
+q4x1atail:
+	CMPQ    CX, $-1 // one block left
+	JNE     q4x1adone
+	Q4A1LO
+
+q4x1adone:
 	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
 	VMOVUPS X0, (R9)
 	VZEROUPPER
 	RET
+
+#define Q4A2LO \
+	VCVTPH2PS (DI), X14; \
+	SCALES(SI, 0); \
+	SCALES(BX, 16); \
+	VMOVDQU (SI), Y8; \
+	VMOVDQU (BX), Y9; \
+	Q4LO(16); \
+	Q4ROW(Y8, SI); \
+	LANES(0, Y0); \
+	Q4ROW(Y9, BX); \
+	LANES(16, Y4); \
+	Q4LO(48); \
+	Q4ROW(Y8, SI); \
+	LANES(4, Y1); \
+	Q4ROW(Y9, BX); \
+	LANES(20, Y5); \
+	Q4LO(80); \
+	Q4ROW(Y8, SI); \
+	LANES(8, Y2); \
+	Q4ROW(Y9, BX); \
+	LANES(24, Y6); \
+	Q4LO(112); \
+	Q4ROW(Y8, SI); \
+	LANES(12, Y3); \
+	Q4ROW(Y9, BX); \
+	LANES(28, Y7)
+#define Q4A2HI \
+	VCVTPH2PS 8(DI), X14; \
+	SCALES(SI, 0); \
+	SCALES(BX, 16); \
+	VMOVDQU (SI), Y8; \
+	VMOVDQU (BX), Y9; \
+	Q4HI(16); \
+	Q4ROW(Y8, SI); \
+	LANES(0, Y0); \
+	Q4ROW(Y9, BX); \
+	LANES(16, Y4); \
+	Q4HI(48); \
+	Q4ROW(Y8, SI); \
+	LANES(4, Y1); \
+	Q4ROW(Y9, BX); \
+	LANES(20, Y5); \
+	Q4HI(80); \
+	Q4ROW(Y8, SI); \
+	LANES(8, Y2); \
+	Q4ROW(Y9, BX); \
+	LANES(24, Y6); \
+	Q4HI(112); \
+	Q4ROW(Y8, SI); \
+	LANES(12, Y3); \
+	Q4ROW(Y9, BX); \
+	LANES(28, Y7)
 
 // func q4x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
 TEXT ·q4x2AVX2(SB), NOSPLIT, $32-32
@@ -213,39 +300,27 @@ TEXT ·q4x2AVX2(SB), NOSPLIT, $32-32
 	ZERO4(Y0, Y1, Y2, Y3)
 	ZERO4(Y4, Y5, Y6, Y7)
 	VMOVDQU ones16<>(SB), Y15
+	VMOVDQU mask0f<>(SB), Y11
+	SUBQ    $2, CX
+	JB      q4x2atail
 
 q4x2a:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	SCALES(BX, 16)
-	VMOVDQU   (SI), Y8
-	VMOVDQU   (BX), Y9
-	Q4W(8)
-	Q4ROW(Y8, SI)
-	LANES(0, Y0)
-	Q4ROW(Y9, BX)
-	LANES(16, Y4)
-	Q4W(24)
-	Q4ROW(Y8, SI)
-	LANES(4, Y1)
-	Q4ROW(Y9, BX)
-	LANES(20, Y5)
-	Q4W(40)
-	Q4ROW(Y8, SI)
-	LANES(8, Y2)
-	Q4ROW(Y9, BX)
-	LANES(24, Y6)
-	Q4W(56)
-	Q4ROW(Y8, SI)
-	LANES(12, Y3)
-	Q4ROW(Y9, BX)
-	LANES(28, Y7)
-	ADDQ      $72, DI
-	ADDQ      $128, SI
-	ADDQ      $128, BX
-	DECQ      CX
-	JNZ       q4x2a
+	Q4A2LO
+	ADDQ    $128, SI
+	ADDQ    $128, BX
+	Q4A2HI
+	ADDQ    $128, SI
+	ADDQ    $128, BX
+	ADDQ    $144, DI
+	SUBQ    $2, CX
+	JAE     q4x2a
 
+q4x2atail:
+	CMPQ    CX, $-1 // one block left
+	JNE     q4x2adone
+	Q4A2LO
+
+q4x2adone:
 	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
 	HSUM4(Y4, Y5, Y6, Y7, X4, X6)
 	VMOVUPS X0, (R9)
@@ -342,32 +417,95 @@ q8x2v:
 	VZEROUPPER
 	RET
 
+#define Q4V1LO \
+	VCVTPH2PS (DI), X14; \
+	SCALES(SI, 0); \
+	VLOAD(SI, 32, Y16, Y18); \
+	Q4LO(16); \
+	VROW(Y16, Y18, 0, Y0); \
+	Q4LO(48); \
+	VROW(Y16, Y18, 4, Y1); \
+	Q4LO(80); \
+	VROW(Y16, Y18, 8, Y2); \
+	Q4LO(112); \
+	VROW(Y16, Y18, 12, Y3)
+#define Q4V1HI \
+	VCVTPH2PS 8(DI), X14; \
+	SCALES(SI, 0); \
+	VLOAD(SI, 32, Y16, Y18); \
+	Q4HI(16); \
+	VROW(Y16, Y18, 0, Y0); \
+	Q4HI(48); \
+	VROW(Y16, Y18, 4, Y1); \
+	Q4HI(80); \
+	VROW(Y16, Y18, 8, Y2); \
+	Q4HI(112); \
+	VROW(Y16, Y18, 12, Y3)
+
 // func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
 TEXT ·q4x1VNNI(SB), NOSPLIT, $16-32
 	ARGS
 	ZERO4(Y0, Y1, Y2, Y3)
+	VMOVDQU mask0f<>(SB), Y11
+	SUBQ    $2, CX
+	JB      q4x1vtail
 
 q4x1v:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	VLOAD(SI, 32, Y16, Y18)
-	Q4W(8)
-	VROW(Y16, Y18, 0, Y0)
-	Q4W(24)
-	VROW(Y16, Y18, 4, Y1)
-	Q4W(40)
-	VROW(Y16, Y18, 8, Y2)
-	Q4W(56)
-	VROW(Y16, Y18, 12, Y3)
-	ADDQ      $72, DI
-	ADDQ      $128, SI
-	DECQ      CX
-	JNZ       q4x1v
+	Q4V1LO
+	ADDQ    $128, SI
+	Q4V1HI
+	ADDQ    $128, SI
+	ADDQ    $144, DI
+	SUBQ    $2, CX
+	JAE     q4x1v
 
+q4x1vtail:
+	CMPQ    CX, $-1 // one block left
+	JNE     q4x1vdone
+	Q4V1LO
+
+q4x1vdone:
 	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
 	VMOVUPS X0, (R9)
 	VZEROUPPER
 	RET
+
+#define Q4V2LO \
+	VCVTPH2PS (DI), X14; \
+	SCALES(SI, 0); \
+	SCALES(BX, 16); \
+	VLOAD(SI, 32, Y16, Y18); \
+	VLOAD(BX, 32, Y17, Y19); \
+	Q4LO(16); \
+	VROW(Y16, Y18, 0, Y0); \
+	VROW(Y17, Y19, 16, Y4); \
+	Q4LO(48); \
+	VROW(Y16, Y18, 4, Y1); \
+	VROW(Y17, Y19, 20, Y5); \
+	Q4LO(80); \
+	VROW(Y16, Y18, 8, Y2); \
+	VROW(Y17, Y19, 24, Y6); \
+	Q4LO(112); \
+	VROW(Y16, Y18, 12, Y3); \
+	VROW(Y17, Y19, 28, Y7)
+#define Q4V2HI \
+	VCVTPH2PS 8(DI), X14; \
+	SCALES(SI, 0); \
+	SCALES(BX, 16); \
+	VLOAD(SI, 32, Y16, Y18); \
+	VLOAD(BX, 32, Y17, Y19); \
+	Q4HI(16); \
+	VROW(Y16, Y18, 0, Y0); \
+	VROW(Y17, Y19, 16, Y4); \
+	Q4HI(48); \
+	VROW(Y16, Y18, 4, Y1); \
+	VROW(Y17, Y19, 20, Y5); \
+	Q4HI(80); \
+	VROW(Y16, Y18, 8, Y2); \
+	VROW(Y17, Y19, 24, Y6); \
+	Q4HI(112); \
+	VROW(Y16, Y18, 12, Y3); \
+	VROW(Y17, Y19, 28, Y7)
 
 // func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
 TEXT ·q4x2VNNI(SB), NOSPLIT, $32-32
@@ -375,31 +513,27 @@ TEXT ·q4x2VNNI(SB), NOSPLIT, $32-32
 	ROW1
 	ZERO4(Y0, Y1, Y2, Y3)
 	ZERO4(Y4, Y5, Y6, Y7)
+	VMOVDQU mask0f<>(SB), Y11
+	SUBQ    $2, CX
+	JB      q4x2vtail
 
 q4x2v:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	SCALES(BX, 16)
-	VLOAD(SI, 32, Y16, Y18)
-	VLOAD(BX, 32, Y17, Y19)
-	Q4W(8)
-	VROW(Y16, Y18, 0, Y0)
-	VROW(Y17, Y19, 16, Y4)
-	Q4W(24)
-	VROW(Y16, Y18, 4, Y1)
-	VROW(Y17, Y19, 20, Y5)
-	Q4W(40)
-	VROW(Y16, Y18, 8, Y2)
-	VROW(Y17, Y19, 24, Y6)
-	Q4W(56)
-	VROW(Y16, Y18, 12, Y3)
-	VROW(Y17, Y19, 28, Y7)
-	ADDQ      $72, DI
-	ADDQ      $128, SI
-	ADDQ      $128, BX
-	DECQ      CX
-	JNZ       q4x2v
+	Q4V2LO
+	ADDQ    $128, SI
+	ADDQ    $128, BX
+	Q4V2HI
+	ADDQ    $128, SI
+	ADDQ    $128, BX
+	ADDQ    $144, DI
+	SUBQ    $2, CX
+	JAE     q4x2v
 
+q4x2vtail:
+	CMPQ    CX, $-1 // one block left
+	JNE     q4x2vdone
+	Q4V2LO
+
+q4x2vdone:
 	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
 	HSUM4(Y4, Y5, Y6, Y7, X4, X6)
 	VMOVUPS X0, (R9)

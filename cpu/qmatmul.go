@@ -128,7 +128,7 @@ func (t *qmatmulTask) store(r, g int, res []float32) {
 // them, otherwise in Go.
 func qdots(res *[8]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr int) {
 	if q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0 {
-		if len(w) < nb*q.unit || len(act) < nr*nb {
+		if q.in != nb*quant.BlockSize || len(w) < q.units*q.unit || len(act) < nr*nb {
 			panic("cpu: qdots out of bounds")
 		}
 		if useQuantAsm && nb > 0 {

@@ -8,24 +8,32 @@ import (
 	"tfd/compute/computetest"
 )
 
-// BenchmarkQuantMatMul compares MatMul with Q8_0, Q4_0 and MLX 4-bit weights against BF16 weights
-// on the layers of a Qwen3-0.6B-shaped model (hidden 1024, q heads 16×128, MLP 3072), for one row
+// BenchmarkQuantMatMul compares MatMul with Q8_0 and Q4_0 weights against BF16 weights on the
+// layers of a Qwen3-0.6B-shaped model (hidden 1024, q heads 16×128, MLP 3072), for one row
 // (decode) and small batches; the dtypes of one shape and row count run side by side. GB/s counts
 // the weight bytes streamed as each dtype keeps them, Gw/s the weights (multiply-adds per row).
 // Run with -cpu 1,2 for one and two threads.
 func BenchmarkQuantMatMul(b *testing.B) {
-	affine, _ := compute.Affine(4, 64, compute.BF16)
 	for _, s := range []struct {
 		name    string
 		in, out int
 	}{{"gate", 1024, 3072}, {"down", 3072, 1024}, {"q", 1024, 2048}} {
 		for _, rows := range []int{1, 2, 4, 16} {
-			for _, dt := range []compute.DType{compute.BF16, compute.Q8_0, compute.Q4_0, affine} {
+			for _, dt := range []compute.DType{compute.BF16, compute.Q8_0, compute.Q4_0} {
 				b.Run(fmt.Sprintf("%s-%dx%d/rows=%d/%v", s.name, s.out, s.in, rows, dt), func(b *testing.B) {
 					benchQuantMatMul(b, dt, s.in, s.out, rows)
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkAffineMatMul is BenchmarkQuantMatMul's decode of the gate layer with MLX 4-bit
+// weights (groups of 64), which run in Go, beside Q4_0.
+func BenchmarkAffineMatMul(b *testing.B) {
+	affine, _ := compute.Affine(4, 64, compute.BF16)
+	for _, dt := range []compute.DType{compute.Q4_0, affine} {
+		b.Run(dt.String(), func(b *testing.B) { benchQuantMatMul(b, dt, 1024, 3072, 1) })
 	}
 }
 

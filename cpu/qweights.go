@@ -11,11 +11,15 @@ import (
 // qweights is a quantized matrix (Q8_0, Q4_0 or MLX affine) as the cpu backend keeps it. Its rows
 // go in groups of four, the last group padded with zero rows, and the rows of a group are
 // interleaved unit by unit: the kernels compute four output columns at a time, so they read one
-// stream, in order. A unit is 32 elements of the four rows (Q8_0, Q4_0) or one quantization group
-// of them (affine):
+// stream, in order. A unit is 32 elements of the four rows (Q8_0), 64 (Q4_0) or one quantization
+// group of them (affine):
 //
 //	Q8_0:   the four rows' F16 scales (8 bytes), then their 32 int8 quants each (128 bytes)
-//	Q4_0:   the four F16 scales, then the four rows' 16 bytes of nibbles, in ggml's order (64 bytes)
+//	Q4_0:   two blocks: the four rows' F16 scales of the first, then of the second (16 bytes),
+//	        then each row's 32 bytes, byte j holding element j of the first block in its low
+//	        nibble and element j of the second in its high nibble; so one load and a mask give
+//	        a block's 32 nibbles in order, where ggml's order (elements j and j+16 in byte j)
+//	        needs two more instructions. An odd last block has a zero second one.
 //	affine: the four rows' packed codes (4·GroupSize·Bits/8 bytes); their scales and biases, in
 //	        the checkpoint's dtype, are in sb, per unit the four scales and then the four biases.
 //
@@ -24,7 +28,7 @@ type qweights struct {
 	dtype   compute.DType
 	affine  quant.Affine // affine only
 	out, in int
-	units   int    // units a group: in/32, or in/GroupSize for affine
+	units   int    // units a group: in/32 (Q8_0), in/64 rounded up (Q4_0), in/GroupSize (affine)
 	unit    int    // bytes of one unit
 	data    []byte // groups × units × unit bytes
 	sb      []byte // affine only: groups × units × 8 scales and biases of dtype sdt
@@ -34,7 +38,7 @@ type qweights struct {
 // Bytes a unit of four rows takes, per format.
 const (
 	q8Unit = 8 + 4*quant.BlockSize
-	q4Unit = 8 + 4*quant.BlockSize/2
+	q4Unit = 16 + 4*quant.BlockSize
 )
 
 func (q *qweights) groups() int { return (q.out + 3) / 4 }
@@ -69,21 +73,35 @@ func newQWeights(dtype compute.DType, shape []int, data []byte) *qweights {
 	q := &qweights{dtype: dtype, out: out, in: in}
 	groups := q.groups()
 	switch dtype {
-	case compute.Q8_0, compute.Q4_0:
-		q.units = in / quant.BlockSize
-		blockBytes, quants := quant.Q8_0BlockBytes, quant.BlockSize
-		q.unit = q8Unit
-		if dtype == compute.Q4_0 {
-			blockBytes, quants, q.unit = quant.Q4_0BlockBytes, quant.BlockSize/2, q4Unit
-		}
+	case compute.Q8_0:
+		q.units, q.unit = in/quant.BlockSize, q8Unit
 		q.data = make([]byte, groups*q.units*q.unit)
 		for r := range out {
 			g, i := r/4, r%4
 			for u := range q.units {
-				src := data[(r*q.units+u)*blockBytes:]
+				src := data[(r*q.units+u)*quant.Q8_0BlockBytes:]
 				dst := q.data[(g*q.units+u)*q.unit:]
 				copy(dst[2*i:2*i+2], src[:2])
-				copy(dst[8+i*quants:8+(i+1)*quants], src[2:blockBytes])
+				copy(dst[8+i*quant.BlockSize:8+(i+1)*quant.BlockSize], src[2:quant.Q8_0BlockBytes])
+			}
+		}
+	case compute.Q4_0:
+		nb := in / quant.BlockSize
+		q.units, q.unit = (nb+1)/2, q4Unit
+		q.data = make([]byte, groups*q.units*q.unit)
+		for r := range out {
+			g, i := r/4, r%4
+			for b := range nb {
+				src := data[(r*nb+b)*quant.Q4_0BlockBytes:]
+				dst := q.data[(g*q.units+b/2)*q.unit:]
+				h := b % 2
+				copy(dst[8*h+2*i:8*h+2*i+2], src[:2])
+				nibbles := dst[16+i*quant.BlockSize : 16+(i+1)*quant.BlockSize]
+				for j := range quant.BlockSize / 2 {
+					v := src[2+j]
+					nibbles[j] |= (v & 15) << (4 * h)
+					nibbles[j+quant.BlockSize/2] |= (v >> 4) << (4 * h)
+				}
 			}
 		}
 	default:
@@ -135,12 +153,11 @@ func (q *qweights) row(dst []float32, r int) {
 			}
 		}
 	case compute.Q4_0:
-		for u := range q.units {
-			unit := w[u*q4Unit:]
-			d := quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*i:]))
-			for j, v := range unit[8+i*quant.BlockSize/2 : 8+(i+1)*quant.BlockSize/2] {
-				dst[u*quant.BlockSize+j] = float32(int(v&15)-8) * d
-				dst[u*quant.BlockSize+j+quant.BlockSize/2] = float32(int(v>>4)-8) * d
+		for b := range q.in / quant.BlockSize {
+			unit, h := w[b/2*q4Unit:], b%2
+			d := quant.F16ToF32(binary.LittleEndian.Uint16(unit[8*h+2*i:]))
+			for j, v := range unit[16+i*quant.BlockSize : 16+(i+1)*quant.BlockSize] {
+				dst[b*quant.BlockSize+j] = float32(int(v>>(4*h)&15)-8) * d
 			}
 		}
 	default:
