@@ -97,3 +97,7 @@ func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
 func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
+
+func quantizeActsAVX2(dst *actBlock, x *float32, nb int) {
+	panic("cpu: no assembly kernels on this architecture")
+}

@@ -35,3 +35,9 @@ func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
 func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+
+// quantizeActsAVX2 quantizes nb blocks of activations at x into dst as quantizeBlock does, bit
+// for bit. It needs AVX2.
+//
+//go:noescape
+func quantizeActsAVX2(dst *actBlock, x *float32, nb int)

@@ -30,6 +30,10 @@ func (t *quantizeActs) run(_ *scratch, lo, hi int) {
 	for r := lo; r < hi; r++ {
 		x := t.x[r*t.in : (r+1)*t.in]
 		dst := t.dst[r*nb : (r+1)*nb]
+		if useQuantAsm && nb > 0 {
+			quantizeActsAVX2(&dst[0], &x[0], nb)
+			continue
+		}
 		for b := range dst {
 			quantizeBlock(&dst[b], (*[quant.BlockSize]float32)(x[b*quant.BlockSize:]))
 		}

@@ -227,3 +227,43 @@ func TestQuantNaN(t *testing.T) {
 		}
 	})
 }
+
+// TestQuantizeActs checks the assembly quantizer of activations against quantizeBlock's Go, field
+// for field, on blocks that probe its edges: ties (which go to even), zeros, subnormals, the
+// largest floats, an infinity and a NaN.
+func TestQuantizeActs(t *testing.T) {
+	if !asmSupported {
+		t.Skip("no assembly kernels here")
+	}
+	blocks := [][]float32{computetest.Randn(1, 32), make([]float32, 32)}
+	ties := make([]float32, 32)
+	for j := range ties {
+		ties[j] = float32(j) - 15.5 // with 127 below: d = 1, every value a tie
+	}
+	ties[31] = 127
+	blocks = append(blocks, ties)
+	for _, special := range []float32{float32(math.Inf(1)), float32(math.NaN()), 1e-44, math.MaxFloat32, float32(math.Copysign(0, -1))} {
+		b := computetest.Randn(2, 32)
+		b[7] = special
+		blocks = append(blocks, b)
+	}
+	tiny := make([]float32, 32)
+	tiny[3], tiny[9] = 1e-44, -3e-45
+	blocks = append(blocks, tiny)
+	var x []float32
+	for _, b := range blocks {
+		x = append(x, b...)
+	}
+	nb := len(blocks)
+	got, want := make([]actBlock, nb), make([]actBlock, nb)
+	quantizeActsAVX2(&got[0], &x[0], nb)
+	for b := range want {
+		quantizeBlock(&want[b], (*[32]float32)(x[32*b:]))
+	}
+	for b := range got {
+		g, w := got[b], want[b]
+		if g.q != w.q || g.m8 != w.m8 || g.m128 != w.m128 || math.Float32bits(g.d) != math.Float32bits(w.d) && !(g.d != g.d && w.d != w.d) {
+			t.Errorf("block %d (%v…):\n got d %g q %v m8 %v\nwant d %g q %v m8 %v", b, x[32*b:32*b+4], g.d, g.q, g.m8, w.d, w.q, w.m8)
+		}
+	}
+}
