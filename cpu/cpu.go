@@ -4,7 +4,8 @@
 // Ops run synchronously when called, spread over a persistent pool of worker goroutines, one per
 // GOMAXPROCS. Tensors hold F32, I32, or F16 and BF16 matrices as uploaded, which MatMul, Embed and
 // Gather widen to F32 element by element as they read them (exactly, so that the bits are those of
-// the same weights widened beforehand); F16 and BF16 vectors are widened when uploaded.
+// the same weights widened beforehand); F16 and BF16 vectors are widened when uploaded. Quantized
+// matrices (Q8_0, Q4_0, MLX affine) keep their bytes, rearranged for the kernels (qweights).
 //
 // Batch invariance: every reduction over a row is computed by one routine in one fixed order,
 // whatever the number of rows in the call, the row's index among them, or the number of
@@ -21,6 +22,10 @@
 //   - A mixture of experts: a row's chosen weights summed in pick order to renormalise them; each
 //     pair of a row and an expert through the expert's matrices as MatMul's rows (gathered by
 //     expert, which changes no bits); a row's expert outputs summed by rank, each product rounded.
+//   - A dot product with quantized weights: package quant's order (exact integer sums of each
+//     block's lanes, a fused multiply-add per block and lane, the tree above), with the row's
+//     activations quantized first; here every kernel, Go, AVX2 and AVX-512 VNNI, gives the
+//     same bits.
 //
 // The AVX2 kernels compute each lane with fused multiply-adds, the pure-Go kernels with a rounded
 // multiply and an add; a process uses one kind for every op, chosen at start-up.
