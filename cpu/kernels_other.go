@@ -101,3 +101,35 @@ func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
 func quantizeActsAVX2(dst *actBlock, x *float32, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
+
+func aff8x1AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func aff8x2AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func aff4x1AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func aff4x2AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func aff8x1VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func aff8x2VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func aff4x1VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func aff4x2VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int) {
+	panic("cpu: no assembly kernels on this architecture")
+}

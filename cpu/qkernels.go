@@ -15,9 +15,10 @@ import (
 // same multiply-adds; the Go kernels below emulate the fused multiply-add with quant.FMA32. So all
 // of them, and quant's reference, give the same bits.
 
-// useQuantAsm selects the assembly kernels for Q8_0 and Q4_0 weights: AVX2, FMA and F16C (the
-// weights' scales are F16). useVNNI selects, among them, those that sum with AVX-512 VNNI's
-// VPDPBUSD on YMM registers. Tests set both to false to check the other kernels, and restore them.
+// useQuantAsm selects the assembly kernels for Q8_0, Q4_0, and 4- and 8-bit affine weights with
+// F16 or BF16 scales (affine weights of other widths run in Go): AVX2, FMA and F16C (scales are
+// F16). useVNNI selects, among them, those that sum with AVX-512 VNNI's VPDPBUSD on YMM
+// registers. Tests set both to false to check the other kernels, and restore them.
 var (
 	useQuantAsm = asmSupported && hasF16C
 	useVNNI     = useQuantAsm && hasVNNI
@@ -60,17 +61,12 @@ func qdotsGo(q *qweights, w, sb []byte, act []actBlock) (lanes [4][8]float32) {
 			}
 		}
 	default:
-		f := q.affine
-		codes := f.GroupSize * f.Bits / 8
-		perUnit := f.GroupSize / quant.BlockSize
 		var n [quant.BlockSize]uint8
 		for b := range act {
 			a := &act[b]
-			u, part := b/perUnit, b%perUnit
 			for c := range 4 {
-				packed := w[u*q.unit+c*codes : u*q.unit+(c+1)*codes]
-				unpackCodes(&n, packed[part*quant.BlockSize*f.Bits/8:], f.Bits)
-				scale, bias := q.scaleBias(sb, u, c)
+				q.blockCodes(&n, w, b, c)
+				scale, bias := q.scaleBias(sb, b*quant.BlockSize/q.affine.GroupSize, c)
 				fs, fb := float32(scale*a.d), float32(bias*a.d)
 				l := &lanes[c]
 				for k := range l {
@@ -83,22 +79,6 @@ func qdotsGo(q *qweights, w, sb []byte, act []actBlock) (lanes [4][8]float32) {
 		}
 	}
 	return lanes
-}
-
-// unpackCodes writes the 32 codes of bits bits each at the start of packed into n.
-func unpackCodes(n *[quant.BlockSize]uint8, packed []byte, bits int) {
-	switch bits {
-	case 8:
-		copy(n[:], packed)
-	case 4:
-		for j, v := range packed[:quant.BlockSize/2] {
-			n[2*j], n[2*j+1] = v&15, v>>4
-		}
-	default:
-		for j := range n {
-			n[j] = quant.Code(packed, j, bits)
-		}
-	}
 }
 
 // qdotsAsm is qdots for Q8_0 and Q4_0 weights with the assembly kernels (nb > 0, bounds checked
@@ -130,4 +110,34 @@ func qdotsAsm(res *[8]float32, dtype compute.DType, w *byte, act *actBlock, nb, 
 			q4x1AVX2(res, w, act, nb)
 		}
 	}
+}
+
+// qdotsAffineAsm is qdots for 4- and 8-bit affine weights with F16 or BF16 scales, with the
+// assembly kernels (nb > 0, bounds checked by the caller).
+func qdotsAffineAsm(res *[8]float32, q *qweights, w, sb *byte, act *actBlock, nb, nr int) {
+	bpg, sdt := q.affine.GroupSize/quant.BlockSize, 1
+	if q.sdt == compute.BF16 {
+		sdt = 2
+	}
+	kernel := aff4x1AVX2
+	switch {
+	case q.affine.Bits == 8 && useVNNI:
+		kernel = aff8x1VNNI
+		if nr == 2 {
+			kernel = aff8x2VNNI
+		}
+	case q.affine.Bits == 8:
+		kernel = aff8x1AVX2
+		if nr == 2 {
+			kernel = aff8x2AVX2
+		}
+	case useVNNI:
+		kernel = aff4x1VNNI
+		if nr == 2 {
+			kernel = aff4x2VNNI
+		}
+	case nr == 2:
+		kernel = aff4x2AVX2
+	}
+	kernel(res, w, sb, act, nb, bpg, sdt)
 }

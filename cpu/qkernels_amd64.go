@@ -41,3 +41,31 @@ func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
 //
 //go:noescape
 func quantizeActsAVX2(dst *actBlock, x *float32, nb int)
+
+// The kernels of 4- and 8-bit MLX affine weights (qaffine_amd64.s), x1 and x2 as the others: sb
+// points at the group's scales and biases (see qweights), F16 (sdt 1) or BF16 (sdt 2), and a
+// quantization group spans bpg blocks.
+
+//go:noescape
+func aff8x1AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)
+
+//go:noescape
+func aff8x2AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)
+
+//go:noescape
+func aff4x1AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)
+
+//go:noescape
+func aff4x2AVX2(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)
+
+//go:noescape
+func aff8x1VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)
+
+//go:noescape
+func aff8x2VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)
+
+//go:noescape
+func aff4x1VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)
+
+//go:noescape
+func aff4x2VNNI(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int, sdt int)

@@ -131,14 +131,17 @@ func (t *qmatmulTask) store(r, g int, res []float32) {
 // scales and biases), in package quant's order: with the assembly kernels where the process uses
 // them, otherwise in Go.
 func qdots(res *[8]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr int) {
-	if q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0 {
-		if q.in != nb*quant.BlockSize || len(w) < q.units*q.unit || len(act) < nr*nb {
-			panic("cpu: qdots out of bounds")
-		}
-		if useQuantAsm && nb > 0 {
-			qdotsAsm(res, q.dtype, &w[0], &act[0], nb, nr)
-			return
-		}
+	if q.in != nb*quant.BlockSize || len(w) < q.units*q.unit || len(act) < nr*nb || len(sb) < q.qgroups*8*q.sdt.Size() {
+		panic("cpu: qdots out of bounds")
+	}
+	switch {
+	case !useQuantAsm || nb == 0:
+	case q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0:
+		qdotsAsm(res, q.dtype, &w[0], &act[0], nb, nr)
+		return
+	case (q.affine.Bits == 4 || q.affine.Bits == 8) && (q.sdt == compute.F16 || q.sdt == compute.BF16):
+		qdotsAffineAsm(res, q, &w[0], &sb[0], &act[0], nb, nr)
+		return
 	}
 	for r := range nr {
 		lanes := qdotsGo(q, w, sb, act[r*nb:(r+1)*nb])

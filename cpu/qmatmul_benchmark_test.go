@@ -28,11 +28,15 @@ func BenchmarkQuantMatMul(b *testing.B) {
 	}
 }
 
-// BenchmarkAffineMatMul is BenchmarkQuantMatMul's decode of the gate layer with MLX 4-bit
-// weights (groups of 64), which run in Go, beside Q4_0.
+// BenchmarkAffineMatMul is BenchmarkQuantMatMul's decode of the gate layer with MLX weights
+// (BF16 scales, groups of 64) beside Q4_0: 4 and 8 bits run in assembly, 6 bits in Go.
 func BenchmarkAffineMatMul(b *testing.B) {
-	affine, _ := compute.Affine(4, 64, compute.BF16)
-	for _, dt := range []compute.DType{compute.Q4_0, affine} {
+	dts := []compute.DType{compute.Q4_0}
+	for _, bits := range []int{4, 8, 6} {
+		affine, _ := compute.Affine(bits, 64, compute.BF16)
+		dts = append(dts, affine)
+	}
+	for _, dt := range dts {
 		b.Run(dt.String(), func(b *testing.B) { benchQuantMatMul(b, dt, 1024, 3072, 1) })
 	}
 }

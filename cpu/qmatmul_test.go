@@ -46,7 +46,7 @@ type qmatrix struct {
 }
 
 // quantized quantizes out×in random weights (one row in eight scaled up, so blocks differ in
-// scale) into dtype: Q8_0, Q4_0 or affine with BF16 scales.
+// scale) into dtype: Q8_0, Q4_0 or affine.
 func quantized(t testing.TB, dtype compute.DType, out, in int, seed uint64) qmatrix {
 	t.Helper()
 	w := computetest.Randn(seed, out*in)
@@ -126,8 +126,11 @@ func (m qmatrix) want(x, bias []float32, rows int) []float32 {
 
 func quantDTypes(t testing.TB) []compute.DType {
 	dts := []compute.DType{compute.Q8_0, compute.Q4_0}
-	for _, p := range []struct{ bits, gs int }{{4, 32}, {4, 64}, {6, 64}, {8, 128}, {3, 32}} {
-		d, err := compute.Affine(p.bits, p.gs, compute.BF16)
+	for _, p := range []struct {
+		bits, gs int
+		sdt      compute.DType
+	}{{4, 32, compute.BF16}, {4, 64, compute.F16}, {4, 128, compute.BF16}, {8, 32, compute.F16}, {8, 128, compute.BF16}, {6, 64, compute.BF16}, {3, 32, compute.F32}} {
+		d, err := compute.Affine(p.bits, p.gs, p.sdt)
 		if err != nil {
 			t.Fatal(err)
 		}

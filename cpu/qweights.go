@@ -20,18 +20,22 @@ import (
 //	        nibble and element j of the second in its high nibble; so one load and a mask give
 //	        a block's 32 nibbles in order, where ggml's order (elements j and j+16 in byte j)
 //	        needs two more instructions. An odd last block has a zero second one.
-//	affine: the four rows' packed codes (4·GroupSize·Bits/8 bytes); their scales and biases, in
-//	        the checkpoint's dtype, are in sb, per unit the four scales and then the four biases.
+//	affine: 8 bits: a block's codes, the four rows' 32 bytes each (128 bytes); 4 bits: two
+//	        blocks' codes, interleaved by nibble as Q4_0's (128 bytes); other widths: a
+//	        quantization group's codes of the four rows, packed as MLX packs them
+//	        (4·GroupSize·Bits/8 bytes). The scales and biases, in the checkpoint's dtype, are in
+//	        sb: per quantization group the four rows' scales, then their biases.
 //
 // So a matrix takes the bytes of its checkpoint tensors and no more, beyond the padding.
 type qweights struct {
 	dtype   compute.DType
 	affine  quant.Affine // affine only
 	out, in int
-	units   int    // units a group: in/32 (Q8_0), in/64 rounded up (Q4_0), in/GroupSize (affine)
+	units   int    // units a group of four rows: blocks (Q8_0, 8-bit affine), pairs of blocks (Q4_0, 4-bit affine) or quantization groups (other affine)
 	unit    int    // bytes of one unit
 	data    []byte // groups × units × unit bytes
-	sb      []byte // affine only: groups × units × 8 scales and biases of dtype sdt
+	qgroups int    // affine only: quantization groups a row
+	sb      []byte // affine only: groups × qgroups × 8 scales and biases of dtype sdt
 	sdt     compute.DType
 }
 
@@ -51,7 +55,7 @@ func (q *qweights) group(g int) ([]byte, []byte) {
 	if q.sb == nil {
 		return w, nil
 	}
-	m := q.units * 8 * q.sdt.Size()
+	m := q.qgroups * 8 * q.sdt.Size()
 	return w, q.sb[g*m : (g+1)*m]
 }
 
@@ -105,27 +109,85 @@ func newQWeights(dtype compute.DType, shape []int, data []byte) *qweights {
 			}
 		}
 	default:
-		f, scales, _ := dtype.AffineParams()
-		q.affine, q.units = f, f.Groups(in)
-		codes := f.GroupSize * f.Bits / 8 // bytes of one row's codes in one group
-		q.unit = 4 * codes
-		rowBytes, ss := f.RowBytes(in), scales.Size()
-		q.sdt = scales
-		q.data = make([]byte, groups*q.units*q.unit)
-		q.sb = make([]byte, groups*q.units*8*ss)
-		scaleData := data[out*rowBytes:]
-		biasData := scaleData[out*q.units*ss:]
-		for r := range out {
-			g, i := r/4, r%4
-			for u := range q.units {
-				copy(q.data[(g*q.units+u)*q.unit+i*codes:], data[r*rowBytes+u*codes:r*rowBytes+(u+1)*codes])
-				at, to := (r*q.units+u)*ss, ((g*q.units+u)*8+i)*ss
-				copy(q.sb[to:to+ss], scaleData[at:at+ss])
-				copy(q.sb[to+4*ss:to+5*ss], biasData[at:at+ss])
+		q.newAffine(shape, data)
+	}
+	return q
+}
+
+// newAffine lays out an affine matrix (see qweights).
+func (q *qweights) newAffine(shape []int, data []byte) {
+	f, scales, _ := q.dtype.AffineParams()
+	out, in := q.out, q.in
+	nb := in / quant.BlockSize
+	q.affine, q.sdt, q.qgroups = f, scales, f.Groups(in)
+	switch f.Bits {
+	case 8:
+		q.units, q.unit = nb, 4*quant.BlockSize
+	case 4:
+		q.units, q.unit = (nb+1)/2, 4*quant.BlockSize
+	default:
+		q.units, q.unit = q.qgroups, 4*f.GroupSize*f.Bits/8
+	}
+	q.data = make([]byte, q.groups()*q.units*q.unit)
+	rowBytes, ss := f.RowBytes(in), scales.Size()
+	q.sb = make([]byte, q.groups()*q.qgroups*8*ss)
+	scaleData := data[out*rowBytes:]
+	biasData := scaleData[out*q.qgroups*ss:]
+	var codes [quant.BlockSize]uint8
+	for r := range out {
+		g, i := r/4, r%4
+		w := q.data[g*q.units*q.unit : (g+1)*q.units*q.unit]
+		row := data[r*rowBytes : (r+1)*rowBytes]
+		for u := range q.qgroups {
+			at, to := (r*q.qgroups+u)*ss, ((g*q.qgroups+u)*8+i)*ss
+			copy(q.sb[to:to+ss], scaleData[at:at+ss])
+			copy(q.sb[to+4*ss:to+5*ss], biasData[at:at+ss])
+		}
+		switch f.Bits {
+		case 8, 4:
+			for b := range nb {
+				for j := range codes {
+					codes[j] = quant.Code(row, b*quant.BlockSize+j, f.Bits)
+				}
+				if f.Bits == 8 {
+					copy(w[b*q.unit+i*quant.BlockSize:], codes[:])
+					continue
+				}
+				dst := w[b/2*q.unit+i*quant.BlockSize:]
+				for j, n := range codes {
+					dst[j] |= n << (4 * (b % 2))
+				}
+			}
+		default:
+			codeBytes := f.GroupSize * f.Bits / 8
+			for u := range q.qgroups {
+				copy(w[u*q.unit+i*codeBytes:], row[u*codeBytes:(u+1)*codeBytes])
 			}
 		}
 	}
-	return q
+}
+
+// blockCodes writes the 32 codes of block b of column c of an affine group (its units w), in
+// element order, into n.
+func (q *qweights) blockCodes(n *[quant.BlockSize]uint8, w []byte, b, c int) {
+	f := q.affine
+	switch f.Bits {
+	case 8:
+		copy(n[:], w[b*q.unit+c*quant.BlockSize:])
+	case 4:
+		shift := 4 * uint(b%2)
+		for j, v := range w[b/2*q.unit+c*quant.BlockSize : b/2*q.unit+(c+1)*quant.BlockSize] {
+			n[j] = v >> shift & 15
+		}
+	default:
+		codeBytes := f.GroupSize * f.Bits / 8
+		perGroup := f.GroupSize / quant.BlockSize
+		u := b / perGroup
+		packed := w[u*q.unit+c*codeBytes : u*q.unit+(c+1)*codeBytes]
+		for j := range n {
+			n[j] = quant.Code(packed, b%perGroup*quant.BlockSize+j, f.Bits)
+		}
+	}
 }
 
 // widenScale returns the F32 value of one little-endian element of dtype (F32, F16 or BF16).
@@ -161,12 +223,13 @@ func (q *qweights) row(dst []float32, r int) {
 			}
 		}
 	default:
-		f := q.affine
-		codes := f.GroupSize * f.Bits / 8
-		for u := range q.units {
-			packed := w[u*q.unit+i*codes : u*q.unit+(i+1)*codes]
-			scale, bias := q.scaleBias(sb, u, i)
-			quant.DequantizeAffine(f, dst[u*f.GroupSize:(u+1)*f.GroupSize], packed, []float32{scale}, []float32{bias})
+		var n [quant.BlockSize]uint8
+		for b := range q.in / quant.BlockSize {
+			q.blockCodes(&n, w, b, i)
+			scale, bias := q.scaleBias(sb, b*quant.BlockSize/q.affine.GroupSize, i)
+			for j, v := range n {
+				dst[b*quant.BlockSize+j] = float32(scale*float32(v)) + bias // as quant.DequantizeAffine
+			}
 		}
 	}
 }
