@@ -41,23 +41,47 @@ func BenchmarkAffineMatMul(b *testing.B) {
 	}
 }
 
+// BenchmarkQuantMatMulCold is BenchmarkQuantMatMul's one-row gate layer with the weights read
+// from memory rather than the caches, as a decode step of a real model reads them: each op takes
+// the next of enough copies of the matrix (96 MiB of them in all) that none is cached when its
+// turn comes again.
+func BenchmarkQuantMatMulCold(b *testing.B) {
+	for _, dt := range []compute.DType{compute.BF16, compute.Q8_0, compute.Q4_0} {
+		b.Run(dt.String(), func(b *testing.B) { benchQuantMatMulCopies(b, dt, 1024, 3072, 1, 96<<20) })
+	}
+}
+
 func benchQuantMatMul(b *testing.B, dtype compute.DType, in, out, rows int) {
+	benchQuantMatMulCopies(b, dtype, in, out, rows, 0)
+}
+
+// benchQuantMatMulCopies runs MatMul over copies of one matrix of dtype, at least one and as many
+// as total bytes of weights take, in turn.
+func benchQuantMatMulCopies(b *testing.B, dtype compute.DType, in, out, rows, total int) {
 	be := newTest(b)
 	x := ften(b, be, computetest.Randn(1, rows*in), rows, in)
-	var w *tensor
+	var ws []*tensor
 	var bytes float64
 	if dtype.Quantized() {
 		m := quantized(b, dtype, out, in, 2)
-		w, bytes = m.upload(b, be), float64(len(m.data))
+		bytes = float64(len(m.data))
+		for range max(1, total/len(m.data)) {
+			ws = append(ws, m.upload(b, be))
+		}
 	} else {
-		w = hten(b, be, dtype, truncated(computetest.Randn(2, out*in), dtype), out, in)
+		v := truncated(computetest.Randn(2, out*in), dtype)
 		bytes = float64(dtype.Size() * in * out)
+		for range max(1, total/int(bytes)) {
+			ws = append(ws, hten(b, be, dtype, v, out, in))
+		}
 	}
 	dst := ften(b, be, nil, rows, out)
 	b.SetBytes(int64(bytes))
 	b.ResetTimer()
+	i := 0
 	for b.Loop() {
-		be.MatMul(dst, x, w, nil, rows)
+		be.MatMul(dst, x, ws[i%len(ws)], nil, rows)
+		i++
 	}
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(bytes/sec/1e9, "GB/s")
