@@ -18,6 +18,7 @@ import (
 	"tfd/compute/computetest"
 	"tfd/engine"
 	"tfd/engine/enginetest"
+	"tfd/engine/gguf"
 	"tfd/engine/safetensors"
 	"tfd/quant"
 )
@@ -378,4 +379,49 @@ func bf16Bytes(t *testing.T, name string) int {
 	defer ckpt.Close()
 	w, _ := ckpt.Tensor(name)
 	return len(w.Data)
+}
+
+// TestQuantizedGGUF: a BF16 GGUF file of the bundled model quantized at load gives the logits of
+// the safetensors folder quantized at load, bit for bit (the same weights make the same blocks),
+// and Inspect counts its tensors by the same rule: the embedding table (GGUF's token_embd) stays
+// 8-bit under q4.
+func TestQuantizedGGUF(t *testing.T) {
+	path := exportGGUF(t, bundled, compute.BF16)
+	for _, q := range []engine.Quantization{engine.QuantizeQ8, engine.QuantizeQ4} {
+		opts := engine.Options{MaxRows: 64, Quantize: q}
+		folder := enginetest.Load(t, openCPU(t), "models/gopher", opts)
+		tokens, prompt := quantTokens(t, folder, 4)
+		m, err := engine.Load(context.Background(), engine.Source{Dir: path}, openCPU(t), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		want, got := runLogits(t, folder, tokens, prompt), runLogits(t, m, tokens, prompt)
+		for i := range got {
+			computetest.SameBits(t, fmt.Sprintf("%s: row %d's logits", q, i), got[i], want[i])
+		}
+		_, info, err := engine.Inspect(engine.Source{Dir: path}, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var size int64
+		for _, w := range f.Tensors {
+			switch {
+			case len(w.Dims) == 1:
+				size += int64(len(w.Data))
+			case q == engine.QuantizeQ8 || w.Name == "token_embd.weight":
+				size += w.Elements() / 32 * 34
+			default:
+				size += w.Elements() / 32 * 18
+			}
+		}
+		f.Close()
+		if info.Bytes != size {
+			t.Errorf("%s: Inspect counts %d bytes as loaded, want %d", q, info.Bytes, size)
+		}
+	}
 }
