@@ -37,9 +37,13 @@ func ParseQuantization(s string) (Quantization, error) {
 
 // dtypeFor returns the dtype a checkpoint tensor, by its Hugging Face name, is quantized to at
 // load, or false when it loads as it is: under q, every F32, F16 or BF16 weight matrix
-// ("….weight", two dimensions, rows a multiple of 32 elements).
+// ("….weight", two dimensions, rows a multiple of 32 elements) but a mixture's router. A
+// mixture's experts (three dimensions, stacked at load) stay as they are too: ExpertMatMul has no
+// quantized kernels yet. The router is small and decides which experts run, as llama.cpp keeps
+// its ffn_gate_inp unquantized.
 func (q Quantization) dtypeFor(name string, dtype compute.DType, shape []int) (compute.DType, bool) {
-	if q == NoQuantization || len(shape) != 2 || shape[1]%quant.BlockSize != 0 || !isWeight(name) {
+	if q == NoQuantization || len(shape) != 2 || shape[1]%quant.BlockSize != 0 || !isWeight(name) ||
+		strings.HasSuffix(name, ".mlp.gate.weight") {
 		return 0, false
 	}
 	if dtype != compute.F32 && dtype != compute.F16 && dtype != compute.BF16 {

@@ -425,3 +425,24 @@ func TestQuantizedGGUF(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizedMoE: quantized at load, a mixture-of-experts model keeps its routers and experts
+// as they are (ExpertMatMul has no quantized kernels; the router decides which experts run) and
+// quantizes the rest, and its logits are still exactly the reference's.
+func TestQuantizedMoE(t *testing.T) {
+	const dir = "engine/testdata/oracle/qwen3moe"
+	opts := engine.Options{MaxRows: 16, Quantize: engine.QuantizeQ8}
+	m := enginetest.Load(t, openCPU(t), dir, opts)
+	ref := newRefBackend(t)
+	mr := enginetest.Load(t, ref, dir, opts)
+	// 4 layers of q, k, v and o; the one dense layer's gate, up and down; the embedding table
+	// and the untied head.
+	if len(ref.refs) != 4*4+3+2 {
+		t.Errorf("%d matrices quantized, want 21: the routers and experts stay as they are", len(ref.refs))
+	}
+	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
+	got, want := runLogits(t, m, tokens, 7), runLogits(t, mr, tokens, 7)
+	for i := range got {
+		computetest.SameBits(t, fmt.Sprintf("row %d's logits", i), got[i], want[i])
+	}
+}
