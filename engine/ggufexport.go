@@ -23,14 +23,21 @@ import (
 // defaults of generation_config.json, and the tensors renamed, llama's q and k rows permuted for
 // llama.cpp's interleaved RoPE and Llama 3's rope scaling as rope_freqs.
 //
-// Matrices are written in dtype (F32, F16 or BF16, rounded to nearest even as numpy rounds), and
-// 1-D tensors (norms, biases) in F32, as the converter does. An MTP head is left out: GGUF's
+// Matrices are written in dtype, and 1-D tensors (norms, biases) in F32, as the converter does.
+// F32, F16 and BF16 round to nearest even as numpy rounds. Q8_0 and Q4_0 quantize each row with
+// ggml's reference quantizers (package quant), as convert_hf_to_gguf.py --outtype q8_0 and
+// llama-quantize's reference do, under model.quantize's rule (Quantization.dtypeFor): Q4_0 keeps
+// the embedding table and the head in Q8_0, as model.quantize = "q4" does (llama-quantize would
+// make the head Q6_K, which tfd does not run), and a matrix whose rows are not whole blocks stays
+// in its checkpoint dtype (the converter would write F16), so that the file loads into exactly the
+// weights the folder loads into under model.quantize. An MTP head is left out: GGUF's
 // llama, qwen2 and qwen3 have no names for it, so the file's model has none. It is for tests and
 // comparisons with llama.cpp (tools/gguf); tfd serves what it writes the way it serves the folder.
 func ExportGGUF(src Source, dtype compute.DType, out io.Writer) error {
-	fileType, ok := map[compute.DType]uint32{compute.F32: 0, compute.F16: 1, compute.BF16: 32}[dtype]
+	// general.file_type is llama.cpp's llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0, MOSTLY_BF16.
+	fileType, ok := map[compute.DType]uint32{compute.F32: 0, compute.F16: 1, compute.Q4_0: 2, compute.Q8_0: 7, compute.BF16: 32}[dtype]
 	if !ok {
-		return fmt.Errorf("engine: export GGUF: dtype %v; write F32, F16 or BF16", dtype)
+		return fmt.Errorf("engine: export GGUF: dtype %v; write F32, F16, BF16, Q8_0 or Q4_0", dtype)
 	}
 	loc, err := src.locate()
 	if err != nil {
@@ -267,11 +274,21 @@ func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Chec
 		if !ok {
 			return fmt.Errorf("engine: export GGUF: tensor %s has dtype %s", name, t.DType)
 		}
-		to, typ := dtype, map[compute.DType]gguf.Type{compute.F32: gguf.F32, compute.F16: gguf.F16, compute.BF16: gguf.BF16}[dtype]
-		if len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight") {
-			to, typ = compute.F32, gguf.F32
+		var data []byte
+		typ := ggufTypes[dtype]
+		switch q := exportQuantization[dtype]; {
+		case len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight"):
+			data, typ = convertFloats(t.Data, from, compute.F32), gguf.F32
+		case q != NoQuantization:
+			qdt, ok := q.dtypeFor(name, from, t.Shape)
+			if !ok {
+				data, typ = t.Data, ggufTypes[from] // rows that are not whole blocks
+				break
+			}
+			data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
+		default:
+			data = convertFloats(t.Data, from, dtype)
 		}
-		data := convertFloats(t.Data, from, to)
 		if heads := ggufPermutedHeads(arch, c, name); heads > 0 {
 			var err error
 			if data, err = ggufPermuteRows(data, t.Shape[0], heads, true); err != nil {
@@ -282,6 +299,13 @@ func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Chec
 	}
 	return w.Err()
 }
+
+// ggufTypes maps the dtypes ExportGGUF writes to GGUF's types.
+var ggufTypes = map[compute.DType]gguf.Type{compute.F32: gguf.F32, compute.F16: gguf.F16, compute.BF16: gguf.BF16,
+	compute.Q8_0: gguf.Q8_0, compute.Q4_0: gguf.Q4_0}
+
+// exportQuantization is the model.quantize rule a quantized GGUF dtype writes its matrices by.
+var exportQuantization = map[compute.DType]Quantization{compute.Q8_0: QuantizeQ8, compute.Q4_0: QuantizeQ4}
 
 // llama3Divisors returns Llama 3's rope scaling as the per-frequency divisors llama.cpp's
 // converter writes (rope_freqs): 1 for high frequencies, the factor for low ones, a blend

@@ -79,7 +79,8 @@ func ggufName(hf string) (string, bool) {
 }
 
 // ggufDType says which compute dtype runs a GGUF tensor type: the one place that decides which
-// types tfd loads. A type it does not map is refused by name when a tensor of it is loaded.
+// types tfd loads (ggufRunsTypes names them). A type it does not map is refused by name when a
+// tensor of it is loaded.
 func ggufDType(t gguf.Type) (compute.DType, bool) {
 	switch t {
 	case gguf.F32:
@@ -88,9 +89,16 @@ func ggufDType(t gguf.Type) (compute.DType, bool) {
 		return compute.F16, true
 	case gguf.BF16:
 		return compute.BF16, true
+	case gguf.Q8_0: // compute's Q8_0 and Q4_0 are ggml's blocks byte for byte
+		return compute.Q8_0, true
+	case gguf.Q4_0:
+		return compute.Q4_0, true
 	}
 	return 0, false
 }
+
+// ggufRunsTypes names the types ggufDType maps, for refusals.
+const ggufRunsTypes = "F32, F16, BF16, Q8_0 and Q4_0"
 
 // ggufCheckpoint is a GGUF file opened for loading: the config read from its metadata, and its
 // tensors as a checkpoint under Hugging Face names.
@@ -311,7 +319,8 @@ func (g *ggufCheckpoint) readRope(c *Config, key func(string) string) error {
 
 // tensor returns the tensor of a Hugging Face name from the file, in a Hugging Face checkpoint's
 // layout: llama's q and k rows are put back in the order rotate-half RoPE pairs them (see
-// ggufPermuteRows).
+// ggufPermuteRows). A quantized row is whole blocks of its own elements, so rows move whole in
+// Q8_0 and Q4_0 as in the float types.
 func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
 	name, ok := ggufName(hfName)
 	if !ok {
@@ -324,7 +333,7 @@ func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
 	g.used[name] = true
 	dt, ok := ggufDType(t.Type)
 	if !ok {
-		return stored{}, true, g.errorf("tensor %s is %s, which this build of tfd does not run (it runs F32, F16 and BF16)", name, t.Type)
+		return stored{}, true, g.errorf("tensor %s is %s, which this build of tfd does not run (it runs %s); convert the model again to one of them", name, t.Type, ggufRunsTypes)
 	}
 	s := stored{name: name, dtype: dt, shape: t.Shape(), data: t.Data}
 	if heads := ggufPermutedHeads(g.arch, g.cfg, hfName); heads > 0 {

@@ -353,10 +353,10 @@ func TestGGUFRefusals(t *testing.T) {
 		path string
 		want string
 	}{
-		{"quantized tensor", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
-			q := ts["blk.0.attn_q.weight"]
-			ts["blk.0.attn_q.weight"] = tensorEdit{gguf.Q8_0, q.shape, make([]byte, q.shape[0]*q.shape[1]/32*34)}
-		}), "tensor blk.0.attn_q.weight is Q8_0, which this build of tfd does not run"},
+		{"a type tfd does not run", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			d := ts["blk.0.ffn_down.weight"] // [384, 1024]: rows of 4 Q4_K blocks of 256
+			ts["blk.0.ffn_down.weight"] = tensorEdit{gguf.Q4_K, d.shape, make([]byte, d.shape[0]*d.shape[1]/256*144)}
+		}), "tensor blk.0.ffn_down.weight is Q4_K, which this build of tfd does not run (it runs F32, F16, BF16, Q8_0 and Q4_0)"},
 		{"another architecture", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			kv["general.architecture"] = gguf.String("gemma3")
 		}), `architecture "gemma3" (general.architecture) is not one tfd runs; it runs llama, qwen2, qwen3`},

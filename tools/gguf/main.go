@@ -4,6 +4,10 @@
 //
 //	go run ./tools/gguf -dtype f16 -o /tmp/gopher-f16.gguf            # the bundled model
 //	go run ./tools/gguf -model path/to/hf-folder -dtype bf16 -o m.gguf
+//	go run ./tools/gguf -dtype q8_0 -o /tmp/gopher-q8_0.gguf
+//
+// q8_0 and q4_0 quantize the weight matrices with ggml's reference quantizers; q4_0 keeps the
+// embedding table and the output head in q8_0, as model.quantize = "q4" does.
 package main
 
 import (
@@ -20,7 +24,7 @@ import (
 
 func main() {
 	model := flag.String("model", "", "Hugging Face model folder; empty: the bundled model")
-	dtype := flag.String("dtype", "f16", "dtype of the matrices: f32, f16 or bf16 (1-D tensors are f32)")
+	dtype := flag.String("dtype", "f16", "dtype of the matrices: f32, f16, bf16, q8_0 or q4_0 (1-D tensors are f32)")
 	out := flag.String("o", "", "the GGUF file to write")
 	flag.Parse()
 	if err := run(*model, *dtype, *out); err != nil {
@@ -30,9 +34,10 @@ func main() {
 }
 
 func run(model, dtype, out string) error {
-	dt, ok := map[string]compute.DType{"f32": compute.F32, "f16": compute.F16, "bf16": compute.BF16}[strings.ToLower(dtype)]
+	dt, ok := map[string]compute.DType{"f32": compute.F32, "f16": compute.F16, "bf16": compute.BF16,
+		"q8_0": compute.Q8_0, "q4_0": compute.Q4_0}[strings.ToLower(dtype)]
 	if !ok {
-		return fmt.Errorf("-dtype %q: want f32, f16 or bf16", dtype)
+		return fmt.Errorf("-dtype %q: want f32, f16, bf16, q8_0 or q4_0", dtype)
 	}
 	if out == "" {
 		return fmt.Errorf("-o: name the file to write")
