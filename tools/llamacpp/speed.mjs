@@ -1,0 +1,56 @@
+// speed.mjs: llama.cpp's side of tools/llamacpp/speed, through the npm package node-llama-cpp
+// (its prebuilt CPU build): loads the GGUF, warms up on the first 32 prompt ids, then times a
+// prefill of the prompt ids (one batch, no tokens generated) and a greedy decode of N tokens
+// after them, and prints tokens per second and the process's peak RSS (VmHWM) as JSON.
+//
+//   node speed.mjs MODEL.gguf IDS.json THREADS N > out.json
+//
+// IDS.json is a JSON array of token ids. Run it pinned (taskset): unpinned, llama.cpp's
+// two-thread decode stalls on this machine. NODE_LLAMA_CPP may name the package's dist/index.js.
+import {readFileSync} from "node:fs";
+import {pathToFileURL} from "node:url";
+
+const [modelPath, idsPath, threadsArg, nArg] = process.argv.slice(2);
+if (!modelPath || !idsPath || !threadsArg || !nArg) {
+    console.error("usage: node speed.mjs MODEL.gguf IDS.json THREADS N");
+    process.exit(2);
+}
+const threads = Number(threadsArg), n = Number(nArg);
+const where = process.env.NODE_LLAMA_CPP ?? "node-llama-cpp";
+const {getLlama} = await import(where.startsWith("/") ? pathToFileURL(where).href : where);
+
+const ids = JSON.parse(readFileSync(idsPath, "utf8"));
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+const model = await llama.loadModel({modelPath, gpuLayers: 0});
+const context = await model.createContext({contextSize: 1024, threads, batchSize: 512, sequences: 1});
+const sequence = context.getSequence();
+
+// decode generates n tokens greedily after what the sequence holds, starting from token.
+async function decode(token, n) {
+    let made = 0;
+    for await (const _ of sequence.evaluate([token], {temperature: 0, yieldEogToken: true})) {
+        if (++made >= n) {
+            break;
+        }
+    }
+}
+
+await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, 32));
+await decode(ids[32], 4);
+await sequence.clearHistory();
+
+let start = process.hrtime.bigint();
+await sequence.evaluateWithoutGeneratingNewTokens(ids);
+const prefill = Number(process.hrtime.bigint() - start) / 1e9;
+start = process.hrtime.bigint();
+await decode(ids[0], n);
+const decodeSeconds = Number(process.hrtime.bigint() - start) / 1e9;
+
+const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
+console.log(JSON.stringify({
+    threads: context.currentThreads, prompt: ids.length, tokens: n,
+    prompt_tps: ids.length / prefill, decode_tps: n / decodeSeconds, peak_rss_kib: Number(hwm[1]),
+}));
+await context.dispose();
+await model.dispose();
+await llama.dispose();
