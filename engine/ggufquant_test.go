@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"tfd/compute"
@@ -109,5 +110,31 @@ func checkQuantizedGGUF(t *testing.T, path string, dtype compute.DType) {
 	}
 	if !slices.Contains(types, matrix.String()) {
 		t.Errorf("the file holds %v, no %s", types, matrix)
+	}
+}
+
+// noQuantBackend is the cpu backend refusing quantized weights as the GPU backends do today.
+type noQuantBackend struct{ compute.Backend }
+
+func (b noQuantBackend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
+	if dtype.Quantized() {
+		return nil, fmt.Errorf("test: %v: %w", dtype, compute.ErrNoQuantizedKernels)
+	}
+	return b.Backend.Upload(dtype, shape, data)
+}
+
+// TestQuantizedOnABackendWithoutKernels: a backend without quantized kernels refuses a model
+// quantized at load with the setting that did it, and a checkpoint that is quantized itself with
+// what to serve instead.
+func TestQuantizedOnABackendWithoutKernels(t *testing.T) {
+	b := noQuantBackend{openCPU(t)}
+	_, err := engine.Load(context.Background(), bundled, b, engine.Options{MaxRows: 16, Quantize: engine.QuantizeQ8})
+	if err == nil || !strings.Contains(err.Error(), "leave model.quantize empty") {
+		t.Errorf("quantized at load: %v, want the way out through model.quantize", err)
+	}
+	path := exportGGUF(t, bundled, compute.Q8_0)
+	_, err = engine.Load(context.Background(), engine.Source{Dir: path}, b, engine.Options{MaxRows: 16})
+	if err == nil || strings.Contains(err.Error(), "model.quantize") || !strings.Contains(err.Error(), "quantized checkpoint") {
+		t.Errorf("a Q8_0 GGUF file: %v, want the way out for a checkpoint quantized itself", err)
 	}
 }

@@ -78,12 +78,17 @@ func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, err
 	case !slices.Equal(t.shape, shape):
 		return nil, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
 	}
+	atLoad := false
 	if q, ok := u.quantize.dtypeFor(hf, t.dtype, shape); ok {
-		dt, data = q, quantizeTensor(t, q)
+		dt, data, atLoad = q, quantizeTensor(t, q), true
 	}
 	ct, err := u.backend.Upload(dt, shape, data)
-	if errors.Is(err, compute.ErrNoQuantizedKernels) {
+	switch {
+	case errors.Is(err, compute.ErrNoQuantizedKernels) && atLoad:
 		return nil, fmt.Errorf("engine: upload %s: %w: serve it with model.backend = \"cpu\", or leave model.quantize empty", t.name, err)
+	case errors.Is(err, compute.ErrNoQuantizedKernels):
+		// The checkpoint itself is quantized (a Q8_0 GGUF file, an MLX checkpoint).
+		return nil, fmt.Errorf("engine: upload %s: %w: serve this quantized checkpoint with model.backend = \"cpu\", or serve a 16-bit one on this backend", t.name, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: upload %s: %w", t.name, err)
