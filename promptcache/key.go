@@ -7,6 +7,12 @@
 // whole prefix up to its end (and of the model's identity), so a key says both which tokens a
 // block holds and what came before them: a shared system prompt is one chain of keys that every
 // conversation starting with it finds.
+//
+// Three parts: a Store holds the blocks in the backend's memory (the engine's BlockStore, so a
+// restore is a device copy); a Cache is the index over it (lookup, restore, offer, least recently
+// used eviction, pins), driven by the scheduler's lane; a Disk is the spill folder the Cache
+// hands evicted blocks to and reads them back from, one checked file a block. The package imports
+// nothing of tfd's.
 package promptcache
 
 import (
