@@ -132,6 +132,7 @@ func allLogits(t testing.TB, m *engine.Model, prompts [][]int32) [][]float32 {
 // weights bit for bit (for BF16 the bundled model itself; for F32 and F16 a folder converted the
 // same way), and has no MTP head, which GGUF cannot name.
 func TestGGUFMatchesSafetensors(t *testing.T) {
+	skipShort(t)
 	b := openCPU(t)
 	for _, dtype := range []compute.DType{compute.F32, compute.F16, compute.BF16} {
 		t.Run(dtype.String(), func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 // hold F32 1-D tensors, the embedding table and head in Q8_0 under Q4_0, and Inspect counts
 // their bytes as stored, whatever model.quantize says (a quantized file loads as it is).
 func TestGGUFQuantizedMatchesQuantizeAtLoad(t *testing.T) {
+	skipShort(t)
 	llama := filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "llama")
 	for _, c := range []struct {
 		dtype compute.DType

@@ -186,6 +186,7 @@ func closeness(got, want [][]float32) (worst, mean, agree float64) {
 // kernels, exactly the logits of package quant's reference arithmetic, and logits within a stated
 // bound of the unquantized model's (its BF16 weights in F32 arithmetic).
 func TestQuantizedAtLoad(t *testing.T) {
+	skipShort(t)
 	// Every model is fed the same tokens: the prompt and what the unquantized model decodes.
 	unquantized := enginetest.Load(t, openCPU(t), "models/gopher", engine.Options{MaxRows: 64})
 	tokens, prompt := quantTokens(t, unquantized, 8)
@@ -329,6 +330,7 @@ func writeSafetensors(t *testing.T, path string, tensors []safetensors.Tensor) {
 // logits of package quant's reference arithmetic, and logits near the unquantized model's; the
 // plan counts the file's bytes.
 func TestMLXCheckpoint(t *testing.T) {
+	skipShort(t)
 	dir := writeMLXCheckpoint(t)
 	_, info, err := engine.Inspect(engine.Source{Dir: dir}, engine.QuantizeQ8)
 	if err != nil {
@@ -386,6 +388,7 @@ func bf16Bytes(t *testing.T, name string) int {
 // and Inspect counts its tensors by the same rule: the embedding table (GGUF's token_embd) stays
 // 8-bit under q4.
 func TestQuantizedGGUF(t *testing.T) {
+	skipShort(t)
 	path := exportGGUF(t, bundled, compute.BF16)
 	for _, q := range []engine.Quantization{engine.QuantizeQ8, engine.QuantizeQ4} {
 		opts := engine.Options{MaxRows: 64, Quantize: q}
@@ -446,3 +449,15 @@ func TestQuantizedMoE(t *testing.T) {
 		computetest.SameBits(t, fmt.Sprintf("row %d's logits", i), got[i], want[i])
 	}
 }
+
+// skipShort skips a test of many whole forwards over the bundled model's weights in the race pass
+// of make test (-short), where the race detector slows its arithmetic tenfold: the cpu package's
+// own tests take the worker pool through the race detector, and the oracle tests still run one
+// forward after another there; the plain pass runs these in full.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("whole forwards of the bundled model; skipped with -short")
+	}
+}
+
