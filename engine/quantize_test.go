@@ -460,4 +460,3 @@ func skipShort(t *testing.T) {
 		t.Skip("whole forwards of the bundled model; skipped with -short")
 	}
 }
-
