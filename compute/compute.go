@@ -154,6 +154,18 @@ type Backend interface {
 	Ops
 }
 
+// InPlaceUploader is implemented by a backend whose memory is the host's (the cpu backend). It
+// lets the engine hand over a memory-mapped checkpoint's bytes without a second copy: the weights
+// are then resident once, as the file's pages, rather than as the file's pages and the backend's
+// copy together.
+type InPlaceUploader interface {
+	// UploadInPlace is Upload with data that the caller keeps valid and unchanged until the
+	// tensor is freed: the backend may use data where it lies instead of copying it, where the
+	// layout it stores is the layout it computes on (it copies otherwise, as Upload does). It
+	// never writes to data, which may be a read-only mapping.
+	UploadInPlace(dtype DType, shape []int, data []byte) (Tensor, error)
+}
+
 // Ops is the op set of a forward pass. All float math is F32 with F32 accumulation whatever the
 // weight dtype. Vectors are packed back to back: a row's stride is the op's natural length (in,
 // out, dim, heads×headDim), not the tensor's last dimension, so scratch tensors need only enough

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"tfd/compute"
 )
@@ -85,6 +86,36 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 		widen(t.f, h, dtype)
 	}
 	return t, nil
+}
+
+// UploadInPlace implements compute.InPlaceUploader: F32 tensors and F16 or BF16 matrices, the
+// dtypes whose bytes are what the ops read, reference data rather than copy it when data is
+// aligned for their elements (safetensors does not promise it; GGUF does) and the machine is
+// little-endian. Everything else is copied as Upload copies it: F16 and BF16 vectors, which
+// become F32, I32, and quantized matrices, whose rows the kernels read interleaved (qweights).
+// The ops only read weights, so data may be a read-only mapping.
+func (b *backend) UploadInPlace(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
+	n, err := compute.CheckUpload(dtype, shape, data)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	kept := dtype == compute.F32 || (dtype == compute.F16 || dtype == compute.BF16) && len(shape) >= 2
+	if !kept || n == 0 || !nativeLittleEndian() || uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(dtype.Size()) != 0 {
+		return b.Upload(dtype, shape, data)
+	}
+	t := &tensor{dtype: dtype, shape: append([]int(nil), shape...)}
+	if dtype == compute.F32 {
+		t.f = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), n)
+	} else {
+		t.h = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(data))), n)
+	}
+	return t, nil
+}
+
+// nativeLittleEndian reports whether the machine stores numbers little-endian, as checkpoints do:
+// only then are a checkpoint's bytes the elements the ops read.
+func nativeLittleEndian() bool {
+	return binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 }
 
 // widen writes the F32 values of the F16 or BF16 elements src[:len(dst)] into dst, exactly, NaN

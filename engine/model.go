@@ -60,6 +60,7 @@ type Model struct {
 	w         weights
 	mtp       *mtpWeights // nil without an MTP head
 	uploaded  []compute.Tensor
+	ckpt      checkpoint // open while uploaded tensors use its bytes in place (compute.InPlaceUploader); nil otherwise
 	invFreq   compute.Tensor
 	attnScale float32
 	kv        compute.KV
@@ -89,12 +90,17 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	if err != nil {
 		return nil, err
 	}
-	defer ckpt.close()
+	u := newUploader(ckpt, backend, opts.Quantize)
+	if u.inPlace != nil {
+		m.ckpt = ckpt // its tensors' bytes are the weights: Close closes it after freeing them
+	} else {
+		defer ckpt.close()
+	}
 	if err := ctx.Err(); err != nil {
+		m.Close()
 		return nil, err
 	}
 	m.identity = identity(config, ckpt, backend.Name(), opts.Quantize)
-	u := &uploader{ckpt: ckpt, backend: backend, quantize: opts.Quantize}
 	m.w, err = loadWeights(u, m.cfg, func(done, total int) { progress("weights", done, total) })
 	if err == nil {
 		m.mtp, err = loadMTP(u, m.cfg)
@@ -285,7 +291,8 @@ func (m *Model) allocate(opts Options) error {
 	return err
 }
 
-// Close frees everything the model placed on its backend, its block stores included.
+// Close frees everything the model placed on its backend, its block stores included, and closes
+// the checkpoint when the backend uses its bytes in place.
 func (m *Model) Close() {
 	for s := range m.stores {
 		s.Close()
@@ -306,6 +313,10 @@ func (m *Model) Close() {
 		m.backend.Free(t)
 	}
 	m.uploaded = nil
+	if m.ckpt != nil {
+		m.ckpt.close() // a read-only mapping: unmapping it loses nothing, so its error says nothing to act on
+		m.ckpt = nil
+	}
 }
 
 // Name returns the id the model is served under.

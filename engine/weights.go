@@ -36,12 +36,22 @@ type weights struct {
 }
 
 // uploader moves checkpoint tensors onto a backend, checking each one's shape, and remembers what
-// it uploaded so a failed load can free it.
+// it uploaded so a failed load can free it. Where the backend uses host memory (inPlace is set),
+// it hands over the checkpoint's bytes to be used where they lie, and the checkpoint must stay
+// open until the tensors are freed.
 type uploader struct {
 	ckpt     checkpoint
 	backend  compute.Backend
+	inPlace  compute.InPlaceUploader // the backend, when it implements it; nil otherwise
 	quantize Quantization
 	uploaded []compute.Tensor
+}
+
+// newUploader returns an uploader of ckpt's tensors onto backend.
+func newUploader(ckpt checkpoint, backend compute.Backend, q Quantization) *uploader {
+	u := &uploader{ckpt: ckpt, backend: backend, quantize: q}
+	u.inPlace, _ = backend.(compute.InPlaceUploader)
+	return u
 }
 
 // tensor uploads the named tensor, which must have the given shape.
@@ -82,7 +92,13 @@ func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, err
 	if q, ok := u.quantize.dtypeFor(hf, t.dtype, shape); ok {
 		dt, data, atLoad = q, quantizeTensor(t, q), true
 	}
-	ct, err := u.backend.Upload(dt, shape, data)
+	var ct compute.Tensor
+	var err error
+	if u.inPlace != nil {
+		ct, err = u.inPlace.UploadInPlace(dt, shape, data)
+	} else {
+		ct, err = u.backend.Upload(dt, shape, data)
+	}
 	switch {
 	case errors.Is(err, compute.ErrNoQuantizedKernels) && atLoad:
 		return nil, fmt.Errorf("engine: upload %s: %w: serve it with model.backend = \"cpu\", or leave model.quantize empty", t.name, err)
