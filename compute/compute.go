@@ -207,6 +207,9 @@ type Ops interface {
 	Attention(dst, q Tensor, kv KV, layer int, bases, positions Tensor, rows, heads int, scale float32)
 	// SiLUMul writes dst[r] = silu(gate[r]) ⊙ up[r] for r < rows; dst may be gate.
 	SiLUMul(dst, gate, up Tensor, rows int)
+	// GELUTanhMul writes dst[r] = gelu_tanh(gate[r]) ⊙ up[r] for r < rows, with PyTorch's
+	// tanh approximation 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))) (Gemma's MLP); dst may be gate.
+	GELUTanhMul(dst, gate, up Tensor, rows int)
 	// Add writes dst[r] = a[r] + b[r] for r < rows; dst may be a or b.
 	Add(dst, a, b Tensor, rows int)
 	// Gather writes dst[i] = src[index[i]] for i < rows (whole rows).

@@ -89,3 +89,35 @@ func siluMul(dst, g, u []float32) {
 		copy(dst[n8:], pd[:])
 	}
 }
+
+// GELU's tanh approximation as PyTorch writes it: kBeta = √2·(2/√π)·0.5 = √(2/π), kKappa = 0.044715.
+const (
+	geluBeta  = float32(0.7978845608028654)
+	geluKappa = float32(0.044715)
+)
+
+// geluTanhMul writes dst[i] = 0.5·g·(1 + tanh(β·(g + κ·g³)))·u[i] with g = g[i], in F32, each step
+// rounded as written; tanh(y) = sign(y)·(1 − e)/(1 + e) with e = exp(−2|y|) from expGo, the steps
+// the GPU kernel gelu_tanh_mul takes, so that every backend rounds alike.
+func geluTanhMul(dst, g, u []float32) {
+	g, u = g[:len(dst)], u[:len(dst)]
+	for i, x := range g {
+		dst[i] = geluTanh(x) * u[i]
+	}
+}
+
+func geluTanh(x float32) float32 {
+	// The float32 conversions keep Go from fusing a multiply and an add (the spec allows it).
+	cube := float32(x*x) * x
+	y := geluBeta * float32(x+float32(geluKappa*cube))
+	a := y
+	if a < 0 {
+		a = -a
+	}
+	e := expGo(float32(-2 * a))
+	t := (1 - e) / (1 + e)
+	if y < 0 {
+		t = -t
+	}
+	return float32(0.5*x) * float32(1+t)
+}

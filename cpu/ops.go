@@ -188,6 +188,12 @@ func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
 	b.elementwise("SiLUMul", opSiLUMul, dst, gate, up, rows)
 }
 
+// GELUTanhMul writes dst[r] = gelu_tanh(gate[r])·up[r] for r < rows (rows of dst's row length),
+// in F32 with tanh from exp as in exp.go (geluTanhMul).
+func (b *backend) GELUTanhMul(dst, gate, up compute.Tensor, rows int) {
+	b.elementwise("GELUTanhMul", opGELUTanhMul, dst, gate, up, rows)
+}
+
 // Add writes dst[r] = a[r] + b[r] for r < rows (rows of dst's row length).
 func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
 	b.elementwise("Add", opAdd, dst, x, y, rows)
@@ -196,6 +202,7 @@ func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
 const (
 	opAdd = iota
 	opSiLUMul
+	opGELUTanhMul
 )
 
 func (b *backend) elementwise(op string, kind int, dst, x, y compute.Tensor, rows int) {
@@ -208,7 +215,7 @@ func (b *backend) elementwise(op string, kind int, dst, x, y compute.Tensor, row
 		b:    f32(y, op, "b", n),
 	}
 	cost := 1
-	if kind == opSiLUMul {
+	if kind != opAdd {
 		cost = 16
 	}
 	b.run(t, n, 1<<13, parFor(n*cost))
@@ -230,6 +237,8 @@ func (t *elemTask) run(_ *scratch, lo, hi int) {
 		}
 	case opSiLUMul:
 		siluMul(dst, a, b)
+	case opGELUTanhMul:
+		geluTanhMul(dst, a, b)
 	}
 }
 

@@ -48,6 +48,7 @@ type backend struct {
 type kernelSet struct {
 	matmul     [3][len(matmulRows)]*kernel // [weight dtype][row group]
 	siluMul    *kernel
+	geluMul    *kernel
 	add        *kernel
 	argmaxNext *kernel
 
@@ -226,7 +227,7 @@ func (b *backend) resolve() error {
 		k    **kernel
 		name string
 	}{
-		{&b.k.siluMul, "silu_mul"}, {&b.k.add, "add"}, {&b.k.argmaxNext, "argmax_next"},
+		{&b.k.siluMul, "silu_mul"}, {&b.k.geluMul, "gelu_tanh_mul"}, {&b.k.add, "add"}, {&b.k.argmaxNext, "argmax_next"},
 		{&b.k.route, "route"}, {&b.k.groupExperts, "group_experts"}, {&b.k.combineExperts, "combine_experts"},
 	} {
 		if *s.k, err = get(s.name); err != nil {

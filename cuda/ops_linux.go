@@ -170,6 +170,11 @@ func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
 	b.elementwise("SiLUMul", b.k.siluMul, dst, gate, up, rows)
 }
 
+// GELUTanhMul writes dst[r] = gelu_tanh(gate[r])·up[r] for r < rows, rows of dst's row length.
+func (b *backend) GELUTanhMul(dst, gate, up compute.Tensor, rows int) {
+	b.elementwise("GELUTanhMul", b.k.geluMul, dst, gate, up, rows)
+}
+
 // Add writes dst[r] = a[r] + b[r] for r < rows, rows of dst's row length.
 func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
 	b.elementwise("Add", b.k.add, dst, x, y, rows)

@@ -73,6 +73,7 @@ func TestLaunches(t *testing.T) {
 		{AttentionLaunch(64, 32, 128).Split, [2]int{32, 64}},
 		{AttentionLaunch(6, 8, 64).Combine, [2]int{8, 6}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
+		{GELUTanhMulLaunch(257), [2]int{2, 1}},
 		{AddLaunch(256), [2]int{1, 1}},
 		{ArgmaxNextLaunch(), [2]int{1, 1}},
 		{RouteLaunch(9), [2]int{3, 1}},

@@ -76,6 +76,7 @@ func TestMSLRuns(t *testing.T) {
 	check("kv_write and attention outside the pool", func(o *op) { o.attentionOutside() })
 	for _, n := range []int{1, 257, 5000} {
 		check(fmt.Sprint("silu_mul ", n), func(o *op) { o.elementwise("silu_mul", n) })
+		check(fmt.Sprint("gelu_tanh_mul ", n), func(o *op) { o.elementwise("gelu_tanh_mul", n) })
 		check(fmt.Sprint("add ", n), func(o *op) { o.elementwise("add", n) })
 	}
 	for _, c := range []struct{ n, tieA, tieB int }{{1, -1, -1}, {300, 7, 250}, {8193, 100, 8000}, {40, -2, -2}} {
@@ -299,10 +300,14 @@ func (o *op) elementwise(kernel string, n int) {
 	dst := o.upload(compute.F32, make([]byte, 4*n), 1, n)
 	a, b := o.upload(compute.F32, computetest.F32Bytes(as), 1, n), o.upload(compute.F32, computetest.F32Bytes(bs), 1, n)
 	l := kernels.AddLaunch(n)
-	if kernel == "silu_mul" {
+	switch kernel {
+	case "silu_mul":
 		o.cpu.SiLUMul(dst, a, b, 1)
 		l = kernels.SiLUMulLaunch(n)
-	} else {
+	case "gelu_tanh_mul":
+		o.cpu.GELUTanhMul(dst, a, b, 1)
+		l = kernels.GELUTanhMulLaunch(n)
+	default:
 		o.cpu.Add(dst, a, b, 1)
 	}
 	want := o.read(dst, n)
@@ -311,8 +316,8 @@ func (o *op) elementwise(kernel string, n int) {
 	ma := &mbuf{computetest.F32Bytes(as)}
 	o.launch(l, md, ma, &mbuf{computetest.F32Bytes(bs)}, int32(n))
 	got := floats(md)
-	if kernel == "silu_mul" {
-		computetest.Near(o.t, "silu_mul", got[:n], want, 2e-6, 1e-30)
+	if kernel != "add" {
+		computetest.Near(o.t, kernel, got[:n], want, 2e-6, 1e-30)
 	} else {
 		computetest.SameBits(o.t, "add", got[:n], want)
 		// dst may be a.

@@ -183,6 +183,11 @@ func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
 	b.elementwise("SiLUMul", kernels.SiLUMulLaunch, dst, gate, up, rows)
 }
 
+// GELUTanhMul writes dst[r] = gelu_tanh(gate[r])·up[r] for r < rows, rows of dst's row length.
+func (b *backend) GELUTanhMul(dst, gate, up compute.Tensor, rows int) {
+	b.elementwise("GELUTanhMul", kernels.GELUTanhMulLaunch, dst, gate, up, rows)
+}
+
 // Add writes dst[r] = a[r] + b[r] for r < rows, rows of dst's row length.
 func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
 	b.elementwise("Add", kernels.AddLaunch, dst, x, y, rows)

@@ -172,6 +172,18 @@ func CheckSiLUMulAdd(t *testing.T, p *Pair) {
 	SameBits(t, "the row past rows", g[(rows-1)*width:], last)
 }
 
+// CheckGELUTanhMul: GELUTanhMul within 2e-6 relative, in place too (dst = gate, as the engine
+// calls it), the row past rows untouched.
+func CheckGELUTanhMul(t *testing.T, p *Pair) {
+	const rows, width = 5, 1000
+	gate := p.F32(Randn(12, rows*width), rows, width)
+	up := p.F32(Randn(13, rows*width), rows, width)
+	p.Do(func(b compute.Backend, i int) { b.GELUTanhMul(gate[i], gate[i], up[i], rows-1) })
+	g, c := p.Read(gate, rows*width)
+	t.Logf("GELUTanhMul: worst relative difference %.3g", Near(t, "gelu", g[:(rows-1)*width], c[:(rows-1)*width], 2e-6, 1e-30))
+	SameBits(t, "the row past rows", g[(rows-1)*width:], c[(rows-1)*width:])
+}
+
 // kvCase is a pool filled with random keys and values for sessions, and the rows that attend
 // over them.
 type kvCase struct {
