@@ -33,10 +33,12 @@ type Chains struct {
 }
 
 // Chains returns the model's greedy chains, or nil when its backend runs none (it is no
-// compute.Chainer).
+// compute.Chainer) or the model needs the host between steps: Gemma's sliding windows are staged
+// per forward from the rows' positions, and its soft-capped logits are capped on the host, which
+// ArgmaxNext's steps on the device would skip.
 func (m *Model) Chains() batch.Chainer {
 	chainer, ok := m.backend.(compute.Chainer)
-	if !ok {
+	if !ok || m.cfg.Gemma.Enabled {
 		return nil
 	}
 	reader, _ := m.backend.(compute.AsyncReader)

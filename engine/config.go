@@ -37,6 +37,29 @@ type Config struct {
 
 	// MoE is the mixture of experts of a sparse model (Qwen3-MoE); its zero value is a dense one.
 	MoE MoEConfig
+
+	// Gemma holds what Gemma 3 adds; its zero value is a Llama/Qwen model.
+	Gemma GemmaConfig
+}
+
+// GemmaConfig is what Gemma 3's text model (Gemma3ForCausalLM) does beyond the Llama/Qwen
+// families: four norms per layer whose weights w act as (1 + w), the output of attention and of
+// the MLP each normed before its residual add; embeddings scaled by √hidden; a GELU-tanh gated
+// MLP; attention scores scaled by 1/√query_pre_attn_scalar; sliding-window layers with a rope of
+// their own beside global ones; and the final logits soft-capped.
+type GemmaConfig struct {
+	Enabled bool
+	// QueryPreAttnScalar replaces head_dim in the attention's 1/√ scale.
+	QueryPreAttnScalar float64
+	// SlidingWindow is how many keys a sliding layer's query sees, itself included (a key at
+	// position p is seen from position q when q−SlidingWindow < p ≤ q); Sliding[i] says which
+	// layers slide.
+	SlidingWindow int
+	Sliding       []bool
+	// LocalRope turns the sliding layers' queries and keys; Config.Rope the global layers'.
+	LocalRope RopeConfig
+	// FinalSoftcap, when positive, maps the logits z to cap·tanh(z/cap).
+	FinalSoftcap float64
 }
 
 // MoEConfig describes a mixture-of-experts MLP as Qwen3-MoE has it: in each sparse layer a router
@@ -106,6 +129,13 @@ var families = map[string]family{
 		c.AttentionBias = raw.AttentionBias
 		c.OutputBias = raw.AttentionBias
 		c.QKNorm = true
+	}},
+	"Gemma3ForCausalLM": {apply: func(c *Config, raw *rawConfig) {
+		c.AttentionBias = raw.AttentionBias
+		c.OutputBias = raw.AttentionBias
+		c.QKNorm = true
+		// Gemma3TextConfig ties by default; save_pretrained leaves the default out.
+		c.TieEmbeddings = raw.TieWordEmbeddings == nil || *raw.TieWordEmbeddings
 	}},
 	"Qwen3MoeForCausalLM": {apply: func(c *Config, raw *rawConfig) {
 		c.AttentionBias = raw.AttentionBias
@@ -231,6 +261,12 @@ func ParseConfig(data []byte) (Config, error) {
 		c.NormEps = 1e-6
 	}
 	fam.apply(&c, &raw)
+	if arch == "Gemma3ForCausalLM" {
+		if err := parseGemma3(&c, data); err != nil {
+			return Config{}, err
+		}
+		return c, c.validate()
+	}
 	rope, err := parseRope(&raw)
 	if err != nil {
 		return Config{}, err
@@ -269,12 +305,16 @@ func parseRope(raw *rawConfig) (RopeConfig, error) {
 	}
 	switch r.Type {
 	case "default":
+	case "linear":
+		if r.Factor <= 0 {
+			return r, fmt.Errorf("engine: config.json: linear rope scaling needs factor > 0; got %+v", *p)
+		}
 	case "llama3":
 		if r.Factor <= 0 || r.HighFreqFactor <= r.LowFreqFactor || r.OriginalMaxPositionEmbs <= 0 {
 			return r, fmt.Errorf("engine: config.json: llama3 rope scaling needs factor > 0, high_freq_factor > low_freq_factor and original_max_position_embeddings > 0; got %+v", *p)
 		}
 	default:
-		return r, fmt.Errorf("engine: config.json: rope type %q is not supported (tfd runs default and llama3)", r.Type)
+		return r, fmt.Errorf("engine: config.json: rope type %q is not supported (tfd runs default, linear and llama3)", r.Type)
 	}
 	return r, nil
 }

@@ -14,6 +14,9 @@ import (
 type activations struct {
 	tokens, positions, bases, wanted compute.Tensor // I32 [maxRows]
 	ropePositions, sources           compute.Tensor // I32 [maxRows], for the MTP forward
+	// A sliding layer's view of the KV pool (Gemma): each row's first slot in its window and its
+	// position within the window, so that Attention reads the window's keys alone.
+	winBases, winPositions compute.Tensor // I32 [maxRows]
 
 	x      compute.Tensor // [maxRows, hidden]: the residual stream
 	h      compute.Tensor // [maxRows, hidden]: the normed residual fed to each block
@@ -41,6 +44,7 @@ type activations struct {
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
 	hostRopePositions, hostSources                   []int32
+	hostWinBases, hostWinPositions                   []int32
 	hostLogits                                       []float32
 }
 
@@ -52,6 +56,8 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		hostWanted:        make([]int32, maxRows),
 		hostRopePositions: make([]int32, maxRows),
 		hostSources:       make([]int32, maxRows),
+		hostWinBases:      make([]int32, maxRows),
+		hostWinPositions:  make([]int32, maxRows),
 		hostLogits:        make([]float32, maxRows*c.Vocab),
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -63,6 +69,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.tokens, compute.I32, 1}, {&a.positions, compute.I32, 1},
 		{&a.bases, compute.I32, 1}, {&a.wanted, compute.I32, 1},
 		{&a.ropePositions, compute.I32, 1}, {&a.sources, compute.I32, 1},
+		{&a.winBases, compute.I32, 1}, {&a.winPositions, compute.I32, 1},
 		{&a.x, compute.F32, c.Hidden}, {&a.h, compute.F32, c.Hidden},
 		{&a.q, compute.F32, q}, {&a.k, compute.F32, kv}, {&a.v, compute.F32, kv},
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
@@ -112,7 +119,8 @@ func (a *activations) alloc(b compute.Backend, dst *compute.Tensor, dtype comput
 }
 
 func (a *activations) free(b compute.Backend) {
-	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources, a.x, a.h, a.q,
+	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources,
+		a.winBases, a.winPositions, a.x, a.h, a.q,
 		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain,
 		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut} {
 		if t != nil {
@@ -140,7 +148,21 @@ func (m *Model) Forward(ctx context.Context, rows []batch.Row) ([]float32, error
 	if err := m.backend.ReadFloat32(m.act.logits, logits); err != nil {
 		return nil, fmt.Errorf("engine: forward of %d rows: %w", len(rows), err)
 	}
+	softcap(logits, m.cfg.Gemma.FinalSoftcap)
 	return logits, nil
+}
+
+// softcap maps each logit z to cap·tanh(z/cap) in place, in float32 steps as transformers does
+// (divide, tanh, multiply); a cap of 0 leaves them as they are. It runs on the host, over the
+// rows read back: a few vocabularies' worth of tanh, against a forward's matmuls.
+func softcap(logits []float32, limit float64) {
+	if limit <= 0 {
+		return
+	}
+	c := float32(limit)
+	for i, z := range logits {
+		logits[i] = float32(math.Tanh(float64(z/c))) * c
+	}
 }
 
 // stageRows checks the rows and uploads their metadata; it returns how many want logits.
@@ -171,6 +193,17 @@ func (m *Model) stageRows(rows []batch.Row) (int, error) {
 	m.backend.WriteInt32(a.positions, a.hostPositions[:len(rows)])
 	m.backend.WriteInt32(a.bases, a.hostBases[:len(rows)])
 	m.backend.WriteInt32(a.wanted, a.hostWanted[:n])
+	if w := m.cfg.Gemma.SlidingWindow; m.cfg.Gemma.Enabled {
+		// A row at position p of a session whose keys start at slot b sees, in a sliding layer,
+		// the keys at positions max(0, p−w+1) … p: slots from b + that first position on.
+		for i, r := range rows {
+			first := max(0, r.Pos-w+1)
+			a.hostWinBases[i] = int32(r.Base + first)
+			a.hostWinPositions[i] = int32(r.Pos - first)
+		}
+		m.backend.WriteInt32(a.winBases, a.hostWinBases[:len(rows)])
+		m.backend.WriteInt32(a.winPositions, a.hostWinPositions[:len(rows)])
+	}
 	return n, nil
 }
 
@@ -183,9 +216,16 @@ func (m *Model) forwardRows(rows, wanted int) {
 	for i := range w.layers {
 		l := &w.layers[i]
 		m.attention(i, l, rows, a.positions)
-		// residual += attention; h = post_attention_layernorm(residual)
+		if l.attnOutNorm != nil {
+			// Gemma: the attention's output is normed before the residual add.
+			b.RMSNorm(a.out, a.out, l.attnOutNorm, rows, c.NormEps)
+		}
+		// residual += attention; h = post_attention_layernorm(residual) (Gemma's pre_feedforward)
 		b.AddRMSNorm(a.h, a.x, a.out, l.postNorm, rows, c.NormEps)
 		m.mlp(l, rows)
+		if l.mlpOutNorm != nil {
+			b.RMSNorm(a.out, a.out, l.mlpOutNorm, rows, c.NormEps)
+		}
 		if i+1 < len(w.layers) {
 			// residual += mlp; h = the next layer's input_layernorm(residual)
 			b.AddRMSNorm(a.h, a.x, a.out, w.layers[i+1].inputNorm, rows, c.NormEps)
@@ -221,12 +261,18 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		b.RMSNorm(a.q, a.q, l.qNorm, rows*c.Heads, c.NormEps)
 		b.RMSNorm(a.k, a.k, l.kNorm, rows*c.KVHeads, c.NormEps)
 	}
-	b.RoPE(a.q, ropePositions, m.invFreq, rows, c.Heads)
-	b.RoPE(a.k, ropePositions, m.invFreq, rows, c.KVHeads)
+	freqs, bases, positions := m.invFreq, a.bases, a.positions
+	if g := c.Gemma; g.Enabled && layer < len(g.Sliding) && g.Sliding[layer] {
+		// A sliding layer: its own rope, and its window of the session's keys (the pool keeps
+		// them all; bounding a sliding layer's slots by the window is left for later).
+		freqs, bases, positions = m.localInvFreq, a.winBases, a.winPositions
+	}
+	b.RoPE(a.q, ropePositions, freqs, rows, c.Heads)
+	b.RoPE(a.k, ropePositions, freqs, rows, c.KVHeads)
 	// Every row's keys land before any row attends, so rows of one session in this forward see
 	// each other causally through their positions.
 	b.KVWrite(m.kv, layer, a.k, a.v, a.bases, a.positions, rows)
-	b.Attention(a.attn, a.q, m.kv, layer, a.bases, a.positions, rows, c.Heads, m.attnScale)
+	b.Attention(a.attn, a.q, m.kv, layer, bases, positions, rows, c.Heads, m.attnScale)
 	b.MatMul(a.out, a.attn, l.o, l.oBias, rows)
 }
 
@@ -239,7 +285,11 @@ func (m *Model) mlp(l *layerWeights, rows int) {
 	b, a := m.backend, m.act
 	b.MatMul(a.gate, a.h, l.gate, l.gateBias, rows)
 	b.MatMul(a.up, a.h, l.up, l.upBias, rows)
-	b.SiLUMul(a.gate, a.gate, a.up, rows)
+	if m.cfg.Gemma.Enabled {
+		b.GELUTanhMul(a.gate, a.gate, a.up, rows)
+	} else {
+		b.SiLUMul(a.gate, a.gate, a.up, rows)
+	}
 	b.MatMul(a.out, a.gate, l.down, l.downBias, rows)
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,17 +58,19 @@ type Model struct {
 	tmpl *chattemplate.Template // nil when the folder has no chat template
 	gen  GenerationConfig
 
-	w         weights
-	mtp       *mtpWeights // nil without an MTP head
-	uploaded  []compute.Tensor
-	ckpt      checkpoint // open while uploaded tensors use its bytes in place (compute.InPlaceUploader); nil otherwise
-	invFreq   compute.Tensor
-	attnScale float32
-	kv        compute.KV
-	kvSpec    compute.KVSpec
-	act       *activations
-	identity  string
-	stores    map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
+	w        weights
+	mtp      *mtpWeights // nil without an MTP head
+	uploaded []compute.Tensor
+	ckpt     checkpoint // open while uploaded tensors use its bytes in place (compute.InPlaceUploader); nil otherwise
+	invFreq  compute.Tensor
+	// localInvFreq turns the sliding layers' queries and keys (Gemma); nil elsewhere.
+	localInvFreq compute.Tensor
+	attnScale    float32
+	kv           compute.KV
+	kvSpec       compute.KVSpec
+	act          *activations
+	identity     string
+	stores       map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
 
 	maxRows, slots, context int
 	lastRows                int // rows of the last Forward whose hidden states a.x holds
@@ -91,6 +94,7 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		return nil, err
 	}
 	u := newUploader(ckpt, backend, opts.Quantize)
+	u.normPlusOne = m.cfg.Gemma.Enabled
 	if u.inPlace != nil {
 		m.ckpt = ckpt // its tensors' bytes are the weights: Close closes it after freeing them
 	} else {
@@ -279,6 +283,15 @@ func (m *Model) allocate(opts Options) error {
 		return fmt.Errorf("engine: upload rotary table: %w", err)
 	}
 	m.attnScale = attentionScale(c.HeadDim)
+	if g := c.Gemma; g.Enabled {
+		local := invFreq(g.LocalRope, c.HeadDim)
+		if m.localInvFreq, err = m.backend.Upload(compute.F32, []int{len(local)}, float32Bytes(local)); err != nil {
+			return fmt.Errorf("engine: upload the sliding layers' rotary table: %w", err)
+		}
+		// transformers multiplies the scores by query_pre_attn_scalar**-0.5, a float64 that
+		// torch rounds to float32.
+		m.attnScale = float32(math.Pow(g.QueryPreAttnScalar, -0.5))
+	}
 	layers := c.Layers
 	if m.mtp != nil {
 		layers++ // the MTP layer keeps its own keys and values, after the backbone's
@@ -308,6 +321,10 @@ func (m *Model) Close() {
 	if m.invFreq != nil {
 		m.backend.Free(m.invFreq)
 		m.invFreq = nil
+	}
+	if m.localInvFreq != nil {
+		m.backend.Free(m.localInvFreq)
+		m.localInvFreq = nil
 	}
 	for _, t := range m.uploaded {
 		m.backend.Free(t)

@@ -12,8 +12,14 @@ func invFreq(r RopeConfig, headDim int) []float32 {
 		exponent := float32(2*i) / float32(headDim)
 		freqs[i] = 1 / float32(math.Pow(r.Theta, float64(exponent)))
 	}
-	if r.Type == "llama3" {
+	switch r.Type {
+	case "llama3":
 		applyLlama3Scaling(freqs, r)
+	case "linear":
+		// transformers divides the frequencies, in float32, rather than the positions.
+		for i := range freqs {
+			freqs[i] /= float32(r.Factor)
+		}
 	}
 	for i, f := range r.FreqFactors {
 		freqs[i] /= f

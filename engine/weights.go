@@ -12,7 +12,9 @@ import (
 // and the q/k norms are nil where the family has none.
 type layerWeights struct {
 	inputNorm compute.Tensor // [hidden]
-	postNorm  compute.Tensor // [hidden]
+	postNorm  compute.Tensor // [hidden]: before the MLP (Gemma's pre_feedforward_layernorm)
+	// Gemma's norms of the attention's and the MLP's outputs, before each residual add.
+	attnOutNorm, mlpOutNorm compute.Tensor // [hidden]
 
 	q, k, v, o                 compute.Tensor // [heads·headDim, hidden], [kvHeads·headDim, hidden] ×2, [hidden, heads·headDim]
 	qBias, kBias, vBias, oBias compute.Tensor
@@ -45,6 +47,8 @@ type uploader struct {
 	inPlace  compute.InPlaceUploader // the backend, when it implements it; nil otherwise
 	quantize Quantization
 	uploaded []compute.Tensor
+	// normPlusOne uploads every RMSNorm weight w as 1 + w in F32 (Gemma).
+	normPlusOne bool
 }
 
 // newUploader returns an uploader of ckpt's tensors onto backend.
@@ -78,6 +82,12 @@ func (u *uploader) optional(name string, want bool, shape ...int) (compute.Tenso
 // as it is, quantized (u.quantize), or, for the packed codes of an MLX-quantized matrix, with its
 // scales and biases.
 func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, error) {
+	if u.normPlusOne && isGemmaNorm(hf) && t.mlx == nil {
+		var err error
+		if t, err = plusOne(t); err != nil {
+			return nil, err
+		}
+	}
 	dt, data := t.dtype, t.data
 	switch {
 	case t.mlx != nil:
@@ -143,7 +153,12 @@ func (u *uploader) stacked(n int, name func(i int) string, shape ...int) (comput
 func loadWeights(u *uploader, c Config, progress func(done, total int)) (weights, error) {
 	var w weights
 	var err error
-	if w.embed, err = u.tensor("model.embed_tokens.weight", c.Vocab, c.Hidden); err != nil {
+	if c.Gemma.Enabled {
+		w.embed, err = gemmaEmbeddings(u, c)
+	} else {
+		w.embed, err = u.tensor("model.embed_tokens.weight", c.Vocab, c.Hidden)
+	}
+	if err != nil {
 		return w, err
 	}
 	w.layers = make([]layerWeights, c.Layers)
@@ -162,8 +177,15 @@ func loadWeights(u *uploader, c Config, progress func(done, total int)) (weights
 	if w.head, err = u.optional("lm_head.weight", false, c.Vocab, c.Hidden); err != nil {
 		return w, err
 	}
-	if w.head == nil || c.TieEmbeddings {
+	switch {
+	case (w.head == nil || c.TieEmbeddings) && c.Gemma.Enabled:
+		// The lookups read a scaled copy; the head is the table as stored.
+		w.head, err = u.tensor("model.embed_tokens.weight", c.Vocab, c.Hidden)
+	case w.head == nil || c.TieEmbeddings:
 		w.head = w.embed
+	}
+	if err != nil {
+		return w, err
 	}
 	return w, nil
 }
@@ -182,7 +204,16 @@ func loadLayer(u *uploader, c Config, prefix string, sparse bool, l *layerWeight
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	steps := []step{
 		{&l.inputNorm, "input_layernorm.weight", true, []int{c.Hidden}},
-		{&l.postNorm, "post_attention_layernorm.weight", true, []int{c.Hidden}},
+	}
+	if c.Gemma.Enabled {
+		steps = append(steps,
+			step{&l.attnOutNorm, "post_attention_layernorm.weight", true, []int{c.Hidden}},
+			step{&l.postNorm, "pre_feedforward_layernorm.weight", true, []int{c.Hidden}},
+			step{&l.mlpOutNorm, "post_feedforward_layernorm.weight", true, []int{c.Hidden}})
+	} else {
+		steps = append(steps, step{&l.postNorm, "post_attention_layernorm.weight", true, []int{c.Hidden}})
+	}
+	steps = append(steps, []step{
 		{&l.q, "self_attn.q_proj.weight", true, []int{q, c.Hidden}},
 		{&l.k, "self_attn.k_proj.weight", true, []int{kv, c.Hidden}},
 		{&l.v, "self_attn.v_proj.weight", true, []int{kv, c.Hidden}},
@@ -193,7 +224,7 @@ func loadLayer(u *uploader, c Config, prefix string, sparse bool, l *layerWeight
 		{&l.oBias, "self_attn.o_proj.bias", c.OutputBias, []int{c.Hidden}},
 		{&l.qNorm, "self_attn.q_norm.weight", c.QKNorm, []int{c.HeadDim}},
 		{&l.kNorm, "self_attn.k_norm.weight", c.QKNorm, []int{c.HeadDim}},
-	}
+	}...)
 	if sparse {
 		steps = append(steps, step{&l.router, "mlp.gate.weight", true, []int{c.MoE.Experts, c.Hidden}})
 	} else {

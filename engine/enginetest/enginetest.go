@@ -23,9 +23,10 @@ import (
 )
 
 // Models are the oracle's checkpoints: tiny random-init Llama (llama3 rope, untied), Qwen2
-// (attention bias), Qwen3 (q/k norm) and Qwen3-MoE (8 experts, top-2, one dense layer), and the
+// (attention bias), Qwen3 (q/k norm), Qwen3-MoE (8 experts, top-2, one dense layer) and Gemma 3
+// (sliding window 8 and one global layer, soft-capped logits), and the
 // bundled model.
-var Models = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gopher"}
+var Models = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gopher"}
 
 // Oracle is engine/testdata/oracle/NAME, made by tools/fixtures/make_fixtures.py: transformers'
 // f32 logits at every prompt position and its 64-token greedy continuation.
@@ -132,7 +133,7 @@ func CheckChain(t *testing.T, m *engine.Model, o *Oracle) {
 	t.Helper()
 	chains := m.Chains()
 	if chains == nil {
-		t.Skip("the backend runs no greedy chains")
+		t.Skip("the model runs no greedy chains on this backend")
 	}
 	steps := func(row batch.Row, n, ahead int) []int32 {
 		t.Helper()
@@ -339,7 +340,7 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 			CheckChain(t, m, o)
 		})
 	}
-	for _, name := range []string{"qwen2", "qwen3moe", "gopher"} {
+	for _, name := range []string{"qwen2", "qwen3moe", "gemma3", "gopher"} {
 		t.Run("invariance/"+name, func(t *testing.T) {
 			m, _ := load(t, name, engine.Options{MaxRows: 48, Slots: 600})
 			CheckBatchInvariance(t, m)
