@@ -41,6 +41,26 @@ func TestParseConfigFamilies(t *testing.T) {
 			func(c Config) bool {
 				return c.Rope.Type == "llama3" && c.Rope.Theta == 500000 && c.Rope.OriginalMaxPositionEmbs == 64
 			}},
+		{"gemma 3 as the Hub ships it: rope_local_base_freq, rope_scaling, sliding_window_pattern", `{"architectures": ["Gemma3ForCausalLM"], ` + base + `,
+			"head_dim": 16, "query_pre_attn_scalar": 24, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+			"rope_scaling": {"rope_type": "linear", "factor": 8}, "sliding_window": 512, "sliding_window_pattern": 2,
+			"final_logit_softcapping": null, "attn_logit_softcapping": null, "hidden_activation": "gelu_pytorch_tanh"}`,
+			func(c Config) bool {
+				g := c.Gemma
+				return g.Enabled && c.QKNorm && c.TieEmbeddings && g.QueryPreAttnScalar == 24 && g.SlidingWindow == 512 &&
+					g.Sliding[0] && !g.Sliding[1] && g.FinalSoftcap == 0 &&
+					c.Rope.Type == "linear" && c.Rope.Factor == 8 && c.Rope.Theta == 1e6 &&
+					g.LocalRope.Type == "default" && g.LocalRope.Theta == 1e4
+			}},
+		{"gemma 3 as transformers 5 writes it: rope_parameters by layer type, layer_types", `{"architectures": ["Gemma3ForCausalLM"], ` + base + `,
+			"layer_types": ["full_attention", "sliding_attention"], "final_logit_softcapping": 30,
+			"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 500000},
+				"sliding_attention": {"rope_type": "default", "rope_theta": 20000}}}`,
+			func(c Config) bool {
+				g := c.Gemma
+				return !g.Sliding[0] && g.Sliding[1] && g.FinalSoftcap == 30 && g.QueryPreAttnScalar == 256 &&
+					g.SlidingWindow == 4096 && c.Rope.Theta == 500000 && g.LocalRope.Theta == 20000
+			}},
 		{"transformers 4 rope_theta + rope_scaling", `{"architectures": ["LlamaForCausalLM"], "rope_theta": 1000, ` + base + `,
 			"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}}`,
 			func(c Config) bool { return c.Rope.Type == "llama3" && c.Rope.Theta == 1000 }},
@@ -69,6 +89,12 @@ func TestParseConfigRefusals(t *testing.T) {
 			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "num_experts": 4, "num_experts_per_tok": 5}`, "num_experts_per_tok must be 1 to num_experts (4), got 5"},
 		{"a dense layer the model lacks", `{"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
 			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "mlp_only_layers": [2]}`, "mlp_only_layers names layer 2"},
+		{"gemma 3 with attention soft-capping", `{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "attn_logit_softcapping": 50}`, "attn_logit_softcapping is set"},
+		{"gemma 3 with another activation", `{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "hidden_activation": "gelu"}`, `hidden_activation "gelu"`},
+		{"gemma 3 layer_types of another length", `{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "layer_types": ["full_attention"]}`, "layer_types names 1 layers"},
 		{"unsupported rope", `{"architectures": ["Qwen2ForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, `rope type "yarn"`},
 	}
 	for _, tt := range tests {

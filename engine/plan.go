@@ -511,6 +511,10 @@ func Inspect(src Source, q Quantization) (Config, WeightInfo, error) {
 			if err := add(t.Name, dtypes[t.DType], t.Shape, int64(t.Elements()), int64(len(t.Data)), t.DType); err != nil {
 				return Config{}, WeightInfo{}, err
 			}
+			if n == "model.embed_tokens.weight" && cfg.Gemma.Enabled && cfg.TieEmbeddings {
+				// Gemma's lookups read a scaled copy beside the tied head's table (loadWeights).
+				info.Bytes += int64(len(t.Data))
+			}
 		}
 	}
 	slices.Sort(info.DTypes)
