@@ -59,13 +59,13 @@ func (in *instance) spill() promptcache.Spill {
 	return in.disk
 }
 
-// respill puts next's spill settings in force: a new limit on the same folder at once; another
-// folder (or none) is opened here and handed to the host, which closes the old one once it has
-// let go of it.
-func (s *server) respill(next config.Config, cur *instance, r *reloadReport) error {
+// respill puts next's spill settings in force over old's: a new limit on the same folder at once;
+// another folder (or none) is opened here and handed to the host, which closes the old one once it
+// has let go of it.
+func (s *server) respill(old, next config.Config, cur *instance, r *reloadReport) error {
 	pc := next.PromptCache
 	s.mu.Lock()
-	same := cur.disk != nil && cur.spillDir == pc.SpillDir
+	same := cur.disk != nil && old.PromptCache.SpillDir == pc.SpillDir
 	s.mu.Unlock()
 	if same {
 		cur.disk.SetLimit(int64(pc.SpillGiB * engine.GiB))
@@ -77,7 +77,7 @@ func (s *server) respill(next config.Config, cur *instance, r *reloadReport) err
 		return err
 	}
 	s.mu.Lock()
-	cur.disk, cur.spillDir = d, pc.SpillDir
+	cur.disk = d
 	opts := cur.sharedOptions(next)
 	s.mu.Unlock()
 	if err := cur.host.Reconfigure(opts); err != nil {

@@ -45,13 +45,12 @@ type instance struct {
 	// loadTime is how long the weights took to load, for the log.
 	loadTime time.Duration
 
-	// The prompt cache (cache.go): its memory, its index, and its spill folder (nil: none) with
-	// the folder's name; disk and spillDir change on reload under the server's lock.
+	// The prompt cache (cache.go): its memory, its index, and its spill folder (nil: none), the
+	// one the config in force names; disk changes on reload under the server's lock.
 	store    *engine.BlockStore
 	cache    *promptcache.Cache
 	identity string
 	disk     *promptcache.Disk
-	spillDir string
 }
 
 // ModelSource returns the engine source mc names: the folder, or the bundled model.
@@ -153,7 +152,6 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 	if err := in.openCache(cfg, logger); err != nil {
 		return err
 	}
-	in.spillDir = cfg.PromptCache.SpillDir
 	opts := in.sharedOptions(cfg)
 	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m, report, logger
 	opts.Cache = in.cache

@@ -117,7 +117,7 @@ func (s *server) applyConfig(ctx context.Context, old, next config.Config, routi
 		}
 	}
 	if !loaded && touches(changes, spillKeys...) {
-		if err := s.respill(next, cur, r); err != nil {
+		if err := s.respill(old, next, cur, r); err != nil {
 			return applyError{err}
 		}
 	}

@@ -148,6 +148,10 @@ func MakePlan(in PlanInput) (Plan, error) {
 			FormatBytes(p.Weights), in.MaxRows, FormatBytes(p.Scratch), FormatBytes(p.Margin),
 			FormatBytes(p.Weights+p.Scratch+p.Margin), FormatBytes(p.Limit))
 	}
+	p.Context = in.Model.MaxPositions
+	if in.Context > 0 && in.Context < p.Context {
+		p.Context = in.Context
+	}
 	if err := p.promptCache(in, avail); err != nil {
 		return Plan{}, err
 	}
@@ -177,12 +181,8 @@ func (p *Plan) promptCache(in PlanInput, avail int64) error {
 				gib, FormatBytes(p.Cache), FormatBytes(avail), FormatBytes(p.Limit))
 		}
 	default:
-		context := in.Model.MaxPositions
-		if in.Context > 0 {
-			context = min(context, in.Context)
-		}
 		p.Cache = min(int64(float64(avail)*DefaultCacheShare), DefaultCacheMost)
-		if room := avail - int64(context)*p.KVPerToken; room > 0 {
+		if room := avail - int64(p.Context)*p.KVPerToken; room > 0 {
 			p.Cache = min(p.Cache, room) // else the context is lowered anyway
 		}
 		p.CacheFrom = fmt.Sprintf("default: %.0f%% of what the weights, scratch and margin leave, at most %s, leaving room for one session of the context", DefaultCacheShare*100, FormatBytes(DefaultCacheMost))
@@ -242,13 +242,9 @@ func (in PlanInput) limitOfMemory() (int64, string, error) {
 	return int64(float64(device) * DefaultLimitShare), fmt.Sprintf("%.0f%% of %s", DefaultLimitShare*100, FormatBytes(device)), nil
 }
 
-// sessions fills p.Context, p.Layout, p.Parallel and p.Notes from in, within avail bytes.
+// sessions fills p.Layout, p.Parallel and p.Notes from in, within avail bytes, and lowers
+// p.Context where the user left it to the plan and it does not fit.
 func (p *Plan) sessions(in PlanInput, avail int64) error {
-	window := in.Model.MaxPositions
-	p.Context = window
-	if in.Context > 0 && in.Context < window {
-		p.Context = in.Context
-	}
 	fits := func(tokens int) bool { return int64(tokens)*p.KVPerToken <= avail }
 	switch {
 	case len(in.Layout) > 0:
