@@ -14,6 +14,7 @@ import (
 	"tfd/engine/gguf"
 	"tfd/engine/safetensors"
 	"tfd/engine/tokenizer"
+	"tfd/quant"
 )
 
 // ExportGGUF writes the Hugging Face model of src to out as a GGUF file, as llama.cpp's
@@ -353,56 +354,10 @@ func convertFloats(data []byte, from, to compute.DType) []byte {
 		case compute.F32:
 			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
 		case compute.F16:
-			binary.LittleEndian.PutUint16(out[2*i:], f32ToF16(f))
+			binary.LittleEndian.PutUint16(out[2*i:], quant.F32ToF16(f))
 		default:
-			binary.LittleEndian.PutUint16(out[2*i:], f32ToBF16(f))
+			binary.LittleEndian.PutUint16(out[2*i:], quant.F32ToBF16(f))
 		}
 	}
 	return out
-}
-
-// f32ToF16 rounds to the nearest binary16 value, ties to even, as numpy's astype(float16) does:
-// overflow becomes infinity, values under half the smallest subnormal zero, NaNs stay NaNs.
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp, mant := int(b>>23&0xff), b&0x7fffff
-	if exp == 0xff {
-		m := uint16(mant >> 13)
-		if mant != 0 && m == 0 {
-			m = 1 // a NaN whose payload sits below binary16's mantissa stays a NaN
-		}
-		return sign | 0x7c00 | m
-	}
-	e := exp - 127 + 15 // the binary16 exponent field
-	switch {
-	case e >= 0x1f:
-		return sign | 0x7c00
-	case e < -10:
-		return sign // below half the smallest subnormal
-	case e <= 0: // subnormal: the implicit bit joins the mantissa, shifted to 2⁻²⁴ units
-		full := mant | 0x800000
-		shift := uint(14 - e)
-		return sign | uint16(roundShift(full, shift))
-	}
-	// Normal: a carry out of the mantissa moves into the exponent, up to infinity.
-	return sign | uint16(roundShift(uint32(e)<<23|mant, 13))
-}
-
-// roundShift returns x >> shift rounded to nearest, ties to even.
-func roundShift(x uint32, shift uint) uint32 {
-	q, rem, half := x>>shift, x&(1<<shift-1), uint32(1)<<(shift-1)
-	if rem > half || rem == half && q&1 == 1 {
-		q++
-	}
-	return q
-}
-
-// f32ToBF16 rounds to the nearest bfloat16, ties to even, quieting NaNs, as gguf-py does.
-func f32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16((b&0xffff0000 | 64<<16) >> 16)
-	}
-	return uint16((uint64(b) + 0x7fff + uint64(b>>16&1)) >> 16)
 }

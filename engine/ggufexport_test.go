@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/quant"
 )
 
 // TestPermuteRowsAsLlamaCpp: the writer orders llama's q/k rows as convert_hf_to_gguf.py's
@@ -42,7 +43,7 @@ func TestPermuteRowsAsLlamaCpp(t *testing.T) {
 	}
 }
 
-// TestNarrowing: F32 to F16 and BF16 round to nearest, ties to even, as numpy does: every 16-bit
+// TestNarrowing: F32 to F16 and BF16 (package quant's narrowing, which the GGUF writer uses) round to nearest, ties to even, as numpy does: every 16-bit
 // value survives widening and narrowing, the midpoint of two neighbours goes to the even one and
 // anything off it to the nearer, overflow is infinity and NaN stays NaN.
 func TestNarrowing(t *testing.T) {
@@ -50,7 +51,7 @@ func TestNarrowing(t *testing.T) {
 		name   string
 		widen  func(uint16) float32
 		narrow func(float32) uint16
-	}{{"F16", compute.F16ToF32, f32ToF16}, {"BF16", compute.BF16ToF32, f32ToBF16}} {
+	}{{"F16", compute.F16ToF32, quant.F32ToF16}, {"BF16", compute.BF16ToF32, quant.F32ToBF16}} {
 		t.Run(c.name, func(t *testing.T) {
 			for h := range 0x10000 {
 				f := c.widen(uint16(h))
@@ -90,8 +91,8 @@ func TestNarrowing(t *testing.T) {
 		f    float32
 		want uint16
 	}{{65519, 0x7bff}, {65520, 0x7c00}, {1e10, 0x7c00}, {-1e10, 0xfc00}, {0x1p-25, 0}, {0x1.000002p-25, 1}, {0x1p-26, 0}} {
-		if got := f32ToF16(tc.f); got != tc.want {
-			t.Errorf("f32ToF16(%v) = %#04x, want %#04x", tc.f, got, tc.want)
+		if got := quant.F32ToF16(tc.f); got != tc.want {
+			t.Errorf("F32ToF16(%v) = %#04x, want %#04x", tc.f, got, tc.want)
 		}
 	}
 }

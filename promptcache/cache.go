@@ -43,7 +43,6 @@ type Cache struct {
 	entries map[Key]*entry
 	free    []int // blocks that hold nothing
 	lru     entry // sentinel of the use list: lru.next is the most recently used
-	scratch []byte
 
 	mu    sync.Mutex // guards stats
 	stats Stats
