@@ -77,8 +77,10 @@ func QuantizeQ4_0(dst []byte, src []float32) {
 		}
 		binary.LittleEndian.PutUint16(out, F32ToF16(d))
 		for j := range BlockSize / 2 {
-			lo := min(15, nibbleOf(x[j]*id+8.5))
-			hi := min(15, nibbleOf(x[j+BlockSize/2]*id+8.5))
+			// The products are rounded before 8.5 is added, as ggml's C computes them: Go
+			// would fuse them into one multiply-add on arm64.
+			lo := min(15, nibbleOf(float32(x[j]*id)+8.5))
+			hi := min(15, nibbleOf(float32(x[j+BlockSize/2]*id)+8.5))
 			out[2+j] = lo | hi<<4
 		}
 	}
