@@ -31,7 +31,7 @@ import (
 type DType uint8
 
 // The dtypes the contract knows. Weights may arrive as F32, F16 or BF16, or quantized (Q8_0,
-// Q4_0 and the affine dtypes, in quantized.go); activations are F32; token ids and positions are
+// Q4_0, Q4_K, Q6_K and the affine dtypes, in quantized.go); activations are F32; token ids and positions are
 // I32.
 const (
 	F32 DType = iota + 1
@@ -190,7 +190,7 @@ type Ops interface {
 	//
 	// With quantized weights the activations are quantized too: each row of x is quantized to 8
 	// bits in blocks of 32 (quant.Activation), and dst[r][o] is package quant's dot product of w's
-	// row o with it (quant.DotQ8_0, DotQ4_0 or DotAffine, one fixed order), plus bias[o], bit for
+	// row o with it (quant.DotQ8_0, DotQ4_0, DotQ4_K, DotQ6_K or DotAffine, one fixed order), plus bias[o], bit for
 	// bit. A row's bits then depend on the row alone, and every backend agrees with quant.
 	MatMul(dst, x, w, bias Tensor, rows int)
 	// RoPE rotates, in place, each of the heads in x[r] (x is [*, heads×headDim]) by the angles

@@ -13,6 +13,8 @@ import (
 //
 //   - Q8_0 and Q4_0 are GGUF's: each row is in/32 blocks of 34 or 18 bytes, an F16 scale and the
 //     quants (package quant has the layouts).
+//   - Q4_K and Q6_K are GGUF's K-quants: each row is in/256 super-blocks of 144 or 210 bytes
+//     (package quant has the layouts).
 //   - An affine dtype (see Affine) is MLX's: the packed codes of every row (in·bits/8 bytes a
 //     row, as the uint32 words of `<name>.weight`), then the scales of every row ([out,
 //     in/groupSize] in the scale dtype, `<name>.scales`), then the biases likewise
@@ -23,6 +25,8 @@ import (
 const (
 	Q8_0 DType = iota + 5
 	Q4_0
+	Q4_K
+	Q6_K
 )
 
 // An affine dtype carries its parameters in its bits: affineFlag, then the scale dtype (2 bits,
@@ -76,10 +80,11 @@ func (d DType) AffineParams() (f quant.Affine, scales DType, ok bool) {
 	return f, affineScales[si], true
 }
 
-// Quantized reports whether d is a quantized weight dtype: Q8_0, Q4_0 or an affine one.
+// Quantized reports whether d is a quantized weight dtype: Q8_0, Q4_0, Q4_K, Q6_K or an affine
+// one.
 func (d DType) Quantized() bool {
 	_, _, affine := d.AffineParams()
-	return d == Q8_0 || d == Q4_0 || affine
+	return d == Q8_0 || d == Q4_0 || d == Q4_K || d == Q6_K || affine
 }
 
 // Bytes returns the bytes of a tensor of dtype d and shape as Upload takes it, or an error for a
@@ -110,6 +115,10 @@ func (d DType) Bytes(shape []int) (int, error) {
 		row = quant.RowBytesQ8_0(in)
 	case Q4_0:
 		row = quant.RowBytesQ4_0(in)
+	case Q4_K:
+		unit, row = quant.SuperBlockSize, quant.RowBytesQ4_K(in)
+	case Q6_K:
+		unit, row = quant.SuperBlockSize, quant.RowBytesQ6_K(in)
 	default:
 		f, scales, _ := d.AffineParams()
 		unit = f.GroupSize
@@ -127,6 +136,10 @@ func (d DType) quantizedString() string {
 		return "Q8_0"
 	case Q4_0:
 		return "Q4_0"
+	case Q4_K:
+		return "Q4_K"
+	case Q6_K:
+		return "Q6_K"
 	}
 	if f, scales, ok := d.AffineParams(); ok {
 		return fmt.Sprintf("AFFINE%d_G%d_%v", f.Bits, f.GroupSize, scales)

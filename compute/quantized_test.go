@@ -33,7 +33,7 @@ func TestAffineDTypes(t *testing.T) {
 			t.Errorf("Affine(%d, %d, %v) = %v, want an error", bad.bits, bad.gs, bad.sc, d)
 		}
 	}
-	for _, d := range []DType{F32, F16, BF16, I32, Q8_0, Q4_0} {
+	for _, d := range []DType{F32, F16, BF16, I32, Q8_0, Q4_0, Q4_K, Q6_K} {
 		if _, _, ok := d.AffineParams(); ok {
 			t.Errorf("%v has affine parameters", d)
 		}
@@ -41,6 +41,9 @@ func TestAffineDTypes(t *testing.T) {
 	d, _ := Affine(4, 64, BF16)
 	if d.String() != "AFFINE4_G64_BF16" || Q8_0.String() != "Q8_0" || Q4_0.String() != "Q4_0" {
 		t.Errorf("names: %v %v %v", d, Q8_0, Q4_0)
+	}
+	if Q4_K.String() != "Q4_K" || Q6_K.String() != "Q6_K" || !Q4_K.Quantized() || !Q6_K.Quantized() {
+		t.Errorf("K-quants: %v %v, quantized %v %v", Q4_K, Q6_K, Q4_K.Quantized(), Q6_K.Quantized())
 	}
 }
 
@@ -57,6 +60,9 @@ func TestQuantizedBytes(t *testing.T) {
 		{Q4_0, []int{2, 3, 32}, 6 * quant.Q4_0BlockBytes, ""},
 		{a4, []int{2, 128}, 2 * (64 + 2*2*2), ""},
 		{a6, []int{1, 64}, 48 + 2*2*2, ""},
+		{Q4_K, []int{3, 512}, 3 * 2 * quant.Q4_KBlockBytes, ""},
+		{Q6_K, []int{2, 256}, 2 * quant.Q6_KBlockBytes, ""},
+		{Q4_K, []int{2, 384}, 0, "multiple of 256"},
 		{Q8_0, []int{2, 48}, 0, "multiple of 32"},
 		{a4, []int{2, 96}, 0, "multiple of 64"},
 		{Q4_0, []int{64}, 0, "matrices"},

@@ -28,6 +28,8 @@ var (
 // four weight rows of a group.
 func qdotsGo(q *qweights, w, sb []byte, act []actBlock) (lanes [4][8]float32) {
 	switch q.dtype {
+	case compute.Q4_K, compute.Q6_K:
+		return qdotsK(q, w, act)
 	case compute.Q8_0:
 		for b := range act {
 			a := &act[b]

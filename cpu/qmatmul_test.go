@@ -72,6 +72,21 @@ func quantized(t testing.TB, dtype compute.DType, out, in int, seed uint64) qmat
 			dequantize(v, m.data[r*rowBytes:(r+1)*rowBytes])
 			return v
 		}
+	case compute.Q4_K, compute.Q6_K:
+		quantize, dequantize, dot, rowBytes := quant.QuantizeQ4_K, quant.DequantizeQ4_K, quant.DotQ4_K, quant.RowBytesQ4_K(in)
+		if dtype == compute.Q6_K {
+			quantize, dequantize, dot, rowBytes = quant.QuantizeQ6_K, quant.DequantizeQ6_K, quant.DotQ6_K, quant.RowBytesQ6_K(in)
+		}
+		m.data = make([]byte, out*rowBytes)
+		for r := range out {
+			quantize(m.data[r*rowBytes:(r+1)*rowBytes], w[r*in:(r+1)*in])
+		}
+		m.dot = func(r int, a *quant.Activation) float32 { return dot(m.data[r*rowBytes:(r+1)*rowBytes], a) }
+		m.row = func(r int) []float32 {
+			v := make([]float32, in)
+			dequantize(v, m.data[r*rowBytes:(r+1)*rowBytes])
+			return v
+		}
 	default:
 		f, scaleType, _ := dtype.AffineParams()
 		rowBytes, groups := f.RowBytes(in), f.Groups(in)
@@ -125,7 +140,7 @@ func (m qmatrix) want(x, bias []float32, rows int) []float32 {
 }
 
 func quantDTypes(t testing.TB) []compute.DType {
-	dts := []compute.DType{compute.Q8_0, compute.Q4_0}
+	dts := []compute.DType{compute.Q8_0, compute.Q4_0, compute.Q4_K, compute.Q6_K}
 	for _, p := range []struct {
 		bits, gs int
 		sdt      compute.DType
@@ -150,6 +165,9 @@ func TestQuantMatMulMatchesReference(t *testing.T) {
 				if f, _, ok := dt.AffineParams(); ok && c.in%f.GroupSize != 0 {
 					continue
 				}
+				if (dt == compute.Q4_K || dt == compute.Q6_K) && c.in%quant.SuperBlockSize != 0 {
+					continue
+				}
 				t.Run(name(dt, c.out, c.in, c.rows), func(t *testing.T) {
 					b := newTest(t)
 					m := quantized(t, dt, c.out, c.in, uint64(c.out*c.in))
@@ -169,7 +187,7 @@ func TestQuantMatMulMatchesReference(t *testing.T) {
 // number of goroutines, with every kernel.
 func TestQuantMatMulInvariance(t *testing.T) {
 	forQuantKernels(t, func(t *testing.T) {
-		for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0, quantDTypes(t)[2]} {
+		for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0, compute.Q4_K, compute.Q6_K, quantDTypes(t)[4]} {
 			t.Run(dt.String(), func(t *testing.T) {
 				b := newTest(t)
 				const out, in = 301, 512

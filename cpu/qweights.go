@@ -8,11 +8,12 @@ import (
 	"tfd/quant"
 )
 
-// qweights is a quantized matrix (Q8_0, Q4_0 or MLX affine) as the cpu backend keeps it. Its rows
+// qweights is a quantized matrix (Q8_0, Q4_0, Q4_K, Q6_K or MLX affine) as the cpu backend keeps
+// it. Its rows
 // go in groups of four, the last group padded with zero rows, and the rows of a group are
 // interleaved unit by unit: the kernels compute four output columns at a time, so they read one
-// stream, in order. A unit is 32 elements of the four rows (Q8_0), 64 (Q4_0) or one quantization
-// group of them (affine):
+// stream, in order. A unit is 32 elements of the four rows (Q8_0), 64 (Q4_0), a super-block of 256
+// (Q4_K, Q6_K: see qkquants.go) or one quantization group of them (affine):
 //
 //	Q8_0:   the four rows' F16 scales (8 bytes), then their 32 int8 quants each (128 bytes)
 //	Q4_0:   two blocks: the four rows' F16 scales of the first, then of the second (16 bytes),
@@ -31,7 +32,7 @@ type qweights struct {
 	dtype   compute.DType
 	affine  quant.Affine // affine only
 	out, in int
-	units   int    // units a group of four rows: blocks (Q8_0, 8-bit affine), pairs of blocks (Q4_0, 4-bit affine) or quantization groups (other affine)
+	units   int    // units a group of four rows: blocks (Q8_0, 8-bit affine), pairs of blocks (Q4_0, 4-bit affine), super-blocks (Q4_K, Q6_K) or quantization groups (other affine)
 	unit    int    // bytes of one unit
 	data    []byte // groups × units × unit bytes
 	qgroups int    // affine only: quantization groups a row
@@ -108,6 +109,8 @@ func newQWeights(dtype compute.DType, shape []int, data []byte) *qweights {
 				}
 			}
 		}
+	case compute.Q4_K, compute.Q6_K:
+		q.newKQuant(data)
 	default:
 		q.newAffine(shape, data)
 	}
@@ -206,6 +209,8 @@ func (q *qweights) row(dst []float32, r int) {
 	w, sb := q.group(r / 4)
 	i := r % 4
 	switch q.dtype {
+	case compute.Q4_K, compute.Q6_K:
+		q.kRow(dst, w, i)
 	case compute.Q8_0:
 		for u := range q.units {
 			unit := w[u*q8Unit:]

@@ -313,12 +313,13 @@ func CheckQuantizedRefused(t *testing.T, b compute.Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0, affine} {
-		size, err := dt.Bytes([]int{4, 64})
+	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0, compute.Q4_K, compute.Q6_K, affine} {
+		shape := []int{4, 256}
+		size, err := dt.Bytes(shape)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := b.Upload(dt, []int{4, 64}, make([]byte, size))
+		w, err := b.Upload(dt, shape, make([]byte, size))
 		if err == nil {
 			b.Free(w)
 			t.Errorf("Upload of %v succeeded; want an error wrapping compute.ErrNoQuantizedKernels", dt)
