@@ -25,6 +25,7 @@ import (
 // llama.cpp's interleaved RoPE and Llama 3's rope scaling as rope_freqs.
 //
 // Matrices are written in dtype, and 1-D tensors (norms, biases) in F32, as the converter does.
+// Q4_K and Q6_K follow exportKQuant, with ggml's reference quantizers too.
 // F32, F16 and BF16 round to nearest even as numpy rounds. Q8_0 and Q4_0 quantize each row with
 // ggml's reference quantizers (package quant), as convert_hf_to_gguf.py --outtype q8_0 and
 // llama-quantize's reference do, under model.quantize's rule (Quantization.dtypeFor): Q4_0 keeps
@@ -35,10 +36,12 @@ import (
 // llama, qwen2 and qwen3 have no names for it, so the file's model has none. It is for tests and
 // comparisons with llama.cpp (tools/gguf); tfd serves what it writes the way it serves the folder.
 func ExportGGUF(src Source, dtype compute.DType, out io.Writer) error {
-	// general.file_type is llama.cpp's llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0, MOSTLY_BF16.
-	fileType, ok := map[compute.DType]uint32{compute.F32: 0, compute.F16: 1, compute.Q4_0: 2, compute.Q8_0: 7, compute.BF16: 32}[dtype]
+	// general.file_type is llama.cpp's llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0,
+	// MOSTLY_Q4_K_M, MOSTLY_Q6_K, MOSTLY_BF16.
+	fileType, ok := map[compute.DType]uint32{compute.F32: 0, compute.F16: 1, compute.Q4_0: 2, compute.Q8_0: 7,
+		compute.Q4_K: 15, compute.Q6_K: 18, compute.BF16: 32}[dtype]
 	if !ok {
-		return fmt.Errorf("engine: export GGUF: dtype %v; write F32, F16, BF16, Q8_0 or Q4_0", dtype)
+		return fmt.Errorf("engine: export GGUF: dtype %v; write F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K", dtype)
 	}
 	loc, err := src.locate()
 	if err != nil {
@@ -280,6 +283,9 @@ func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Chec
 		switch q := exportQuantization[dtype]; {
 		case len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight"):
 			data, typ = convertFloats(t.Data, from, compute.F32), gguf.F32
+		case dtype == compute.Q4_K || dtype == compute.Q6_K:
+			qdt := exportKQuant(dtype, name, t.Shape)
+			data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
 		case q != NoQuantization:
 			qdt, ok := q.dtypeFor(name, from, t.Shape)
 			if !ok {
@@ -303,7 +309,21 @@ func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Chec
 
 // ggufTypes maps the dtypes ExportGGUF writes to GGUF's types.
 var ggufTypes = map[compute.DType]gguf.Type{compute.F32: gguf.F32, compute.F16: gguf.F16, compute.BF16: gguf.BF16,
-	compute.Q8_0: gguf.Q8_0, compute.Q4_0: gguf.Q4_0}
+	compute.Q8_0: gguf.Q8_0, compute.Q4_0: gguf.Q4_0, compute.Q4_K: gguf.Q4_K, compute.Q6_K: gguf.Q6_K}
+
+// exportKQuant returns the dtype ExportGGUF writes a matrix in under Q4_K or Q6_K, a simpler
+// llama-quantize's Q4_K_M and Q6_K: the embedding table and the head in Q6_K (Q4_K_M's head), the
+// other matrices in dtype, and a matrix whose rows are not whole super-blocks of 256 in Q8_0
+// (llama-quantize's fallback for Q6_K; for Q4_K it takes Q5_0, which tfd does not run).
+func exportKQuant(dtype compute.DType, name string, shape []int) compute.DType {
+	if shape[len(shape)-1]%quant.SuperBlockSize != 0 {
+		return compute.Q8_0
+	}
+	if name == "model.embed_tokens.weight" || name == "lm_head.weight" {
+		return compute.Q6_K
+	}
+	return dtype
+}
 
 // exportQuantization is the model.quantize rule a quantized GGUF dtype writes its matrices by.
 var exportQuantization = map[compute.DType]Quantization{compute.Q8_0: QuantizeQ8, compute.Q4_0: QuantizeQ4}

@@ -89,16 +89,20 @@ func ggufDType(t gguf.Type) (compute.DType, bool) {
 		return compute.F16, true
 	case gguf.BF16:
 		return compute.BF16, true
-	case gguf.Q8_0: // compute's Q8_0 and Q4_0 are ggml's blocks byte for byte
+	case gguf.Q8_0: // compute's Q8_0, Q4_0, Q4_K and Q6_K are ggml's blocks byte for byte
 		return compute.Q8_0, true
 	case gguf.Q4_0:
 		return compute.Q4_0, true
+	case gguf.Q4_K:
+		return compute.Q4_K, true
+	case gguf.Q6_K:
+		return compute.Q6_K, true
 	}
 	return 0, false
 }
 
 // ggufRunsTypes names the types ggufDType maps, for refusals.
-const ggufRunsTypes = "F32, F16, BF16, Q8_0 and Q4_0"
+const ggufRunsTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K"
 
 // ggufCheckpoint is a GGUF file opened for loading: the config read from its metadata, and its
 // tensors as a checkpoint under Hugging Face names.
@@ -320,7 +324,7 @@ func (g *ggufCheckpoint) readRope(c *Config, key func(string) string) error {
 // tensor returns the tensor of a Hugging Face name from the file, in a Hugging Face checkpoint's
 // layout: llama's q and k rows are put back in the order rotate-half RoPE pairs them (see
 // ggufPermuteRows). A quantized row is whole blocks of its own elements, so rows move whole in
-// Q8_0 and Q4_0 as in the float types.
+// the quantized types as in the float types.
 func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
 	name, ok := ggufName(hfName)
 	if !ok {

@@ -355,9 +355,9 @@ func TestGGUFRefusals(t *testing.T) {
 		want string
 	}{
 		{"a type tfd does not run", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
-			d := ts["blk.0.ffn_down.weight"] // [384, 1024]: rows of 4 Q4_K blocks of 256
-			ts["blk.0.ffn_down.weight"] = tensorEdit{gguf.Q4_K, d.shape, make([]byte, d.shape[0]*d.shape[1]/256*144)}
-		}), "tensor blk.0.ffn_down.weight is Q4_K, which this build of tfd does not run (it runs F32, F16, BF16, Q8_0 and Q4_0)"},
+			d := ts["blk.0.ffn_down.weight"] // [384, 1024]: rows of 4 Q5_K blocks of 256
+			ts["blk.0.ffn_down.weight"] = tensorEdit{gguf.Q5_K, d.shape, make([]byte, d.shape[0]*d.shape[1]/256*176)}
+		}), "tensor blk.0.ffn_down.weight is Q5_K, which this build of tfd does not run (it runs F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K)"},
 		{"another architecture", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			kv["general.architecture"] = gguf.String("gemma3")
 		}), `architecture "gemma3" (general.architecture) is not one tfd runs; it runs llama, qwen2, qwen3`},

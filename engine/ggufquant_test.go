@@ -139,3 +139,60 @@ func TestQuantizedOnABackendWithoutKernels(t *testing.T) {
 		t.Errorf("a Q8_0 GGUF file: %v, want the way out for a checkpoint quantized itself", err)
 	}
 }
+
+// TestGGUFKQuants: the bundled model written as Q4_K and Q6_K GGUF (ExportGGUF: ggml's reference
+// quantizers; the bundled model's rows of 384 are not whole super-blocks, so only ffn_down, rows of
+// 1024, is in the K-quant and the other matrices are Q8_0) loads as it is, its logits are bit for
+// bit those of package quant's dot products (the reference backend), and close to the
+// unquantized model's.
+func TestGGUFKQuants(t *testing.T) {
+	skipShort(t)
+	unquantized := enginetest.Load(t, openCPU(t), "models/gopher", engine.Options{MaxRows: 64})
+	tokens, prompt := quantTokens(t, unquantized, 4)
+	f32 := runLogits(t, unquantized, tokens, prompt)
+	for _, c := range []struct {
+		dtype compute.DType
+		bound float64 // of max|Δ| / max|logit| in any row
+	}{{compute.Q4_K, 0.1}, {compute.Q6_K, 0.05}} {
+		t.Run(c.dtype.String(), func(t *testing.T) {
+			path := exportGGUF(t, bundled, c.dtype)
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range f.Tensors {
+				want := map[compute.DType]gguf.Type{compute.Q4_K: gguf.Q4_K, compute.Q6_K: gguf.Q6_K}[c.dtype]
+				switch {
+				case len(w.Dims) == 1:
+					want = gguf.F32
+				case !strings.HasSuffix(w.Name, "ffn_down.weight"):
+					want = gguf.Q8_0
+				}
+				if w.Type != want {
+					t.Errorf("tensor %s is %s, want %s", w.Name, w.Type, want)
+				}
+			}
+			f.Close()
+			got := runLogits(t, load(t, openCPU(t), engine.Source{Dir: path}), tokens, prompt)
+			ref := newRefBackend(t)
+			want := runLogits(t, load(t, ref, engine.Source{Dir: path}), tokens, prompt)
+			kquant := 0
+			for _, m := range ref.refs {
+				if m.dtype == c.dtype {
+					kquant++
+				}
+			}
+			if kquant == 0 {
+				t.Fatalf("the reference backend saw no %v weights", c.dtype)
+			}
+			for i := range got {
+				computetest.SameBits(t, fmt.Sprintf("row %d's logits", i), got[i], want[i])
+			}
+			worst, mean, agree := closeness(got, f32)
+			t.Logf("%v GGUF against the unquantized model over %d rows: max|Δ|/max|logit| worst %.4f, mean %.4f; argmax agrees in %.0f%%", c.dtype, len(got), worst, mean, 100*agree)
+			if worst > c.bound {
+				t.Errorf("max|Δ|/max|logit| reaches %.4f, above the bound %.2f", worst, c.bound)
+			}
+		})
+	}
+}

@@ -61,14 +61,20 @@ func isWeight(name string) bool {
 	return strings.HasSuffix(name, ".weight") || strings.Contains(name, ".weight[")
 }
 
-// quantizeTensor returns the rows of t, an F32, F16 or BF16 matrix, quantized to dtype (Q8_0 or
-// Q4_0) as Upload takes them, the rows spread over the machine's cores.
+// quantizeTensor returns the rows of t, an F32, F16 or BF16 matrix, quantized to dtype (Q8_0,
+// Q4_0, or for ExportGGUF Q4_K and Q6_K) as Upload takes them, the rows spread over the machine's
+// cores.
 func quantizeTensor(t stored, dtype compute.DType) []byte {
 	rows, in := t.shape[0], t.shape[1]
 	rowBytes := quant.RowBytesQ8_0(in)
 	quantize := quant.QuantizeQ8_0
-	if dtype == compute.Q4_0 {
+	switch dtype {
+	case compute.Q4_0:
 		rowBytes, quantize = quant.RowBytesQ4_0(in), quant.QuantizeQ4_0
+	case compute.Q4_K:
+		rowBytes, quantize = quant.RowBytesQ4_K(in), quant.QuantizeQ4_K
+	case compute.Q6_K:
+		rowBytes, quantize = quant.RowBytesQ6_K(in), quant.QuantizeQ6_K
 	}
 	size := t.dtype.Size()
 	out := make([]byte, rows*rowBytes)

@@ -58,6 +58,12 @@ func (m refMatrix) dot(o int, a *quant.Activation) float32 {
 	case compute.Q4_0:
 		n := quant.RowBytesQ4_0(m.in)
 		return quant.DotQ4_0(m.data[o*n:(o+1)*n], a)
+	case compute.Q4_K:
+		n := quant.RowBytesQ4_K(m.in)
+		return quant.DotQ4_K(m.data[o*n:(o+1)*n], a)
+	case compute.Q6_K:
+		n := quant.RowBytesQ6_K(m.in)
+		return quant.DotQ6_K(m.data[o*n:(o+1)*n], a)
 	}
 	f, sdt, _ := m.dtype.AffineParams()
 	n, g, ss := f.RowBytes(m.in), f.Groups(m.in), sdt.Size()
