@@ -7,7 +7,9 @@
 //	go run ./tools/gguf -dtype q8_0 -o /tmp/gopher-q8_0.gguf
 //
 // q8_0 and q4_0 quantize the weight matrices with ggml's reference quantizers; q4_0 keeps the
-// embedding table and the output head in q8_0, as model.quantize = "q4" does.
+// embedding table and the output head in q8_0, as model.quantize = "q4" does. q4_k and q6_k
+// (ggml's reference quantizers too) keep the table and the head in q6_k, and write matrices whose
+// rows are not whole super-blocks of 256 in q8_0.
 package main
 
 import (
@@ -24,7 +26,7 @@ import (
 
 func main() {
 	model := flag.String("model", "", "Hugging Face model folder; empty: the bundled model")
-	dtype := flag.String("dtype", "f16", "dtype of the matrices: f32, f16, bf16, q8_0 or q4_0 (1-D tensors are f32)")
+	dtype := flag.String("dtype", "f16", "dtype of the matrices: f32, f16, bf16, q8_0, q4_0, q4_k or q6_k (1-D tensors are f32)")
 	out := flag.String("o", "", "the GGUF file to write")
 	flag.Parse()
 	if err := run(*model, *dtype, *out); err != nil {
@@ -35,9 +37,9 @@ func main() {
 
 func run(model, dtype, out string) error {
 	dt, ok := map[string]compute.DType{"f32": compute.F32, "f16": compute.F16, "bf16": compute.BF16,
-		"q8_0": compute.Q8_0, "q4_0": compute.Q4_0}[strings.ToLower(dtype)]
+		"q8_0": compute.Q8_0, "q4_0": compute.Q4_0, "q4_k": compute.Q4_K, "q6_k": compute.Q6_K}[strings.ToLower(dtype)]
 	if !ok {
-		return fmt.Errorf("-dtype %q: want f32, f16, bf16, q8_0 or q4_0", dtype)
+		return fmt.Errorf("-dtype %q: want f32, f16, bf16, q8_0, q4_0, q4_k or q6_k", dtype)
 	}
 	if out == "" {
 		return fmt.Errorf("-o: name the file to write")

@@ -57,7 +57,7 @@ type side struct {
 
 func main() {
 	ggufPath := flag.String("gguf", "", "the GGUF file; empty: the bundled model written in -dtype")
-	dtype := flag.String("dtype", "f16", "dtype of the bundled model's GGUF: f32, f16, bf16, q8_0 or q4_0")
+	dtype := flag.String("dtype", "f16", "dtype of the bundled model's GGUF: f32, f16, bf16, q8_0, q4_0, q4_k or q6_k")
 	nlc := flag.String("node-llama-cpp", "", "node-llama-cpp's dist/index.js; empty: resolve \"node-llama-cpp\" from tools/llamacpp")
 	n := flag.Int("n", 32, "tokens to generate per prompt")
 	out := flag.String("json", "", "also write both sides' results to this file")
@@ -131,9 +131,9 @@ func run(ggufPath, dtype, nlc string, o llamaOptions, n int, out string) (bool, 
 
 func exportBundled(dir, dtype string) (string, error) {
 	dt, ok := map[string]compute.DType{"f32": compute.F32, "f16": compute.F16, "bf16": compute.BF16,
-		"q8_0": compute.Q8_0, "q4_0": compute.Q4_0}[dtype]
+		"q8_0": compute.Q8_0, "q4_0": compute.Q4_0, "q4_k": compute.Q4_K, "q6_k": compute.Q6_K}[dtype]
 	if !ok {
-		return "", fmt.Errorf("-dtype %q: want f32, f16, bf16, q8_0 or q4_0", dtype)
+		return "", fmt.Errorf("-dtype %q: want f32, f16, bf16, q8_0, q4_0, q4_k or q6_k", dtype)
 	}
 	var buf bytes.Buffer
 	if err := engine.ExportGGUF(engine.Source{FS: models.FS(), Name: models.Name}, dt, &buf); err != nil {
