@@ -5,7 +5,8 @@
 // GOMAXPROCS. Tensors hold F32, I32, or F16 and BF16 matrices as uploaded, which MatMul, Embed and
 // Gather widen to F32 element by element as they read them (exactly, so that the bits are those of
 // the same weights widened beforehand); F16 and BF16 vectors are widened when uploaded. Quantized
-// matrices (Q8_0, Q4_0, MLX affine) keep their bytes, rearranged for the kernels (qweights).
+// matrices (Q8_0, Q4_0, Q4_K, Q6_K, MLX affine) keep their bytes, rearranged for the kernels
+// (qweights).
 //
 // Batch invariance: every reduction over a row is computed by one routine in one fixed order,
 // whatever the number of rows in the call, the row's index among them, or the number of

@@ -1,5 +1,5 @@
 // Package quant holds the arithmetic of quantized weights in plain Go: the block layouts of GGUF's
-// Q8_0 and Q4_0 and of MLX's affine quantization, quantizing rows as their reference
+// Q8_0, Q4_0, Q4_K and Q6_K and of MLX's affine quantization, quantizing rows as their reference
 // implementations do, dequantizing, and the reference dot product of a quantized weight row with a
 // row of activations. Backends reproduce these dot products bit for bit, so this package is the
 // definition their kernels are tested against. It is a leaf: it imports nothing of tfd.
@@ -20,6 +20,8 @@
 //     e = float32(bias · d_x): lane[k] = fma(f, s[k], lane[k]), then lane[k] = fma(e, t[k],
 //     lane[k]), where t[k] is the sum of the four activation quants of the lane (the bias meets
 //     every element of the lane).
+//   - Q4_K and Q6_K: the sub-block's integer scale (and Q4_K's min) multiply the integer sums
+//     and f = float32(d · d_x) with the super-block's d; see DotQ4_K and DotQ6_K.
 //   - The lanes are combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
 //
 // The integer sums make the arithmetic exact up to the scales, and the fixed float order makes a
