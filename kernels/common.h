@@ -38,3 +38,43 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 // ATTN_SPLITS splits.
 #define ATTN_CHUNK 64
 #define ATTN_SPLITS 16
+
+// Quantized weights (src/quant.kern), read as 16-bit words.
+
+// affine_scale_S(p, i) is element i of an affine matrix's scales (or biases) of dtype S,
+// widened exactly to F32.
+FUNC float affine_scale_bf16(const GLOBAL ushort* p, ulong i) { return AS_FLOAT((uint)p[i] << 16); }
+FUNC float affine_scale_f16(const GLOBAL ushort* p, ulong i) { return f16_to_f32(p[i]); }
+FUNC float affine_scale_f32(const GLOBAL ushort* p, ulong i) { return AS_FLOAT((uint)p[2 * i] | ((uint)p[2 * i + 1] << 16)); }
+
+// affine_code is the bits-bit code at bit at of a packed affine row: MLX's codes form one
+// little-endian bit stream, code i in bits i·bits … (i+1)·bits−1.
+FUNC uint affine_code(const GLOBAL ushort* row, ulong at, int bits) {
+	ulong u = at >> 4;
+	int sh = (int)(at & 15);
+	uint v = (uint)row[u];
+	if (sh + bits > 16) v |= (uint)row[u + 1] << 16;
+	return (v >> sh) & ((1u << bits) - 1u);
+}
+
+// affine_codes4 is the codes of elements e … e+3 (e a multiple of 4) of a packed affine row,
+// code e+i in byte i. It reads only the words that hold them.
+FUNC uint affine_codes4(const GLOBAL ushort* row, int e, int bits) {
+	if (bits == 8) return (uint)row[e >> 1] | ((uint)row[(e >> 1) + 1] << 16);
+	if (bits == 4) {
+		uint h = (uint)row[e >> 2];
+		return (h & 0xfu) | ((h & 0xf0u) << 4) | ((h & 0xf00u) << 8) | ((h & 0xf000u) << 12);
+	}
+	ulong at = (ulong)e * bits;
+	ulong u = at >> 4;
+	int sh = (int)(at & 15);
+	int n = sh + 4 * bits;
+	ulong v = (ulong)row[u];
+	if (n > 16) v |= (ulong)row[u + 1] << 16;
+	if (n > 32) v |= (ulong)row[u + 2] << 32;
+	uint m = (1u << bits) - 1u;
+	uint c = 0;
+	UNROLL
+	for (int i = 0; i < 4; i++) c |= ((uint)(v >> (sh + i * bits)) & m) << (8 * i);
+	return c;
+}

@@ -93,6 +93,7 @@ func TestLaunches(t *testing.T) {
 	if got, want := AttentionLaunch(3, 8, 64).Scratch, 3*8*AttentionSplits*66; got != want {
 		t.Errorf("AttentionLaunch(3, 8, 64).Scratch = %d, want %d", got, want)
 	}
+	checkQuantLaunches(t, add)
 	for _, k := range All() {
 		if !seen[k.Name] {
 			t.Errorf("%s has no launch", k.Name)

@@ -103,6 +103,8 @@ func TestMSLRuns(t *testing.T) {
 		check(fmt.Sprint("combine_experts ", c), func(o *op) { o.combine(c.rows, c.width, c.k) })
 	}
 
+	quantChecks(t, check)
+
 	var missing []string
 	for _, k := range kernels.All() {
 		if !matched[k.Name] || failed[k.Name] {

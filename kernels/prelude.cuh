@@ -36,6 +36,10 @@ typedef unsigned long long ulong;
 #define RSQRT(v) ((float)(1.0 / sqrt((double)(v))))
 #define NEG_INF __int_as_float(0xff800000)
 #define AS_FLOAT(u) __uint_as_float(u)
+// Round to an integer, ties to even (the default rounding mode).
+#define RINT(x) rintf(x)
+// The sum of the four products of the signed bytes of a and b, exactly (quantized weights).
+#define DOT4_I8(a, b) __dp4a((int)(a), (int)(b), 0)
 
 FUNC float f16_to_f32(ushort h) {
 	float f;

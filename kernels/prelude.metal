@@ -44,9 +44,20 @@ using namespace metal;
 #define RSQRT(v) (1.0f / precise::sqrt(v))
 #define NEG_INF (-INFINITY)
 #define AS_FLOAT(u) as_type<float>((uint)(u))
+// Round to an integer, ties to even.
+#define RINT(x) rint(x)
+// The sum of the four products of the signed bytes of a and b, exactly (quantized weights).
+#define DOT4_I8(a, b) tfd_dot4_i8((uint)(a), (uint)(b))
 
 FUNC float f16_to_f32(ushort h) {
 	return float(as_type<half>(h));
+}
+
+// Metal has no four-way byte dot product: each byte is sign-extended and the products summed.
+FUNC int tfd_dot4_i8(uint a, uint b) {
+	int s = 0;
+	for (int i = 0; i < 4; i++) s += (as_type<int>(a << (24 - 8 * i)) >> 24) * (as_type<int>(b << (24 - 8 * i)) >> 24);
+	return s;
 }
 
 // The error word: [code, a, b, unused]. The first report wins. MSL has only the weak

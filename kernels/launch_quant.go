@@ -1,0 +1,31 @@
+package kernels
+
+import "fmt"
+
+// QuantizeActLaunch is the launch that quantizes the activations of a MatMul with quantized
+// weights (quantize_act): blocks blocks of 32 values (rows·in/32), one per SIMD group, four per
+// group. It writes blocks·8 words of quants and blocks F32 scales, which QMatMulLaunch's kernel
+// reads.
+func QuantizeActLaunch(blocks int) Launch { return launch("quantize_act", ceilDiv(blocks, 4), 1) }
+
+// QMatMulLaunch is the launch of MatMul with quantized weights of the given format ("q8_0",
+// "q4_0", or "affine_" and the scale dtype's suffix: "affine_bf16", "affine_f16", "affine_f32")
+// for rows rows of out output columns: sixteen columns per group (four per SIMD group, eight
+// lanes each), and the smallest row group that holds rows, or 16, as MatMulLaunch. R changes no
+// bits.
+func QMatMulLaunch(format string, rows, out int) Launch {
+	r := MatMulRows[len(MatMulRows)-1]
+	for _, n := range MatMulRows {
+		if n >= rows {
+			r = n
+			break
+		}
+	}
+	return launch(fmt.Sprintf("qmatmul_%s_%d", format, r), ceilDiv(out, 16), ceilDiv(rows, r))
+}
+
+// QEmbedLaunch is the launch of Embed from a quantized table of the given format (as
+// QMatMulLaunch names it) for rows tokens of dim elements: a thread per element, rows along x.
+func QEmbedLaunch(format string, rows, dim int) Launch {
+	return launch("qembed_"+format, rows, ceilDiv(dim, rowBlock))
+}

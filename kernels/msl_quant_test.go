@@ -1,0 +1,115 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"tfd/compute"
+	"tfd/compute/computetest"
+	"tfd/kernels"
+	"tfd/quant"
+)
+
+// The quantized-weight kernels on the MSL runner against the cpu backend (TestMSLRuns calls
+// them): the quantized activations bit for bit equal to package quant's, and MatMul and Embed bit
+// for bit equal to the cpu backend's, whose results are quant's: the kernels do the same
+// arithmetic in the same order.
+
+// quantChecks adds the quantized kernels' cases to TestMSLRuns: every format and scale dtype,
+// every row group R (rows 1, 2, 3, 7, 20), columns that leave partial groups.
+func quantChecks(t *testing.T, check func(name string, f func(o *op))) {
+	for _, dt := range computetest.QuantDTypes(t) {
+		unit := computetest.QuantUnit(dt)
+		check(fmt.Sprint("qmatmul ", dt, " one block"), func(o *op) { o.quantMatMul(dt, unit, 5, 1, false) })
+		for _, rows := range []int{1, 2, 3, 7, 20} {
+			check(fmt.Sprint("qmatmul ", dt, " rows ", rows), func(o *op) { o.quantMatMul(dt, 3*unit, 37, rows, rows%2 == 1) })
+		}
+		check(fmt.Sprint("qembed ", dt), func(o *op) { o.quantEmbed(dt, 3*unit, -1) })
+	}
+	check("qembed bad token", func(o *op) { o.quantEmbed(compute.Q4_0, 64, 50) })
+}
+
+// quantFormat names a quantized dtype as the kernels' variants do.
+func quantFormat(dt compute.DType) (format string, bits, group int) {
+	switch dt {
+	case compute.Q8_0:
+		return "q8_0", 8, 32
+	case compute.Q4_0:
+		return "q4_0", 4, 32
+	}
+	f, scales, _ := dt.AffineParams()
+	return "affine_" + weightSuffix(scales), f.Bits, f.GroupSize
+}
+
+func (o *op) quantMatMul(dt compute.DType, in, out, rows int, withBias bool) {
+	xs, bs := computetest.Randn(uint64(in*rows), rows*in), computetest.Randn(3, out)
+	for i := range 32 {
+		xs[i] = 0 // a block of zeros: a zero scale
+	}
+	wb := computetest.QuantizedWeights(o.t, dt, out, in, uint64(out))
+	x := o.upload(compute.F32, computetest.F32Bytes(pad(xs, (rows+1)*in)), rows+1, in)
+	w := o.upload(dt, wb, out, in)
+	dst := o.upload(compute.F32, make([]byte, 4*(rows+1)*out), rows+1, out)
+	var bias compute.Tensor
+	mbias, hasBias := &mbuf{}, int32(0) // no bias: an empty buffer, so any read of it faults
+	if withBias {
+		bias, mbias, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), out), &mbuf{computetest.F32Bytes(bs)}, 1
+	}
+	o.cpu.MatMul(dst, x, w, bias, rows)
+	want := o.read(dst, (rows+1)*out)
+
+	blocks := rows * in / quant.BlockSize
+	qx, dx := &mbuf{make([]byte, 32*blocks)}, &mbuf{make([]byte, 4*blocks)}
+	o.launch(kernels.QuantizeActLaunch(blocks), qx, dx, &mbuf{computetest.F32Bytes(xs)}, int32(blocks))
+	var a quant.Activation
+	for r := range rows {
+		a.Quantize(xs[r*in : (r+1)*in])
+		for j, q := range a.Q {
+			if got := int8(qx.b[r*in+j]); got != q {
+				o.t.Fatalf("activation quant %d of row %d: %d, quant %d", j, r, got, q)
+			}
+		}
+		nb := in / quant.BlockSize
+		computetest.SameBits(o.t, "activation scales", floats(dx)[r*nb:(r+1)*nb], a.D)
+	}
+
+	format, bits, group := quantFormat(dt)
+	md := &mbuf{make([]byte, 4*(rows+1)*out)}
+	args := []any{md, qx, dx, &mbuf{wb}, mbias, int32(rows), int32(in), int32(out), hasBias}
+	if _, _, affine := dt.AffineParams(); affine {
+		args = append(args, int32(bits), int32(group))
+	}
+	o.launch(kernels.QMatMulLaunch(format, rows, out), args...)
+	got := floats(md)
+	computetest.SameBits(o.t, "dst", got[:rows*out], want[:rows*out])
+	computetest.SameBits(o.t, "the row past rows", got[rows*out:], make([]float32, out))
+}
+
+func (o *op) quantEmbed(dt compute.DType, dim, badToken int) {
+	const vocab = 50
+	rng := rand.New(rand.NewPCG(uint64(vocab), uint64(dim)))
+	ids := make([]int32, 9)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(vocab))
+	}
+	ids[0], ids[1] = 0, vocab-1 // the first and last rows of the table
+	if badToken >= 0 {
+		ids[4] = int32(badToken)
+	}
+	tb := computetest.QuantizedWeights(o.t, dt, vocab, dim, 4)
+	x := o.upload(compute.F32, make([]byte, 4*len(ids)*dim), len(ids), dim)
+	o.cpu.Embed(x, o.upload(dt, tb, vocab, dim), o.upload(compute.I32, computetest.I32Bytes(ids), len(ids)), len(ids))
+	cpuErr := o.cpu.Sync()
+	want := o.read(x, len(ids)*dim)
+
+	format, bits, group := quantFormat(dt)
+	mx, errWord := &mbuf{make([]byte, 4*len(ids)*dim)}, &mbuf{make([]byte, 16)}
+	args := []any{mx, &mbuf{tb}, &mbuf{computetest.I32Bytes(ids)}, int32(vocab), int32(dim)}
+	if _, _, affine := dt.AffineParams(); affine {
+		args = append(args, int32(bits), int32(group))
+	}
+	o.launch(kernels.QEmbedLaunch(format, len(ids), dim), append(args, errWord)...)
+	computetest.SameBits(o.t, "x", floats(mx), want)
+	o.checkError(errWord, cpuErr, badToken >= 0, 1, 4, badToken) // ERR_EMBED, row 4
+}
