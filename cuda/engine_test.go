@@ -3,6 +3,7 @@ package cuda
 import (
 	"testing"
 
+	"tfd/compute"
 	"tfd/engine/enginetest"
 )
 
@@ -21,4 +22,17 @@ func TestEngineMatchesOracle(t *testing.T) {
 // through the host (enginetest.CheckBlockStore).
 func TestBlockStoreRestoresExactly(t *testing.T) {
 	enginetest.CheckBlockStore(t, openCUDA(t))
+}
+
+// TestQuantizedEngineMatchesCPU: the bundled model quantized at load (q8, q4) and as GGUF Q8_0
+// and Q4_0 files runs on the GPU: the files give the folder's bits, forwards are batch-invariant
+// bit for bit, logits are near the cpu backend's and the greedy runs are compared with its
+// (enginetest.CheckQuantized).
+func TestQuantizedEngineMatchesCPU(t *testing.T) {
+	cpu, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cpu.Close() })
+	enginetest.CheckQuantized(t, openCUDA(t), cpu)
 }

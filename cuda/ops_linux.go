@@ -17,6 +17,10 @@ import (
 // and is reported by the next Sync.
 func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	tt := b.asTensor(table, "Embed", "table")
+	if tt.dtype.Quantized() {
+		b.embedQuant(x, tt, tokens, rows)
+		return
+	}
 	wi := weightIndex(tt.dtype)
 	if len(tt.shape) != 2 || wi < 0 {
 		panic(fmt.Sprintf("cuda: Embed: table is %v %v, want [vocab, dim] of F32, F16 or BF16", tt.dtype, tt.shape))
@@ -72,6 +76,10 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 // share each weight load; the group size changes no bits (see kernels/src/matmul.kern).
 func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	wt := b.asTensor(w, "MatMul", "w")
+	if wt.dtype.Quantized() {
+		b.matmulQuant(dst, x, wt, bias, rows)
+		return
+	}
 	wi := weightIndex(wt.dtype)
 	if len(wt.shape) != 2 || wi < 0 {
 		panic(fmt.Sprintf("cuda: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wt.dtype, wt.shape))

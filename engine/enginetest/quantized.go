@@ -1,0 +1,128 @@
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"tfd/batch"
+	"tfd/compute"
+	"tfd/engine"
+)
+
+// QuantizedLogitsBound bounds, for CheckQuantized, how far a quantized model's logits on a GPU
+// may be from the same model's on the cpu backend, as a share of the row's largest logit. The
+// matrix products are the same bits on both, but attention, norms and RoPE round differently in
+// the last bit, and an activation that lands on the other side of a rounding boundary takes the
+// next quant, a step of 1/127 of its block's largest value.
+const QuantizedLogitsBound = 0.02
+
+// CheckQuantized runs the bundled model quantized, at load (model.quantize q8 and q4) and as GGUF
+// files in Q8_0 and Q4_0 (ExportGGUF), on backend b, against the same model on cpu (the cpu
+// backend):
+//
+//   - a GGUF file gives on b the logits of the folder quantized at load on b, bit for bit (the
+//     same weights make the same blocks);
+//   - forwards that mix sessions and positions give each row its solo bits on b
+//     (CheckBatchInvariance);
+//   - each oracle prompt's logits at every position are within QuantizedLogitsBound of the cpu's;
+//   - each oracle prompt's 64-token greedy continuation is decoded on both, and the tokens they
+//     agree on from the start are logged (a tie broken the other way may part them).
+func CheckQuantized(t *testing.T, b, cpu compute.Backend) {
+	o := Read(t, "gopher")
+	for _, c := range []struct {
+		q    engine.Quantization
+		file compute.DType
+	}{{engine.QuantizeQ8, compute.Q8_0}, {engine.QuantizeQ4, compute.Q4_0}} {
+		t.Run(string(c.q), func(t *testing.T) {
+			opts := engine.Options{MaxRows: 64, Quantize: c.q}
+			m, mc := Load(t, b, o.Model, opts), Load(t, cpu, o.Model, opts)
+			worst := checkQuantizedLogits(t, m, mc, o)
+			var agreed []int
+			for _, cs := range o.Cases {
+				got, want := Greedy(t, m, cs.Prompt, len(cs.Greedy)), Greedy(t, mc, cs.Prompt, len(cs.Greedy))
+				n := 0
+				for n < len(got) && got[n] == want[n] {
+					n++
+				}
+				agreed = append(agreed, n)
+			}
+			t.Logf("%s on %s against cpu: logits worst max|Δ|/max|logit| %.3g; greedy runs of %d tokens agree for the first %v tokens",
+				c.q, b.Name(), worst, len(o.Cases[0].Greedy), agreed)
+
+			gguf := loadGGUF(t, b, o.Model, c.file, opts)
+			for ci, cs := range o.Cases {
+				g, w := promptLogits(t, gguf, cs.Prompt), promptLogits(t, m, cs.Prompt)
+				if !slices.EqualFunc(g, w, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+					t.Errorf("case %d: the %v GGUF file's logits differ from the folder quantized at load (%s)", ci, c.file, c.q)
+				}
+			}
+		})
+		t.Run(string(c.q)+"/invariance", func(t *testing.T) {
+			CheckBatchInvariance(t, Load(t, b, o.Model, engine.Options{MaxRows: 48, Slots: 600, Quantize: c.q}))
+		})
+	}
+}
+
+// checkQuantizedLogits compares every oracle prompt position's logits of m and mc within
+// QuantizedLogitsBound and returns the worst ratio seen.
+func checkQuantizedLogits(t *testing.T, m, mc *engine.Model, o *Oracle) float64 {
+	t.Helper()
+	var worstRel float64
+	for ci, c := range o.Cases {
+		got, want := promptLogits(t, m, c.Prompt), promptLogits(t, mc, c.Prompt)
+		for p := range c.Prompt {
+			g, w := got[p*o.Vocab:(p+1)*o.Vocab], want[p*o.Vocab:(p+1)*o.Vocab]
+			var scale, worst float64
+			for i := range w {
+				scale = max(scale, math.Abs(float64(w[i])))
+				worst = max(worst, math.Abs(float64(g[i]-w[i])))
+			}
+			worstRel = max(worstRel, worst/scale)
+			if !(worst <= QuantizedLogitsBound*scale) {
+				t.Errorf("case %d position %d: max |Δlogit| = %.3g, over %g × %.3g", ci, p, worst, QuantizedLogitsBound, scale)
+			}
+		}
+	}
+	return worstRel
+}
+
+// promptLogits runs prompt in one forward at session base 0 and returns a copy of every
+// position's logits.
+func promptLogits(t testing.TB, m *engine.Model, prompt []int32) []float32 {
+	t.Helper()
+	rows := make([]batch.Row, len(prompt))
+	for i, tok := range prompt {
+		rows[i] = batch.Row{Pos: i, Token: tok, Logits: true}
+	}
+	logits, err := m.Forward(context.Background(), rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(logits)
+}
+
+// loadGGUF writes the model folder dir (relative to the repository root) as a GGUF file of
+// dtype and loads it on b; the model is closed when the test ends.
+func loadGGUF(t testing.TB, b compute.Backend, dir string, dtype compute.DType, opts engine.Options) *engine.Model {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := engine.ExportGGUF(engine.Source{Dir: filepath.Join(RepoRoot(t), dir)}, dtype, &buf); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("model-%v.gguf", dtype))
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(context.Background(), engine.Source{Dir: path}, b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
