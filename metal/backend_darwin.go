@@ -51,6 +51,9 @@ type backend struct {
 	// attnPart is the attention kernels' scratch for the partial results of a row's key splits,
 	// grown when a launch needs more (kernels.AttentionLaunch); nil until the first Attention.
 	attnPart *tensor
+	// qact is the quantized activations of a MatMul with quantized weights (quant_darwin.go),
+	// grown as attnPart is; nil until the first.
+	qact *tensor
 
 	live    map[any]struct{} // tensors and pools not yet freed; Close releases them
 	pending error            // an error met while encoding, for the next Sync

@@ -5,6 +5,7 @@ package metal
 import (
 	"testing"
 
+	"tfd/compute"
 	"tfd/engine/enginetest"
 	"tfd/scheduler/schedulertest"
 )
@@ -17,6 +18,19 @@ import (
 // transformers', forwards batch-invariant bit for bit.
 func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openMetal(t))
+}
+
+// TestQuantizedEngineMatchesCPU: the bundled model quantized at load (q8, q4) and as GGUF Q8_0
+// and Q4_0 files runs on the GPU: the files give the folder's bits, forwards are batch-invariant
+// bit for bit, logits are near the cpu backend's and the greedy runs are compared with its
+// (enginetest.CheckQuantized).
+func TestQuantizedEngineMatchesCPU(t *testing.T) {
+	cpu, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cpu.Close() })
+	enginetest.CheckQuantized(t, openMetal(t), cpu)
 }
 
 // TestBlockStoreRestoresExactly: the prompt cache's blocks saved from one session and restored

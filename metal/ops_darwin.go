@@ -31,6 +31,10 @@ func weightSuffix(d compute.DType) string {
 // and is reported by the next Sync.
 func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	tt := b.asTensor(table, "Embed", "table")
+	if tt.dtype.Quantized() {
+		b.embedQuant(x, tt, tokens, rows)
+		return
+	}
 	w := weightSuffix(tt.dtype)
 	if len(tt.shape) != 2 || w == "" {
 		panic(fmt.Sprintf("metal: Embed: table is %v %v, want [vocab, dim] of F32, F16 or BF16", tt.dtype, tt.shape))
@@ -89,6 +93,10 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 // no bits (kernels/src/matmul.kern).
 func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	wt := b.asTensor(w, "MatMul", "w")
+	if wt.dtype.Quantized() {
+		b.matmulQuant(dst, x, wt, bias, rows)
+		return
+	}
 	ws := weightSuffix(wt.dtype)
 	if len(wt.shape) != 2 || ws == "" {
 		panic(fmt.Sprintf("metal: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wt.dtype, wt.shape))

@@ -1,0 +1,105 @@
+//go:build darwin && arm64
+
+package metal
+
+import (
+	"fmt"
+
+	"tfd/compute"
+	"tfd/kernels"
+	"tfd/quant"
+)
+
+// Quantized weights (Q8_0, Q4_0, MLX affine) stay in their buffers as the checkpoint stores them
+// (compute.Q8_0 says how), and MatMul runs in two dispatches: quantize_act quantizes the rows of
+// x into the backend's scratch, then qmatmul_F_R takes package quant's dot product of each weight
+// row with each of them, in quant's order, so the results are the cpu backend's bits
+// (kernels/src/quant.kern).
+
+// quantFormat returns the kernels' name for the format of a quantized dtype ("q8_0", "q4_0",
+// "affine_bf16", …) and, for an affine one, its bits and group size; ok is false for a dtype
+// without kernels here.
+func quantFormat(d compute.DType) (format string, bits, group int, ok bool) {
+	switch d {
+	case compute.Q8_0:
+		return "q8_0", 8, quant.BlockSize, true
+	case compute.Q4_0:
+		return "q4_0", 4, quant.BlockSize, true
+	}
+	f, scales, affine := d.AffineParams()
+	if s := weightSuffix(scales); affine && s != "" {
+		return "affine_" + s, f.Bits, f.GroupSize, true
+	}
+	return "", 0, 0, false
+}
+
+// quantMatrix returns a quantized weight's format and its shape as a matrix: out rows (every
+// dimension but the last) of in elements, and the arguments an affine format adds.
+func (b *backend) quantMatrix(t *tensor, op string) (format string, out, in int, extra []arg) {
+	format, bits, group, ok := quantFormat(t.dtype)
+	if !ok || len(t.shape) < 2 {
+		panic(fmt.Sprintf("metal: %s: %v %v is not a quantized matrix the kernels read", op, t.dtype, t.shape))
+	}
+	in = t.shape[len(t.shape)-1]
+	out = t.n / max(in, 1)
+	if _, _, affine := t.dtype.AffineParams(); affine {
+		extra = []arg{i32(bits), i32(group)}
+	}
+	return format, out, in, extra
+}
+
+// matmulQuant is MatMul with quantized weights wt.
+func (b *backend) matmulQuant(dst, x compute.Tensor, wt *tensor, bias compute.Tensor, rows int) {
+	format, out, in, extra := b.quantMatrix(wt, "MatMul")
+	dt := b.tensorOf(dst, "MatMul", "dst", compute.F32, rows*out)
+	xt := b.tensorOf(x, "MatMul", "x", compute.F32, rows*in)
+	var bt arg
+	hasBias := 0
+	if bias != nil {
+		bt, hasBias = bufArg(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
+	}
+	blocks := rows * in / quant.BlockSize
+	if rows <= 0 || blocks == 0 {
+		return
+	}
+	act := b.quantScratch(blocks)
+	if act == nil {
+		return
+	}
+	// The quants (eight words a block), then the scales: offsets of 32 bytes a block.
+	qx, dx := bufArg(act), arg{buf: act.buf, off: uint64(32 * blocks)}
+	b.dispatch(kernels.QuantizeActLaunch(blocks), qx, dx, bufArg(xt), i32(blocks))
+	args := append([]arg{bufArg(dt), qx, dx, bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias)}, extra...)
+	b.dispatch(kernels.QMatMulLaunch(format, rows, out), args...)
+}
+
+// embedQuant is Embed from a quantized table tt: each row dequantized as package quant does.
+func (b *backend) embedQuant(x compute.Tensor, tt *tensor, tokens compute.Tensor, rows int) {
+	format, vocab, dim, extra := b.quantMatrix(tt, "Embed")
+	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
+	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
+	args := append([]arg{bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim)}, extra...)
+	b.dispatch(kernels.QEmbedLaunch(format, rows, dim), append(args, b.errArg())...)
+}
+
+// quantScratch returns the scratch for the quantized activations of blocks blocks of 32 (eight
+// words of quants each, then an F32 scale each), grown as attentionScratch grows its own; nil,
+// with the error kept for the next Sync, if there is no room for it.
+func (b *backend) quantScratch(blocks int) *tensor {
+	n := 9 * blocks
+	if b.qact != nil && b.qact.n >= n {
+		return b.qact
+	}
+	t, err := b.Alloc(compute.F32, n)
+	if err != nil {
+		if b.pending == nil {
+			b.pending = fmt.Errorf("metal: MatMul: the scratch for its quantized activations: %w", err)
+		}
+		return nil
+	}
+	if b.qact != nil {
+		b.Free(b.qact)
+	}
+	b.qact = t.(*tensor)
+	return b.qact
+}
