@@ -41,7 +41,7 @@ type Options struct {
 	// Slots is the KV pool's size in tokens, shared by all sessions; default Context.
 	Slots int
 	// Quantize quantizes the weight matrices of a 16- or 32-bit checkpoint as they load
-	// (model.quantize); the backend must run quantized weights (the cpu backend does).
+	// (model.quantize); the backend must run quantized weights (cpu, cuda and metal do).
 	Quantize Quantization
 	// Progress, if set, is told each loading step.
 	Progress func(step string, done, total int)

@@ -59,7 +59,7 @@ type ModelConfig struct {
 	// lowered to what memory allows.
 	Context int `koanf:"context"`
 	// Quantize is "" (keep the checkpoint's dtypes), "q8" or "q4": quantize the weight matrices
-	// of a 16- or 32-bit checkpoint as they load (engine.Quantization). The cpu backend runs
+	// of a 16- or 32-bit checkpoint as they load (engine.Quantization). Every backend runs
 	// them; a checkpoint already quantized (MLX) loads as it is.
 	Quantize string `koanf:"quantize"`
 }
