@@ -41,6 +41,47 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 
 // Quantized weights (src/quant.kern), read as 16-bit words.
 
+// q8_0_scale and q8_0_word are the F16 scale of block b of a Q8_0 row (17 words a block) and
+// quant word k of it (quants 4k … 4k+3, a byte each).
+FUNC float q8_0_scale(const GLOBAL ushort* row, int b) { return f16_to_f32(row[b * 17]); }
+FUNC uint q8_0_word(const GLOBAL ushort* row, int b, int k) {
+	return (uint)row[b * 17 + 1 + 2 * k] | ((uint)row[b * 17 + 2 + 2 * k] << 16);
+}
+
+// q4_0_scale and q4_0_word are the F16 scale of block b of a Q4_0 row (9 words a block) and the
+// nibbles of its elements 4k … 4k+3, a byte each: the low nibbles of bytes 4k … 4k+3 for k < 4,
+// the high nibbles of bytes 4(k−4) … 4(k−4)+3 for k ≥ 4.
+FUNC float q4_0_scale(const GLOBAL ushort* row, int b) { return f16_to_f32(row[b * 9]); }
+FUNC uint q4_0_word(const GLOBAL ushort* row, int b, int k) {
+	int j = k & 3;
+	uint word = (uint)row[b * 9 + 1 + 2 * j] | ((uint)row[b * 9 + 2 + 2 * j] << 16);
+	return (word >> (k < 4 ? 0 : 4)) & 0x0f0f0f0fu;
+}
+
+// qdot_step is one block of a lane of package quant's dot product (Q8_0): the exact integer sum
+// of the four products of weight quants wq with activation quants xq, added as
+// fma(dw·dx, s, acc).
+FUNC float qdot_step(float acc, float dw, uint wq, uint xq, float dx) {
+	return FMA(MUL(dw, dx), (float)DOT4_I8(wq, xq), acc);
+}
+
+// q4_0_step is qdot_step for Q4_0 nibbles: each quant is its nibble − 8, so
+// s = Σ nibble·x − 8·Σx, both exact.
+FUNC float q4_0_step(float acc, float dw, uint nibbles, uint xq, float dx) {
+	int s = DOT4_I8(nibbles, xq) - 8 * DOT4_I8(0x01010101u, xq);
+	return FMA(MUL(dw, dx), (float)s, acc);
+}
+
+// affine_step is one block of a lane of quant's affine dot product: with the codes made signed
+// (wq, each code − 128), s = Σ(code − 128)·x + 128·t and t = Σx, both exact; then
+// fma(scale·dx, s, acc) and fma(bias·dx, t, ·).
+FUNC float affine_step(float acc, float scale, float bias, uint wq, uint xq, float dx) {
+	int t = DOT4_I8(0x01010101u, xq);
+	int s = DOT4_I8(wq, xq) + 128 * t;
+	acc = FMA(MUL(scale, dx), (float)s, acc);
+	return FMA(MUL(bias, dx), (float)t, acc);
+}
+
 // affine_scale_S(p, i) is element i of an affine matrix's scales (or biases) of dtype S,
 // widened exactly to F32.
 FUNC float affine_scale_bf16(const GLOBAL ushort* p, ulong i) { return AS_FLOAT((uint)p[i] << 16); }

@@ -22,9 +22,11 @@ func quantChecks(t *testing.T, check func(name string, f func(o *op))) {
 	for _, dt := range computetest.QuantDTypes(t) {
 		unit := computetest.QuantUnit(dt)
 		check(fmt.Sprint("qmatmul ", dt, " one block"), func(o *op) { o.quantMatMul(dt, unit, 5, 1, false) })
+		// 36 blocks: whole batches of every row group's size (32, 16, 8, 4 blocks) and a rest.
 		for _, rows := range []int{1, 2, 3, 7, 20} {
-			check(fmt.Sprint("qmatmul ", dt, " rows ", rows), func(o *op) { o.quantMatMul(dt, 3*unit, 37, rows, rows%2 == 1) })
+			check(fmt.Sprint("qmatmul ", dt, " rows ", rows), func(o *op) { o.quantMatMul(dt, 1152, 37, rows, rows%2 == 1) })
 		}
+		check(fmt.Sprint("qmatmul ", dt, " three groups"), func(o *op) { o.quantMatMul(dt, 3*unit, 5, 2, false) })
 		check(fmt.Sprint("qembed ", dt), func(o *op) { o.quantEmbed(dt, 3*unit, -1) })
 	}
 	check("qembed bad token", func(o *op) { o.quantEmbed(compute.Q4_0, 64, 50) })

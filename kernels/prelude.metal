@@ -45,6 +45,8 @@ using namespace metal;
 #define NEG_INF (-INFINITY)
 #define AS_FLOAT(u) as_type<float>((uint)(u))
 // Round to an integer, ties to even.
+// Metal has no prefetch instruction: a hint left out, which changes no result.
+#define PREFETCH_L2(p) ((void)(p))
 #define RINT(x) rint(x)
 // The sum of the four products of the signed bytes of a and b, exactly (quantized weights).
 #define DOT4_I8(a, b) tfd_dot4_i8((uint)(a), (uint)(b))
