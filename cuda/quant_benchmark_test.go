@@ -9,7 +9,8 @@ import (
 )
 
 // BenchmarkQuantMatVec multiplies an 8192×8192 matrix of each quantized format (and BF16, for
-// comparison) by 1 and 16 rows, and reports the weights' bytes read per second, as
+// comparison) by 1 and 16 rows, and an 8B model's smallest and longest (1024×4096, 4096×12288)
+// by 1, and reports the weights' bytes read per second, as
 // BenchmarkMatVec does: b.N launches (the activations' quantization and the product) with one
 // Sync at the end, graphs off.
 func BenchmarkQuantMatVec(b *testing.B) {
@@ -17,11 +18,11 @@ func BenchmarkQuantMatVec(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const out, in = 8192, 8192
 	for _, dt := range []compute.DType{compute.BF16, compute.Q8_0, compute.Q4_0, affine} {
-		var data []byte
-		for _, rows := range []int{1, 16} {
-			b.Run(fmt.Sprintf("%v/rows=%d", dt, rows), func(b *testing.B) {
+		for _, s := range []struct{ out, in, rows int }{{8192, 8192, 1}, {8192, 8192, 16}, {1024, 4096, 1}, {4096, 12288, 1}} {
+			var data []byte
+			out, in, rows := s.out, s.in, s.rows
+			b.Run(fmt.Sprintf("%v/%dx%d/rows=%d", dt, out, in, rows), func(b *testing.B) {
 				if data == nil {
 					if dt == compute.BF16 {
 						data = computetest.Encode(dt, computetest.Randn(1, out*in))
