@@ -58,6 +58,61 @@ FUNC uint q4_0_word(const GLOBAL ushort* row, int b, int k) {
 	return (word >> (k < 4 ? 0 : 4)) & 0x0f0f0f0fu;
 }
 
+// qbyte is byte o of a row read as 16-bit words (little-endian).
+FUNC uint qbyte(const GLOBAL ushort* row, int o) { return ((uint)row[o >> 1] >> (8 * (o & 1))) & 0xffu; }
+
+// qword is the 32-bit word at byte o (even) of a row read as 16-bit words.
+FUNC uint qword(const GLOBAL ushort* row, int o) { return (uint)row[o >> 1] | ((uint)row[(o >> 1) + 1] << 16); }
+
+// Q4_K (72 words a super-block: d, dmin, 12 bytes of scales and mins, 128 bytes of nibbles) and
+// Q6_K (105 words: 128 bytes of low nibbles, 64 of high bits, 16 int8 scales, d), as package quant
+// lays them out. Activation block b is sub-block j = b%8 of super-block b/8.
+
+// q4_k_scale_min is sub-block j's 6-bit scale and min from the super-block's 12 scale bytes at
+// byte 4 of sb (ggml's get_scale_min_k4): the scale in the low half, the min in the high.
+FUNC uint q4_k_scale_min(const GLOBAL ushort* sb, int j) {
+	if (j < 4) return (qbyte(sb, 4 + j) & 63u) | ((qbyte(sb, 8 + j) & 63u) << 16);
+	uint sc = (qbyte(sb, 8 + j) & 15u) | ((qbyte(sb, j) >> 6) << 4);
+	uint m = (qbyte(sb, 8 + j) >> 4) | ((qbyte(sb, 4 + j) >> 6) << 4);
+	return sc | (m << 16);
+}
+
+// q4_k_word is the nibbles of elements 4k … 4k+3 of sub-block j, a byte each: sub-blocks 2r and
+// 2r+1 share the 32 bytes of run r, in their low and high nibbles.
+FUNC uint q4_k_word(const GLOBAL ushort* sb, int j, int k) {
+	return (qword(sb, 16 + 32 * (j >> 1) + 4 * k) >> (4 * (j & 1))) & 0x0f0f0f0fu;
+}
+
+// q6_k_word is the 6-bit quants of elements 4k … 4k+3 of sub-block j, a byte each: the low
+// nibbles from ql, the top two bits from qh.
+FUNC uint q6_k_word(const GLOBAL ushort* sb, int j, int k) {
+	int h = j >> 2, jj = j & 3;
+	uint lo = (qword(sb, 64 * h + 32 * (jj & 1) + 4 * k) >> (4 * (jj >> 1))) & 0x0f0f0f0fu;
+	uint hi = (qword(sb, 128 + 32 * h + 4 * k) >> (2 * jj)) & 0x03030303u;
+	return lo | (hi << 4);
+}
+
+// q6_k_scale is the int8 scale of elements 4k … 4k+3 of sub-block j (scales[2j + k/4]).
+FUNC int q6_k_scale(const GLOBAL ushort* sb, int j, int k) {
+	return (int)(qbyte(sb, 192 + 2 * j + (k >> 2)) << 24) >> 24;
+}
+
+// q4_k_step is one block of a lane of quant's DotQ4_K: s = Σq·x and t = Σx, exact, then
+// fma(d·dx, sc·s, acc) and fma(dmin·dx, −m·t, ·); sc·s and m·t are integers below 2²⁴.
+FUNC float q4_k_step(float acc, float d, float dmin, uint scmin, uint nibbles, uint xq, float dx) {
+	int t = DOT4_I8(0x01010101u, xq);
+	int s = DOT4_I8(nibbles, xq);
+	acc = FMA(MUL(d, dx), (float)((int)(scmin & 0xffffu) * s), acc);
+	return FMA(MUL(dmin, dx), (float)(-(int)(scmin >> 16) * t), acc);
+}
+
+// q6_k_step is one block of a lane of quant's DotQ6_K: s = Σ(q − 32)·x, exact, then
+// fma(d·dx, scale·s, acc).
+FUNC float q6_k_step(float acc, float d, int scale, uint q, uint xq, float dx) {
+	int s = DOT4_I8(q, xq) - 32 * DOT4_I8(0x01010101u, xq);
+	return FMA(MUL(d, dx), (float)(scale * s), acc);
+}
+
 // qdot_step is one block of a lane of package quant's dot product (Q8_0): the exact integer sum
 // of the four products of weight quants wq with activation quants xq, added as
 // fma(dw·dx, s, acc).

@@ -9,7 +9,7 @@ import "fmt"
 func QuantizeActLaunch(blocks int) Launch { return launch("quantize_act", ceilDiv(blocks, 4), 1) }
 
 // QMatMulLaunch is the launch of MatMul with quantized weights of the given format ("q8_0",
-// "q4_0", or "affine_" and the scale dtype's suffix: "affine_bf16", "affine_f16", "affine_f32")
+// "q4_0", "q4_k", "q6_k", or "affine_" and the scale dtype's suffix: "affine_bf16", "affine_f16", "affine_f32")
 // for rows rows of out output columns: sixteen columns per group (four per SIMD group, eight
 // lanes each), and the smallest row group that holds rows, or 16, as MatMulLaunch. R changes no
 // bits.

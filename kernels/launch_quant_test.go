@@ -5,7 +5,7 @@ import "testing"
 // checkQuantLaunches checks the launches of the quantized-weight kernels (TestLaunches calls it
 // with its add, which checks each against its kernel and marks it launched).
 func checkQuantLaunches(t *testing.T, add func(Launch) Launch) {
-	for _, f := range []string{"q8_0", "q4_0", "affine_bf16", "affine_f16", "affine_f32"} {
+	for _, f := range []string{"q8_0", "q4_0", "q4_k", "q6_k", "affine_bf16", "affine_f16", "affine_f32"} {
 		for _, c := range []struct {
 			rows, out int
 			r         string

@@ -22,9 +22,10 @@ func quantChecks(t *testing.T, check func(name string, f func(o *op))) {
 	for _, dt := range computetest.QuantDTypes(t) {
 		unit := computetest.QuantUnit(dt)
 		check(fmt.Sprint("qmatmul ", dt, " one block"), func(o *op) { o.quantMatMul(dt, unit, 5, 1, false) })
-		// 36 blocks: whole batches of every row group's size (32, 16, 8, 4 blocks) and a rest.
+		// Whole batches of every row group's size (32, 16, 8, 4 blocks) and a rest.
+		in := computetest.QuantBatchLen(dt)
 		for _, rows := range []int{1, 2, 3, 7, 20} {
-			check(fmt.Sprint("qmatmul ", dt, " rows ", rows), func(o *op) { o.quantMatMul(dt, 1152, 37, rows, rows%2 == 1) })
+			check(fmt.Sprint("qmatmul ", dt, " rows ", rows), func(o *op) { o.quantMatMul(dt, in, 37, rows, rows%2 == 1) })
 		}
 		check(fmt.Sprint("qmatmul ", dt, " three groups"), func(o *op) { o.quantMatMul(dt, 3*unit, 5, 2, false) })
 		check(fmt.Sprint("qembed ", dt), func(o *op) { o.quantEmbed(dt, 3*unit, -1) })
@@ -39,6 +40,10 @@ func quantFormat(dt compute.DType) (format string, bits, group int) {
 		return "q8_0", 8, 32
 	case compute.Q4_0:
 		return "q4_0", 4, 32
+	case compute.Q4_K:
+		return "q4_k", 4, 256
+	case compute.Q6_K:
+		return "q6_k", 6, 256
 	}
 	f, scales, _ := dt.AffineParams()
 	return "affine_" + weightSuffix(scales), f.Bits, f.GroupSize

@@ -10,14 +10,14 @@ import (
 	"tfd/quant"
 )
 
-// Quantized weights (Q8_0, Q4_0, MLX affine) stay in their buffers as the checkpoint stores them
+// Quantized weights (Q8_0, Q4_0, Q4_K, Q6_K, MLX affine) stay in their buffers as the checkpoint stores them
 // (compute.Q8_0 says how), and MatMul runs in two dispatches: quantize_act quantizes the rows of
 // x into the backend's scratch, then qmatmul_F_R takes package quant's dot product of each weight
 // row with each of them, in quant's order, so the results are the cpu backend's bits
 // (kernels/src/quant.kern).
 
 // quantFormat returns the kernels' name for the format of a quantized dtype ("q8_0", "q4_0",
-// "affine_bf16", …) and, for an affine one, its bits and group size; ok is false for a dtype
+// "q4_k", "q6_k", "affine_bf16", …) and, for an affine one, its bits and group size; ok is false for a dtype
 // without kernels here.
 func quantFormat(d compute.DType) (format string, bits, group int, ok bool) {
 	switch d {
@@ -25,6 +25,10 @@ func quantFormat(d compute.DType) (format string, bits, group int, ok bool) {
 		return "q8_0", 8, quant.BlockSize, true
 	case compute.Q4_0:
 		return "q4_0", 4, quant.BlockSize, true
+	case compute.Q4_K:
+		return "q4_k", 4, quant.SuperBlockSize, true
+	case compute.Q6_K:
+		return "q6_k", 6, quant.SuperBlockSize, true
 	}
 	f, scales, affine := d.AffineParams()
 	if s := weightSuffix(scales); affine && s != "" {

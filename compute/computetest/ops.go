@@ -1,7 +1,6 @@
 package computetest
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -303,30 +302,5 @@ func CheckDataErrors(t *testing.T, b compute.Backend) {
 	}
 	if err := b.Sync(); err != nil {
 		t.Errorf("Sync after the errors were reported: %v", err)
-	}
-}
-
-// CheckQuantizedRefused checks that a backend without quantized kernels refuses quantized weights
-// at Upload, naming the dtype, rather than running something else.
-func CheckQuantizedRefused(t *testing.T, b compute.Backend) {
-	affine, err := compute.Affine(4, 64, compute.BF16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0, compute.Q4_K, compute.Q6_K, affine} {
-		shape := []int{4, 256}
-		size, err := dt.Bytes(shape)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := b.Upload(dt, shape, make([]byte, size))
-		if err == nil {
-			b.Free(w)
-			t.Errorf("Upload of %v succeeded; want an error wrapping compute.ErrNoQuantizedKernels", dt)
-			continue
-		}
-		if !errors.Is(err, compute.ErrNoQuantizedKernels) || !strings.Contains(err.Error(), dt.String()) {
-			t.Errorf("Upload of %v: %v; want an error naming it and wrapping compute.ErrNoQuantizedKernels", dt, err)
-		}
 	}
 }

@@ -8,11 +8,12 @@ import (
 	"tfd/quant"
 )
 
-// QuantDTypes are the quantized dtypes the checks cover: GGUF's Q8_0 and Q4_0, and MLX affine
-// quantization of every width MLX defines, each group size and each scale dtype at least once.
+// QuantDTypes are the quantized dtypes the checks cover: GGUF's Q8_0, Q4_0, Q4_K and Q6_K, and
+// MLX affine quantization of every width MLX defines, each group size and each scale dtype at
+// least once.
 func QuantDTypes(t testing.TB) []compute.DType {
 	t.Helper()
-	dts := []compute.DType{compute.Q8_0, compute.Q4_0}
+	dts := []compute.DType{compute.Q8_0, compute.Q4_0, compute.Q4_K, compute.Q6_K}
 	for _, p := range []struct {
 		bits, group int
 		scales      compute.DType
@@ -38,12 +39,19 @@ func QuantizedWeights(t testing.TB, dtype compute.DType, out, in int, seed uint6
 			w[r*in+i] *= 40
 		}
 	}
+	var quantize func(dst []byte, src []float32)
+	var rowBytes int
 	switch dtype {
-	case compute.Q8_0, compute.Q4_0:
-		quantize, rowBytes := quant.QuantizeQ8_0, quant.RowBytesQ8_0(in)
-		if dtype == compute.Q4_0 {
-			quantize, rowBytes = quant.QuantizeQ4_0, quant.RowBytesQ4_0(in)
-		}
+	case compute.Q8_0:
+		quantize, rowBytes = quant.QuantizeQ8_0, quant.RowBytesQ8_0(in)
+	case compute.Q4_0:
+		quantize, rowBytes = quant.QuantizeQ4_0, quant.RowBytesQ4_0(in)
+	case compute.Q4_K:
+		quantize, rowBytes = quant.QuantizeQ4_K, quant.RowBytesQ4_K(in)
+	case compute.Q6_K:
+		quantize, rowBytes = quant.QuantizeQ6_K, quant.RowBytesQ6_K(in)
+	}
+	if quantize != nil {
 		data := make([]byte, out*rowBytes)
 		for r := range out {
 			quantize(data[r*rowBytes:(r+1)*rowBytes], w[r*in:(r+1)*in])
@@ -65,24 +73,36 @@ func QuantizedWeights(t testing.TB, dtype compute.DType, out, in int, seed uint6
 	return append(data, Encode(scaleType, biases)...)
 }
 
-// QuantUnit returns the elements a row of dtype must be a multiple of: its block or group.
+// QuantUnit returns the elements a row of dtype must be a multiple of: its block, super-block or
+// group.
 func QuantUnit(dtype compute.DType) int {
 	if f, _, ok := dtype.AffineParams(); ok {
 		return f.GroupSize
 	}
+	if dtype == compute.Q4_K || dtype == compute.Q6_K {
+		return quant.SuperBlockSize
+	}
 	return quant.BlockSize
+}
+
+// QuantBatchLen is a row length of dtype, 1152 or the next multiple of its unit (1280 for the
+// K-quants), whose 36 or 40 blocks of 32 fill whole batches of the blocks a GPU kernel loads
+// ahead (32, 16, 8 or 4) and leave a rest, so that a check runs both of the kernels' loops.
+func QuantBatchLen(dtype compute.DType) int {
+	u := QuantUnit(dtype)
+	return (1152 + u - 1) / u * u
 }
 
 // CheckQuantMatMul: MatMul with quantized weights of every QuantDTypes, with and without bias,
 // bit for bit equal to the cpu backend, whose results are package quant's (its own tests check
 // that). Row counts take every row group of a GPU's kernels and a ragged one past 16; columns
 // leave partial groups; rows past rows stay untouched. Equal bits at every row count also show
-// that a row's result does not depend on the rows beside it. 1152 elements are 36 blocks: whole
-// batches of a GPU kernel's blocks loaded ahead (32, 16, 8 or 4) and a rest.
+// that a row's result does not depend on the rows beside it. QuantBatchLen's rows run both loops
+// of the GPU kernels.
 func CheckQuantMatMul(t *testing.T, p *Pair) {
 	for _, dt := range QuantDTypes(t) {
 		unit := QuantUnit(dt)
-		for _, s := range []struct{ in, out int }{{unit, 5}, {3 * unit, 37}, {1152, 130}} {
+		for _, s := range []struct{ in, out int }{{unit, 5}, {3 * unit, 37}, {QuantBatchLen(dt), 130}} {
 			for _, rows := range []int{1, 2, 3, 7, 16, 20} {
 				for _, withBias := range []bool{false, true} {
 					t.Run(fmt.Sprint(dt, s.in, s.out, rows, withBias), func(t *testing.T) {
