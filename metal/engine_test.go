@@ -20,10 +20,10 @@ func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openMetal(t))
 }
 
-// TestQuantizedEngineMatchesCPU: the bundled model quantized at load (q8, q4) and as GGUF Q8_0
-// and Q4_0 files runs on the GPU: the files give the folder's bits, forwards are batch-invariant
-// bit for bit, logits are near the cpu backend's and the greedy runs are compared with its
-// (enginetest.CheckQuantized).
+// TestQuantizedEngineMatchesCPU: the bundled model quantized at load (q8, q4) and as GGUF Q8_0,
+// Q4_0, Q4_K and Q6_K files runs on the GPU: the Q8_0 and Q4_0 files give the folder's bits,
+// forwards are batch-invariant bit for bit, logits are near the cpu backend's and the greedy runs
+// are compared with its (enginetest.CheckQuantized).
 func TestQuantizedEngineMatchesCPU(t *testing.T) {
 	cpu, err := compute.Open("cpu")
 	if err != nil {

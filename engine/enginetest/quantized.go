@@ -33,6 +33,9 @@ const QuantizedLogitsBound = 0.02
 //   - each oracle prompt's logits at every position are within QuantizedLogitsBound of the cpu's;
 //   - each oracle prompt's 64-token greedy continuation is decoded on both, and the tokens they
 //     agree on from the start are logged (a tie broken the other way may part them).
+//
+// GGUF files in Q4_K and Q6_K (which model.quantize does not make) are compared with the cpu in
+// the same two ways.
 func CheckQuantized(t *testing.T, b, cpu compute.Backend) {
 	o := Read(t, "gopher")
 	for _, c := range []struct {
@@ -43,17 +46,8 @@ func CheckQuantized(t *testing.T, b, cpu compute.Backend) {
 			opts := engine.Options{MaxRows: 64, Quantize: c.q}
 			m, mc := Load(t, b, o.Model, opts), Load(t, cpu, o.Model, opts)
 			worst := checkQuantizedLogits(t, m, mc, o)
-			var agreed []int
-			for _, cs := range o.Cases {
-				got, want := Greedy(t, m, cs.Prompt, len(cs.Greedy)), Greedy(t, mc, cs.Prompt, len(cs.Greedy))
-				n := 0
-				for n < len(got) && got[n] == want[n] {
-					n++
-				}
-				agreed = append(agreed, n)
-			}
 			t.Logf("%s on %s against cpu: logits worst max|Δ|/max|logit| %.3g; greedy runs of %d tokens agree for the first %v tokens",
-				c.q, b.Name(), worst, len(o.Cases[0].Greedy), agreed)
+				c.q, b.Name(), worst, len(o.Cases[0].Greedy), greedyAgreement(t, m, mc, o))
 
 			gguf := loadGGUF(t, b, o.Model, c.file, opts)
 			for ci, cs := range o.Cases {
@@ -67,6 +61,31 @@ func CheckQuantized(t *testing.T, b, cpu compute.Backend) {
 			CheckBatchInvariance(t, Load(t, b, o.Model, engine.Options{MaxRows: 48, Slots: 600, Quantize: c.q}))
 		})
 	}
+	for _, dt := range []compute.DType{compute.Q4_K, compute.Q6_K} {
+		t.Run(dt.String(), func(t *testing.T) {
+			opts := engine.Options{MaxRows: 64}
+			m, mc := loadGGUF(t, b, o.Model, dt, opts), loadGGUF(t, cpu, o.Model, dt, opts)
+			worst := checkQuantizedLogits(t, m, mc, o)
+			t.Logf("a %v GGUF file on %s against cpu: logits worst max|Δ|/max|logit| %.3g; greedy runs of %d tokens agree for the first %v tokens",
+				dt, b.Name(), worst, len(o.Cases[0].Greedy), greedyAgreement(t, m, mc, o))
+		})
+	}
+}
+
+// greedyAgreement decodes each oracle prompt's continuation greedily on m and on mc and returns,
+// for each, how many tokens from the start the two agree on.
+func greedyAgreement(t *testing.T, m, mc *engine.Model, o *Oracle) []int {
+	t.Helper()
+	var agreed []int
+	for _, c := range o.Cases {
+		got, want := Greedy(t, m, c.Prompt, len(c.Greedy)), Greedy(t, mc, c.Prompt, len(c.Greedy))
+		n := 0
+		for n < len(got) && got[n] == want[n] {
+			n++
+		}
+		agreed = append(agreed, n)
+	}
+	return agreed
 }
 
 // checkQuantizedLogits compares every oracle prompt position's logits of m and mc within
