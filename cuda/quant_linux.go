@@ -31,15 +31,26 @@ func quantFormat(d compute.DType) (format string, bits, group int, ok bool) {
 		return "q6_k", 6, quant.SuperBlockSize, true
 	}
 	f, scales, affine := d.AffineParams()
-	if wi := weightIndex(scales); affine && wi >= 0 {
-		return "affine_" + weightSuffix[wi], f.Bits, f.GroupSize, true
+	if !affine {
+		return "", 0, 0, false
 	}
-	return "", 0, 0, false
+	switch scales { // whole names, not joined: a launch allocates nothing
+	case compute.BF16:
+		format = "affine_bf16"
+	case compute.F16:
+		format = "affine_f16"
+	case compute.F32:
+		format = "affine_f32"
+	default:
+		return "", 0, 0, false
+	}
+	return format, f.Bits, f.GroupSize, true
 }
 
-// quantMatrix returns a quantized weight's format and its shape as a matrix: out rows (every
-// dimension but the last) of in elements.
-func (b *backend) quantMatrix(t *tensor, op string) (format string, out, in int, extra []uint64) {
+// quantMatrix returns a quantized weight's format and its shape as a matrix, out rows (every
+// dimension but the last) of in elements, and the kernels' arguments after the common ones into
+// extra (an affine format's bits and group size): n of them.
+func (b *backend) quantMatrix(t *tensor, op string, extra *[2]uint64) (format string, out, in, n int) {
 	format, bits, group, ok := quantFormat(t.dtype)
 	if !ok || len(t.shape) < 2 {
 		panic(fmt.Sprintf("cuda: %s: %v %v is not a quantized matrix the kernels read", op, t.dtype, t.shape))
@@ -47,14 +58,15 @@ func (b *backend) quantMatrix(t *tensor, op string) (format string, out, in int,
 	in = t.shape[len(t.shape)-1]
 	out = t.n / max(in, 1)
 	if _, _, affine := t.dtype.AffineParams(); affine {
-		extra = []uint64{i32(bits), i32(group)}
+		*extra, n = [2]uint64{i32(bits), i32(group)}, 2
 	}
-	return format, out, in, extra
+	return format, out, in, n
 }
 
 // matmulQuant is MatMul with quantized weights wt.
 func (b *backend) matmulQuant(dst, x compute.Tensor, wt *tensor, bias compute.Tensor, rows int) {
-	format, out, in, extra := b.quantMatrix(wt, "MatMul")
+	var extra [2]uint64
+	format, out, in, ne := b.quantMatrix(wt, "MatMul", &extra)
 	dt := b.tensorOf(dst, "MatMul", "dst", compute.F32, rows*out)
 	xt := b.tensorOf(x, "MatMul", "x", compute.F32, rows*in)
 	var bp, hasBias uint64
@@ -70,17 +82,20 @@ func (b *backend) matmulQuant(dst, x compute.Tensor, wt *tensor, bias compute.Te
 		return
 	}
 	b.launchAs(kernels.QuantizeActLaunch(blocks), qx, dx, ptr(xt), i32(blocks))
-	args := append([]uint64{ptr(dt), qx, dx, ptr(wt), bp, i32(rows), i32(in), i32(out), hasBias}, extra...)
-	b.launchAs(kernels.QMatMulLaunch(format, rows, out), args...)
+	// An array, not a slice literal grown by append: recording allocates nothing.
+	args := [11]uint64{ptr(dt), qx, dx, ptr(wt), bp, i32(rows), i32(in), i32(out), hasBias, extra[0], extra[1]}
+	b.launchAs(kernels.QMatMulLaunch(format, rows, out), args[:9+ne]...)
 }
 
 // embedQuant is Embed from a quantized table tt: each row dequantized as package quant does.
 func (b *backend) embedQuant(x compute.Tensor, tt *tensor, tokens compute.Tensor, rows int) {
-	format, vocab, dim, extra := b.quantMatrix(tt, "Embed")
+	var extra [2]uint64
+	format, vocab, dim, ne := b.quantMatrix(tt, "Embed", &extra)
 	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
 	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
-	args := append([]uint64{ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim)}, extra...)
-	b.launchAs(kernels.QEmbedLaunch(format, rows, dim), append(args, uint64(b.errWord))...)
+	args := [8]uint64{ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim), extra[0], extra[1]}
+	args[5+ne] = uint64(b.errWord) // the error word follows an affine format's two arguments
+	b.launchAs(kernels.QEmbedLaunch(format, rows, dim), args[:6+ne]...)
 }
 
 // quantScratch returns the addresses of the quantized activations for blocks blocks of 32 (eight

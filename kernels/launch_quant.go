@@ -2,6 +2,23 @@ package kernels
 
 import "fmt"
 
+// quantFormats are the formats the quantized kernels come in, as QMatMulLaunch names them.
+var quantFormats = []string{"q8_0", "q4_0", "q4_k", "q6_k", "affine_bf16", "affine_f16", "affine_f32"}
+
+// qmatmulNames holds each format's qmatmul kernel names by row group (MatMulRows), made once so
+// that a launch allocates nothing.
+var qmatmulNames = func() map[string][len(MatMulRows)]string {
+	m := map[string][len(MatMulRows)]string{}
+	for _, f := range quantFormats {
+		var names [len(MatMulRows)]string
+		for i, r := range MatMulRows {
+			names[i] = fmt.Sprintf("qmatmul_%s_%d", f, r)
+		}
+		m[f] = names
+	}
+	return m
+}()
+
 // QuantizeActLaunch is the launch that quantizes the activations of a MatMul with quantized
 // weights (quantize_act): blocks blocks of 32 values (rows·in/32), one per SIMD group, four per
 // group. It writes blocks·8 words of quants and blocks F32 scales, which QMatMulLaunch's kernel
@@ -14,14 +31,18 @@ func QuantizeActLaunch(blocks int) Launch { return launch("quantize_act", ceilDi
 // lanes each), and the smallest row group that holds rows, or 16, as MatMulLaunch. R changes no
 // bits.
 func QMatMulLaunch(format string, rows, out int) Launch {
-	r := MatMulRows[len(MatMulRows)-1]
-	for _, n := range MatMulRows {
+	g := len(MatMulRows) - 1
+	for i, n := range MatMulRows {
 		if n >= rows {
-			r = n
+			g = i
 			break
 		}
 	}
-	return launch(fmt.Sprintf("qmatmul_%s_%d", format, r), ceilDiv(out, 16), ceilDiv(rows, r))
+	names, ok := qmatmulNames[format]
+	if !ok {
+		panic("kernels: no quantized format " + format)
+	}
+	return launch(names[g], ceilDiv(out, 16), ceilDiv(rows, MatMulRows[g]))
 }
 
 // QEmbedLaunch is the launch of Embed from a quantized table of the given format (as

@@ -31,15 +31,26 @@ func quantFormat(d compute.DType) (format string, bits, group int, ok bool) {
 		return "q6_k", 6, quant.SuperBlockSize, true
 	}
 	f, scales, affine := d.AffineParams()
-	if s := weightSuffix(scales); affine && s != "" {
-		return "affine_" + s, f.Bits, f.GroupSize, true
+	if !affine {
+		return "", 0, 0, false
 	}
-	return "", 0, 0, false
+	switch scales { // whole names, not joined: a launch allocates nothing
+	case compute.BF16:
+		format = "affine_bf16"
+	case compute.F16:
+		format = "affine_f16"
+	case compute.F32:
+		format = "affine_f32"
+	default:
+		return "", 0, 0, false
+	}
+	return format, f.Bits, f.GroupSize, true
 }
 
-// quantMatrix returns a quantized weight's format and its shape as a matrix: out rows (every
-// dimension but the last) of in elements, and the arguments an affine format adds.
-func (b *backend) quantMatrix(t *tensor, op string) (format string, out, in int, extra []arg) {
+// quantMatrix returns a quantized weight's format and its shape as a matrix, out rows (every
+// dimension but the last) of in elements, and the kernels' arguments after the common ones into
+// extra (an affine format's bits and group size): n of them.
+func (b *backend) quantMatrix(t *tensor, op string, extra *[2]arg) (format string, out, in, n int) {
 	format, bits, group, ok := quantFormat(t.dtype)
 	if !ok || len(t.shape) < 2 {
 		panic(fmt.Sprintf("metal: %s: %v %v is not a quantized matrix the kernels read", op, t.dtype, t.shape))
@@ -47,14 +58,15 @@ func (b *backend) quantMatrix(t *tensor, op string) (format string, out, in int,
 	in = t.shape[len(t.shape)-1]
 	out = t.n / max(in, 1)
 	if _, _, affine := t.dtype.AffineParams(); affine {
-		extra = []arg{i32(bits), i32(group)}
+		*extra, n = [2]arg{i32(bits), i32(group)}, 2
 	}
-	return format, out, in, extra
+	return format, out, in, n
 }
 
 // matmulQuant is MatMul with quantized weights wt.
 func (b *backend) matmulQuant(dst, x compute.Tensor, wt *tensor, bias compute.Tensor, rows int) {
-	format, out, in, extra := b.quantMatrix(wt, "MatMul")
+	var extra [2]arg
+	format, out, in, ne := b.quantMatrix(wt, "MatMul", &extra)
 	dt := b.tensorOf(dst, "MatMul", "dst", compute.F32, rows*out)
 	xt := b.tensorOf(x, "MatMul", "x", compute.F32, rows*in)
 	var bt arg
@@ -73,17 +85,19 @@ func (b *backend) matmulQuant(dst, x compute.Tensor, wt *tensor, bias compute.Te
 	// The quants (eight words a block), then the scales: offsets of 32 bytes a block.
 	qx, dx := bufArg(act), arg{buf: act.buf, off: uint64(32 * blocks)}
 	b.dispatch(kernels.QuantizeActLaunch(blocks), qx, dx, bufArg(xt), i32(blocks))
-	args := append([]arg{bufArg(dt), qx, dx, bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias)}, extra...)
-	b.dispatch(kernels.QMatMulLaunch(format, rows, out), args...)
+	args := [11]arg{bufArg(dt), qx, dx, bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias), extra[0], extra[1]}
+	b.dispatch(kernels.QMatMulLaunch(format, rows, out), args[:9+ne]...)
 }
 
 // embedQuant is Embed from a quantized table tt: each row dequantized as package quant does.
 func (b *backend) embedQuant(x compute.Tensor, tt *tensor, tokens compute.Tensor, rows int) {
-	format, vocab, dim, extra := b.quantMatrix(tt, "Embed")
+	var extra [2]arg
+	format, vocab, dim, ne := b.quantMatrix(tt, "Embed", &extra)
 	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
 	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
-	args := append([]arg{bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim)}, extra...)
-	b.dispatch(kernels.QEmbedLaunch(format, rows, dim), append(args, b.errArg())...)
+	args := [8]arg{bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim), extra[0], extra[1]}
+	args[5+ne] = b.errArg() // the error word follows an affine format's two arguments
+	b.dispatch(kernels.QEmbedLaunch(format, rows, dim), args[:6+ne]...)
 }
 
 // quantScratch returns the scratch for the quantized activations of blocks blocks of 32 (eight
