@@ -45,3 +45,19 @@ type Chainer interface {
 // queued behind it, so that the next starts the moment the running one ends while the host reads
 // the running one's token. More would let the device run further past a newly arrived request.
 const ChainAhead = 2
+
+// Stateful is a model whose sessions carry a recurrent state besides their keys and values (a
+// hybrid model's DeltaNet layers). Keys and values are kept per position, so a session can be fed
+// again from any position it holds; a state is kept only for a session's newest positions, so a
+// session can be fed again only from just after one of those. A model whose sliding-window
+// layers keep their keys and values in rings bounded by the window is Stateful too: a session can
+// be fed again only from a position whose window its ring still holds.
+type Stateful interface {
+	// Resumable returns the largest position p ≤ want from which the session at base can be fed
+	// next: 0, or one past a position whose state it keeps.
+	Resumable(base, want int) int
+	// StateDepth returns how many of its newest positions' states a session keeps: a forward that
+	// feeds a session's newest token and d drafts after it can resume after any of them when
+	// d < StateDepth.
+	StateDepth() int
+}

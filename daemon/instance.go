@@ -140,7 +140,7 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize,
+		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Sessions: len(in.plan.Layout), Quantize: in.plan.Quantize,
 		Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {
@@ -154,6 +154,7 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 	}
 	opts := in.sharedOptions(cfg)
 	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m, report, logger
+	opts.States = m.States()
 	opts.Cache = in.cache
 	opts.Calibrate = true // drafts are priced by this machine's timings from the first round
 	in.host, err = scheduler.NewShared(m, opts)

@@ -129,12 +129,14 @@ func (s *server) applyConfig(ctx context.Context, old, next config.Config, routi
 }
 
 // needsModelLoad reports whether plan needs the weights loaded again: a new model or context,
-// sessions that do not fit the KV pool the current model was loaded with, or a prompt cache that
+// sessions that do not fit the KV pool the current model was loaded with (or, for a model that
+// keeps its sliding layers in rings, more sessions than it has rings), or a prompt cache that
 // does not fit under the limit beside that pool (which keeps its memory until the model loads
 // again).
 func needsModelLoad(changes []config.Change, plan engine.Plan, cur *instance) bool {
-	pool := int64(cur.model.Slots()) * plan.KVPerToken
+	pool := int64(cur.model.Slots())*plan.KVPerToken + int64(cur.model.Rings())*plan.RingPerSession
 	return touches(changes, modelKeys...) || plan.Context != cur.plan.Context || plan.Slots() > cur.model.Slots() ||
+		plan.RingPerSession > 0 && len(plan.Layout) > cur.model.Rings() ||
 		pool+plan.Cache > plan.Limit-plan.Weights-plan.Scratch-plan.Margin
 }
 

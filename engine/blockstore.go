@@ -14,10 +14,17 @@ import (
 // the store's, enqueued in order with the model's forwards; Read and Write move one block to and
 // from the host in compute's layout (ReadKV), the same on every backend.
 //
+// A model whose sessions keep their sliding layers in rings (window.go) stores those layers in
+// a second pool, ringKV, block for block beside the first: a block is its full layers' part
+// then its sliding layers' part, on the device and on the host. A block can be saved only while
+// the session's ring still holds its positions (Saveable); a restore writes them into the ring
+// as a forward would.
+//
 // Like the model, a BlockStore is driven by one goroutine, the one that drives the model.
 type BlockStore struct {
 	m      *Model
 	kv     compute.KV // nil while the store holds no blocks
+	ringKV compute.KV // the sliding layers' part, when the model keeps them in rings; else nil
 	blocks int
 	tokens int
 	closed bool
@@ -50,11 +57,22 @@ func (s *BlockStore) Blocks() int { return s.blocks }
 func (s *BlockStore) Tokens() int { return s.tokens }
 
 // BlockBytes returns the bytes of one block on the host: the length Read fills and Write takes.
-func (s *BlockStore) BlockBytes() int { return int(s.spec(s.tokens).Bytes()) }
+func (s *BlockStore) BlockBytes() int { return int(s.spec(s.tokens).Bytes() + s.ringSpec(s.tokens).Bytes()) }
 
 // spec returns the KV spec of a pool of the store's shape with the given slots.
 func (s *BlockStore) spec(slots int) compute.KVSpec {
 	spec := s.m.kvSpec
+	spec.Slots = slots
+	return spec
+}
+
+// ringSpec returns the KV spec of the sliding layers' part with the given slots; its Bytes are 0
+// when the model keeps no rings.
+func (s *BlockStore) ringSpec(slots int) compute.KVSpec {
+	if s.m.rings == nil {
+		return compute.KVSpec{}
+	}
+	spec := s.m.rings.spec
 	spec.Slots = slots
 	return spec
 }
@@ -65,8 +83,26 @@ func (s *BlockStore) Save(block, base, pos int) error {
 	if err := s.check("save", block, base, pos); err != nil {
 		return err
 	}
+	if s.ringKV != nil {
+		slot, ok := s.m.rings.saveable(base, pos, s.tokens)
+		if !ok {
+			return fmt.Errorf("engine: save block %d at positions %d…%d of the session at slot %d: its sliding layers' ring no longer holds them", block, pos, pos+s.tokens-1, base)
+		}
+		s.m.backend.CopyKV(s.ringKV, block*s.tokens, s.m.rings.kv, slot, s.tokens)
+	}
 	s.m.backend.CopyKV(s.kv, block*s.tokens, s.m.kv, base+pos, s.tokens)
 	return nil
+}
+
+// Saveable reports whether Save can copy positions pos … pos+Tokens()−1 of the session at base:
+// always, unless the model keeps its sliding layers in rings and the session's ring no longer
+// holds them. It implements promptcache.WindowedStore.
+func (s *BlockStore) Saveable(base, pos int) bool {
+	if s.m.rings == nil {
+		return true
+	}
+	_, ok := s.m.rings.saveable(base, pos, s.tokens)
+	return ok
 }
 
 // Restore copies block into positions pos … pos+Tokens()−1 of the session whose slots start at
@@ -74,6 +110,11 @@ func (s *BlockStore) Save(block, base, pos int) error {
 func (s *BlockStore) Restore(base, pos, block int) error {
 	if err := s.check("restore", block, base, pos); err != nil {
 		return err
+	}
+	if s.ringKV != nil {
+		if err := s.m.rings.restore(s.m.backend, base, pos, s.ringKV, block*s.tokens, s.tokens); err != nil {
+			return err
+		}
 	}
 	s.m.backend.CopyKV(s.m.kv, base+pos, s.kv, block*s.tokens, s.tokens)
 	return nil
@@ -111,8 +152,14 @@ func (s *BlockStore) Read(block int, dst []byte) error {
 	if len(dst) != s.BlockBytes() {
 		return fmt.Errorf("engine: read block %d into %d bytes: a block is %d", block, len(dst), s.BlockBytes())
 	}
-	if err := s.m.backend.ReadKV(s.kv, block*s.tokens, s.tokens, dst); err != nil {
+	full := s.spec(s.tokens).Bytes()
+	if err := s.m.backend.ReadKV(s.kv, block*s.tokens, s.tokens, dst[:full]); err != nil {
 		return fmt.Errorf("engine: read block %d: %w", block, err)
+	}
+	if s.ringKV != nil {
+		if err := s.m.backend.ReadKV(s.ringKV, block*s.tokens, s.tokens, dst[full:]); err != nil {
+			return fmt.Errorf("engine: read block %d: %w", block, err)
+		}
 	}
 	return nil
 }
@@ -125,7 +172,11 @@ func (s *BlockStore) Write(block int, src []byte) error {
 	if len(src) != s.BlockBytes() {
 		return fmt.Errorf("engine: write %d bytes into block %d: a block is %d", len(src), block, s.BlockBytes())
 	}
-	s.m.backend.WriteKV(s.kv, block*s.tokens, src)
+	full := s.spec(s.tokens).Bytes()
+	s.m.backend.WriteKV(s.kv, block*s.tokens, src[:full])
+	if s.ringKV != nil {
+		s.m.backend.WriteKV(s.ringKV, block*s.tokens, src[full:])
+	}
 	return nil
 }
 
@@ -149,13 +200,17 @@ func (s *BlockStore) Resize(blocks int, keep []int) error {
 			return fmt.Errorf("engine: resize a block store: keep[%d] is block %d of %d", i, k, s.blocks)
 		}
 	}
-	var kv compute.KV
-	if blocks > 0 {
-		spec := s.spec(blocks * s.tokens)
-		var err error
-		if kv, err = s.m.backend.NewKV(spec); err != nil {
-			return fmt.Errorf("engine: a block store of %d blocks of %d tokens (%.2f GiB): %w",
-				blocks, s.tokens, float64(spec.Bytes())/(1<<30), err)
+	kv, err := s.newPool(s.spec(blocks * s.tokens))
+	if err != nil {
+		return err
+	}
+	var ringKV compute.KV
+	if s.m.rings != nil {
+		if ringKV, err = s.newPool(s.ringSpec(blocks * s.tokens)); err != nil {
+			if kv != nil {
+				s.m.backend.FreeKV(kv)
+			}
+			return err
 		}
 	}
 	for i := 0; i < len(keep); {
@@ -164,13 +219,37 @@ func (s *BlockStore) Resize(blocks int, keep []int) error {
 			run++
 		}
 		s.m.backend.CopyKV(kv, i*s.tokens, s.kv, keep[i]*s.tokens, run*s.tokens)
+		if ringKV != nil {
+			s.m.backend.CopyKV(ringKV, i*s.tokens, s.ringKV, keep[i]*s.tokens, run*s.tokens)
+		}
 		i += run
 	}
-	if s.kv != nil {
-		s.m.backend.FreeKV(s.kv)
-	}
-	s.kv, s.blocks = kv, blocks
+	s.free()
+	s.kv, s.ringKV, s.blocks = kv, ringKV, blocks
 	return nil
+}
+
+// newPool places one of the store's pools, or none for a spec of no slots.
+func (s *BlockStore) newPool(spec compute.KVSpec) (compute.KV, error) {
+	if spec.Slots == 0 {
+		return nil, nil
+	}
+	kv, err := s.m.backend.NewKV(spec)
+	if err != nil {
+		return nil, fmt.Errorf("engine: a block store of %d blocks of %d tokens (%.2f GiB): %w",
+			spec.Slots/s.tokens, s.tokens, float64(spec.Bytes())/(1<<30), err)
+	}
+	return kv, nil
+}
+
+// free frees the store's pools.
+func (s *BlockStore) free() {
+	for _, kv := range []compute.KV{s.kv, s.ringKV} {
+		if kv != nil {
+			s.m.backend.FreeKV(kv)
+		}
+	}
+	s.kv, s.ringKV = nil, nil
 }
 
 // Close frees the store's memory. Save, Restore, Read, Write and Resize return an error
@@ -179,9 +258,7 @@ func (s *BlockStore) Close() {
 	if s.closed {
 		return
 	}
-	if s.kv != nil {
-		s.m.backend.FreeKV(s.kv)
-	}
-	s.kv, s.blocks, s.closed = nil, 0, true
+	s.free()
+	s.blocks, s.closed = 0, true
 	delete(s.m.stores, s)
 }

@@ -17,6 +17,9 @@ type activations struct {
 	// A sliding layer's view of the KV pool (Gemma): each row's first slot in its window and its
 	// position within the window, so that Attention reads the window's keys alone.
 	winBases, winPositions compute.Tensor // I32 [maxRows]
+	// Where a sliding layer writes each row when sessions keep it in rings (window.go): the
+	// ring's first slot, the same R slots on, and the position mod R.
+	ringBases, ringMirrors, ringPositions compute.Tensor // I32 [maxRows]
 
 	x      compute.Tensor // [maxRows, hidden]: the residual stream
 	h      compute.Tensor // [maxRows, hidden]: the normed residual fed to each block
@@ -45,6 +48,7 @@ type activations struct {
 	hostTokens, hostPositions, hostBases, hostWanted []int32
 	hostRopePositions, hostSources                   []int32
 	hostWinBases, hostWinPositions                   []int32
+	hostRingBases, hostRingMirrors, hostRingPos      []int32
 	hostLogits                                       []float32
 }
 
@@ -58,6 +62,9 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		hostSources:       make([]int32, maxRows),
 		hostWinBases:      make([]int32, maxRows),
 		hostWinPositions:  make([]int32, maxRows),
+		hostRingBases:     make([]int32, maxRows),
+		hostRingMirrors:   make([]int32, maxRows),
+		hostRingPos:       make([]int32, maxRows),
 		hostLogits:        make([]float32, maxRows*c.Vocab),
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -70,6 +77,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.bases, compute.I32, 1}, {&a.wanted, compute.I32, 1},
 		{&a.ropePositions, compute.I32, 1}, {&a.sources, compute.I32, 1},
 		{&a.winBases, compute.I32, 1}, {&a.winPositions, compute.I32, 1},
+		{&a.ringBases, compute.I32, 1}, {&a.ringMirrors, compute.I32, 1}, {&a.ringPositions, compute.I32, 1},
 		{&a.x, compute.F32, c.Hidden}, {&a.h, compute.F32, c.Hidden},
 		{&a.q, compute.F32, q}, {&a.k, compute.F32, kv}, {&a.v, compute.F32, kv},
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
@@ -120,7 +128,7 @@ func (a *activations) alloc(b compute.Backend, dst *compute.Tensor, dtype comput
 
 func (a *activations) free(b compute.Backend) {
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources,
-		a.winBases, a.winPositions, a.x, a.h, a.q,
+		a.winBases, a.winPositions, a.ringBases, a.ringMirrors, a.ringPositions, a.x, a.h, a.q,
 		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain,
 		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut} {
 		if t != nil {
@@ -193,9 +201,20 @@ func (m *Model) stageRows(rows []batch.Row) (int, error) {
 	m.backend.WriteInt32(a.positions, a.hostPositions[:len(rows)])
 	m.backend.WriteInt32(a.bases, a.hostBases[:len(rows)])
 	m.backend.WriteInt32(a.wanted, a.hostWanted[:n])
-	if w := m.cfg.Gemma.SlidingWindow; m.cfg.Gemma.Enabled {
-		// A row at position p of a session whose keys start at slot b sees, in a sliding layer,
-		// the keys at positions max(0, p−w+1) … p: slots from b + that first position on.
+	switch w, _ := m.cfg.windowed(); {
+	case m.rings != nil:
+		if err := m.rings.stage(rows, a.hostRingBases, a.hostRingMirrors, a.hostRingPos, a.hostWinBases, a.hostWinPositions); err != nil {
+			return 0, err
+		}
+		m.backend.WriteInt32(a.ringBases, a.hostRingBases[:len(rows)])
+		m.backend.WriteInt32(a.ringMirrors, a.hostRingMirrors[:len(rows)])
+		m.backend.WriteInt32(a.ringPositions, a.hostRingPos[:len(rows)])
+		m.backend.WriteInt32(a.winBases, a.hostWinBases[:len(rows)])
+		m.backend.WriteInt32(a.winPositions, a.hostWinPositions[:len(rows)])
+	case w > 0:
+		// Sessions keep every position: a row at position p of a session whose keys start at
+		// slot b sees, in a sliding layer, the keys at positions max(0, p−w+1) … p: slots from
+		// b + that first position on.
 		for i, r := range rows {
 			first := max(0, r.Pos-w+1)
 			a.hostWinBases[i] = int32(r.Base + first)
@@ -261,18 +280,31 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		b.RMSNorm(a.q, a.q, l.qNorm, rows*c.Heads, c.NormEps)
 		b.RMSNorm(a.k, a.k, l.kNorm, rows*c.KVHeads, c.NormEps)
 	}
-	freqs, bases, positions := m.invFreq, a.bases, a.positions
-	if g := c.Gemma; g.Enabled && layer < len(g.Sliding) && g.Sliding[layer] {
-		// A sliding layer: its own rope, and its window of the session's keys (the pool keeps
-		// them all; bounding a sliding layer's slots by the window is left for later).
-		freqs, bases, positions = m.localInvFreq, a.winBases, a.winPositions
+	freqs := m.invFreq
+	if m.localInvFreq != nil && c.Window(layer) > 0 {
+		freqs = m.localInvFreq // Gemma's sliding layers turn by their own rope
 	}
 	b.RoPE(a.q, ropePositions, freqs, rows, c.Heads)
 	b.RoPE(a.k, ropePositions, freqs, rows, c.KVHeads)
 	// Every row's keys land before any row attends, so rows of one session in this forward see
 	// each other causally through their positions.
-	b.KVWrite(m.kv, layer, a.k, a.v, a.bases, a.positions, rows)
-	b.Attention(a.attn, a.q, m.kv, layer, bases, positions, rows, c.Heads, m.attnScale)
+	switch ring, inRing := m.rings.sliding(layer); {
+	case inRing:
+		// The session's ring: each key at its position mod R, and again R slots on, so that
+		// the window is one run of slots (window.go).
+		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringBases, a.ringPositions, rows)
+		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringMirrors, a.ringPositions, rows)
+		b.Attention(a.attn, a.q, m.rings.kv, ring, a.winBases, a.winPositions, rows, c.Heads, m.attnScale)
+	case c.Window(layer) > 0:
+		// The window's keys among all the session's.
+		full := m.fullLayer(layer)
+		b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
+		b.Attention(a.attn, a.q, m.kv, full, a.winBases, a.winPositions, rows, c.Heads, m.attnScale)
+	default:
+		full := m.fullLayer(layer)
+		b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
+		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, rows, c.Heads, m.attnScale)
+	}
 	b.MatMul(a.out, a.attn, l.o, l.oBias, rows)
 }
 

@@ -42,6 +42,15 @@ func identity(config []byte, ckpt checkpoint, backend string, q Quantization) st
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// ringedIdentity is the identity of a model whose sessions keep their sliding layers in rings,
+// given the identity it has keeping every position.
+func ringedIdentity(id string) string {
+	h := sha256.New()
+	field(h, []byte("tfd model identity, sliding layers in rings"))
+	field(h, []byte(id))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // field hashes b after its length, so that no two sequences of fields hash alike.
 func field(h hash.Hash, b []byte) {
 	number(h, len(b))

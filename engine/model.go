@@ -40,6 +40,10 @@ type Options struct {
 	MaxRows int
 	// Slots is the KV pool's size in tokens, shared by all sessions; default Context.
 	Slots int
+	// Sessions is the most sessions whose sliding layers a model with sliding-window layers keeps
+	// in rings at once (window.go); default DefaultAutoCap. A ring is given to a session the
+	// first time a forward feeds it, the least recently used one's when none is free.
+	Sessions int
 	// Quantize quantizes the weight matrices of a 16- or 32-bit checkpoint as they load
 	// (model.quantize); the backend must run quantized weights (cpu, cuda and metal do).
 	Quantize Quantization
@@ -68,6 +72,11 @@ type Model struct {
 	attnScale    float32
 	kv           compute.KV
 	kvSpec       compute.KVSpec
+	// rings keeps the sliding layers' keys and values of each session in a ring bounded by the
+	// window (window.go); nil when the pool kv keeps every layer's. fullIndex maps a layer (the
+	// MTP layer's after the backbone's) to its index in kv.
+	rings     *windowRings
+	fullIndex []int
 	act          *activations
 	identity     string
 	stores       map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
@@ -119,6 +128,12 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	if err != nil {
 		m.Close()
 		return nil, err
+	}
+	if m.rings != nil {
+		// A block of the prompt cache holds the sliding layers after the others (blockstore.go),
+		// where a model keeping every position holds them in layer order: the same bytes' worth,
+		// another layout.
+		m.identity = ringedIdentity(m.identity)
 	}
 	return m, nil
 }
@@ -296,7 +311,24 @@ func (m *Model) allocate(opts Options) error {
 	if m.mtp != nil {
 		layers++ // the MTP layer keeps its own keys and values, after the backbone's
 	}
-	m.kvSpec = compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots}
+	if length := c.RingLength(m.context, m.maxRows); length > 0 {
+		sessions := opts.Sessions
+		if sessions <= 0 {
+			sessions = DefaultAutoCap
+		}
+		if m.rings, err = newWindowRings(m.backend, c, sessions, length); err != nil {
+			return err
+		}
+	}
+	full := 0 // the layers that keep every position
+	for i := range layers {
+		m.fullIndex = append(m.fullIndex, -1)
+		if _, inRing := m.rings.sliding(i); !inRing {
+			m.fullIndex[i] = full
+			full++
+		}
+	}
+	m.kvSpec = compute.KVSpec{Layers: full, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots}
 	if m.kv, err = m.backend.NewKV(m.kvSpec); err != nil {
 		return fmt.Errorf("engine: allocate KV pool of %d slots: %w", m.slots, err)
 	}
@@ -317,6 +349,10 @@ func (m *Model) Close() {
 	if m.kv != nil {
 		m.backend.FreeKV(m.kv)
 		m.kv = nil
+	}
+	if m.rings != nil {
+		m.backend.FreeKV(m.rings.kv)
+		m.rings = nil
 	}
 	if m.invFreq != nil {
 		m.backend.Free(m.invFreq)
@@ -363,11 +399,21 @@ func (m *Model) Slots() int { return m.slots }
 // Context returns the longest sequence the model runs.
 func (m *Model) Context() int { return m.context }
 
-// MoveKV copies n KV slots from src to dst in every layer; it implements scheduler.Model.
+// MoveKV copies the keys and values of the n positions of the session at src into the session at
+// dst, in every layer: slots src … src+n−1 to dst … of the pool, and the session's sliding-layer
+// ring, where it has one, to a ring of dst's. It implements scheduler.Model.
 func (m *Model) MoveKV(dst, src, n int) error {
 	if n < 0 || src < 0 || dst < 0 || src+n > m.slots || dst+n > m.slots {
 		return fmt.Errorf("engine: move %d KV slots from %d to %d: outside the pool of %d", n, src, dst, m.slots)
 	}
+	if m.rings != nil {
+		if err := m.rings.move(m.backend, dst, src, n); err != nil {
+			return err
+		}
+	}
 	m.backend.CopyKV(m.kv, dst, m.kv, src, n)
 	return nil
 }
+
+// fullLayer returns layer's index in the pool that keeps every position.
+func (m *Model) fullLayer(layer int) int { return m.fullIndex[layer] }

@@ -107,8 +107,15 @@ type Plan struct {
 	Parallel string
 	// MaxRows is the rows the scratch is sized for.
 	MaxRows int
-	// KVPerToken is the KV memory of one token of one session.
+	// KVPerToken is the KV memory of one token of one session: every layer's, or, where the
+	// sessions keep their sliding layers in rings, the other layers'.
 	KVPerToken int64
+	// RingPerSession is the memory of one session's rings for its sliding layers (two copies of
+	// RingLength positions of each, window.go), or 0 when sessions keep every position.
+	RingPerSession int64
+	RingLength     int
+	// CachePerToken is a cached token's memory in the prompt cache: every layer's keys and values.
+	CachePerToken int64
 	// Notes say what the plan decided that a person may not expect (a lowered context, the serial
 	// host chosen by auto), one sentence each.
 	Notes []string
@@ -133,7 +140,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err := in.check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{MaxRows: in.MaxRows, KVPerToken: kvPerToken(in.Model),
+	p := Plan{MaxRows: in.MaxRows, CachePerToken: kvPerToken(in.Model),
 		Memory: int64(min(in.DeviceMemory, math.MaxInt64)), WorkingSet: int64(min(in.WorkingSet, math.MaxInt64))}
 	var err error
 	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
@@ -152,6 +159,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if in.Context > 0 && in.Context < p.Context {
 		p.Context = in.Context
 	}
+	p.sessionCost(in)
 	if err := p.promptCache(in, avail); err != nil {
 		return Plan{}, err
 	}
@@ -159,8 +167,13 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err := p.sessions(in, avail); err != nil {
 		return Plan{}, err
 	}
-	p.KV = int64(p.Slots()) * p.KVPerToken
+	p.KV = p.layoutBytes(len(p.Layout), p.Slots())
 	p.Left = avail - p.KV
+	if p.RingLength > 0 {
+		_, sliding := in.Model.windowed()
+		p.Notes = append(p.Notes, fmt.Sprintf("sliding window: the %d sliding layers of a session keep their last %d positions (the window and a forward's rows) in rings, %s a session; a session of %d tokens takes %s, against %s keeping every position",
+			sliding, p.RingLength, FormatBytes(p.RingPerSession), p.Context, FormatBytes(p.layoutBytes(1, p.Context)), FormatBytes(int64(p.Context)*p.CachePerToken)))
+	}
 	if moe := in.Model.MoE; moe.Experts > 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("mixture of experts: the weights hold all %d experts of each of the %d sparse layers (%d run for each token), so all are resident",
 			moe.Experts, moe.SparseLayers(in.Model.Layers), moe.PerToken))
@@ -182,7 +195,7 @@ func (p *Plan) promptCache(in PlanInput, avail int64) error {
 		}
 	default:
 		p.Cache = min(int64(float64(avail)*DefaultCacheShare), DefaultCacheMost)
-		if room := avail - int64(p.Context)*p.KVPerToken; room > 0 {
+		if room := avail - p.layoutBytes(1, p.Context); room > 0 {
 			p.Cache = min(p.Cache, room) // else the context is lowered anyway
 		}
 		p.CacheFrom = fmt.Sprintf("default: %.0f%% of what the weights, scratch and margin leave, at most %s, leaving room for one session of the context", DefaultCacheShare*100, FormatBytes(DefaultCacheMost))
@@ -245,16 +258,16 @@ func (in PlanInput) limitOfMemory() (int64, string, error) {
 // sessions fills p.Layout, p.Parallel and p.Notes from in, within avail bytes, and lowers
 // p.Context where the user left it to the plan and it does not fit.
 func (p *Plan) sessions(in PlanInput, avail int64) error {
-	fits := func(tokens int) bool { return int64(tokens)*p.KVPerToken <= avail }
+	fits := func(sessions, tokens int) bool { return p.layoutBytes(sessions, tokens) <= avail }
 	switch {
 	case len(in.Layout) > 0:
 		return p.explicitLayout(in, avail, fits)
 	case in.Parallel > 0:
 		p.Parallel = fmt.Sprint(in.Parallel)
-		if !fits(in.Parallel*p.Context) && in.Context == 0 {
-			p.lowerContext(in.Parallel, avail)
+		if !fits(in.Parallel, in.Parallel*p.Context) && in.Context == 0 {
+			p.lowerContext(in, in.Parallel, avail)
 		}
-		if !fits(in.Parallel * p.Context) {
+		if !fits(in.Parallel, in.Parallel*p.Context) {
 			return p.refuse(in.Parallel, p.Context, avail, "use fewer sessions, a smaller context")
 		}
 		p.Layout = slices.Repeat([]int{p.Context}, in.Parallel)
@@ -273,8 +286,8 @@ func (p *Plan) sessions(in PlanInput, avail int64) error {
 // context, and sizes the others from what is left (smallerSessions); with none beside it, that
 // one is the serial host. When even one does not fit and the context was left to the plan, the
 // context is lowered first.
-func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(int) bool) {
-	n := int(min(avail/(int64(p.Context)*p.KVPerToken), int64(in.AutoCap)))
+func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(sessions, tokens int) bool) {
+	n := int(min(avail/p.layoutBytes(1, p.Context), int64(in.AutoCap)))
 	switch {
 	case n >= 2:
 		p.Layout = slices.Repeat([]int{p.Context}, n)
@@ -283,14 +296,16 @@ func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(int) bool) {
 		}
 		return
 	case n == 0 && in.Context == 0:
-		p.lowerContext(1, avail)
-		if !fits(p.Context) {
+		p.lowerContext(in, 1, avail)
+		if !fits(1, p.Context) {
 			return
 		}
 	case n == 0:
 		return
 	}
-	smaller := smallerSessions(p.Context, avail/p.KVPerToken-int64(p.Context), in.Grow, in.AutoCap-1)
+	// A session's rings count as the tokens of KV they take.
+	ringTokens := int((p.RingPerSession + p.KVPerToken - 1) / p.KVPerToken)
+	smaller := smallerSessions(p.Context, (avail-p.layoutBytes(1, p.Context))/p.KVPerToken, in.Grow, in.AutoCap-1, ringTokens)
 	p.Layout = append([]int{p.Context}, smaller...)
 	if len(smaller) > 0 {
 		p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so one holds the whole context and smaller ones (%s) share what is left; a reply that outgrows its session moves to a larger free one, up to the whole-context one; lower model.context or raise memory.load_limit_gb for more whole-context sessions", p.Context, batch.Layout(smaller)))
@@ -304,25 +319,28 @@ func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(int) bool) {
 // of each size as fit in what is still left, and stops before a size smaller than grow (2048 when
 // 0) plus minContext, so the smallest still holds a short prompt and the growth a new reply is
 // promised. What is left is then under the context, so each size fits at most once: a ladder of
-// half, a quarter, an eighth … of the context, for replies of every length to move up.
-func smallerSessions(context int, left int64, grow, most int) []int {
+// half, a quarter, an eighth … of the context, for replies of every length to move up. Each
+// session takes extra tokens' worth beside its own (its sliding layers' rings).
+func smallerSessions(context int, left int64, grow, most, extra int) []int {
 	if grow <= 0 {
 		grow = 2048
 	}
 	var sizes []int
 	for size := context / 2; size >= grow+minContext && len(sizes) < most; size /= 2 {
-		for int64(size) <= left && len(sizes) < most {
+		for int64(size+extra) <= left && len(sizes) < most {
 			sizes = append(sizes, size)
-			left -= int64(size)
+			left -= int64(size + extra)
 		}
 	}
 	return sizes
 }
 
 // lowerContext lowers p.Context, which the user left to the plan, until n sessions of it fit in
-// avail: to a multiple of 1024 tokens where it can, and never below minContext.
-func (p *Plan) lowerContext(n int, avail int64) {
-	per := avail / int64(n) / p.KVPerToken
+// avail: to a multiple of 1024 tokens where it can, and never below minContext. A context lowered
+// so far that rings no longer save memory keeps every position, and may then not fit: the caller
+// checks.
+func (p *Plan) lowerContext(in PlanInput, n int, avail int64) {
+	per := (avail/int64(n) - p.RingPerSession) / p.KVPerToken
 	lowered := int(min(per, int64(p.Context)))
 	if lowered >= 1024 {
 		lowered -= lowered % 1024
@@ -332,10 +350,29 @@ func (p *Plan) lowerContext(n int, avail int64) {
 	}
 	p.Notes = append(p.Notes, fmt.Sprintf("context lowered from the model's window of %d to %d tokens so that %d session(s) fit", p.Context, lowered, n))
 	p.Context = lowered
+	p.sessionCost(in)
+}
+
+// sessionCost sets what a session costs at p.Context: KVPerToken, and its rings where the
+// sessions keep their sliding layers in rings (as Load decides, from the context and MaxRows).
+func (p *Plan) sessionCost(in PlanInput) {
+	p.KVPerToken, p.RingPerSession, p.RingLength = p.CachePerToken, 0, 0
+	if r := in.Model.RingLength(p.Context, in.MaxRows); r > 0 {
+		_, sliding := in.Model.windowed()
+		full := in.Model
+		full.Layers -= sliding
+		p.KVPerToken = kvPerToken(full)
+		p.RingPerSession, p.RingLength = in.Model.RingBytes(p.Context, in.MaxRows), r
+	}
+}
+
+// layoutBytes returns the KV memory of sessions sessions of tokens tokens in all.
+func (p *Plan) layoutBytes(sessions, tokens int) int64 {
+	return int64(tokens)*p.KVPerToken + int64(sessions)*p.RingPerSession
 }
 
 // explicitLayout checks a layout the user gave.
-func (p *Plan) explicitLayout(in PlanInput, avail int64, fits func(int) bool) error {
+func (p *Plan) explicitLayout(in PlanInput, avail int64, fits func(sessions, tokens int) bool) error {
 	p.Parallel = "layout"
 	p.Layout = slices.Clone(in.Layout)
 	slices.SortFunc(p.Layout, func(a, b int) int { return b - a })
@@ -348,8 +385,8 @@ func (p *Plan) explicitLayout(in PlanInput, avail int64, fits func(int) bool) er
 	if in.Grow > 0 && p.Layout[0] <= in.Grow {
 		return fmt.Errorf("memory: the largest session in sessions.layout holds %d tokens, not more than sessions.grow = %d: use larger sessions or a smaller sessions.grow", p.Layout[0], in.Grow)
 	}
-	if !fits(p.Slots()) {
-		need := int64(p.Slots()) * p.KVPerToken
+	if !fits(len(p.Layout), p.Slots()) {
+		need := p.layoutBytes(len(p.Layout), p.Slots())
 		return fmt.Errorf("memory: sessions.layout %s needs %s, %s is left under the %s limit: use fewer or smaller sessions, or raise memory.load_limit_gb",
 			p.Layout.String(), FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit))
 	}
@@ -358,7 +395,7 @@ func (p *Plan) explicitLayout(in PlanInput, avail int64, fits func(int) bool) er
 
 // refuse explains that n sessions of tokens each do not fit in avail.
 func (p *Plan) refuse(n, tokens int, avail int64, ways string) error {
-	need := int64(n) * int64(tokens) * p.KVPerToken
+	need := p.layoutBytes(n, n*tokens)
 	what := fmt.Sprintf("%d sessions of %d tokens need", n, tokens)
 	if n == 1 {
 		what = fmt.Sprintf("1 session of %d tokens needs", tokens)
@@ -428,7 +465,12 @@ func (p Plan) String() string {
 		host = "serial host: one reply at a time"
 	}
 	row("cache", p.Cache, "prompt cache: "+p.CacheFrom)
-	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s a token", p.Layout.String(), host, p.Parallel, FormatBytes(p.KVPerToken)))
+	perToken := FormatBytes(p.KVPerToken) + " a token"
+	if p.RingPerSession > 0 {
+		perToken += fmt.Sprintf(" and %s of sliding-layer rings a session", FormatBytes(p.RingPerSession))
+	}
+	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s", p.Layout.String(), host, p.Parallel, perToken))
+	row("session", p.layoutBytes(1, p.Context), fmt.Sprintf("the keys and values of one session of the context (%d tokens)", p.Context))
 	row("left", p.Left, "")
 	fmt.Fprintf(&b, "  context   %d tokens\n", p.Context)
 	for _, n := range p.Notes {

@@ -149,10 +149,14 @@ func (c *Cache) Offer(tokens []int32, keys []Key, base, fed int) {
 	if len(keys) < n {
 		keys = c.Keys(tokens[:n*BlockTokens])
 	}
+	windowed, _ := c.store.(WindowedStore)
 	for i, k := range keys[:n] {
 		if e := c.entries[k]; e != nil {
 			c.touch(e)
 			continue
+		}
+		if windowed != nil && !windowed.Saveable(base, i*BlockTokens) {
+			return // the session no longer holds it, and no block after it is found without it
 		}
 		e := c.allocate(k, tokens[i*BlockTokens:(i+1)*BlockTokens])
 		if e == nil {

@@ -31,3 +31,15 @@ type Store interface {
 	// Close frees the store's memory.
 	Close()
 }
+
+// WindowedStore is a Store whose sessions keep part of their state only for their newest
+// positions (a model whose sliding-window layers keep their keys and values in rings bounded by
+// the window): a block can be saved only while the session still holds it. Offer asks Saveable
+// first and stops quietly at the first block that can no longer be saved (those after it are
+// found only through it). A block restored writes the session's state as a forward would.
+type WindowedStore interface {
+	Store
+	// Saveable reports whether Save can copy positions pos … pos+BlockTokens−1 of the session
+	// whose KV slots start at base.
+	Saveable(base, pos int) bool
+}

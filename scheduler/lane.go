@@ -42,6 +42,8 @@ type laneState struct {
 
 	cache *promptcache.Cache // the model's prompt cache, or nil
 
+	states batch.Stateful // where the model's sessions can be fed again from, or nil: anywhere
+
 	drafter   batch.Drafter    // the model's MTP head, or nil
 	draftRows []batch.DraftRow // the MTP rows after a round
 	drafting  []*active        // the streams whose MTP rows ask for logits, in order
@@ -59,7 +61,10 @@ type share struct {
 func (l *laneState) init(h *Shared, opts SharedOptions) {
 	l.h = h
 	l.drafter, l.chainer, l.warmer, l.reportTo, l.logger = opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger
-	l.cache = opts.Cache
+	l.cache, l.states = opts.Cache, opts.States
+	if l.states != nil {
+		l.pool.resumable = l.states.Resumable
+	}
 	l.now = opts.now
 	if l.now == nil {
 		l.now = time.Now

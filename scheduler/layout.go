@@ -35,6 +35,9 @@ func (s *session) reusable(prompt []int32) int {
 type sessionPool struct {
 	sessions []*session // the layout in force, smallest first
 	retiring []*session // sessions of earlier layouts that a stream still holds
+	// resumable, when set (the model's batch.Stateful), says from which position a session can
+	// be fed again: a kept prefix is reused only up to there.
+	resumable func(base, want int) int
 }
 
 // relayout puts the layout sizes in force. A new session with the bounds of a
@@ -95,7 +98,11 @@ func (p *sessionPool) bestFree(need int, prompt []int32, cached int) (*session, 
 		if s.capacity < need || !p.available(s) {
 			continue
 		}
-		if n := s.reusable(prompt); best == nil || n > max(kept, cached) {
+		n := s.reusable(prompt)
+		if p.resumable != nil {
+			n = p.resumable(s.base, n)
+		}
+		if best == nil || n > max(kept, cached) {
 			best, kept = s, n
 		}
 	}

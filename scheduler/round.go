@@ -80,6 +80,10 @@ func (l *laneState) propose(a *active, spare int) {
 		l.h.model.Context()-len(a.tokens),
 		a.req.MaxTokens-a.produced-1, // the target's own token comes on top
 		a.room()-1)
+	if l.states != nil {
+		// The newest token's state must outlive a rejection of every draft after it.
+		k = min(k, l.states.StateDepth()-1)
+	}
 	// The MTP head's chain first, then what copying says follows it.
 	chain := a.mtpDrafts[:min(len(a.mtpDrafts), max(k, 0))]
 	a.copied = a.ngram.propose(a.copied, a.tokens, chain, min(k-len(chain), a.req.Drafts.NGram))

@@ -45,6 +45,10 @@ type SharedOptions struct {
 	Drafter batch.Drafter // its MTP head: streams that ask for MTP drafts get them
 	Chainer batch.Chainer // greedy chains on the device, for the lone driver
 	Warmer  batch.Warmer  // the keep-warm tick, while KeepWarm allows
+	// States says from where the model's sessions can be fed again (a model whose sliding
+	// layers keep rings bounded by the window): a kept prompt is reused only from there, and a
+	// stream's drafts stay shallower than what a session keeps.
+	States batch.Stateful
 	// Cache is the model's prompt cache, or nil; its memory comes with the model, like the other
 	// abilities, while its size and spill folder are routing (CacheBlocks, CacheSpill).
 	Cache *promptcache.Cache

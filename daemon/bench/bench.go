@@ -92,7 +92,7 @@ func load(ctx context.Context, cfg config.Config, logger *slog.Logger) (*engine.
 		return nil, nil, plan, fmt.Errorf("bench: sessions %s: %w", cfg.Sessions.Layout, err)
 	}
 	logger.Info("bench: loading the model", "backend", backend.Name(), "sessions", plan.LayoutString())
-	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: daemon.MaxRows, Slots: plan.Slots(), Quantize: plan.Quantize})
+	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: daemon.MaxRows, Slots: plan.Slots(), Sessions: len(plan.Layout), Quantize: plan.Quantize})
 	if err != nil {
 		backend.Close()
 		return nil, nil, plan, fmt.Errorf("bench: load the model: %w", err)
@@ -103,7 +103,7 @@ func load(ctx context.Context, cfg config.Config, logger *slog.Logger) (*engine.
 // benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into
 // the text so that no two are the same.
 func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts Options, n int, drafts scheduler.Drafts) (benchResult, error) {
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains()})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains(), States: m.States()})
 	if err != nil {
 		return benchResult{}, err
 	}

@@ -20,7 +20,7 @@ import (
 // Equip gives a host's options the model's abilities (its MTP head, greedy chains and warm
 // tick), as the daemon does, so that a test's host drafts and chains where the model can.
 func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOptions {
-	opts.Drafter, opts.Chainer, opts.Warmer = m.MTP(), m.Chains(), m
+	opts.Drafter, opts.Chainer, opts.Warmer, opts.States = m.MTP(), m.Chains(), m, m.States()
 	return opts
 }
 
