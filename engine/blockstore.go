@@ -57,7 +57,9 @@ func (s *BlockStore) Blocks() int { return s.blocks }
 func (s *BlockStore) Tokens() int { return s.tokens }
 
 // BlockBytes returns the bytes of one block on the host: the length Read fills and Write takes.
-func (s *BlockStore) BlockBytes() int { return int(s.spec(s.tokens).Bytes() + s.ringSpec(s.tokens).Bytes()) }
+func (s *BlockStore) BlockBytes() int {
+	return int(s.spec(s.tokens).Bytes() + s.ringSpec(s.tokens).Bytes())
+}
 
 // spec returns the KV spec of a pool of the store's shape with the given slots.
 func (s *BlockStore) spec(slots int) compute.KVSpec {

@@ -77,9 +77,9 @@ type Model struct {
 	// MTP layer's after the backbone's) to its index in kv.
 	rings     *windowRings
 	fullIndex []int
-	act          *activations
-	identity     string
-	stores       map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
+	act       *activations
+	identity  string
+	stores    map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
 
 	maxRows, slots, context int
 	lastRows                int // rows of the last Forward whose hidden states a.x holds
