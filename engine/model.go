@@ -72,14 +72,15 @@ type Model struct {
 	attnScale    float32
 	kv           compute.KV
 	kvSpec       compute.KVSpec
+	act          *activations
+	identity     string
+	stores       map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
+
 	// rings keeps the sliding layers' keys and values of each session in a ring bounded by the
 	// window (window.go); nil when the pool kv keeps every layer's. fullIndex maps a layer (the
 	// MTP layer's after the backbone's) to its index in kv.
 	rings     *windowRings
 	fullIndex []int
-	act       *activations
-	identity  string
-	stores    map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
 
 	maxRows, slots, context int
 	lastRows                int // rows of the last Forward whose hidden states a.x holds
