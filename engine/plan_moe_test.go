@@ -90,7 +90,8 @@ func writeSparseCheckpoint(t *testing.T, dir, config string, c Config) {
 // TestPlanQwen3MoE30BShaped: the memory plan (what `tfd plan` prints) of a Qwen3-30B-A3B-shaped
 // checkpoint on an H200, from config.json and the safetensors headers alone: the weights are all
 // 128 experts of all 48 layers (30.5B parameters in BF16), a token's KV is that of the 48
-// attention layers' 4 KV heads of 128, and the scratch holds the experts' pairs.
+// attention layers' 4 KV heads of 128 (7.5 GiB a session of the whole context), and the scratch
+// holds the experts' pairs.
 func TestPlanQwen3MoE30BShaped(t *testing.T) {
 	dir := t.TempDir()
 	c, err := ParseConfig([]byte(qwen3MoE30B))
@@ -124,7 +125,12 @@ func TestPlanQwen3MoE30BShaped(t *testing.T) {
 	if want := ScratchBytes(Config{Hidden: 2048, Intermediate: 6144, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936}, 256); p.Scratch <= want {
 		t.Errorf("scratch %d, no more than a dense model's %d: the experts' pairs are not counted", p.Scratch, want)
 	}
+	// A session of the whole context: 40,960 tokens of 192 KiB, 7.5 GiB.
+	if got := p.layoutBytes(1, p.Context); got != 40960*kvPerToken {
+		t.Errorf("a session of the context takes %d bytes, want %d", got, 40960*kvPerToken)
+	}
 	for _, line := range []string{"weights     56.9 GiB", "192.0 KiB a token", "context   40960 tokens",
+		"session      7.5 GiB  the keys and values of one session of the context (40960 tokens)",
 		"all 128 experts of each of the 48 sparse layers (8 run for each token)"} {
 		if !strings.Contains(p.String(), line) {
 			t.Errorf("the plan does not say %q", line)
