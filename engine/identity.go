@@ -17,7 +17,8 @@ const identityPrefix = 4 << 10
 // Identity returns a hex SHA-256 over what makes the model's cached state (its keys and values
 // at some positions) valid: config.json's bytes (a GGUF file's header); every tensor's name, dtype,
 // shape and first 4 KiB of data; the quantization at load (model.quantize); the backend's name;
-// and kernels.Version, which names the backends' arithmetic.
+// and kernels.Version, which names the backends' arithmetic; and whether the sessions keep
+// their sliding layers in rings, which lays a cached block out otherwise.
 // Two loads that agree on it compute the same bits for the same tokens. It is computed at load.
 func (m *Model) Identity() string { return m.identity }
 

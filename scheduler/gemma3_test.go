@@ -19,3 +19,15 @@ func TestSharedEqualsSoloOnGemma3(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	schedulertest.CheckSharedEqualsSolo(t, b, "engine/testdata/oracle/gemma3")
 }
+
+// TestWindowRingsOnGemma3: the Gemma 3 checkpoint's sliding layers keep rings of 71 positions
+// (MaxRows 64, window 8); replies moved between sessions, drafted, and resumed from the prompt
+// cache equal the same requests alone (schedulertest.CheckWindowRings).
+func TestWindowRingsOnGemma3(t *testing.T) {
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	schedulertest.CheckWindowRings(t, b, "engine/testdata/oracle/gemma3")
+}
