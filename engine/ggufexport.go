@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"slices"
 	"strings"
 
 	"tfd/compute"
@@ -104,6 +105,16 @@ func exportConfig(w *gguf.Writer, arch string, c Config, fileType uint32) error 
 	if arch == "llama" {
 		u32("vocab_size", c.Vocab)
 		u32("rope.dimension_count", c.HeadDim)
+	}
+	if m := c.MoE; m.Experts > 0 {
+		// As the converter writes Qwen3-MoE's; a layer of mlp_only_layers (or off
+		// decoder_sparse_step) is written as a dense MLP, with no router.
+		u32("expert_count", m.Experts)
+		u32("expert_used_count", m.PerToken)
+		u32("expert_feed_forward_length", m.Intermediate)
+		if !m.NormTopK {
+			w.Set(key("expert_weights_norm"), gguf.Bool(false)) // llama.cpp's qwen3moe ignores it
+		}
 	}
 	switch {
 	case c.Rope.Type == "llama3" && arch != "llama":
@@ -259,7 +270,8 @@ func exportSampling(w *gguf.Writer, fsys fs.FS) error {
 	return nil
 }
 
-// exportTensors adds every tensor of the checkpoint under its GGUF name, converted.
+// exportTensors adds every tensor of the checkpoint under its GGUF name, converted; a mixture of
+// experts' projections are stacked, one tensor of all experts a layer and projection.
 func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Checkpoint, dtype compute.DType) error {
 	if c.Rope.Type == "llama3" {
 		w.AddTensor(ggufRopeFreqs, gguf.F32, []int{c.HeadDim / 2}, float32Bytes(llama3Divisors(c.Rope, c.HeadDim)))
@@ -269,42 +281,86 @@ func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Chec
 		if strings.HasPrefix(name, "mtp.") || name == "lm_head.weight" && (c.TieEmbeddings || !hasHead) {
 			continue // no GGUF name; a tied head is the embedding
 		}
+		if gname, e, ok := ggufExpert(name); ok {
+			if e == 0 {
+				if err := exportExperts(w, gname, name, arch, c, ckpt, dtype); err != nil {
+					return err
+				}
+			}
+			continue // written with expert 0
+		}
 		gname, ok := ggufName(name)
 		if !ok {
 			return fmt.Errorf("engine: export GGUF: tensor %s has no GGUF name", name)
 		}
-		t, _ := ckpt.Tensor(name)
-		from, ok := dtypes[t.DType]
-		if !ok {
-			return fmt.Errorf("engine: export GGUF: tensor %s has dtype %s", name, t.DType)
+		data, typ, shape, err := exportTensor(name, gname, arch, c, ckpt, dtype)
+		if err != nil {
+			return err
 		}
-		var data []byte
-		typ := ggufTypes[dtype]
-		switch q := exportQuantization[dtype]; {
-		case len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight"):
-			data, typ = convertFloats(t.Data, from, compute.F32), gguf.F32
-		case dtype == compute.Q4_K || dtype == compute.Q6_K:
-			qdt := exportKQuant(dtype, name, t.Shape)
-			data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
-		case q != NoQuantization:
-			qdt, ok := q.dtypeFor(name, from, t.Shape)
-			if !ok {
-				data, typ = t.Data, ggufTypes[from] // rows that are not whole blocks
-				break
-			}
-			data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
-		default:
-			data = convertFloats(t.Data, from, dtype)
-		}
-		if heads := ggufPermutedHeads(arch, c, name); heads > 0 {
-			var err error
-			if data, err = ggufPermuteRows(data, t.Shape[0], heads, true); err != nil {
-				return fmt.Errorf("engine: export GGUF: tensor %s: %w", name, err)
-			}
-		}
-		w.AddTensor(gname, typ, t.Shape, data)
+		w.AddTensor(gname, typ, shape, data)
 	}
 	return w.Err()
+}
+
+// exportExperts writes the projection of every expert of one layer, named by expert 0's name
+// first, as one tensor gname of [experts, rows, columns], each expert converted as a matrix of its
+// own.
+func exportExperts(w *gguf.Writer, gname, first, arch string, c Config, ckpt *safetensors.Checkpoint, dtype compute.DType) error {
+	prefix, proj, _ := strings.Cut(first, ".mlp.experts.0.")
+	var stack []byte
+	var typ gguf.Type
+	var shape []int
+	for e := range c.MoE.Experts {
+		name := fmt.Sprintf("%s.mlp.experts.%d.%s", prefix, e, proj)
+		data, t, s, err := exportTensor(name, gname, arch, c, ckpt, dtype)
+		if err != nil {
+			return err
+		}
+		if e > 0 && (t != typ || !slices.Equal(s, shape)) {
+			return fmt.Errorf("engine: export GGUF: expert %s is %s %v, expert 0 %s %v", name, t, s, typ, shape)
+		}
+		stack, typ, shape = append(stack, data...), t, s
+	}
+	w.AddTensor(gname, typ, append([]int{c.MoE.Experts}, shape...), stack)
+	return nil
+}
+
+// exportTensor returns the checkpoint's tensor name, whose GGUF name is gname, converted as
+// ExportGGUF writes it: its bytes, GGUF type and shape.
+func exportTensor(name, gname, arch string, c Config, ckpt *safetensors.Checkpoint, dtype compute.DType) ([]byte, gguf.Type, []int, error) {
+	t, ok := ckpt.Tensor(name)
+	if !ok {
+		return nil, 0, nil, fmt.Errorf("engine: export GGUF: the checkpoint has no tensor %s", name)
+	}
+	from, ok := dtypes[t.DType]
+	if !ok {
+		return nil, 0, nil, fmt.Errorf("engine: export GGUF: tensor %s has dtype %s", name, t.DType)
+	}
+	var data []byte
+	typ := ggufTypes[dtype]
+	switch q := exportQuantization[dtype]; {
+	case len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight"):
+		data, typ = convertFloats(t.Data, from, compute.F32), gguf.F32
+	case dtype == compute.Q4_K || dtype == compute.Q6_K:
+		qdt := exportKQuant(dtype, name, t.Shape)
+		data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
+	case q != NoQuantization:
+		qdt, ok := q.dtypeFor(name, from, t.Shape)
+		if !ok {
+			data, typ = t.Data, ggufTypes[from] // rows that are not whole blocks
+			break
+		}
+		data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
+	default:
+		data = convertFloats(t.Data, from, dtype)
+	}
+	if heads := ggufPermutedHeads(arch, c, name); heads > 0 {
+		var err error
+		if data, err = ggufPermuteRows(data, t.Shape[0], heads, true); err != nil {
+			return nil, 0, nil, fmt.Errorf("engine: export GGUF: tensor %s: %w", name, err)
+		}
+	}
+	return data, typ, t.Shape, nil
 }
 
 // ggufTypes maps the dtypes ExportGGUF writes to GGUF's types.

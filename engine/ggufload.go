@@ -21,9 +21,10 @@ import (
 
 // ggufArchitectures maps general.architecture to the family that runs it.
 var ggufArchitectures = map[string]string{
-	"llama": "LlamaForCausalLM",
-	"qwen2": "Qwen2ForCausalLM",
-	"qwen3": "Qwen3ForCausalLM",
+	"llama":    "LlamaForCausalLM",
+	"qwen2":    "Qwen2ForCausalLM",
+	"qwen3":    "Qwen3ForCausalLM",
+	"qwen3moe": "Qwen3MoeForCausalLM",
 }
 
 // ggufGlobalNames maps the Hugging Face names of the tensors outside the layers to GGUF's.
@@ -54,6 +55,33 @@ var ggufLayerNames = map[string]string{
 	"mlp.gate_proj.bias":              "ffn_gate.bias",
 	"mlp.up_proj.bias":                "ffn_up.bias",
 	"mlp.down_proj.bias":              "ffn_down.bias",
+	"mlp.gate.weight":                 "ffn_gate_inp.weight", // a mixture of experts' router
+}
+
+// ggufExpertNames maps a projection of one expert ("mlp.experts.E.gate_proj.weight" after
+// "model.layers.N.") to the GGUF tensor after "blk.N." that stacks it with the layer's other
+// experts: [experts, rows, columns], expert E's rows the E-th run.
+var ggufExpertNames = map[string]string{
+	"gate_proj.weight": "ffn_gate_exps.weight",
+	"up_proj.weight":   "ffn_up_exps.weight",
+	"down_proj.weight": "ffn_down_exps.weight",
+}
+
+// ggufExpert returns the GGUF tensor that stacks the expert projection of a Hugging Face tensor
+// name, and the expert's index in it; false for any other name.
+func ggufExpert(hf string) (string, int, bool) {
+	rest, ok := strings.CutPrefix(hf, "model.layers.")
+	if !ok {
+		return "", 0, false
+	}
+	layer, rest, _ := strings.Cut(rest, ".mlp.experts.")
+	expert, proj, _ := strings.Cut(rest, ".")
+	n, ok := ggufExpertNames[proj]
+	e, err := strconv.Atoi(expert)
+	if _, lerr := strconv.Atoi(layer); !ok || err != nil || lerr != nil || e < 0 {
+		return "", 0, false
+	}
+	return "blk." + layer + "." + n, e, true
 }
 
 // ggufRopeFreqs holds llama.cpp's per-frequency divisors, in which GGUF files carry Llama 3's
@@ -64,6 +92,9 @@ const ggufRopeFreqs = "rope_freqs.weight"
 // name for (an MTP head's).
 func ggufName(hf string) (string, bool) {
 	if n, ok := ggufGlobalNames[hf]; ok {
+		return n, true
+	}
+	if n, _, ok := ggufExpert(hf); ok {
 		return n, true
 	}
 	rest, ok := strings.CutPrefix(hf, "model.layers.")
@@ -243,12 +274,46 @@ func (g *ggufCheckpoint) readConfig() error {
 	_, c.AttentionBias = g.file.Tensor("blk.0.attn_q.bias")
 	_, c.OutputBias = g.file.Tensor("blk.0.attn_output.bias")
 	_, c.MLPBias = g.file.Tensor("blk.0.ffn_gate.bias")
-	c.QKNorm = arch == "qwen3"
+	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
+	if arch == "qwen3moe" {
+		if c.MoE, err = g.readExperts(key, c.Layers); err != nil {
+			return err
+		}
+	}
 	if err := c.validate(); err != nil {
 		return g.errorf("the metadata, read as config.json, is not a model tfd runs: %w", err)
 	}
 	g.cfg = c
 	return nil
+}
+
+// readExperts reads a mixture of experts as llama.cpp's qwen3moe does: expert_count experts,
+// expert_used_count of them a token, each of expert_feed_forward_length, their weights
+// renormalised over the chosen ones (llama.cpp always does for qwen3moe; expert_weights_norm,
+// where a file has it, says otherwise). llama.cpp makes every layer sparse; tfd also reads a layer
+// without a router (blk.N.ffn_gate_inp) as a dense MLP, as Qwen3-MoE's mlp_only_layers makes it.
+func (g *ggufCheckpoint) readExperts(key func(string) string, layers int) (MoEConfig, error) {
+	m := MoEConfig{NormTopK: true, SparseStep: 1}
+	var err error
+	for _, k := range []struct {
+		dst  *int
+		name string
+	}{{&m.Experts, "expert_count"}, {&m.PerToken, "expert_used_count"}, {&m.Intermediate, "expert_feed_forward_length"}} {
+		if *k.dst, err = g.requiredInt(key(k.name)); err != nil {
+			return m, err
+		}
+	}
+	if v, ok := g.file.Lookup(key("expert_weights_norm")); ok {
+		if m.NormTopK, ok = v.Bool(); !ok {
+			return m, g.errorf("%s is %s, want a bool", key("expert_weights_norm"), v.Describe())
+		}
+	}
+	for i := range layers {
+		if _, sparse := g.file.Tensor(fmt.Sprintf("blk.%d.ffn_gate_inp.weight", i)); !sparse {
+			m.DenseLayers = append(m.DenseLayers, i)
+		}
+	}
+	return m, nil
 }
 
 // readHeads reads the attention's shape: key/value heads and the head size, which llama.cpp
@@ -340,6 +405,14 @@ func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
 		return stored{}, true, g.errorf("tensor %s is %s, which this build of tfd does not run (it runs %s); convert the model again to one of them", name, t.Type, ggufRunsTypes)
 	}
 	s := stored{name: name, dtype: dt, shape: t.Shape(), data: t.Data}
+	if _, e, ok := ggufExpert(hfName); ok {
+		// One expert of the stack: its run of whole rows.
+		if len(s.shape) != 3 || e >= s.shape[0] {
+			return stored{}, true, g.errorf("tensor %s is %v; want [experts, rows, columns] with an expert %d", name, s.shape, e)
+		}
+		per := len(s.data) / s.shape[0]
+		s.name, s.shape, s.data = fmt.Sprintf("%s[%d]", name, e), s.shape[1:], s.data[e*per:(e+1)*per]
+	}
 	if heads := ggufPermutedHeads(g.arch, g.cfg, hfName); heads > 0 {
 		var err error
 		if s.data, err = ggufPermuteRows(s.data, s.shape[0], heads, false); err != nil {
@@ -397,6 +470,9 @@ func (g *ggufCheckpoint) each(fn func(name, dtype string, shape []int, data []by
 }
 
 func (g *ggufCheckpoint) fileName(hfName string) string {
+	if n, e, ok := ggufExpert(hfName); ok {
+		return fmt.Sprintf("%s[%d]", n, e)
+	}
 	if n, ok := ggufName(hfName); ok {
 		return n
 	}

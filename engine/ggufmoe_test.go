@@ -1,0 +1,46 @@
+package engine_test
+
+import (
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"tfd/compute"
+	"tfd/engine"
+	"tfd/engine/enginetest"
+)
+
+// TestGGUFQwen3MoEMatchesSafetensors: the Qwen3-MoE fixture (8 experts, top 2, layer 1 dense)
+// written as a qwen3moe GGUF in F32, each layer's experts stacked as llama.cpp's ffn_*_exps, and
+// loaded back gives every position's logits of the safetensors load bit for bit, with the same
+// mixture of experts read from the metadata and the tensors (the dense layer has no router).
+func TestGGUFQwen3MoEMatchesSafetensors(t *testing.T) {
+	b := openCPU(t)
+	src := engine.Source{Dir: filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "qwen3moe")}
+	want := load(t, b, src)
+	got := load(t, b, engine.Source{Dir: exportGGUF(t, src, compute.F32)})
+	wm, gm := want.Config().MoE, got.Config().MoE
+	if gm.Experts != wm.Experts || gm.PerToken != wm.PerToken || gm.Intermediate != wm.Intermediate || gm.NormTopK != wm.NormTopK ||
+		gm.SparseLayers(got.Config().Layers) != wm.SparseLayers(want.Config().Layers) || gm.Sparse(1) || !gm.Sparse(0) {
+		t.Fatalf("GGUF's mixture of experts %+v; the folder's %+v", gm, wm)
+	}
+	if !got.Config().QKNorm {
+		t.Error("the GGUF model has no q/k norms")
+	}
+	var prompts [][]int32
+	for _, p := range ggufPrompts {
+		prompts = append(prompts, want.Tokenizer().Encode(p))
+	}
+	w, g := allLogits(t, want, prompts), allLogits(t, got, prompts)
+	for i := range w {
+		if slices.Max(w[i]) == slices.Min(w[i]) {
+			t.Fatalf("prompt %d: flat logits", i)
+		}
+		for j := range w[i] {
+			if math.Float32bits(w[i][j]) != math.Float32bits(g[i][j]) {
+				t.Fatalf("prompt %d, position %d, token %d: GGUF logit %v, safetensors %v", i, j/got.Vocab(), j%got.Vocab(), g[i][j], w[i][j])
+			}
+		}
+	}
+}
