@@ -119,8 +119,16 @@ func exportConfig(w *gguf.Writer, arch string, c Config, fileType uint32) error 
 	switch {
 	case c.Rope.Type == "llama3" && arch != "llama":
 		return fmt.Errorf("engine: export GGUF: llama.cpp reads Llama 3 rope scaling for llama only, not %s", arch)
+	case c.Rope.Type == "linear":
+		w.Set(key("rope.scaling.type"), gguf.String("linear"))
+		w.Set(key("rope.scaling.factor"), gguf.Float32(float32(c.Rope.Factor)))
 	case c.Rope.Type != "default" && c.Rope.Type != "llama3":
 		return fmt.Errorf("engine: export GGUF: rope type %q", c.Rope.Type)
+	}
+	if arch == "gemma3" {
+		if err := exportGemma3Config(w, key, c); err != nil {
+			return err
+		}
 	}
 	w.Set("general.file_type", gguf.Uint32(fileType))
 	w.Set("general.quantization_version", gguf.Uint32(2))
@@ -289,7 +297,7 @@ func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Chec
 			}
 			continue // written with expert 0
 		}
-		gname, ok := ggufName(name)
+		gname, ok := ggufName(arch, name)
 		if !ok {
 			return fmt.Errorf("engine: export GGUF: tensor %s has no GGUF name", name)
 		}
@@ -341,6 +349,9 @@ func exportTensor(name, gname, arch string, c Config, ckpt *safetensors.Checkpoi
 	switch q := exportQuantization[dtype]; {
 	case len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight"):
 		data, typ = convertFloats(t.Data, from, compute.F32), gguf.F32
+		if arch == "gemma3" && strings.HasSuffix(gname, "norm.weight") {
+			data = plusOneF32(data) // the converter's shift (ggufgemma3.go)
+		}
 	case dtype == compute.Q4_K || dtype == compute.Q6_K:
 		qdt := exportKQuant(dtype, name, t.Shape)
 		data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]

@@ -25,6 +25,7 @@ var ggufArchitectures = map[string]string{
 	"qwen2":    "Qwen2ForCausalLM",
 	"qwen3":    "Qwen3ForCausalLM",
 	"qwen3moe": "Qwen3MoeForCausalLM",
+	"gemma3":   "Gemma3ForCausalLM",
 }
 
 // ggufGlobalNames maps the Hugging Face names of the tensors outside the layers to GGUF's.
@@ -88,9 +89,9 @@ func ggufExpert(hf string) (string, int, bool) {
 // rope scaling.
 const ggufRopeFreqs = "rope_freqs.weight"
 
-// ggufName returns the GGUF name of a Hugging Face tensor name; false for a tensor GGUF has no
-// name for (an MTP head's).
-func ggufName(hf string) (string, bool) {
+// ggufName returns the GGUF name of a Hugging Face tensor name in a file of architecture arch;
+// false for a tensor GGUF has no name for (an MTP head's).
+func ggufName(arch, hf string) (string, bool) {
 	if n, ok := ggufGlobalNames[hf]; ok {
 		return n, true
 	}
@@ -106,6 +107,11 @@ func ggufName(hf string) (string, bool) {
 		return "", false
 	}
 	n, ok := ggufLayerNames[suffix]
+	if arch == "gemma3" {
+		if g, isGemma := ggufGemma3LayerNames[suffix]; isGemma {
+			n, ok = g, true
+		}
+	}
 	return "blk." + layer + "." + n, ok
 }
 
@@ -274,9 +280,14 @@ func (g *ggufCheckpoint) readConfig() error {
 	_, c.AttentionBias = g.file.Tensor("blk.0.attn_q.bias")
 	_, c.OutputBias = g.file.Tensor("blk.0.attn_output.bias")
 	_, c.MLPBias = g.file.Tensor("blk.0.ffn_gate.bias")
-	c.QKNorm = arch == "qwen3" || arch == "qwen3moe"
-	if arch == "qwen3moe" {
+	c.QKNorm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3"
+	switch arch {
+	case "qwen3moe":
 		if c.MoE, err = g.readExperts(key, c.Layers); err != nil {
+			return err
+		}
+	case "gemma3":
+		if c.Gemma, err = g.readGemma3(key, c); err != nil {
 			return err
 		}
 	}
@@ -365,8 +376,13 @@ func (g *ggufCheckpoint) readRope(c *Config, key func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if scaling != "" && scaling != "none" && !(hasFactor && factor == 1) {
-		return g.errorf("rope scaling %q (%s) is not supported; tfd runs no scaling and Llama 3's", scaling, key("rope.scaling.type"))
+	switch {
+	case scaling == "" || scaling == "none" || hasFactor && factor == 1:
+		// unscaled
+	case scaling == "linear" && hasFactor && factor > 0:
+		c.Rope.Type, c.Rope.Factor = "linear", factor
+	default:
+		return g.errorf("rope scaling %q (%s) is not supported; tfd runs no scaling, linear and Llama 3's", scaling, key("rope.scaling.type"))
 	}
 	t, ok := g.file.Tensor(ggufRopeFreqs)
 	if !ok || g.arch != "llama" {
@@ -391,7 +407,7 @@ func (g *ggufCheckpoint) readRope(c *Config, key func(string) string) error {
 // ggufPermuteRows). A quantized row is whole blocks of its own elements, so rows move whole in
 // the quantized types as in the float types.
 func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
-	name, ok := ggufName(hfName)
+	name, ok := ggufName(g.arch, hfName)
 	if !ok {
 		return stored{}, false, nil
 	}
@@ -473,7 +489,7 @@ func (g *ggufCheckpoint) fileName(hfName string) string {
 	if n, e, ok := ggufExpert(hfName); ok {
 		return fmt.Sprintf("%s[%d]", n, e)
 	}
-	if n, ok := ggufName(hfName); ok {
+	if n, ok := ggufName(g.arch, hfName); ok {
 		return n
 	}
 	return hfName

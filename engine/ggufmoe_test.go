@@ -44,3 +44,36 @@ func TestGGUFQwen3MoEMatchesSafetensors(t *testing.T) {
 		}
 	}
 }
+
+// TestGGUFGemma3MatchesSafetensors: the Gemma 3 fixture (window 8, layers sliding, sliding,
+// global, sliding: a period of 3; linear rope scaling on the global layers; a soft-cap; a
+// query_pre_attn_scalar of 24, which llama.cpp's rule would not give) written as a gemma3 GGUF
+// in F32 and loaded back gives every position's logits of the safetensors load bit for bit, its
+// norms stored as 1 + w as llama.cpp's converter stores them.
+func TestGGUFGemma3MatchesSafetensors(t *testing.T) {
+	b := openCPU(t)
+	src := engine.Source{Dir: filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "gemma3")}
+	want := load(t, b, src)
+	got := load(t, b, engine.Source{Dir: exportGGUF(t, src, compute.F32)})
+	wc, gc := want.Config(), got.Config()
+	if !slices.Equal(gc.Gemma.Sliding, wc.Gemma.Sliding) || gc.Gemma.SlidingWindow != wc.Gemma.SlidingWindow ||
+		gc.Gemma.FinalSoftcap != wc.Gemma.FinalSoftcap || gc.Gemma.LocalRope.Theta != wc.Gemma.LocalRope.Theta ||
+		gc.Rope.Type != wc.Rope.Type || gc.Rope.Factor != wc.Rope.Factor || !gc.TieEmbeddings {
+		t.Fatalf("GGUF's config %+v\nthe folder's %+v", gc, wc)
+	}
+	var prompts [][]int32
+	for _, p := range ggufPrompts {
+		prompts = append(prompts, want.Tokenizer().Encode(p))
+	}
+	w, g := allLogits(t, want, prompts), allLogits(t, got, prompts)
+	for i := range w {
+		if slices.Max(w[i]) == slices.Min(w[i]) {
+			t.Fatalf("prompt %d: flat logits", i)
+		}
+		for j := range w[i] {
+			if math.Float32bits(w[i][j]) != math.Float32bits(g[i][j]) {
+				t.Fatalf("prompt %d, position %d, token %d: GGUF logit %v, safetensors %v", i, j/got.Vocab(), j%got.Vocab(), g[i][j], w[i][j])
+			}
+		}
+	}
+}

@@ -104,7 +104,8 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		return nil, err
 	}
 	u := newUploader(ckpt, backend, opts.Quantize)
-	u.normPlusOne = m.cfg.Gemma.Enabled
+	// A GGUF file holds Gemma's norms as 1 + w already (ggufgemma3.go).
+	u.normPlusOne = m.cfg.Gemma.Enabled && loc.gguf == ""
 	if u.inPlace != nil {
 		m.ckpt = ckpt // its tensors' bytes are the weights: Close closes it after freeing them
 	} else {
