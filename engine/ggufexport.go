@@ -19,11 +19,13 @@ import (
 )
 
 // ExportGGUF writes the Hugging Face model of src to out as a GGUF file, as llama.cpp's
-// convert_hf_to_gguf.py writes one for its architecture (llama, qwen2 or qwen3): the config as
+// convert_hf_to_gguf.py writes one for its architecture (llama, qwen2, qwen3, qwen3moe or gemma3;
+// ggufgemma3.go says where Gemma 3 needs a key llama.cpp does not read): the config as
 // "{arch}.*" metadata, the tokenizer as "gpt2" with the pre-tokenizer named for its pattern, the
 // special token ids, add_bos_token and the chat template from tokenizer_config.json, the sampling
 // defaults of generation_config.json, and the tensors renamed, llama's q and k rows permuted for
-// llama.cpp's interleaved RoPE and Llama 3's rope scaling as rope_freqs.
+// llama.cpp's interleaved RoPE, Llama 3's rope scaling as rope_freqs, a mixture of experts'
+// projections stacked a layer at a time (ffn_*_exps), and Gemma's norms as 1 + w.
 //
 // Matrices are written in dtype, and 1-D tensors (norms, biases) in F32, as the converter does.
 // Q4_K and Q6_K follow exportKQuant, with ggml's reference quantizers too.

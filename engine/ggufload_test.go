@@ -359,8 +359,8 @@ func TestGGUFRefusals(t *testing.T) {
 			ts["blk.0.ffn_down.weight"] = tensorEdit{gguf.Q5_K, d.shape, make([]byte, d.shape[0]*d.shape[1]/256*176)}
 		}), "tensor blk.0.ffn_down.weight is Q5_K, which this build of tfd does not run (it runs F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K)"},
 		{"another architecture", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
-			kv["general.architecture"] = gguf.String("gemma3")
-		}), `architecture "gemma3" (general.architecture) is not one tfd runs; it runs llama, qwen2, qwen3`},
+			kv["general.architecture"] = gguf.String("phi3")
+		}), `architecture "phi3" (general.architecture) is not one tfd runs; it runs gemma3, llama, qwen2, qwen3, qwen3moe`},
 		{"a tensor qwen3 lacks", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			ts["cls_out.weight"] = tensorEdit{gguf.F32, []int{2, 384}, make([]byte, 2*384*4)}
 		}), "holds tensors that qwen3 does not have (cls_out.weight)"},

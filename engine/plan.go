@@ -534,6 +534,9 @@ func Inspect(src Source, q Quantization) (Config, WeightInfo, error) {
 			if err := add(ggufHFName(t.Name), dt, t.Shape(), t.Elements(), int64(len(t.Data)), t.Type.String()); err != nil {
 				return Config{}, WeightInfo{}, err
 			}
+			if t.Name == "token_embd.weight" && cfg.Gemma.Enabled && cfg.TieEmbeddings {
+				info.Bytes += int64(len(t.Data)) // the lookups' scaled copy, as below
+			}
 		}
 	} else {
 		if cfg, _, err = readConfig(loc.fsys, loc.where); err != nil {
