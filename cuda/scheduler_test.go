@@ -19,6 +19,13 @@ func TestSharedEqualsSoloOnMoECUDA(t *testing.T) {
 	schedulertest.CheckSharedEqualsSolo(t, openCUDA(t), "engine/testdata/oracle/qwen3moe")
 }
 
+// TestWindowRingsOnCUDA: on the GPU, the Gemma 3 checkpoint's sliding layers in rings bounded by
+// the window: replies moved between sessions, drafted, and resumed from the prompt cache equal
+// each alone and undrafted (schedulertest.CheckWindowRings).
+func TestWindowRingsOnCUDA(t *testing.T) {
+	schedulertest.CheckWindowRings(t, openCUDA(t), "engine/testdata/oracle/gemma3")
+}
+
 // TestPromptCacheOnCUDA: on the GPU, replies restored from the prompt cache's memory and, after a
 // restart, from its spill folder equal the replies of a host without a cache.
 func TestPromptCacheOnCUDA(t *testing.T) {
