@@ -44,7 +44,9 @@ func (c Config) Window(layer int) int {
 	return 0
 }
 
-// windowed returns the largest window of any layer, and how many layers have one.
+// windowed returns the largest window of any layer, and how many layers have one. The rings and
+// the rows' views take that one window for every sliding layer: the families with sliding layers
+// (Gemma 3, GPT-OSS) give them all one sliding_window.
 func (c Config) windowed() (window, layers int) {
 	for i := range c.Layers {
 		if w := c.Window(i); w > 0 {
@@ -92,7 +94,7 @@ type windowRings struct {
 	byBase map[int]int // a session's base → its ring
 	clock  int         // counts forwards, for least recently used
 
-	groups []rowGroupOf // the forward being staged: its sessions' rows, reused
+	groups []sessionRows // the forward being staged: its sessions' rows, reused
 }
 
 // ring is what the host knows of one ring: whose it is and which positions it holds, lo … hi
@@ -103,8 +105,8 @@ type ring struct {
 	lastUsed int
 }
 
-// rowGroupOf is one session's rows in the forward being staged: positions first … last.
-type rowGroupOf struct {
+// sessionRows is one session's rows in the forward being staged: positions first … last.
+type sessionRows struct {
 	base, first, last, rows, ring int
 }
 
@@ -167,7 +169,7 @@ func (r *windowRings) stage(rows []batch.Row, write, mirror, ringPos, winBases, 
 			i++
 		}
 		if i == len(groups) {
-			groups = append(groups, rowGroupOf{base: row.Base, first: row.Pos, last: row.Pos, ring: -1})
+			groups = append(groups, sessionRows{base: row.Base, first: row.Pos, last: row.Pos, ring: -1})
 		}
 		g := &groups[i]
 		g.first, g.last, g.rows = min(g.first, row.Pos), max(g.last, row.Pos), g.rows+1
@@ -227,7 +229,7 @@ func (r *windowRings) stage(rows []batch.Row, write, mirror, ringPos, winBases, 
 
 // free counts the rings a forward of groups may take: free ones, and ones no session of the
 // forward uses.
-func (r *windowRings) free(groups []rowGroupOf) int {
+func (r *windowRings) free(groups []sessionRows) int {
 	n := 0
 	for i := range r.rings {
 		if r.rings[i].base < 0 || r.rings[i].lastUsed != r.clock && !r.usedBy(groups, i) {
@@ -238,7 +240,7 @@ func (r *windowRings) free(groups []rowGroupOf) int {
 }
 
 // usedBy reports whether ring i belongs to a session of groups.
-func (r *windowRings) usedBy(groups []rowGroupOf, i int) bool {
+func (r *windowRings) usedBy(groups []sessionRows, i int) bool {
 	for _, g := range groups {
 		if g.ring == i {
 			return true
@@ -346,7 +348,7 @@ func (r *windowRings) move(b compute.Backend, dst, src, n int) error {
 		return fmt.Errorf("engine: move the session at slot %d to slot %d: its sliding layers' ring does not hold the window before position %d", src, dst, n)
 	}
 	r.clock++
-	r.groups = append(r.groups[:0], rowGroupOf{base: src, ring: j})
+	r.groups = append(r.groups[:0], sessionRows{base: src, ring: j})
 	k, ok := r.byBase[dst]
 	if !ok {
 		if r.free(r.groups) == 0 {
