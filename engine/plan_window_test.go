@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,8 +33,67 @@ func gemma3Params(c Config) int64 {
 	return int64(c.Vocab)*h + int64(c.Layers)*layer + h
 }
 
+// writeGemma3Checkpoint writes config and a model.safetensors whose header lists the BF16 tensors
+// of a Gemma 3 text model of that config, and whose data is a hole (as writeSparseCheckpoint).
+func writeGemma3Checkpoint(t *testing.T, dir, config string, c Config) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		DType       string   `json:"dtype"`
+		Shape       []int    `json:"shape"`
+		DataOffsets [2]int64 `json:"data_offsets"`
+	}
+	header := map[string]entry{}
+	var at int64
+	add := func(name string, shape ...int) {
+		n := int64(2)
+		for _, d := range shape {
+			n *= int64(d)
+		}
+		header[name] = entry{"BF16", shape, [2]int64{at, at + n}}
+		at += n
+	}
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	add("model.embed_tokens.weight", c.Vocab, c.Hidden)
+	add("model.norm.weight", c.Hidden)
+	for i := range c.Layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		for _, norm := range []string{"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"} {
+			add(p+norm+".weight", c.Hidden)
+		}
+		add(p+"self_attn.q_proj.weight", q, c.Hidden)
+		add(p+"self_attn.k_proj.weight", kv, c.Hidden)
+		add(p+"self_attn.v_proj.weight", kv, c.Hidden)
+		add(p+"self_attn.o_proj.weight", c.Hidden, q)
+		add(p+"self_attn.q_norm.weight", c.HeadDim)
+		add(p+"self_attn.k_norm.weight", c.HeadDim)
+		add(p+"mlp.gate_proj.weight", c.Intermediate, c.Hidden)
+		add(p+"mlp.up_proj.weight", c.Intermediate, c.Hidden)
+		add(p+"mlp.down_proj.weight", c.Hidden, c.Intermediate)
+	}
+	js, err := json.Marshal(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
+	if _, err := f.Write(append(n[:], js...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(8+len(js)) + at); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPlanGemma3_27BShaped: the memory plan (what `tfd plan` prints) of a Gemma-3-27B-shaped
-// model on an H200 before and after the sliding layers' rings: keeping every position, one
+// checkpoint on an H200, from config.json and the safetensors headers alone, before and after the sliding layers' rings: keeping every position, one
 // session of the whole context takes 124 GiB of F32 keys and values and does not fit beside the
 // weights, so the context is lowered; with rings of 1,279 positions (the window and 255 rows of
 // a forward) for the 52 sliding layers, a session of the whole context takes 22.0 GiB.
@@ -43,11 +106,21 @@ func TestPlanGemma3_27BShaped(t *testing.T) {
 	if window != 1024 || sliding != 52 || c.Window(5) != 0 || c.Window(4) != 1024 {
 		t.Fatalf("window %d over %d sliding layers (layer 5: %d, 4: %d); want 1024 over 52, layer 5 global", window, sliding, c.Window(5), c.Window(4))
 	}
+	// As `tfd plan` reads a model: config.json and the tensors' headers (Inspect).
+	dir := t.TempDir()
+	writeGemma3Checkpoint(t, dir, gemma3_27B, c)
+	cfg, info, err := Inspect(Source{Dir: dir}, NoQuantization)
+	if err != nil {
+		t.Fatal(err)
+	}
 	params := gemma3Params(c)
 	// BF16 weights, and the lookups' √hidden-scaled copy of the tied table.
 	weights := 2*params + 2*int64(c.Vocab)*int64(c.Hidden)
+	if info.Params != params || info.Bytes != weights {
+		t.Fatalf("Inspect: %d parameters in %d bytes loaded, want %d in %d", info.Params, info.Bytes, params, weights)
+	}
 	const h200 = 140 * GiB
-	in := PlanInput{Model: c, WeightBytes: weights, DeviceMemory: h200, MarginGB: 1, MaxRows: 256}
+	in := PlanInput{Model: cfg, WeightBytes: info.Bytes, DeviceMemory: h200, MarginGB: 1, MaxRows: 256}
 
 	// Before: as a model keeping every position plans (rings off, as when 2R ≥ the context).
 	const kvLayer = 16 * 128 * 2 * 4 // KV heads × head size × (keys, values) × F32
