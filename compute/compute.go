@@ -235,8 +235,9 @@ type Ops interface {
 	// dst[a][o] = Σ_i x[a/share][i]·w[e][o][i], where e is the run's expert and w is
 	// [experts, out, in]. share is k when x holds one row per token (all of a row's pairs read
 	// it: the experts' gate and up projections) and 1 when it holds one per pair (their down
-	// projection). n bounds the pairs (a < n). Each element is one dot product in MatMul's order
-	// for that length, so a pair's bits depend neither on the pairs that share its expert nor
+	// projection). n bounds the pairs (a < n). Each element is one dot product in an order fixed by
+	// its length (MatMul's, except where a GPU backend runs MatMul on its matrix unit), so a
+	// pair's bits depend neither on the pairs that share its expert nor
 	// on where it sits among them. Rows of dst whose pair is in no run are left alone.
 	ExpertMatMul(dst, x, w, groups Tensor, n, share int)
 	// CombineExperts writes dst[r] = Σ_j weights[r·k+j]·x[r·k+j] for r < rows: each row's

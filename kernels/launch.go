@@ -16,10 +16,38 @@ type Launch struct {
 // MatMulRows are the row-group sizes of the matmul kernels: matmul_W_R makes R rows per weight load.
 var MatMulRows = [...]int{1, 2, 4, 8, 16}
 
-// MatMulLaunch is the launch of MatMul for rows rows of out output columns, with weights of dtype
-// suffix w ("bf16", "f16" or "f32"): four columns per group (one per SIMD group), and the
-// smallest row group that holds rows, or 16 (grid y then takes groups of 16 rows).
-func MatMulLaunch(w string, rows, out int) Launch {
+// MMAChunk is the K a chunk of the matrix-unit kernels (matmul_mma_bf16_S) covers; MatMulLaunch
+// picks them for BF16 weights whose rows are a multiple of it long.
+const MMAChunk = 32
+
+// MatMulLaunch is the launch of MatMul for rows rows of x against weights of dtype suffix w
+// ("bf16", "f16" or "f32") with out rows of in elements.
+//
+// BF16 weights with in a multiple of MMAChunk go to the matrix unit (matmul_mma_bf16_S): four
+// SIMD groups per group on a tile of 16·M outputs by 8·N rows, M and N growing with rows so that a
+// large product reuses each load and a small one still spreads over many groups. The choice of
+// kernel follows the weights alone, and every M and N gives the same bits, so a row's bits never
+// depend on how many rows share the launch.
+//
+// Others go to matmul_W_R, as MatMulLanesLaunch says.
+func MatMulLaunch(w string, rows, in, out int) Launch {
+	if UsesMMA(w, in) {
+		s := 4
+		switch {
+		case rows <= 8:
+			s = 1
+		case rows <= 32:
+			s = 2
+		}
+		return launch(fmt.Sprintf("matmul_mma_bf16_%d", s), ceilDiv(out, 16*s), ceilDiv(rows, 8*s))
+	}
+	return MatMulLanesLaunch(w, rows, out)
+}
+
+// MatMulLanesLaunch is the launch of matmul_W_R, the kernel that sums each dot product across the
+// lanes of a SIMD group (ExpertMatMul's order): four outputs per group (one per SIMD group), and
+// the smallest row group R that holds rows, or 16 (grid y then takes groups of 16 rows).
+func MatMulLanesLaunch(w string, rows, out int) Launch {
 	r := MatMulRows[len(MatMulRows)-1]
 	for _, n := range MatMulRows {
 		if n >= rows {
@@ -29,6 +57,10 @@ func MatMulLaunch(w string, rows, out int) Launch {
 	}
 	return launch(fmt.Sprintf("matmul_%s_%d", w, r), ceilDiv(out, 4), ceilDiv(rows, r))
 }
+
+// UsesMMA says whether MatMul with weights of dtype suffix w and rows of in elements runs on the
+// matrix unit (see MatMulLaunch).
+func UsesMMA(w string, in int) bool { return w == "bf16" && in%MMAChunk == 0 }
 
 // rowBlock is the threads of one block of the row kernels that give a thread to each element
 // (embed, gather, rope, kv_write): a row's elements go in blocks of rowBlock along grid y.

@@ -31,9 +31,13 @@ func TestLaunches(t *testing.T) {
 			{16, 4, "matmul_" + w + "_16", [2]int{1, 1}},
 			{33, 130, "matmul_" + w + "_16", [2]int{33, 3}},
 		} {
-			if l := add(MatMulLaunch(w, c.rows, c.out)); l.Kernel != c.kernel || l.Groups != c.groups {
-				t.Errorf("MatMulLaunch(%s, %d, %d) = %+v, want %s on %v", w, c.rows, c.out, l, c.kernel, c.groups)
+			if l := add(MatMulLaunch(w, c.rows, 100, c.out)); l.Kernel != c.kernel || l.Groups != c.groups {
+				t.Errorf("MatMulLaunch(%s, %d, 100, %d) = %+v, want %s on %v", w, c.rows, c.out, l, c.kernel, c.groups)
 			}
+		}
+		// Rows a multiple of 32 long: BF16 on the matrix unit, the others as above.
+		if l := add(MatMulLaunch(w, 3, 64, 9)); (w == "bf16") != (l.Kernel == "matmul_mma_bf16_1") {
+			t.Errorf("MatMulLaunch(%s, 3, 64, 9) = %+v", w, l)
 		}
 		if l := add(EmbedLaunch(w, 7, 300)); l.Groups != [2]int{7, 2} {
 			t.Errorf("EmbedLaunch: %+v", l)
@@ -55,6 +59,22 @@ func TestLaunches(t *testing.T) {
 			if l := add(ExpertMatMulLaunch(w, c.pairs, c.experts, c.out)); l.Kernel != c.kernel || l.Groups != c.groups {
 				t.Errorf("ExpertMatMulLaunch(%s, %d, %d, %d) = %+v, want %s on %v", w, c.pairs, c.experts, c.out, l, c.kernel, c.groups)
 			}
+		}
+	}
+	for _, c := range []struct {
+		rows, out int
+		kernel    string
+		groups    [2]int
+	}{
+		{1, 5, "matmul_mma_bf16_1", [2]int{1, 1}},
+		{8, 4096, "matmul_mma_bf16_1", [2]int{256, 1}},
+		{9, 130, "matmul_mma_bf16_2", [2]int{5, 1}},
+		{32, 4096, "matmul_mma_bf16_2", [2]int{128, 2}},
+		{33, 130, "matmul_mma_bf16_4", [2]int{3, 2}},
+		{4096, 4096, "matmul_mma_bf16_4", [2]int{64, 128}},
+	} {
+		if l := add(MatMulLaunch("bf16", c.rows, 4096, c.out)); l.Kernel != c.kernel || l.Groups != c.groups {
+			t.Errorf("MatMulLaunch(bf16, %d, 4096, %d) = %+v, want %s on %v", c.rows, c.out, l, c.kernel, c.groups)
 		}
 	}
 	for _, c := range []struct {

@@ -13,7 +13,7 @@ import (
 
 // The mixture-of-experts kernels on the MSL runner against the cpu backend (TestMSLRuns calls
 // them): routes and groups exactly, expert matrices at matmul's tolerance and bit for bit equal
-// to the matmul kernel on the same rows, the weighted sums bit for bit.
+// to the SIMD-lane matmul kernel (matmul_W_R) on the same rows, the weighted sums bit for bit.
 
 // route runs route on random scores; ties puts equal scores in the first rows (the lower expert
 // goes first) and nan a NaN in the last row (it ranks lowest; the weights are NaN).
@@ -161,7 +161,7 @@ func (o *op) expertMatMul(dt compute.DType, in, out, pairs, experts, share int) 
 			rows = append(rows, xs[r*in:(r+1)*in]...)
 		}
 		mm := &mbuf{make([]byte, 4*len(run)*out)}
-		o.launch(kernels.MatMulLaunch(weightSuffix(dt), len(run), out), mm, &mbuf{computetest.F32Bytes(rows)},
+		o.launch(kernels.MatMulLanesLaunch(weightSuffix(dt), len(run), out), mm, &mbuf{computetest.F32Bytes(rows)},
 			&mbuf{wb[e*out*in*dt.Size() : (e+1)*out*in*dt.Size()]}, &mbuf{}, int32(len(run)), int32(in), int32(out), int32(0))
 		m := floats(mm)
 		for i, a := range run {

@@ -48,6 +48,13 @@ func TestMSLRuns(t *testing.T) {
 				check(fmt.Sprint("matmul ", dt, s.in, s.out, rows), func(o *op) { o.matMul(dt, s.in, s.out, rows, (s.in+rows)%2 == 0) })
 			}
 		}
+		if dt == compute.BF16 {
+			// The matrix unit (matmul_mma_bf16_S): one chunk of 32 (fewer chunks than SIMD groups),
+			// 5 chunks (SIMD group 0 sums two), ragged tiles of outputs and rows, and every S.
+			for _, c := range []struct{ in, out, rows int }{{32, 5, 1}, {160, 37, 9}, {384, 70, 40}, {64, 16, 8}} {
+				check(fmt.Sprint("matmul ", dt, c.in, c.out, c.rows), func(o *op) { o.matMul(dt, c.in, c.out, c.rows, c.rows%2 == 1) })
+			}
+		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
 			check(fmt.Sprint("embed ", dt, s.vocab, s.dim), func(o *op) { o.embed(dt, s.vocab, s.dim, -1) })
 		}
@@ -169,7 +176,7 @@ func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
 	want := o.read(dst, (rows+1)*out)
 
 	md := &mbuf{make([]byte, 4*(rows+1)*out)}
-	o.launch(kernels.MatMulLaunch(weightSuffix(dt), rows, out), md, &mbuf{computetest.F32Bytes(pad(xs, (rows+1)*in))}, &mbuf{wb}, mbias,
+	o.launch(kernels.MatMulLaunch(weightSuffix(dt), rows, in, out), md, &mbuf{computetest.F32Bytes(pad(xs, (rows+1)*in))}, &mbuf{wb}, mbias,
 		int32(rows), int32(in), int32(out), hasBias)
 	got := floats(md)
 	for r := range rows {

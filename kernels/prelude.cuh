@@ -57,3 +57,102 @@ FUNC void report(ERRPTR err, int code, int a, int b) {
 		err[2] = b;
 	}
 }
+
+// The matrix unit (tensor cores): a SIMD group's share of a tile of 16 weight rows (outputs) by 8
+// rows of x, summed over chunks of 32 elements of K (kernels/src/mma.kern).
+//
+// A chunk is two mma.sync.m16n8k16 with BF16 operands and F32 accumulation, each run twice: x is
+// split exactly-to-16-bits into hi = bf16(x) and lo = bf16(x − hi), so x·w = hi·w + lo·w to 2⁻¹⁸
+// of |x·w| (a BF16 weight is exact as an operand), and the four MMAs run hi, lo, hi, lo into one
+// accumulator. Lane l (g = l/4, t = l%4) loads 8 consecutive elements of K, 8t … 8t+7, of weight
+// rows g and g+8 and of x row g: one 16-byte load a weight row, two a row of x. Any order of K
+// within a chunk gives the same sum, as long as a weight and its x meet in the same MMA: the first
+// MMA takes elements 8t … 8t+3 of every lane, the second 8t+4 … 8t+7. An element of the tile is
+// then one output's dot product with one row's, never touched by other rows or outputs, so the
+// bits of a row do not depend on the rows beside it.
+struct tfd_mma_acc {
+	float c[4]; // (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1): output, row
+};
+struct tfd_mma_a {
+	uint4 w[2]; // rows g and g+8: 8 BF16 each
+};
+struct tfd_mma_b {
+	uint hi[4], lo[4]; // BF16 pairs of x[g][8t … 8t+7]
+};
+#define MMA_ACC tfd_mma_acc
+#define MMA_A tfd_mma_a
+#define MMA_B tfd_mma_b
+// MMA_STAGE is the floats of SHARED memory a SIMD group lends its loads; CUDA loads registers
+// straight from memory and needs none.
+#define MMA_STAGE 1
+
+FUNC void tfd_mma_zero(tfd_mma_acc& a) {
+	a.c[0] = a.c[1] = a.c[2] = a.c[3] = 0.0f;
+}
+
+// tfd_mma_load_a loads 16 weight rows of 32 BF16 from w (row stride ldw elements); rows from nw
+// on are zeros and are not read.
+FUNC void tfd_mma_load_a(tfd_mma_a& a, const ushort* w, int ldw, int nw) {
+	int g = LANE >> 2, t = LANE & 3;
+	a.w[0] = g < nw ? VLOAD(uint4, w + (ulong)g * ldw + 8 * t) : make_uint4(0, 0, 0, 0);
+	a.w[1] = g + 8 < nw ? VLOAD(uint4, w + (ulong)(g + 8) * ldw + 8 * t) : make_uint4(0, 0, 0, 0);
+}
+
+// tfd_bf16_pair packs bf16(a) in the low half and bf16(b) in the high half, each rounded to
+// nearest even.
+FUNC uint tfd_bf16_pair(float a, float b) {
+	uint d;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+	return d;
+}
+
+// tfd_mma_load_b loads 8 rows of 32 floats of x (row stride ldx) and splits each into hi and lo;
+// rows from nx on are zeros and are not read.
+FUNC void tfd_mma_load_b(tfd_mma_b& b, const float* x, int ldx, int nx) {
+	int g = LANE >> 2, t = LANE & 3;
+	float v[8];
+	if (g < nx) {
+		float4 p = VLOAD(float4, x + (ulong)g * ldx + 8 * t), q = VLOAD(float4, x + (ulong)g * ldx + 8 * t + 4);
+		v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w, v[4] = q.x, v[5] = q.y, v[6] = q.z, v[7] = q.w;
+	} else {
+		UNROLL
+		for (int i = 0; i < 8; i++) v[i] = 0.0f;
+	}
+	UNROLL
+	for (int i = 0; i < 4; i++) {
+		uint hi = tfd_bf16_pair(v[2 * i], v[2 * i + 1]);
+		b.hi[i] = hi;
+		b.lo[i] = tfd_bf16_pair(__fsub_rn(v[2 * i], __uint_as_float(hi << 16)), __fsub_rn(v[2 * i + 1], __uint_as_float(hi & 0xffff0000u)));
+	}
+}
+
+FUNC void tfd_mma16816(tfd_mma_acc& d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	    : "+f"(d.c[0]), "+f"(d.c[1]), "+f"(d.c[2]), "+f"(d.c[3])
+	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// tfd_mma_step adds one chunk: hi and lo of elements 8t … 8t+3, then of 8t+4 … 8t+7 (see above).
+FUNC void tfd_mma_step(tfd_mma_acc& d, const tfd_mma_a& a, const tfd_mma_b& b) {
+	tfd_mma16816(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, b.hi[0], b.hi[1]);
+	tfd_mma16816(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, b.lo[0], b.lo[1]);
+	tfd_mma16816(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, b.hi[2], b.hi[3]);
+	tfd_mma16816(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, b.lo[2], b.lo[3]);
+}
+
+// tfd_mma_store writes the tile to s as s[output][row], 16 × 8 floats.
+FUNC void tfd_mma_store(const tfd_mma_acc& a, float* s) {
+	int g = LANE >> 2, t = LANE & 3;
+	s[g * 8 + 2 * t] = a.c[0];
+	s[g * 8 + 2 * t + 1] = a.c[1];
+	s[(g + 8) * 8 + 2 * t] = a.c[2];
+	s[(g + 8) * 8 + 2 * t + 1] = a.c[3];
+}
+
+// The dialect's names for the matrix unit. stage is the SIMD group's MMA_STAGE floats of SHARED
+// memory, which CUDA does not use.
+#define MMA_ZERO(acc) tfd_mma_zero(acc)
+#define MMA_LOAD_A(a, w, ldw, nw, stage) tfd_mma_load_a(a, w, ldw, nw)
+#define MMA_LOAD_B(b, x, ldx, nx, stage) tfd_mma_load_b(b, x, ldx, nx)
+#define MMA_STEP(acc, a, b) tfd_mma_step(acc, a, b)
+#define MMA_STORE(acc, s) tfd_mma_store(acc, s)

@@ -73,3 +73,89 @@ FUNC void report(ERRPTR err, int code, int a, int b) {
 	atomic_store_explicit(err + 1, a, memory_order_relaxed);
 	atomic_store_explicit(err + 2, b, memory_order_relaxed);
 }
+
+// The matrix unit (SIMD-group matrices): a SIMD group's share of a tile of 16 weight rows
+// (outputs) by 8 rows of x, summed over chunks of 32 elements of K (kernels/src/mma.kern). The
+// operands are F32 8×8 matrices: weights are widened exactly, x is used as it is. A chunk is
+// staged through the SIMD group's MMA_STAGE floats of threadgroup memory (lane l, g = l/4,
+// t = l%4, writes elements 8t … 8t+7 of weight rows g and g+8 and of x row g), loaded into
+// matrices, and summed as 16×8 += (16×32)·(32×8): for each 8-row half of the outputs, the four
+// 8×8 products in K order. An element of the tile is one output's dot product with one row's, so
+// the bits of a row do not depend on the rows beside it.
+struct tfd_mma_acc {
+	simdgroup_float8x8 m[2]; // outputs 0–7 and 8–15, by rows 0–7
+};
+struct tfd_mma_a {
+	simdgroup_float8x8 m[2][4]; // [output half][8 elements of K]
+};
+struct tfd_mma_b {
+	simdgroup_float8x8 m[4]; // [8 elements of K] by rows 0–7
+};
+#define MMA_ACC tfd_mma_acc
+#define MMA_A tfd_mma_a
+#define MMA_B tfd_mma_b
+// MMA_STAGE is the floats of threadgroup memory a SIMD group lends its loads: 16 rows of 32.
+#define MMA_STAGE 512
+
+FUNC void tfd_mma_zero(thread tfd_mma_acc& a) {
+	a.m[0] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+	a.m[1] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+}
+
+// tfd_mma_load_a loads 16 weight rows of 32 BF16 from w (row stride ldw elements), widened, as
+// s[row][k]; rows from nw on are zeros and are not read.
+// The stage's type (threadgroup float*) is a template parameter in these functions only so that
+// the MSL checks' clang, which cannot spell a threadgroup parameter, compiles them.
+template <typename Stage>
+FUNC void tfd_mma_load_a(thread tfd_mma_a& a, const device ushort* w, int ldw, int nw, Stage s, int lane) {
+	int g = lane >> 2, t = lane & 3;
+	for (int h = 0; h < 2; h++) {
+		int r = g + 8 * h;
+		float v[8];
+		if (r < nw) {
+			uint4 u = VLOAD(uint4, w + (ulong)r * ldw + 8 * t);
+			v[0] = AS_FLOAT(u.x << 16), v[1] = AS_FLOAT(u.x & 0xffff0000u), v[2] = AS_FLOAT(u.y << 16), v[3] = AS_FLOAT(u.y & 0xffff0000u);
+			v[4] = AS_FLOAT(u.z << 16), v[5] = AS_FLOAT(u.z & 0xffff0000u), v[6] = AS_FLOAT(u.w << 16), v[7] = AS_FLOAT(u.w & 0xffff0000u);
+		} else {
+			for (int i = 0; i < 8; i++) v[i] = 0.0f;
+		}
+		for (int i = 0; i < 8; i++) s[r * 32 + 8 * t + i] = v[i];
+	}
+	simdgroup_barrier(mem_flags::mem_threadgroup);
+	for (int h = 0; h < 2; h++) {
+		for (int k = 0; k < 4; k++) simdgroup_load(a.m[h][k], s + h * 256 + k * 8, 32);
+	}
+	simdgroup_barrier(mem_flags::mem_threadgroup); // the stage is free again
+}
+
+// tfd_mma_load_b loads 8 rows of 32 floats of x (row stride ldx) as s[k][row], so that each
+// 8×8 block of K loads as the matrix [k][row]; rows from nx on are zeros and are not read.
+template <typename Stage>
+FUNC void tfd_mma_load_b(thread tfd_mma_b& b, const device float* x, int ldx, int nx, Stage s, int lane) {
+	int g = lane >> 2, t = lane & 3;
+	for (int i = 0; i < 8; i++) s[(8 * t + i) * 8 + g] = g < nx ? x[(ulong)g * ldx + 8 * t + i] : 0.0f;
+	simdgroup_barrier(mem_flags::mem_threadgroup);
+	for (int k = 0; k < 4; k++) simdgroup_load(b.m[k], s + k * 64, 8);
+	simdgroup_barrier(mem_flags::mem_threadgroup);
+}
+
+FUNC void tfd_mma_step(thread tfd_mma_acc& d, thread tfd_mma_a& a, thread tfd_mma_b& b) {
+	for (int h = 0; h < 2; h++) {
+		for (int k = 0; k < 4; k++) simdgroup_multiply_accumulate(d.m[h], a.m[h][k], b.m[k], d.m[h]);
+	}
+}
+
+// tfd_mma_store writes the tile to s as s[output][row], 16 × 8 floats.
+template <typename Stage>
+FUNC void tfd_mma_store(thread tfd_mma_acc& a, Stage s) {
+	simdgroup_store(a.m[0], s, 8);
+	simdgroup_store(a.m[1], s + 64, 8);
+}
+
+// The dialect's names for the matrix unit. stage is the SIMD group's MMA_STAGE floats of threadgroup
+// memory.
+#define MMA_ZERO(acc) tfd_mma_zero(acc)
+#define MMA_LOAD_A(a, w, ldw, nw, stage) tfd_mma_load_a(a, w, ldw, nw, stage, LANE)
+#define MMA_LOAD_B(b, x, ldx, nx, stage) tfd_mma_load_b(b, x, ldx, nx, stage, LANE)
+#define MMA_STEP(acc, a, b) tfd_mma_step(acc, a, b)
+#define MMA_STORE(acc, s) tfd_mma_store(acc, s)

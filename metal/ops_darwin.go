@@ -109,7 +109,7 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	if bias != nil {
 		bt, hasBias = bufArg(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
 	}
-	b.dispatch(kernels.MatMulLaunch(ws, rows, out), bufArg(dt), bufArg(xt), bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias))
+	b.dispatch(kernels.MatMulLaunch(ws, rows, in, out), bufArg(dt), bufArg(xt), bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias))
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
