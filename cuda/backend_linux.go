@@ -25,6 +25,7 @@ type backend struct {
 	sms          int
 	total        uint64
 	k            kernelSet
+	lanesOnly    bool // TFD_CUDA_MMA=0: every MatMul on the warps' lanes, none on the tensor cores
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
 	// same time: the worker touches them only while the backend's goroutine waits.
@@ -49,7 +50,6 @@ type backend struct {
 
 // kernelSet holds every kernel the ops launch, resolved once at Open.
 type kernelSet struct {
-	matmul     [3][len(matmulRows)]*kernel // [weight dtype][row group]
 	siluMul    *kernel
 	geluMul    *kernel
 	add        *kernel
@@ -88,8 +88,9 @@ func weightIndex(d compute.DType) int {
 	return -1
 }
 
-// matmulRows are the row-group sizes of the matmul kernels (the R of matmul_W_R).
-var matmulRows = [...]int{1, 2, 4, 8, 16}
+// matmulRows are the row-group sizes of the SIMD-lane matmul kernels (the R of matmul_W_R and
+// expert_matmul_W_R).
+var matmulRows = kernels.MatMulRows
 
 const (
 	arenaBytes = 1 << 20
@@ -187,6 +188,10 @@ func (b *backend) init() (err error) {
 	// Graphs are on unless TFD_CUDA_GRAPHS=0 or the driver lacks them (graph_linux.go).
 	b.w.g.allowed = graphsAvailable() && os.Getenv("TFD_CUDA_GRAPHS") != "0"
 	b.w.g.on = b.w.g.allowed
+	// The tensor cores run BF16 matmuls unless TFD_CUDA_MMA=0, which is for measuring the one
+	// against the other: the bits differ, so a prompt cache spilled under one setting must not be
+	// read under the other.
+	b.lanesOnly = os.Getenv("TFD_CUDA_MMA") == "0"
 	return nil
 }
 
@@ -210,13 +215,6 @@ func (b *backend) resolve() error {
 		return nil, fmt.Errorf("cuda: tfd/kernels has no kernel %s", name)
 	}
 	var err error
-	for w, suffix := range weightSuffix {
-		for r, rows := range matmulRows {
-			if b.k.matmul[w][r], err = get(fmt.Sprintf("matmul_%s_%d", suffix, rows)); err != nil {
-				return err
-			}
-		}
-	}
 	b.k.expertMatMul = map[string]*kernel{}
 	for _, suffix := range weightSuffix {
 		for _, rows := range matmulRows {

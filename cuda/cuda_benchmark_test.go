@@ -190,9 +190,20 @@ func BenchmarkMatVec(b *testing.B) {
 	benchMatMul(b, compute.BF16, 8192, 8192, 1)
 }
 
-// BenchmarkMatMul16 and BenchmarkMatMul256 are the same matrix against 16 and 256 rows.
-func BenchmarkMatMul16(b *testing.B)  { benchMatMul(b, compute.BF16, 8192, 8192, 16) }
-func BenchmarkMatMul256(b *testing.B) { benchMatMul(b, compute.BF16, 8192, 8192, 256) }
+// BenchmarkMatMul16 and BenchmarkMatMul256 are the same matrix against 16 and 256 rows, and
+// BenchmarkMatMul4096 a 4096×4096 one against 4,096 rows (an 8B model's prefill of q or o).
+func BenchmarkMatMul16(b *testing.B)   { benchMatMul(b, compute.BF16, 8192, 8192, 16) }
+func BenchmarkMatMul256(b *testing.B)  { benchMatMul(b, compute.BF16, 8192, 8192, 256) }
+func BenchmarkMatMul4096(b *testing.B) { benchMatMul(b, compute.BF16, 4096, 4096, 4096) }
+
+// BenchmarkMatVecKV is an 8B model's k or v projection for one row (1024×4096), a matrix too
+// small to fill the GPU one output per warp.
+func BenchmarkMatVecKV(b *testing.B) { benchMatMul(b, compute.BF16, 1024, 4096, 1) }
+
+// The Lanes benchmarks run the same shapes with F16 weights, which stay on the warps' lanes
+// (matmul_f16_R, the kernel BF16 used before the tensor cores): the same bytes, for comparison.
+func BenchmarkMatVecLanes(b *testing.B)    { benchMatMul(b, compute.F16, 8192, 8192, 1) }
+func BenchmarkMatMul256Lanes(b *testing.B) { benchMatMul(b, compute.F16, 8192, 8192, 256) }
 
 // benchWeights caches the encoded random weights of each shape: making them takes longer than
 // the benchmark, which runs several times.

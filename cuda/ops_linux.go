@@ -72,8 +72,10 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
-// F16 or BF16; bias is nil or [out]. dst must not overlap x. Rows go in groups of up to 16 that
-// share each weight load; the group size changes no bits (see kernels/src/matmul.kern).
+// F16 or BF16; bias is nil or [out]. dst must not overlap x. BF16 weights whose rows are a
+// multiple of 32 long run on the tensor cores (unless TFD_CUDA_MMA=0), the others on the lanes of
+// each warp (kernels.MatMulLaunch); either way the kernel follows the weights alone, and its tiles change
+// no bits (kernels/src/mma.kern, matmul.kern).
 func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	wt := b.asTensor(w, "MatMul", "w")
 	if wt.dtype.Quantized() {
@@ -91,12 +93,11 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	if bias != nil {
 		bp, hasBias = ptr(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
 	}
-	g := len(matmulRows) - 1
-	for g > 0 && matmulRows[g-1] >= rows {
-		g--
+	l := kernels.MatMulLaunch(weightSuffix[wi], rows, in, out)
+	if b.lanesOnly {
+		l = kernels.MatMulLanesLaunch(weightSuffix[wi], rows, out)
 	}
-	b.launch(b.k.matmul[wi][g], ceilDiv(out, 4), ceilDiv(rows, matmulRows[g]),
-		ptr(dt), ptr(xt), ptr(wt), bp, i32(rows), i32(in), i32(out), hasBias)
+	b.launchAs(l, ptr(dt), ptr(xt), ptr(wt), bp, i32(rows), i32(in), i32(out), hasBias)
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with

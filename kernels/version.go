@@ -7,4 +7,4 @@ package kernels
 // a kernel's or a cpu routine's order of operations, an exp or a norm written another way, a
 // cache kept in another dtype. A change that moves no bit (a faster launch, a new op no
 // forward used before) leaves it alone.
-const Version = "1"
+const Version = "2" // 2: BF16 matmuls on the matrix unit

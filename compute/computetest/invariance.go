@@ -148,30 +148,38 @@ func CheckAttentionBatchInvariance(t *testing.T, p *Pair) {
 }
 
 // CheckMatMulRowGroups checks the claim the matmul kernels rest on: every row-group size (R of
-// matmul_W_R) gives the same bits, since each row's dot product runs in the same order. Row
-// counts 1, 2, 3, 5, 9, 17 select R = 1, 2, 4, 8, 16, 16.
+// matmul_W_R, S of matmul_mma_bf16_S) gives the same bits, since each row's dot product runs in
+// the same order. Row counts 1, 2, 3, 5, 9, 17 select R = 1, 2, 4, 8, 16, 16; 1, 9, 33 select
+// S = 1, 2, 4.
 func CheckMatMulRowGroups(t *testing.T, b compute.Backend) {
-	const in, out = 777, 40 // 777: the one-element-per-lane order
-	for _, dt := range weightDTypes {
-		w, err := b.Upload(dt, []int{out, in}, Encode(dt, Randn(1, out*in)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		xs := Randn(2, 17*in)
-		x := UploadF32(t, b, xs, 17, in)
-		dst, _ := b.Alloc(compute.F32, 17, out)
-		var first []float32
-		for _, rows := range []int{1, 2, 3, 5, 9, 17} {
-			b.MatMul(dst, x, w, nil, rows)
-			got := ReadOne(t, b, dst, out)
-			if first == nil {
-				first = got
-				if math.IsNaN(float64(first[0])) {
-					t.Fatal("NaN")
-				}
-				continue
+	// 777: the one-element-per-lane order; 512: a multiple of 32, which GPUs run on their matrix
+	// units for BF16, in tiles that grow with the rows (up to 70: past 8, 32 and 64).
+	for _, in := range []int{777, 512} {
+		const out = 40
+		for _, dt := range weightDTypes {
+			w, err := b.Upload(dt, []int{out, in}, Encode(dt, Randn(1, out*in)))
+			if err != nil {
+				t.Fatal(err)
 			}
-			SameBits(t, fmt.Sprintf("%v row 0 of %d", dt, rows), got, first)
+			xs := Randn(2, 70*in)
+			x := UploadF32(t, b, xs, 70, in)
+			dst, _ := b.Alloc(compute.F32, 70, out)
+			var first []float32
+			for _, rows := range []int{1, 2, 3, 5, 9, 17, 33, 70} {
+				b.MatMul(dst, x, w, nil, rows)
+				got := ReadOne(t, b, dst, out)
+				if first == nil {
+					first = got
+					if math.IsNaN(float64(first[0])) {
+						t.Fatal("NaN")
+					}
+					continue
+				}
+				SameBits(t, fmt.Sprintf("%v %d: row 0 of %d", dt, in, rows), got, first)
+			}
+			b.Free(w)
+			b.Free(x)
+			b.Free(dst)
 		}
 	}
 }
