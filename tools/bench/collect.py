@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Gathers one run of tools/bench/run.sh into JSON: every Go benchmark line of the log (name,
-iterations, each metric by unit) and the PyTorch peer's results.
+iterations, each metric by unit), the PyTorch peer's results, and a summary of the issue's goals:
+each ratio tfd / peer on the 8B checkpoint (single stream, 8, 32 and 64 streams, a 4,096-token
+prefill) and single-stream decode as a share of the bandwidth limit (the weight bytes a token
+reads at LIMIT_TB_S), each null where either side is missing.
 
     python3 tools/bench/collect.py LOG PEER_JSON > results.json
 """
@@ -24,6 +27,38 @@ def go_benchmarks(log):
                    if re.fullmatch(r"[-+0-9.eE]+", fields[i])}
         out[re.sub(r"-\d+$", "", name)] = {"n": int(n), **metrics}
     return out
+
+
+# The bandwidth a plain BF16 matvec reaches on the H200 (docs/performance.md), which sets the limit
+# on single-stream decode: the weights a token reads, at this rate.
+LIMIT_TB_S = 4.0
+
+
+def ratio(a, b):
+    return round(a / b, 3) if a and b else None
+
+
+def summary(go, peer):
+    static = peer.get("static_graph_decode", {})
+
+    def tfd(name):
+        return go.get("BenchmarkEight/" + name, {}).get("tok/s")
+
+    def theirs(streams):
+        return static.get(str(streams), {}).get("tok_s")
+
+    decode = go.get("BenchmarkEight/decode", {})
+    limit = LIMIT_TB_S * 1e3 / decode["GB/tok"] if decode.get("GB/tok") else None
+    return {
+        "single_stream_ratio": ratio(tfd("decode"), theirs(1)),
+        "agg8_ratio": ratio(tfd("streams=8"), theirs(8)),
+        "agg32_ratio": ratio(tfd("streams=32"), theirs(32)),
+        "agg64_ratio": ratio(tfd("streams=64"), theirs(64)),
+        "prefill_ratio": ratio(tfd("prefill=4096"), peer.get("static_prefill_4096_tok_s")),
+        "single_stream_of_limit": ratio(tfd("decode"), limit),
+        "limit_tok_s": round(limit, 1) if limit else None,
+        "limit_TB_s": LIMIT_TB_S,
+    }
 
 
 def main(argv):
