@@ -12,7 +12,7 @@ import json
 import re
 import sys
 
-LINE = re.compile(r"^(Benchmark\S+)\s+(\d+)\s+(.*)$")
+LINE = re.compile(r"^((?:lanes/)?Benchmark\S+)\s+(\d+)\s+(.*)$")  # lanes/: TFD_CUDA_MMA=0 (run.sh)
 
 
 def go_benchmarks(log):
@@ -68,7 +68,8 @@ def main(argv):
         peer = json.load(open(argv[2]))
     except (OSError, ValueError) as e:
         peer = {"errors": [f"no peer results: {e}"]}
-    json.dump({"go": go_benchmarks(argv[1]), "peer": peer}, sys.stdout, indent=1)
+    go = go_benchmarks(argv[1])
+    json.dump({"summary": summary(go, peer), "go": go, "peer": peer}, sys.stdout, indent=1)
     print()
 
 

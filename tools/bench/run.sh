@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # One run of every number in docs/performance.md, on the GPU machine, from the repository root,
-# with bin/cuda.test built beforehand (make test-cuda: the GPU machine has no Go).
+# with bin/cuda.test built beforehand (make test-cuda: the GPU machine has no Go); BIN names
+# another test binary.
 #
 #   OUT=/tmp/out bash tools/bench/run.sh
 #
 # Stages, each bounded by timeout so that a late failure keeps the earlier numbers: the CUDA
 # tests (graphs included) while make_8b.py writes the 8B checkpoint; the bundled model's
-# benchmarks and the matvec bandwidth; the 8B benchmarks; the PyTorch peer. Everything goes to
+# benchmarks and the matmul kernels; the 8B benchmarks, then a few of them again with every matmul
+# on CUDA cores (TFD_CUDA_MMA=0) to set the tensor cores against; the PyTorch peer. Everything goes to
 # $OUT/log.txt; $OUT/results.json gathers the numbers.
 set -u
 OUT=${OUT:-/tmp/tfd-bench}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
+BIN=${BIN:-./bin/cuda.test}
 L=$OUT/log.txt
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
@@ -26,7 +29,7 @@ stage machine
 stage "make_8b in the background; CUDA tests"
 (timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 maker=$!
-timeout 90 ./bin/cuda.test -test.v -test.run . -test.timeout 85s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
+timeout 240 "$BIN" -test.v -test.run . -test.timeout 235s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
 if ! grep -q -- '--- PASS: TestGraphsKeepBits' "$L"; then
 	# Measure without graphs rather than not at all; the log says why.
 	echo "TestGraphsKeepBits did not pass: the benchmarks below run with TFD_CUDA_GRAPHS=0" | tee -a "$L"
@@ -36,10 +39,15 @@ wait $maker
 tee -a "$L" <"$OUT/make_8b.txt"
 
 stage "bundled model and bandwidth"
-timeout 60 ./bin/cuda.test -test.run '^$' -test.bench 'Decode|Streams|Prefill|Launch|MatVec|MatMul' -test.benchtime 1s 2>&1 | tee -a "$L"
+timeout 90 "$BIN" -test.run '^$' -test.bench 'Decode|Streams|Prefill|Launch|MatVec|MatMul' -test.benchtime 1s 2>&1 | tee -a "$L"
 
 stage "8B checkpoint"
-TFD_BENCH_MODEL=$M timeout 110 ./bin/cuda.test -test.v -test.run '^$' -test.bench Eight -test.benchtime 1s -test.timeout 105s 2>&1 | tee -a "$L"
+TFD_BENCH_MODEL=$M timeout 110 "$BIN" -test.v -test.run '^$' -test.bench Eight -test.benchtime 1s -test.timeout 105s 2>&1 | tee -a "$L"
+
+stage "8B checkpoint, every matmul on CUDA cores"
+# Named apart (lanes/…) so that collect.py keeps both.
+TFD_CUDA_MMA=0 TFD_BENCH_MODEL=$M timeout 60 "$BIN" -test.run '^$' -test.bench 'Eight/(decode|streams=8)$' -test.benchtime 1s -test.timeout 55s 2>&1 |
+	sed 's/^BenchmarkEight/lanes\/BenchmarkEight/' | tee -a "$L"
 
 stage "PyTorch peer"
 timeout 110 python3 tools/bench/peer.py --model "$M" --json "$OUT/peer.json" 2>&1 | tee -a "$L"
