@@ -314,6 +314,15 @@ func Open(name string) (Backend, error) {
 	return b, nil
 }
 
+// MultiMatMul is an optional interface of a Backend that can run several MatMuls of one x in one
+// launch (a layer's q, k and v projections; its gate and up), which fills a GPU better than the
+// small matrices one by one and saves launches.
+type MultiMatMul interface {
+	// MatMuls runs MatMul(dst[m], x, w[m], bias[m], rows) for each m whose w[m] is not nil; the
+	// matrices have rows of one length. Each dst gets the bits MatMul gives it.
+	MatMuls(dst [3]Tensor, x Tensor, w, bias [3]Tensor, rows int)
+}
+
 // Chainer is an optional interface of a Backend: an op that lets one forward's output feed the
 // next on the device, so a greedy decode needs no host round trip between forwards (and, on a
 // GPU, every step of the chain is the same commands, replayed as one graph).

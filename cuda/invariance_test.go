@@ -23,3 +23,6 @@ func TestMatMulRowGroupsAgree(t *testing.T) { computetest.CheckMatMulRowGroups(t
 func TestExpertsAreBatchInvariant(t *testing.T) {
 	computetest.CheckExpertsBatchInvariance(t, openCUDA(t))
 }
+
+// TestMatMulsEqualMatMul: q, k and v (gate and up) in one launch give the bits of three.
+func TestMatMulsEqualMatMul(t *testing.T) { computetest.CheckMultiMatMul(t, openCUDA(t)) }

@@ -72,32 +72,73 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
-// F16 or BF16; bias is nil or [out]. dst must not overlap x. BF16 weights whose rows are a
-// multiple of 32 long run on the tensor cores (unless TFD_CUDA_MMA=0), the others on the lanes of
-// each warp (kernels.MatMulLaunch); either way the kernel follows the weights alone, and its tiles change
-// no bits (kernels/src/mma.kern, matmul.kern).
+// F16 or BF16, or quantized (quant_linux.go); bias is nil or [out]. dst must not overlap x. BF16
+// weights whose rows are a multiple of 32 long run on the tensor cores (unless TFD_CUDA_MMA=0),
+// the others on the lanes of each warp (kernels.MatMulLaunch); either way the kernel follows the
+// weights alone, and its tiles change no bits (kernels/src/mma.kern, matmul.kern).
 func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
-	wt := b.asTensor(w, "MatMul", "w")
-	if wt.dtype.Quantized() {
-		b.matmulQuant(dst, x, wt, bias, rows)
+	b.MatMuls([3]compute.Tensor{dst}, x, [3]compute.Tensor{w}, [3]compute.Tensor{bias}, rows)
+}
+
+// MatMuls runs MatMul for each present w[m] against one x: in one launch on the tensor cores when
+// every matrix goes there, else one launch each. It implements compute.MultiMatMul.
+func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
+	var wts [3]*tensor
+	var outs [3]int
+	in, mma := -1, !b.lanesOnly
+	for m := range w {
+		if w[m] == nil {
+			continue
+		}
+		wts[m] = b.asTensor(w[m], "MatMul", "w")
+		if wts[m].dtype.Quantized() {
+			mma = false
+			continue
+		}
+		if len(wts[m].shape) != 2 || weightIndex(wts[m].dtype) < 0 {
+			panic(fmt.Sprintf("cuda: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wts[m].dtype, wts[m].shape))
+		}
+		if in >= 0 && wts[m].shape[1] != in {
+			panic(fmt.Sprintf("cuda: MatMuls: rows of %d and %d elements, want one length", in, wts[m].shape[1]))
+		}
+		outs[m], in = wts[m].shape[0], wts[m].shape[1]
+		mma = mma && kernels.UsesMMA(weightSuffix[weightIndex(wts[m].dtype)], in)
+	}
+	var xp uint64
+	var dps, wps, bps [3]uint64
+	hasBias := uint64(0)
+	if in >= 0 {
+		xp = ptr(b.tensorOf(x, "MatMul", "x", compute.F32, rows*in))
+	}
+	for m, wt := range wts {
+		if wt == nil || wt.dtype.Quantized() {
+			continue
+		}
+		dps[m], wps[m] = ptr(b.tensorOf(dst[m], "MatMul", "dst", compute.F32, rows*outs[m])), ptr(wt)
+		if bias[m] != nil {
+			bps[m] = ptr(b.tensorOf(bias[m], "MatMul", "bias", compute.F32, outs[m]))
+			hasBias |= 1 << m
+		}
+	}
+	if mma {
+		b.launchAs(kernels.MatMulsLaunch(rows, outs), dps[0], dps[1], dps[2], xp, wps[0], wps[1], wps[2],
+			bps[0], bps[1], bps[2], i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
 		return
 	}
-	wi := weightIndex(wt.dtype)
-	if len(wt.shape) != 2 || wi < 0 {
-		panic(fmt.Sprintf("cuda: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wt.dtype, wt.shape))
+	// One launch each, every matrix on the kernel MatMul gives it alone.
+	for m, wt := range wts {
+		switch {
+		case wt == nil:
+		case wt.dtype.Quantized():
+			b.matmulQuant(dst[m], x, wt, bias[m], rows)
+		case !b.lanesOnly && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
+			b.launchAs(kernels.MatMulsLaunch(rows, [3]int{outs[m]}), dps[m], 0, 0, xp, wps[m], 0, 0,
+				bps[m], 0, 0, i32(rows), i32(in), i32(outs[m]), 0, 0, hasBias>>m&1)
+		default:
+			b.launchAs(kernels.MatMulLanesLaunch(weightSuffix[weightIndex(wt.dtype)], rows, outs[m]),
+				dps[m], xp, wps[m], bps[m], i32(rows), i32(in), i32(outs[m]), hasBias>>m&1)
+		}
 	}
-	out, in := wt.shape[0], wt.shape[1]
-	dt := b.tensorOf(dst, "MatMul", "dst", compute.F32, rows*out)
-	xt := b.tensorOf(x, "MatMul", "x", compute.F32, rows*in)
-	var bp, hasBias uint64
-	if bias != nil {
-		bp, hasBias = ptr(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
-	}
-	l := kernels.MatMulLaunch(weightSuffix[wi], rows, in, out)
-	if b.lanesOnly {
-		l = kernels.MatMulLanesLaunch(weightSuffix[wi], rows, out)
-	}
-	b.launchAs(l, ptr(dt), ptr(xt), ptr(wt), bp, i32(rows), i32(in), i32(out), hasBias)
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with

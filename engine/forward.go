@@ -272,9 +272,7 @@ func (m *Model) forwardRows(rows, wanted int) {
 func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions compute.Tensor) {
 	b, c, a := m.backend, m.cfg, m.act
 	// q, k, v projections: [rows, hidden] → heads of headDim.
-	b.MatMul(a.q, a.h, l.q, l.qBias, rows)
-	b.MatMul(a.k, a.h, l.k, l.kBias, rows)
-	b.MatMul(a.v, a.h, l.v, l.vBias, rows)
+	m.matMuls([3]compute.Tensor{a.q, a.k, a.v}, a.h, [3]compute.Tensor{l.q, l.k, l.v}, [3]compute.Tensor{l.qBias, l.kBias, l.vBias}, rows)
 	if l.qNorm != nil {
 		// Qwen3: RMSNorm over each head's vector before RoPE.
 		b.RMSNorm(a.q, a.q, l.qNorm, rows*c.Heads, c.NormEps)
@@ -315,8 +313,7 @@ func (m *Model) mlp(l *layerWeights, rows int) {
 		return
 	}
 	b, a := m.backend, m.act
-	b.MatMul(a.gate, a.h, l.gate, l.gateBias, rows)
-	b.MatMul(a.up, a.h, l.up, l.upBias, rows)
+	m.matMuls([3]compute.Tensor{a.gate, a.up}, a.h, [3]compute.Tensor{l.gate, l.up}, [3]compute.Tensor{l.gateBias, l.upBias}, rows)
 	if m.cfg.Gemma.Enabled {
 		b.GELUTanhMul(a.gate, a.gate, a.up, rows)
 	} else {
@@ -344,6 +341,20 @@ func (m *Model) experts(l *layerWeights, rows int) {
 	b.ExpertMatMul(a.expertOut, a.expertGate, l.expertDown, a.groups, pairs, 1)
 	// out[r] = Σ_j weight[r·k+j]·expertOut[r·k+j], by rank
 	b.CombineExperts(a.out, a.expertOut, a.expertWeights, rows, k)
+}
+
+// matMuls runs the MatMuls of one x (q, k and v; gate and up) in one call where the backend is a
+// compute.MultiMatMul (one launch on a GPU), else one by one: the bits are the same.
+func (m *Model) matMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
+	if mm, ok := m.backend.(compute.MultiMatMul); ok {
+		mm.MatMuls(dst, x, w, bias, rows)
+		return
+	}
+	for i := range w {
+		if w[i] != nil {
+			m.backend.MatMul(dst[i], x, w[i], bias[i], rows)
+		}
+	}
 }
 
 // attentionScale is the softmax scale of the Llama/Qwen families, 1/√headDim, as float32.

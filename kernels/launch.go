@@ -32,16 +32,27 @@ const MMAChunk = 32
 // Others go to matmul_W_R, as MatMulLanesLaunch says.
 func MatMulLaunch(w string, rows, in, out int) Launch {
 	if UsesMMA(w, in) {
-		s := 4
-		switch {
-		case rows <= 8:
-			s = 1
-		case rows <= 32:
-			s = 2
-		}
-		return launch(fmt.Sprintf("matmul_mma_bf16_%d", s), ceilDiv(out, 16*s), ceilDiv(rows, 8*s))
+		return MatMulsLaunch(rows, [3]int{out})
 	}
 	return MatMulLanesLaunch(w, rows, out)
+}
+
+// MatMulsLaunch is the launch of matmul_mma_bf16_S for rows rows of x against up to three BF16
+// matrices of outs[m] outputs each (0: no matrix), which UsesMMA must allow: its arguments are
+// dst0, dst1, dst2, x, w0, w1, w2, bias0, bias1, bias2, rows, kdim, n0, n1, n2, and hasBias with
+// bit m set where matrix m has a bias (every buffer bound, those of absent matrices and biases
+// never read). MatMul is the case of one matrix. Each output gets the bits a launch of its
+// matrix alone gives it.
+func MatMulsLaunch(rows int, outs [3]int) Launch {
+	s := 4
+	switch {
+	case rows <= 8:
+		s = 1
+	case rows <= 32:
+		s = 2
+	}
+	tiles := ceilDiv(outs[0], 16*s) + ceilDiv(outs[1], 16*s) + ceilDiv(outs[2], 16*s)
+	return launch(fmt.Sprintf("matmul_mma_bf16_%d", s), tiles, ceilDiv(rows, 8*s))
 }
 
 // MatMulLanesLaunch is the launch of matmul_W_R, the kernel that sums each dot product across the

@@ -54,6 +54,9 @@ func TestMSLRuns(t *testing.T) {
 			for _, c := range []struct{ in, out, rows int }{{32, 5, 1}, {160, 37, 9}, {384, 70, 40}, {64, 16, 8}} {
 				check(fmt.Sprint("matmul ", dt, c.in, c.out, c.rows), func(o *op) { o.matMul(dt, c.in, c.out, c.rows, c.rows%2 == 1) })
 			}
+			for _, rows := range []int{3, 40} {
+				check(fmt.Sprint("matmul_mma three matrices ", rows), func(o *op) { o.matMuls(rows) })
+			}
 		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
 			check(fmt.Sprint("embed ", dt, s.vocab, s.dim), func(o *op) { o.embed(dt, s.vocab, s.dim, -1) })
@@ -176,8 +179,15 @@ func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
 	want := o.read(dst, (rows+1)*out)
 
 	md := &mbuf{make([]byte, 4*(rows+1)*out)}
-	o.launch(kernels.MatMulLaunch(weightSuffix(dt), rows, in, out), md, &mbuf{computetest.F32Bytes(pad(xs, (rows+1)*in))}, &mbuf{wb}, mbias,
-		int32(rows), int32(in), int32(out), hasBias)
+	mx := &mbuf{computetest.F32Bytes(pad(xs, (rows+1)*in))}
+	if l := kernels.MatMulLaunch(weightSuffix(dt), rows, in, out); kernels.UsesMMA(weightSuffix(dt), in) {
+		// The matrix unit's kernel takes three matrices; the absent two are empty buffers, so
+		// any read or write of them faults.
+		o.launch(l, md, &mbuf{}, &mbuf{}, mx, &mbuf{wb}, &mbuf{}, &mbuf{}, mbias, &mbuf{}, &mbuf{},
+			int32(rows), int32(in), int32(out), int32(0), int32(0), hasBias)
+	} else {
+		o.launch(l, md, mx, &mbuf{wb}, mbias, int32(rows), int32(in), int32(out), hasBias)
+	}
 	got := floats(md)
 	for r := range rows {
 		for c := range out {
@@ -194,6 +204,31 @@ func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
 		}
 	}
 	computetest.SameBits(o.t, "the row past rows", got[rows*out:], make([]float32, out))
+}
+
+// matMuls runs three BF16 matrices of 37, 16 and 50 outputs (the second with a bias) against one
+// x in one launch, and checks each against the launch of its matrix alone, bit for bit.
+func (o *op) matMuls(rows int) {
+	const in = 96
+	outs := [3]int{37, 16, 50}
+	mx := &mbuf{computetest.F32Bytes(computetest.Randn(1, rows*in))}
+	bias := &mbuf{computetest.F32Bytes(computetest.Randn(2, outs[1]))}
+	var ws, dsts [3]*mbuf
+	for m, out := range outs {
+		ws[m] = &mbuf{computetest.Encode(compute.BF16, computetest.Randn(uint64(3+m), out*in))}
+		dsts[m] = &mbuf{make([]byte, 4*rows*out)}
+	}
+	o.launch(kernels.MatMulsLaunch(rows, outs), dsts[0], dsts[1], dsts[2], mx, ws[0], ws[1], ws[2], &mbuf{}, bias, &mbuf{},
+		int32(rows), int32(in), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2))
+	for m, out := range outs {
+		alone, b, hasBias := &mbuf{make([]byte, 4*rows*out)}, &mbuf{}, int32(0)
+		if m == 1 {
+			b, hasBias = bias, 1
+		}
+		o.launch(kernels.MatMulLaunch("bf16", rows, in, out), alone, &mbuf{}, &mbuf{}, mx, ws[m], &mbuf{}, &mbuf{}, b, &mbuf{}, &mbuf{},
+			int32(rows), int32(in), int32(out), int32(0), int32(0), hasBias)
+		computetest.SameBits(o.t, fmt.Sprintf("matrix %d of three against alone", m), floats(dsts[m]), floats(alone))
+	}
 }
 
 func (o *op) embed(dt compute.DType, vocab, dim, badToken int) {

@@ -88,28 +88,74 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
-// F16 or BF16; bias is nil (the dummy buffer is bound, never read) or [out]. dst must not
-// overlap x. Rows go in groups of up to 16 that share each weight load; the group size changes
-// no bits (kernels/src/matmul.kern).
+// F16 or BF16, or quantized (quant_darwin.go); bias is nil (the dummy buffer is bound, never read)
+// or [out]. dst must not overlap x. BF16 weights whose rows are a multiple of 32 long run on
+// SIMD-group matrices, the others on the lanes of each SIMD group (kernels.MatMulLaunch); either
+// way the kernel follows the weights alone, and its tiles change no bits (kernels/src/mma.kern,
+// matmul.kern).
 func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
-	wt := b.asTensor(w, "MatMul", "w")
-	if wt.dtype.Quantized() {
-		b.matmulQuant(dst, x, wt, bias, rows)
+	b.MatMuls([3]compute.Tensor{dst}, x, [3]compute.Tensor{w}, [3]compute.Tensor{bias}, rows)
+}
+
+// MatMuls runs MatMul for each present w[m] against one x: in one launch on SIMD-group matrices
+// when every matrix goes there, else one launch each. It implements compute.MultiMatMul.
+func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
+	var wts [3]*tensor
+	var outs [3]int
+	in, mma := -1, true
+	for m := range w {
+		if w[m] == nil {
+			continue
+		}
+		wts[m] = b.asTensor(w[m], "MatMul", "w")
+		if wts[m].dtype.Quantized() {
+			mma = false
+			continue
+		}
+		if len(wts[m].shape) != 2 || weightSuffix(wts[m].dtype) == "" {
+			panic(fmt.Sprintf("metal: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wts[m].dtype, wts[m].shape))
+		}
+		if in >= 0 && wts[m].shape[1] != in {
+			panic(fmt.Sprintf("metal: MatMuls: rows of %d and %d elements, want one length", in, wts[m].shape[1]))
+		}
+		outs[m], in = wts[m].shape[0], wts[m].shape[1]
+		mma = mma && kernels.UsesMMA(weightSuffix(wts[m].dtype), in)
+	}
+	var xt arg
+	var dts, was, bts [3]arg
+	hasBias := 0
+	if in >= 0 {
+		xt = bufArg(b.tensorOf(x, "MatMul", "x", compute.F32, rows*in))
+	}
+	for m, wt := range wts {
+		if wt == nil || wt.dtype.Quantized() {
+			continue
+		}
+		dts[m], was[m] = bufArg(b.tensorOf(dst[m], "MatMul", "dst", compute.F32, rows*outs[m])), bufArg(wt)
+		if bias[m] != nil {
+			bts[m] = bufArg(b.tensorOf(bias[m], "MatMul", "bias", compute.F32, outs[m]))
+			hasBias |= 1 << m
+		}
+	}
+	if mma {
+		b.dispatch(kernels.MatMulsLaunch(rows, outs), dts[0], dts[1], dts[2], xt, was[0], was[1], was[2],
+			bts[0], bts[1], bts[2], i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), i32(hasBias))
 		return
 	}
-	ws := weightSuffix(wt.dtype)
-	if len(wt.shape) != 2 || ws == "" {
-		panic(fmt.Sprintf("metal: MatMul: w is %v %v, want [out, in] of F32, F16 or BF16", wt.dtype, wt.shape))
+	// One launch each, every matrix on the kernel MatMul gives it alone.
+	for m, wt := range wts {
+		switch {
+		case wt == nil:
+		case wt.dtype.Quantized():
+			b.matmulQuant(dst[m], x, wt, bias[m], rows)
+		case kernels.UsesMMA(weightSuffix(wt.dtype), in):
+			b.dispatch(kernels.MatMulsLaunch(rows, [3]int{outs[m]}), dts[m], arg{}, arg{}, xt, was[m], arg{}, arg{},
+				bts[m], arg{}, arg{}, i32(rows), i32(in), i32(outs[m]), i32(0), i32(0), i32(hasBias>>m&1))
+		default:
+			b.dispatch(kernels.MatMulLanesLaunch(weightSuffix(wt.dtype), rows, outs[m]), dts[m], xt, was[m], bts[m],
+				i32(rows), i32(in), i32(outs[m]), i32(hasBias>>m&1))
+		}
 	}
-	out, in := wt.shape[0], wt.shape[1]
-	dt := b.tensorOf(dst, "MatMul", "dst", compute.F32, rows*out)
-	xt := b.tensorOf(x, "MatMul", "x", compute.F32, rows*in)
-	var bt arg
-	hasBias := 0
-	if bias != nil {
-		bt, hasBias = bufArg(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
-	}
-	b.dispatch(kernels.MatMulLaunch(ws, rows, in, out), bufArg(dt), bufArg(xt), bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias))
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with

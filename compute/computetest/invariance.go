@@ -183,3 +183,43 @@ func CheckMatMulRowGroups(t *testing.T, b compute.Backend) {
 		}
 	}
 }
+
+// CheckMultiMatMul: a backend's MatMuls (compute.MultiMatMul) gives each matrix the bits MatMul
+// gives it alone: three BF16 matrices of different heights (one with a bias), and a mixture of
+// BF16 and F16 that a GPU cannot run in one launch, each at one row and at many.
+func CheckMultiMatMul(t *testing.T, b compute.Backend) {
+	mm, ok := b.(compute.MultiMatMul)
+	if !ok {
+		t.Skip("the backend is no compute.MultiMatMul")
+	}
+	const in = 512
+	for _, dts := range [][3]compute.DType{{compute.BF16, compute.BF16, compute.BF16}, {compute.BF16, compute.F16, compute.BF16}} {
+		for _, rows := range []int{1, 40} {
+			outs := [3]int{96, 40, 130}
+			x := UploadF32(t, b, Randn(1, rows*in), rows, in)
+			var w, bias, dst [3]compute.Tensor
+			for m, out := range outs {
+				var err error
+				if w[m], err = b.Upload(dts[m], []int{out, in}, Encode(dts[m], Randn(uint64(2+m), out*in))); err != nil {
+					t.Fatal(err)
+				}
+				dst[m], _ = b.Alloc(compute.F32, rows, out)
+			}
+			bias[1] = UploadF32(t, b, Randn(9, outs[1]), outs[1])
+			mm.MatMuls(dst, x, w, bias, rows)
+			for m, out := range outs {
+				alone, _ := b.Alloc(compute.F32, rows, out)
+				b.MatMul(alone, x, w[m], bias[m], rows)
+				SameBits(t, fmt.Sprintf("%v rows %d: matrix %d of three against alone", dts, rows, m), ReadOne(t, b, dst[m], rows*out), ReadOne(t, b, alone, rows*out))
+				b.Free(alone)
+			}
+			for _, ts := range [][3]compute.Tensor{w, dst} {
+				for _, x := range ts {
+					b.Free(x)
+				}
+			}
+			b.Free(bias[1])
+			b.Free(x)
+		}
+	}
+}
