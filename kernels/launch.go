@@ -52,21 +52,37 @@ func MatMulsLaunch(rows int, outs [3]int) Launch {
 		s = 2
 	}
 	tiles := ceilDiv(outs[0], 16*s) + ceilDiv(outs[1], 16*s) + ceilDiv(outs[2], 16*s)
-	return launch(fmt.Sprintf("matmul_mma_bf16_%d", s), tiles, ceilDiv(rows, 8*s))
+	return launch(mmaNames[s], tiles, ceilDiv(rows, 8*s))
 }
+
+// The kernels' names, made once: a backend records a matmul without allocating.
+var (
+	mmaNames    = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
+	matmulNames = func() map[string][len(MatMulRows)]string {
+		m := map[string][len(MatMulRows)]string{}
+		for _, w := range []string{"bf16", "f16", "f32"} {
+			var names [len(MatMulRows)]string
+			for i, r := range MatMulRows {
+				names[i] = fmt.Sprintf("matmul_%s_%d", w, r)
+			}
+			m[w] = names
+		}
+		return m
+	}()
+)
 
 // MatMulLanesLaunch is the launch of matmul_W_R, the kernel that sums each dot product across the
 // lanes of a SIMD group (ExpertMatMul's order): four outputs per group (one per SIMD group), and
 // the smallest row group R that holds rows, or 16 (grid y then takes groups of 16 rows).
 func MatMulLanesLaunch(w string, rows, out int) Launch {
-	r := MatMulRows[len(MatMulRows)-1]
-	for _, n := range MatMulRows {
+	i := len(MatMulRows) - 1
+	for j, n := range MatMulRows {
 		if n >= rows {
-			r = n
+			i = j
 			break
 		}
 	}
-	return launch(fmt.Sprintf("matmul_%s_%d", w, r), ceilDiv(out, 4), ceilDiv(rows, r))
+	return launch(matmulNames[w][i], ceilDiv(out, 4), ceilDiv(rows, MatMulRows[i]))
 }
 
 // UsesMMA says whether MatMul with weights of dtype suffix w and rows of in elements runs on the

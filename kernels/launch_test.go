@@ -131,3 +131,15 @@ func TestAttentionSplitAgrees(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulLaunchAllocatesNothing: a backend records a matmul per layer and projection on every
+// forward, which must allocate nothing (the cuda backend's TestRecordingAllocatesNothing).
+func TestMatMulLaunchAllocatesNothing(t *testing.T) {
+	if a := testing.AllocsPerRun(100, func() {
+		_ = MatMulLaunch("bf16", 4, 256, 256)
+		_ = MatMulLaunch("f16", 40, 256, 256)
+		_ = MatMulsLaunch(40, [3]int{4096, 1024, 1024})
+	}); a != 0 {
+		t.Errorf("MatMulLaunch and MatMulsLaunch allocate %v times", a)
+	}
+}
