@@ -72,9 +72,9 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
-// F16 or BF16, or quantized (quant_linux.go); bias is nil or [out]. dst must not overlap x. BF16
-// weights whose rows are a multiple of 32 long run on the tensor cores (unless TFD_CUDA_MMA=0),
-// the others on the lanes of each warp (kernels.MatMulLaunch); either way the kernel follows the
+// F16 or BF16, or quantized (quant_linux.go); bias is nil or [out]. dst must not overlap x. With
+// TFD_CUDA_MMA=1, BF16 weights whose rows are a multiple of 32 long run on the tensor cores
+// (kernels.MatMulLaunch), the others on the lanes of each warp; either way the kernel follows the
 // weights alone, and its tiles change no bits (kernels/src/mma.kern, matmul.kern).
 func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	b.MatMuls([3]compute.Tensor{dst}, x, [3]compute.Tensor{w}, [3]compute.Tensor{bias}, rows)
@@ -85,7 +85,7 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
 	var wts [3]*tensor
 	var outs [3]int
-	in, mma := -1, !b.lanesOnly
+	in, mma := -1, b.mma
 	for m := range w {
 		if w[m] == nil {
 			continue
@@ -131,7 +131,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		case wt == nil:
 		case wt.dtype.Quantized():
 			b.matmulQuant(dst[m], x, wt, bias[m], rows)
-		case !b.lanesOnly && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
+		case b.mma && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
 			b.launchAs(kernels.MatMulsLaunch(rows, [3]int{outs[m]}), dps[m], 0, 0, xp, wps[m], 0, 0,
 				bps[m], 0, 0, i32(rows), i32(in), i32(outs[m]), 0, 0, hasBias>>m&1)
 		default:

@@ -223,3 +223,22 @@ func CheckMultiMatMul(t *testing.T, b compute.Backend) {
 		}
 	}
 }
+
+// MatMulOnce returns one BF16 MatMul of 9 random rows of 512 against 40 outputs on b, for tests
+// that compare two configurations of a backend.
+func MatMulOnce(t testing.TB, b compute.Backend) []float32 {
+	t.Helper()
+	const rows, in, out = 9, 512, 40
+	w, err := b.Upload(compute.BF16, []int{out, in}, Encode(compute.BF16, Randn(1, out*in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := UploadF32(t, b, Randn(2, rows*in), rows, in)
+	dst, _ := b.Alloc(compute.F32, rows, out)
+	b.MatMul(dst, x, w, nil, rows)
+	got := ReadOne(t, b, dst, rows*out)
+	for _, x := range []compute.Tensor{w, x, dst} {
+		b.Free(x)
+	}
+	return got
+}
