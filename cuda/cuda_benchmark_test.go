@@ -186,9 +186,7 @@ func BenchmarkPrefill(b *testing.B) {
 
 // BenchmarkMatVec multiplies an 8192×8192 BF16 matrix by one row, the decode case, and reports
 // the weights' bytes read per second. The run ends with one Sync, so launches overlap.
-func BenchmarkMatVec(b *testing.B) {
-	benchMatMul(b, compute.BF16, 8192, 8192, 1)
-}
+func BenchmarkMatVec(b *testing.B) { benchMatMul(b, compute.BF16, 8192, 8192, 1) }
 
 // BenchmarkMatMul16 and BenchmarkMatMul256 are the same matrix against 16 and 256 rows, and
 // BenchmarkMatMul4096 a 4096×4096 one against 4,096 rows (an 8B model's prefill of q or o).
@@ -197,13 +195,15 @@ func BenchmarkMatMul256(b *testing.B)  { benchMatMul(b, compute.BF16, 8192, 8192
 func BenchmarkMatMul4096(b *testing.B) { benchMatMul(b, compute.BF16, 4096, 4096, 4096) }
 
 // BenchmarkMatVecKV is an 8B model's k or v projection for one row (1024×4096), a matrix too
-// small to fill the GPU one output per warp.
+// small to fill the GPU on its own.
 func BenchmarkMatVecKV(b *testing.B) { benchMatMul(b, compute.BF16, 1024, 4096, 1) }
 
-// The Lanes benchmarks run the same shapes with F16 weights, which stay on the warps' lanes
-// (matmul_f16_R, the kernel BF16 used before the tensor cores): the same bytes, for comparison.
-func BenchmarkMatVecLanes(b *testing.B)    { benchMatMul(b, compute.F16, 8192, 8192, 1) }
-func BenchmarkMatMul256Lanes(b *testing.B) { benchMatMul(b, compute.F16, 8192, 8192, 256) }
+// The MMA benchmarks run the same shapes on the tensor cores (TFD_CUDA_MMA=1).
+func BenchmarkMatVecMMA(b *testing.B)     { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatVec(b) }
+func BenchmarkMatVecKVMMA(b *testing.B)   { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatVecKV(b) }
+func BenchmarkMatMul16MMA(b *testing.B)   { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatMul16(b) }
+func BenchmarkMatMul256MMA(b *testing.B)  { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatMul256(b) }
+func BenchmarkMatMul4096MMA(b *testing.B) { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatMul4096(b) }
 
 // benchWeights caches the encoded random weights of each shape: making them takes longer than
 // the benchmark, which runs several times.

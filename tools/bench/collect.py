@@ -3,7 +3,8 @@
 iterations, each metric by unit), the PyTorch peer's results, and a summary of the issue's goals:
 each ratio tfd / peer on the 8B checkpoint (single stream, 8, 32 and 64 streams, a 4,096-token
 prefill) and single-stream decode as a share of the bandwidth limit (the weight bytes a token
-reads at LIMIT_TB_S), each null where either side is missing.
+reads at LIMIT_TB_S), each null where either side is missing; the same again under
+"tensor_cores" for the run with TFD_CUDA_MMA=1 (benchmarks named mma/…).
 
     python3 tools/bench/collect.py LOG PEER_JSON > results.json
 """
@@ -12,7 +13,7 @@ import json
 import re
 import sys
 
-LINE = re.compile(r"^((?:lanes/)?Benchmark\S+)\s+(\d+)\s+(.*)$")  # lanes/: TFD_CUDA_MMA=0 (run.sh)
+LINE = re.compile(r"^((?:mma/)?Benchmark\S+)\s+(\d+)\s+(.*)$")  # mma/: TFD_CUDA_MMA=1 (run.sh)
 
 
 def go_benchmarks(log):
@@ -38,16 +39,16 @@ def ratio(a, b):
     return round(a / b, 3) if a and b else None
 
 
-def summary(go, peer):
+def summary(go, peer, prefix=""):
     static = peer.get("static_graph_decode", {})
 
     def tfd(name):
-        return go.get("BenchmarkEight/" + name, {}).get("tok/s")
+        return go.get(prefix + "BenchmarkEight/" + name, {}).get("tok/s")
 
     def theirs(streams):
         return static.get(str(streams), {}).get("tok_s")
 
-    decode = go.get("BenchmarkEight/decode", {})
+    decode = go.get(prefix + "BenchmarkEight/decode", {})
     limit = LIMIT_TB_S * 1e3 / decode["GB/tok"] if decode.get("GB/tok") else None
     return {
         "single_stream_ratio": ratio(tfd("decode"), theirs(1)),
@@ -69,7 +70,9 @@ def main(argv):
     except (OSError, ValueError) as e:
         peer = {"errors": [f"no peer results: {e}"]}
     go = go_benchmarks(argv[1])
-    json.dump({"summary": summary(go, peer), "go": go, "peer": peer}, sys.stdout, indent=1)
+    s = summary(go, peer)
+    s["tensor_cores"] = summary(go, peer, "mma/")  # TFD_CUDA_MMA=1
+    json.dump({"summary": s, "go": go, "peer": peer}, sys.stdout, indent=1)
     print()
 
 
