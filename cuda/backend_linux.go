@@ -188,8 +188,8 @@ func (b *backend) init() (err error) {
 	// Graphs are on unless TFD_CUDA_GRAPHS=0 or the driver lacks them (graph_linux.go).
 	b.w.g.allowed = graphsAvailable() && os.Getenv("TFD_CUDA_GRAPHS") != "0"
 	b.w.g.on = b.w.g.allowed
-	// BF16 matmuls run on the tensor cores only with TFD_CUDA_MMA=1: on the H200 that is 2.4 to
-	// 6 times the aggregate of 8 to 64 streams and 4.6 times the prefill of an 8B model, but 19%
+	// BF16 matmuls run on the tensor cores only with TFD_CUDA_MMA=1: on the H200 that is 2.6 to
+	// 6 times the aggregate of 8 to 64 streams and 4.7 times the prefill of an 8B model, but 19%
 	// less single-stream decode (docs/performance.md), and a slower path stays off by default. The
 	// bits differ between the two, so a prompt cache spilled under one setting must not be read
 	// under the other.
