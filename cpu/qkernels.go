@@ -10,18 +10,22 @@ import (
 // The kernels of quantized matrix products compute one or two activation rows against a group of
 // four weight rows (see qweights), lane by lane as package quant defines the dot product: the
 // integer sum of each lane's four products, exact, then a fused multiply-add by the block's
-// combined scale. The assembly kernels (qkernels_amd64.s) get the integer sums by other routes
-// (VPMADDUBSW with a sign trick, or VPDPBUSD with a correction), which are exact too, and fuse the
-// same multiply-adds; the Go kernels below emulate the fused multiply-add with quant.FMA32. So all
+// combined scale. The assembly kernels (qkernels_amd64.s, qkernels_arm64.s) get the integer sums
+// by other routes (VPMADDUBSW with a sign trick, VPDPBUSD with a correction, SDOT, or widening
+// multiplies and pairwise adds), which are exact too, and fuse the same multiply-adds; the Go kernels below emulate the fused multiply-add with quant.FMA32. So all
 // of them, and quant's reference, give the same bits.
 
 // useQuantAsm selects the assembly kernels for Q8_0, Q4_0, and 4- and 8-bit affine weights with
 // F16 or BF16 scales (affine weights of other widths run in Go): AVX2, FMA and F16C (scales are
 // F16). useVNNI selects, among them, those that sum with AVX-512 VNNI's VPDPBUSD on YMM
-// registers. Tests set both to false to check the other kernels, and restore them.
+// registers. On arm64, useNEON selects the NEON kernels for Q8_0 and Q4_0 (other formats run in
+// Go there) and useSDOT, among them, those that sum with SDOT. Tests set them to false to check the
+// other kernels, and restore them.
 var (
 	useQuantAsm = asmSupported && hasF16C
 	useVNNI     = useQuantAsm && hasVNNI
+	useNEON     = hasNEON
+	useSDOT     = useNEON && hasSDOT
 )
 
 // qdotsGo returns the eight lanes of the dot products of one activation row (nb blocks) with the
@@ -112,6 +116,32 @@ func qdotsAsm(res *[8]float32, dtype compute.DType, w *byte, act *actBlock, nb, 
 			q4x1AVX2(res, w, act, nb)
 		}
 	}
+}
+
+// qdotsNEON is qdots for Q8_0 and Q4_0 weights with the NEON kernels (nb > 0, bounds checked by
+// the caller).
+func qdotsNEON(res *[8]float32, dtype compute.DType, w *byte, act *actBlock, nb, nr int) {
+	kernel := q4x1NEON
+	switch {
+	case dtype == compute.Q8_0 && useSDOT:
+		kernel = q8x1SDOT
+		if nr == 2 {
+			kernel = q8x2SDOT
+		}
+	case dtype == compute.Q8_0:
+		kernel = q8x1NEON
+		if nr == 2 {
+			kernel = q8x2NEON
+		}
+	case useSDOT:
+		kernel = q4x1SDOT
+		if nr == 2 {
+			kernel = q4x2SDOT
+		}
+	case nr == 2:
+		kernel = q4x2NEON
+	}
+	kernel(res, w, act, nb)
 }
 
 // qdotsAffineAsm is qdots for 4- and 8-bit affine weights with F16 or BF16 scales, with the

@@ -135,7 +135,11 @@ func qdots(res *[8]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr in
 		panic("cpu: qdots out of bounds")
 	}
 	switch {
-	case !useQuantAsm || nb == 0:
+	case nb == 0:
+	case useNEON && (q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0):
+		qdotsNEON(res, q.dtype, &w[0], &act[0], nb, nr)
+		return
+	case !useQuantAsm:
 	case q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0:
 		qdotsAsm(res, q.dtype, &w[0], &act[0], nb, nr)
 		return

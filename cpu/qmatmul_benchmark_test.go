@@ -93,14 +93,21 @@ func benchQuantMatMulCopies(b *testing.B, dtype compute.DType, in, out, rows, to
 func BenchmarkQDots(b *testing.B) {
 	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0} {
 		for _, nr := range []int{1, 2} {
-			for _, kind := range []string{"avx2", "vnni"} {
-				if !useQuantAsm || kind == "vnni" && !hasVNNI {
-					continue
+			for _, kind := range []string{"avx2", "vnni", "neon", "sdot"} {
+				switch kind {
+				case "avx2", "vnni":
+					if !useQuantAsm || kind == "vnni" && !hasVNNI {
+						continue
+					}
+				case "neon", "sdot":
+					if !hasNEON || kind == "sdot" && !hasSDOT {
+						continue
+					}
 				}
 				b.Run(fmt.Sprintf("%v/rows=%d/%s", dt, nr, kind), func(b *testing.B) {
-					saved := useVNNI
-					useVNNI = kind == "vnni"
-					defer func() { useVNNI = saved }()
+					savedVNNI, savedSDOT := useVNNI, useSDOT
+					useVNNI, useSDOT = kind == "vnni", kind == "sdot"
+					defer func() { useVNNI, useSDOT = savedVNNI, savedSDOT }()
 					const in = 1024
 					be := newTest(b)
 					q := quantized(b, dt, 4, in, 1).upload(b, be).q

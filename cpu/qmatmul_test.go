@@ -10,28 +10,29 @@ import (
 )
 
 // forQuantKernels runs f once with each kind of quantized kernel this machine has: pure Go, AVX2,
-// AVX-512 VNNI.
+// AVX-512 VNNI, NEON with widening multiplies, NEON with SDOT.
 func forQuantKernels(t *testing.T, f func(t *testing.T)) {
-	savedAsm, savedVNNI := useQuantAsm, useVNNI
-	defer func() { useQuantAsm, useVNNI = savedAsm, savedVNNI }()
-	kinds := []struct {
-		name      string
-		asm, vnni bool
-	}{{"go", false, false}}
+	savedAsm, savedVNNI, savedNEON, savedSDOT := useQuantAsm, useVNNI, useNEON, useSDOT
+	defer func() { useQuantAsm, useVNNI, useNEON, useSDOT = savedAsm, savedVNNI, savedNEON, savedSDOT }()
+	type kind struct {
+		name                  string
+		asm, vnni, neon, sdot bool
+	}
+	kinds := []kind{{name: "go"}}
 	if asmSupported && hasF16C {
-		kinds = append(kinds, struct {
-			name      string
-			asm, vnni bool
-		}{"avx2", true, false})
+		kinds = append(kinds, kind{name: "avx2", asm: true})
 	}
 	if asmSupported && hasF16C && hasVNNI {
-		kinds = append(kinds, struct {
-			name      string
-			asm, vnni bool
-		}{"vnni", true, true})
+		kinds = append(kinds, kind{name: "vnni", asm: true, vnni: true})
+	}
+	if hasNEON {
+		kinds = append(kinds, kind{name: "neon", neon: true})
+	}
+	if hasNEON && hasSDOT {
+		kinds = append(kinds, kind{name: "sdot", neon: true, sdot: true})
 	}
 	for _, k := range kinds {
-		useQuantAsm, useVNNI = k.asm, k.vnni
+		useQuantAsm, useVNNI, useNEON, useSDOT = k.asm, k.vnni, k.neon, k.sdot
 		t.Run(k.name, f)
 	}
 }

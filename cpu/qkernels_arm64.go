@@ -1,0 +1,40 @@
+package cpu
+
+import xcpu "golang.org/x/sys/cpu"
+
+// hasNEON is true: Advanced SIMD is part of every arm64 CPU. hasSDOT reports whether the CPU has
+// the dot product instructions (FEAT_DotProd: SDOT), which Apple's M1 and later and most arm64
+// cores since the Cortex-A55 and A76 have; the Cortex-A53 and A72 do not.
+const hasNEON = true
+
+var hasSDOT = xcpu.ARM64.HasASIMDDP
+
+// The NEON kernels of quantized matrix products (qkernels_arm64.s), with the contract of the AVX2
+// ones (qkernels_amd64.go): one (x1) or two (x2) rows of nb activation blocks at act (the second
+// row right after the first) against the group of four Q8_0 or Q4_0 weight rows at w, nb units;
+// res[4r+c] gets the dot product of row r with column c. nb is positive and the caller has checked
+// the bounds. The SDOT kernels need hasSDOT.
+
+//go:noescape
+func q8x1NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q8x2NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x1NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x2NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q8x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q8x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+
+//go:noescape
+func q4x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
