@@ -13,6 +13,16 @@ import (
 // bits i·Bits … (i+1)·Bits−1, counting from the lowest bit of the first byte) stored as uint32
 // words (`<name>.weight`, [out, in·Bits/32]), which is how MLX packs every width: 4 and 8 bits
 // as 8 and 4 codes a word, 3, 5 and 6 bits as 8, 8 and 4 codes in 3, 5 and 3 bytes.
+//
+// Checked against MLX's source (mlx/backend/cpu/quantized.cpp: quantize, extract_bits, _qmm_t;
+// mlx/backend/metal/kernels/quantized.h: affine_quantize) and its documentation of
+// mlx.core.quantize. The documentation gives the scale as (max − min)/(2^Bits − 1) and the bias as
+// the min; the kernels then move the edge of larger magnitude onto a code exactly (see
+// QuantizeAffine), so a checkpoint's scales may be negative, its bias the group's max. Reading
+// needs only scale·q + bias, the same in both, with scales and biases in the weights' dtype ("same
+// as input" in MLX's table of modes). MLX's own matrix products use unquantized activations in
+// floating point; tfd's use quantized activations in package quant's order (see the package doc),
+// so their results are close to MLX's, not equal.
 type Affine struct {
 	Bits, GroupSize int
 }
@@ -74,6 +84,12 @@ func PutCode(packed []byte, i, bits int, q uint8) {
 // codes and the F32 scales and biases; MLX then stores the scales and biases in the model's dtype
 // (rounded to nearest even), which dequantizing uses, while the codes were computed with the F32
 // values.
+//
+// MLX's GPU kernels (Metal's and CUDA's affine_quantize, which mlx_lm.convert runs on a Mac's GPU)
+// differ in two details, so a checkpoint made there can differ from these codes in a few
+// elements: the max starts at 0, not −∞ (a group of negative weights gets the range min … 0), and
+// round() takes ties away from zero. It matters only for making checkpoints, never for reading
+// them; tfd uses this quantizer in tests.
 func QuantizeAffine(f Affine, packed []byte, scales, biases []float32, src []float32) {
 	f.checkRow(len(src), len(packed), len(scales), len(biases))
 	clear(packed)
