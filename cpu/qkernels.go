@@ -18,8 +18,8 @@ import (
 // useQuantAsm selects the assembly kernels for Q8_0, Q4_0, and 4- and 8-bit affine weights with
 // F16 or BF16 scales (affine weights of other widths run in Go): AVX2, FMA and F16C (scales are
 // F16). useVNNI selects, among them, those that sum with AVX-512 VNNI's VPDPBUSD on YMM
-// registers. On arm64, useNEON selects the NEON kernels for Q8_0 and Q4_0 (other formats run in
-// Go there) and useSDOT, among them, those that sum with SDOT. Tests set them to false to check the
+// registers. On arm64, useNEON selects the NEON kernels for Q8_0, Q4_0 and 4- and 8-bit affine
+// weights with F16 or BF16 scales (other formats run in Go there) and useSDOT, among them, those that sum with SDOT. Tests set them to false to check the
 // other kernels, and restore them.
 var (
 	useQuantAsm = asmSupported && hasF16C
@@ -142,6 +142,31 @@ func qdotsNEON(res *[8]float32, dtype compute.DType, w *byte, act *actBlock, nb,
 		kernel = q4x2NEON
 	}
 	kernel(res, w, act, nb)
+}
+
+// qdotsAffineNEON is qdots for 4- and 8-bit affine weights with F16 or BF16 scales, with the NEON
+// kernels, a row at a time (nb > 0, bounds checked by the caller).
+func qdotsAffineNEON(res *[8]float32, q *qweights, w, sb *byte, act []actBlock, nb, nr int) {
+	kernels := [2][2][2]func(res *[8]float32, w, sb *byte, act *actBlock, nb, bpg int){
+		{{aff4F16NEON, aff4BF16NEON}, {aff8F16NEON, aff8BF16NEON}},
+		{{aff4F16SDOT, aff4BF16SDOT}, {aff8F16SDOT, aff8BF16SDOT}},
+	}
+	var sdot, eight, bf16 int
+	if useSDOT {
+		sdot = 1
+	}
+	if q.affine.Bits == 8 {
+		eight = 1
+	}
+	if q.sdt == compute.BF16 {
+		bf16 = 1
+	}
+	kernel := kernels[sdot][eight][bf16]
+	var row [8]float32
+	for r := range nr {
+		kernel(&row, w, sb, &act[r*nb], nb, q.affine.GroupSize/quant.BlockSize)
+		copy(res[4*r:4*r+4], row[:4])
+	}
 }
 
 // qdotsAffineAsm is qdots for 4- and 8-bit affine weights with F16 or BF16 scales, with the

@@ -38,3 +38,33 @@ func q4x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
 func q4x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+
+// The NEON kernels of 4- and 8-bit MLX affine weights (qaffine_arm64.s), with F16 or BF16 scales
+// as their names say: one row of nb activation blocks at act against the group of four weight rows
+// at w, whose scales and biases are at sb (see qweights); a quantization group spans bpg blocks.
+// res[c] gets the dot product with column c. nb is positive and the caller has checked the bounds.
+// The SDOT kernels need hasSDOT.
+
+//go:noescape
+func aff8F16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)
+
+//go:noescape
+func aff8BF16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)
+
+//go:noescape
+func aff4F16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)
+
+//go:noescape
+func aff4BF16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)
+
+//go:noescape
+func aff8F16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)
+
+//go:noescape
+func aff8BF16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)
+
+//go:noescape
+func aff4F16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)
+
+//go:noescape
+func aff4BF16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int)

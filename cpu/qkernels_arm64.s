@@ -1,4 +1,5 @@
 #include "textflag.h"
+#include "qneon_arm64.h"
 
 // The NEON kernels of Q8_0 and Q4_0 weights; see qkernels.go and qkernels_arm64.go for their
 // contracts. Per block, column and lane, package quant's order: the lane's integer sum s of four
@@ -17,25 +18,6 @@
 // mask, V8 eights, V9–V10 a column's 32 weight quants, V12–V15 integer sums (and the NEON
 // kernels' products), V16–V23 (V24–V31) the lanes of row 0 (1): column c's lanes 0–3 in V(16+2c),
 // 4–7 in V(17+2c).
-//
-// Go's assembler has no mnemonics for most of these instructions, and the macros below take register
-// numbers, so they are encoded here as words.
-#define SDOT(d, n, m) WORD $(0x4e809400 | ((m)<<16) | ((n)<<5) | (d))   // sdot vd.4s, vn.16b, vm.16b
-#define SMULL(d, n, m) WORD $(0x0e20c000 | ((m)<<16) | ((n)<<5) | (d))  // smull vd.8h, vn.8b, vm.8b
-#define SMULL2(d, n, m) WORD $(0x4e20c000 | ((m)<<16) | ((n)<<5) | (d)) // smull2 vd.8h, vn.16b, vm.16b
-#define SADDLP(d, n) WORD $(0x4e602800 | ((n)<<5) | (d))                // saddlp vd.4s, vn.8h
-#define ADDP(d, n, m) WORD $(0x4ea0bc00 | ((m)<<16) | ((n)<<5) | (d))   // addp vd.4s, vn.4s, vm.4s
-#define SCVTF(d, n) WORD $(0x4e21d800 | ((n)<<5) | (d))                 // scvtf vd.4s, vn.4s
-#define FCVTL(d, n) WORD $(0x0e217800 | ((n)<<5) | (d))                 // fcvtl vd.4s, vn.4h
-#define FADDP(d, n, m) WORD $(0x6e20d400 | ((m)<<16) | ((n)<<5) | (d))  // faddp vd.4s, vn.4s, vm.4s
-#define ZERO(d) WORD $(0x4f000400 | (d))                                // movi vd.4s, #0
-// fmul vd.4s, vn.4s, vm.s[i] and fmla vd.4s, vn.4s, vm.s[i]
-#define FMULE(d, n, m, i) WORD $(0x4f809000 | (((i)&1)<<21) | (((i)>>1)<<11) | ((m)<<16) | ((n)<<5) | (d))
-#define FMLAE(d, n, m, i) WORD $(0x4f801000 | (((i)&1)<<21) | (((i)>>1)<<11) | ((m)<<16) | ((n)<<5) | (d))
-
-// Lane sums into Vs of the 16 weight quants in Vw and activation quants in Vx (Vt a scratch).
-#define SUMSDOT(s, t, w, x) ZERO(s); SDOT(s, w, x)
-#define SUMSNEON(s, t, w, x) SMULL(s, w, x); SMULL2(t, w, x); SADDLP(s, s); SADDLP(t, t); ADDP(s, s, t)
 
 // COLUMN adds column c's block (its quants in V9–V10) into one row's lanes: activation quants in
 // Vx0–Vx1, the combined scales in Vf, lanes in Vlo and Vhi.
@@ -101,19 +83,6 @@
 	COL2(SUMS, QUANTS, 1); \
 	COL2(SUMS, QUANTS, 2); \
 	COL2(SUMS, QUANTS, 3)
-
-#define ZERO8(a) ZERO(a); ZERO(a+1); ZERO(a+2); ZERO(a+3); ZERO(a+4); ZERO(a+5); ZERO(a+6); ZERO(a+7)
-
-// SUMLANES writes the four columns' results of the row whose lanes start at Va to (R0), advancing.
-#define SUMLANES(a) \
-	FADDP(12, a, a+1); \
-	FADDP(13, a+2, a+3); \
-	FADDP(14, a+4, a+5); \
-	FADDP(15, a+6, a+7); \
-	FADDP(12, 12, 13); \
-	FADDP(14, 14, 15); \
-	FADDP(12, 12, 14); \
-	VST1.P [V12.S4], 16(R0)
 
 // Q8 is a Q8_0 kernel: a unit is a block, the four F16 d_w, then the columns' 32 quants each.
 #define Q8(SUMS, BLOCK, ROWS) \

@@ -41,3 +41,35 @@ func q4x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int) {
 func q4x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
+
+func aff8F16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func aff8F16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func aff8BF16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func aff8BF16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func aff4F16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func aff4F16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func aff4BF16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func aff4BF16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
