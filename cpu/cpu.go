@@ -25,8 +25,8 @@
 //     expert, which changes no bits); a row's expert outputs summed by rank, each product rounded.
 //   - A dot product with quantized weights: package quant's order (exact integer sums of each
 //     block's lanes, a fused multiply-add per block and lane, the tree above), with the row's
-//     activations quantized first; here every kernel, Go, AVX2 and AVX-512 VNNI, gives the
-//     same bits.
+//     activations quantized first; here every kernel, Go, AVX2, AVX-512 VNNI and arm64's NEON
+//     (with SDOT or without), gives the same bits.
 //
 // The AVX2 kernels compute each lane with fused multiply-adds, the pure-Go kernels with a rounded
 // multiply and an add; a process uses one kind for every op, chosen at start-up.
