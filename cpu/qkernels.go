@@ -18,8 +18,8 @@ import (
 // useQuantAsm selects the assembly kernels for Q8_0, Q4_0, and 4- and 8-bit affine weights with
 // F16 or BF16 scales (affine weights of other widths run in Go): AVX2, FMA and F16C (scales are
 // F16). useVNNI selects, among them, those that sum with AVX-512 VNNI's VPDPBUSD on YMM
-// registers. On arm64, useNEON selects the NEON kernels for Q8_0, Q4_0 and 4- and 8-bit affine
-// weights with F16 or BF16 scales (other formats run in Go there) and useSDOT, among them, those that sum with SDOT. Tests set them to false to check the
+// registers. On arm64, useNEON selects the NEON kernels for Q8_0, Q4_0, Q4_K, Q6_K and 4- and
+// 8-bit affine weights with F16 or BF16 scales (other affine weights run in Go there) and useSDOT, among them, those that sum with SDOT. Tests set them to false to check the
 // other kernels, and restore them.
 var (
 	useQuantAsm = asmSupported && hasF16C

@@ -2,6 +2,8 @@
 
 package cpu
 
+import "tfd/compute"
+
 // hasNEON and hasSDOT are false: the NEON kernels are arm64's.
 const (
 	hasNEON = false
@@ -71,5 +73,9 @@ func aff4BF16NEON(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg
 }
 
 func aff4BF16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func qdotsKNEON(res *[8]float32, dtype compute.DType, w []byte, act []actBlock, nb, nr int) {
 	panic("cpu: no NEON kernels on this architecture")
 }

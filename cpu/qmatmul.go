@@ -139,6 +139,9 @@ func qdots(res *[8]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr in
 	case useNEON && (q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0):
 		qdotsNEON(res, q.dtype, &w[0], &act[0], nb, nr)
 		return
+	case useNEON && (q.dtype == compute.Q4_K || q.dtype == compute.Q6_K):
+		qdotsKNEON(res, q.dtype, w, act, nb, nr)
+		return
 	case useNEON && (q.affine.Bits == 4 || q.affine.Bits == 8) && (q.sdt == compute.F16 || q.sdt == compute.BF16):
 		qdotsAffineNEON(res, q, &w[0], &sb[0], act, nb, nr)
 		return

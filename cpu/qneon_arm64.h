@@ -16,7 +16,14 @@
 #define FNEG(d, n) WORD $(0x6ea0f800 | ((n)<<5) | (d))                  // fneg vd.4s, vn.4s
 #define SCVTF8TH(d, n) WORD $(0x4f3de400 | ((n)<<5) | (d))              // scvtf vd.4s, vn.4s, #3 (n/8)
 #define SHLL16(d, n) WORD $(0x2e613800 | ((n)<<5) | (d))                // shll vd.4s, vn.4h, #16
-// fmul vd.4s, vn.4s, vm.s[i] and fmla vd.4s, vn.4s, vm.s[i]
+#define SSHR3(d, n) WORD $(0x4f3d0400 | ((n)<<5) | (d))                 // sshr vd.4s, vn.4s, #3
+#define UXTL8(d, n) WORD $(0x2f08a400 | ((n)<<5) | (d))                 // uxtl vd.8h, vn.8b
+#define UXTL16(d, n) WORD $(0x2f10a400 | ((n)<<5) | (d))                // uxtl vd.4s, vn.4h
+#define SXTL8(d, n) WORD $(0x0f08a400 | ((n)<<5) | (d))                 // sxtl vd.8h, vn.8b
+#define SXTL16(d, n) WORD $(0x0f10a400 | ((n)<<5) | (d))                // sxtl vd.4s, vn.4h
+#define SXTL16HI(d, n) WORD $(0x4f10a400 | ((n)<<5) | (d))              // sxtl2 vd.4s, vn.8h
+// fmul, fmla and mul (integer) vd.4s, vn.4s, vm.s[i]
+#define MULE(d, n, m, i) WORD $(0x4f808000 | (((i)&1)<<21) | (((i)>>1)<<11) | ((m)<<16) | ((n)<<5) | (d))
 #define FMULE(d, n, m, i) WORD $(0x4f809000 | (((i)&1)<<21) | (((i)>>1)<<11) | ((m)<<16) | ((n)<<5) | (d))
 #define FMLAE(d, n, m, i) WORD $(0x4f801000 | (((i)&1)<<21) | (((i)>>1)<<11) | ((m)<<16) | ((n)<<5) | (d))
 
