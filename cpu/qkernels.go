@@ -12,15 +12,17 @@ import (
 // integer sum of each lane's four products, exact, then a fused multiply-add by the block's
 // combined scale. The assembly kernels (qkernels_amd64.s, qkernels_arm64.s) get the integer sums
 // by other routes (VPMADDUBSW with a sign trick, VPDPBUSD with a correction, SDOT, or widening
-// multiplies and pairwise adds), which are exact too, and fuse the same multiply-adds; the Go kernels below emulate the fused multiply-add with quant.FMA32. So all
-// of them, and quant's reference, give the same bits.
+// multiplies and pairwise adds), which are exact too, and fuse the same multiply-adds; the Go
+// kernels below emulate the fused multiply-add with quant.FMA32. So all of them, and quant's
+// reference, give the same bits.
 
 // useQuantAsm selects the assembly kernels for Q8_0, Q4_0, and 4- and 8-bit affine weights with
 // F16 or BF16 scales (affine weights of other widths run in Go): AVX2, FMA and F16C (scales are
 // F16). useVNNI selects, among them, those that sum with AVX-512 VNNI's VPDPBUSD on YMM
 // registers. On arm64, useNEON selects the NEON kernels for Q8_0, Q4_0, Q4_K, Q6_K and 4- and
-// 8-bit affine weights with F16 or BF16 scales (other affine weights run in Go there) and useSDOT, among them, those that sum with SDOT. Tests set them to false to check the
-// other kernels, and restore them.
+// 8-bit affine weights with F16 or BF16 scales (other affine weights run in Go there), and
+// useSDOT, among them, those that sum with SDOT. Tests set them to false to check the other
+// kernels, and restore them.
 var (
 	useQuantAsm = asmSupported && hasF16C
 	useVNNI     = useQuantAsm && hasVNNI

@@ -2,8 +2,6 @@
 
 package cpu
 
-import "tfd/compute"
-
 // hasNEON and hasSDOT are false: the NEON kernels are arm64's.
 const (
 	hasNEON = false
@@ -76,6 +74,18 @@ func aff4BF16SDOT(res *[8]float32, w *byte, sb *byte, act *actBlock, nb int, bpg
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func qdotsKNEON(res *[8]float32, dtype compute.DType, w []byte, act []actBlock, nb, nr int) {
+func q4kx1NEON(res *[8]float32, w *byte, act *actBlock, nsb int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func q6kx1NEON(res *[8]float32, w *byte, act *actBlock, nsb int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func q4kx1SDOT(res *[8]float32, w *byte, act *actBlock, nsb int) {
+	panic("cpu: no NEON kernels on this architecture")
+}
+
+func q6kx1SDOT(res *[8]float32, w *byte, act *actBlock, nsb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
