@@ -333,6 +333,36 @@ type Chainer interface {
 	ArgmaxNext(logits, tokens, positions, chain Tensor, n, step int)
 }
 
+// DraftVerifier is an optional interface of a Backend: the two ops of a greedy chain of verified
+// drafts, which let a forward of a token and its drafts, the drafts' verification and the MTP
+// head's next drafts follow one another on the device, the host reading back a few ints a step
+// instead of the logits. Both read and write the forward's row tensors (I32: tokens, positions,
+// ropePositions, sources, wanted) and a verdict (I32, VerdictLen(rows) values), laid out as:
+//
+//	verdict[0]               j, how many drafts landed
+//	verdict[1+r], r < rows   the argmax of the forward's logits row r (ties to the lowest index)
+//	verdict[1+rows+s]        the MTP head's draft s after the accepted tokens, s < rows-1
+//	verdict[2·rows]          the position of the next forward's first row
+type DraftVerifier interface {
+	// VerifyDrafts reads the logits of a forward's rows rows (n values each) whose row 0 was a
+	// token and rows 1 … rows-1 its drafts (tokens[1:rows]). It writes the argmax of each row and
+	// j, the drafts that equal the argmax of the row before them, counted from the first and
+	// stopping at the first that does not. Then it turns the row tensors into the MTP head's rows
+	// for the forward's positions: tokens[r] the argmax of row r (the token after position r,
+	// for r ≤ j), ropePositions[r] = positions[r]+1, sources[r] = r, and wanted[0] = j, so that
+	// the head drafts from the last accepted position.
+	VerifyDrafts(logits, tokens, positions, ropePositions, sources, wanted, verdict Tensor, rows, n int)
+	// DraftNext reads the MTP head's one draft logits row (n values) and writes its argmax, draft
+	// step of rows-1, into the verdict. Before the last step it makes the row tensors the head's
+	// chained row: that draft as the token, one position after the row wanted[0] named, source 0.
+	// At the last step it makes them the next forward's rows: the target's token after the
+	// accepted drafts, then the head's drafts, from verdict[2·rows] on, all wanting logits.
+	DraftNext(logits, tokens, positions, ropePositions, sources, wanted, verdict Tensor, rows, n, step int)
+}
+
+// VerdictLen returns the values of a DraftVerifier's verdict for a forward of rows rows.
+func VerdictLen(rows int) int { return 2*rows + 1 }
+
 // AsyncReader is an optional interface of a Backend whose ops run behind the calls that record
 // them (a GPU's stream): it hands a few values back to the host without waiting for the work
 // recorded after them, so that a greedy chain's host reads one step's token while the device runs

@@ -245,14 +245,65 @@ func (t *elemTask) run(_ *scratch, lo, hi int) {
 // ArgmaxNext implements compute.Chainer: the index of the largest of logits[:n], ties to the
 // lowest, becomes tokens[0] and chain[step], and positions[0] moves one on.
 func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n, step int) {
-	l := f32(logits, "ArgmaxNext", "logits", n)[:n]
+	best := argmax(f32(logits, "ArgmaxNext", "logits", n)[:n])
+	i32(tokens, "ArgmaxNext", "tokens", 1)[0] = int32(best)
+	i32(positions, "ArgmaxNext", "positions", 1)[0]++
+	i32(chain, "ArgmaxNext", "chain", step+1)[step] = int32(best)
+}
+
+// argmax returns the index of the largest of l, ties to the lowest.
+func argmax(l []float32) int {
 	best := 0
 	for i, v := range l {
 		if v > l[best] {
 			best = i
 		}
 	}
-	i32(tokens, "ArgmaxNext", "tokens", 1)[0] = int32(best)
-	i32(positions, "ArgmaxNext", "positions", 1)[0]++
-	i32(chain, "ArgmaxNext", "chain", step+1)[step] = int32(best)
+	return best
+}
+
+// VerifyDrafts implements compute.DraftVerifier: each row's argmax into the verdict, the drafts
+// that landed, and the MTP head's rows for the forward's positions.
+func (b *backend) VerifyDrafts(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n int) {
+	const op = "VerifyDrafts"
+	l := f32(logits, op, "logits", rows*n)
+	tok, pos := i32(tokens, op, "tokens", rows), i32(positions, op, "positions", rows)
+	rope, src, want := i32(ropePositions, op, "ropePositions", rows), i32(sources, op, "sources", rows), i32(wanted, op, "wanted", 1)
+	v := i32(verdict, op, "verdict", compute.VerdictLen(rows))
+	for r := range rows {
+		v[1+r] = int32(argmax(l[r*n : (r+1)*n]))
+	}
+	j := 0
+	for j < rows-1 && tok[1+j] == v[1+j] {
+		j++
+	}
+	v[0], v[2*rows] = int32(j), pos[0]+int32(j)+1
+	for r := range rows {
+		tok[r], rope[r], src[r] = v[1+r], pos[r]+1, int32(r)
+	}
+	want[0] = int32(j)
+}
+
+// DraftNext implements compute.DraftVerifier: the MTP head's draft into the verdict, then its
+// chained row, or at the last step the next forward's rows.
+func (b *backend) DraftNext(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n, step int) {
+	const op = "DraftNext"
+	t := int32(argmax(f32(logits, op, "logits", n)[:n]))
+	tok, pos := i32(tokens, op, "tokens", rows), i32(positions, op, "positions", rows)
+	rope, src, want := i32(ropePositions, op, "ropePositions", 1), i32(sources, op, "sources", 1), i32(wanted, op, "wanted", rows)
+	v := i32(verdict, op, "verdict", compute.VerdictLen(rows))
+	v[1+rows+step] = t
+	if step < rows-2 {
+		p := pos[want[0]] + 1
+		tok[0], pos[0], rope[0], src[0], want[0] = t, p, p+1, 0, 0
+		return
+	}
+	p := v[2*rows]
+	tok[0] = v[1+v[0]]
+	for r := range rows {
+		if r > 0 {
+			tok[r] = v[rows+r]
+		}
+		pos[r], want[r] = p+int32(r), int32(r)
+	}
 }

@@ -54,6 +54,8 @@ type kernelSet struct {
 	geluMul    *kernel
 	add        *kernel
 	argmaxNext *kernel
+	verify     *kernel // verify_drafts
+	draftNext  *kernel
 
 	// The mixture-of-experts kernels, launched as tfd/kernels' launch table says.
 	route          *kernel
@@ -231,6 +233,7 @@ func (b *backend) resolve() error {
 		name string
 	}{
 		{&b.k.siluMul, "silu_mul"}, {&b.k.geluMul, "gelu_tanh_mul"}, {&b.k.add, "add"}, {&b.k.argmaxNext, "argmax_next"},
+		{&b.k.verify, "verify_drafts"}, {&b.k.draftNext, "draft_next"},
 		{&b.k.route, "route"}, {&b.k.groupExperts, "group_experts"}, {&b.k.combineExperts, "combine_experts"},
 	} {
 		if *s.k, err = get(s.name); err != nil {
@@ -276,8 +279,9 @@ func (b *backend) release() error {
 }
 
 var (
-	_ compute.Chainer     = (*backend)(nil)
-	_ compute.AsyncReader = (*backend)(nil)
+	_ compute.Chainer       = (*backend)(nil)
+	_ compute.AsyncReader   = (*backend)(nil)
+	_ compute.DraftVerifier = (*backend)(nil)
 )
 
 func (b *backend) Name() string { return "cuda" }

@@ -330,3 +330,23 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	ct := b.tensorOf(chain, "ArgmaxNext", "chain", compute.I32, step+1)
 	b.launch(b.k.argmaxNext, 1, 1, ptr(lt), ptr(tt), ptr(pt), ptr(ct), i32(n), i32(step))
 }
+
+// VerifyDrafts implements compute.DraftVerifier with one block, the rows in order.
+func (b *backend) VerifyDrafts(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n int) {
+	const op = "VerifyDrafts"
+	lt := b.tensorOf(logits, op, "logits", compute.F32, rows*n)
+	tt, pt := b.tensorOf(tokens, op, "tokens", compute.I32, rows), b.tensorOf(positions, op, "positions", compute.I32, rows)
+	rt, st := b.tensorOf(ropePositions, op, "ropePositions", compute.I32, rows), b.tensorOf(sources, op, "sources", compute.I32, rows)
+	wt, vt := b.tensorOf(wanted, op, "wanted", compute.I32, 1), b.tensorOf(verdict, op, "verdict", compute.I32, compute.VerdictLen(rows))
+	b.launch(b.k.verify, 1, 1, ptr(lt), ptr(tt), ptr(pt), ptr(rt), ptr(st), ptr(wt), ptr(vt), i32(rows), i32(n))
+}
+
+// DraftNext implements compute.DraftVerifier with one block.
+func (b *backend) DraftNext(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n, step int) {
+	const op = "DraftNext"
+	lt := b.tensorOf(logits, op, "logits", compute.F32, n)
+	tt, pt := b.tensorOf(tokens, op, "tokens", compute.I32, rows), b.tensorOf(positions, op, "positions", compute.I32, rows)
+	rt, st := b.tensorOf(ropePositions, op, "ropePositions", compute.I32, 1), b.tensorOf(sources, op, "sources", compute.I32, 1)
+	wt, vt := b.tensorOf(wanted, op, "wanted", compute.I32, rows), b.tensorOf(verdict, op, "verdict", compute.I32, compute.VerdictLen(rows))
+	b.launch(b.k.draftNext, 1, 1, ptr(lt), ptr(tt), ptr(pt), ptr(rt), ptr(st), ptr(wt), ptr(vt), i32(rows), i32(n), i32(step))
+}

@@ -201,6 +201,12 @@ func CombineExpertsLaunch(n int) Launch { return launch("combine_experts", ceilD
 // ArgmaxNextLaunch is the launch of ArgmaxNext: one group.
 func ArgmaxNextLaunch() Launch { return launch("argmax_next", 1, 1) }
 
+// VerifyDraftsLaunch is the launch of VerifyDrafts: one group, the rows in order.
+func VerifyDraftsLaunch() Launch { return launch("verify_drafts", 1, 1) }
+
+// DraftNextLaunch is the launch of DraftNext: one group.
+func DraftNextLaunch() Launch { return launch("draft_next", 1, 1) }
+
 func launch(name string, gx, gy int) Launch {
 	k, ok := Lookup(name)
 	if !ok {

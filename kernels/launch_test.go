@@ -96,6 +96,8 @@ func TestLaunches(t *testing.T) {
 		{GELUTanhMulLaunch(257), [2]int{2, 1}},
 		{AddLaunch(256), [2]int{1, 1}},
 		{ArgmaxNextLaunch(), [2]int{1, 1}},
+		{VerifyDraftsLaunch(), [2]int{1, 1}},
+		{DraftNextLaunch(), [2]int{1, 1}},
 		{RouteLaunch(9), [2]int{3, 1}},
 		{GroupExpertsLaunch(128), [2]int{128, 1}},
 		{CombineExpertsLaunch(257), [2]int{2, 1}},

@@ -92,6 +92,9 @@ func TestMSLRuns(t *testing.T) {
 	for _, c := range []struct{ n, tieA, tieB int }{{1, -1, -1}, {300, 7, 250}, {8193, 100, 8000}, {40, -2, -2}} {
 		check(fmt.Sprint("argmax_next ", c), func(o *op) { o.argmaxNext(c.n, c.tieA, c.tieB) })
 	}
+	for _, c := range []struct{ rows, n, landed int }{{2, 300, 0}, {2, 300, 1}, {4, 1000, 2}, {5, 8193, 4}, {4, 40, 0}} {
+		check(fmt.Sprint("verify_drafts and draft_next ", c), func(o *op) { o.verifyDrafts(c.rows, c.n, c.landed) })
+	}
 
 	for _, c := range []struct {
 		rows, experts, k      int
@@ -398,6 +401,80 @@ func (o *op) argmaxNext(n, tieA, tieB int) {
 	}
 	if tk, p := int32(binary.LittleEndian.Uint32(mt.b)), int32(binary.LittleEndian.Uint32(mp.b)); tk != want[step] || p != pos0+1 {
 		o.t.Errorf("tokens[0] %d, positions[0] %d; want %v, %d", tk, p, want[step], pos0+1)
+	}
+}
+
+// verifyDrafts checks a drafted forward's verification and the MTP head's chain after it
+// (verify_drafts, then draft_next for each of rows-1 steps) against the cpu backend, every row
+// tensor and the verdict bit for bit: rows rows of n logits whose first landed drafts equal the
+// argmax of the row before them, the next one not.
+func (o *op) verifyDrafts(rows, n, landed int) {
+	logits := computetest.Randn(13, rows*n)
+	logits[n+3], logits[n+n/2] = 50, 50 // a tie in row 1: the lower index
+	tokens := make([]int32, rows)
+	for r := range rows - 1 {
+		best := 0
+		row := logits[r*n : (r+1)*n]
+		for i, v := range row {
+			if v > row[best] {
+				best = i
+			}
+		}
+		tokens[1+r] = int32(best)
+		if r >= landed {
+			tokens[1+r] = int32((best + 1) % n)
+		}
+	}
+	const pos0 = 17
+	positions := make([]int32, rows)
+	for r := range positions {
+		positions[r] = int32(pos0 + r)
+	}
+	drafts := computetest.Randn(14, (rows-1)*n)
+	l := o.upload(compute.F32, computetest.F32Bytes(logits), rows*n)
+	tensors := make([]compute.Tensor, 5)
+	bufs := make([]*mbuf, 5)
+	for i, v := range [][]int32{tokens, positions, make([]int32, rows), make([]int32, rows), make([]int32, rows)} {
+		tensors[i] = o.upload(compute.I32, computetest.I32Bytes(v), rows)
+		bufs[i] = &mbuf{computetest.I32Bytes(v)}
+	}
+	vlen := compute.VerdictLen(rows)
+	verdict, mv := o.upload(compute.I32, make([]byte, 4*vlen), vlen), &mbuf{make([]byte, 4*vlen)}
+	dv := o.cpu.(compute.DraftVerifier)
+	dv.VerifyDrafts(l, tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], verdict, rows, n)
+	o.launch(kernels.VerifyDraftsLaunch(), &mbuf{computetest.F32Bytes(logits)}, bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], mv, int32(rows), int32(n))
+	o.sameInts("after verify_drafts", tensors, verdict, bufs, mv, rows)
+	if got := ints(mv)[0]; got != int32(landed) {
+		o.t.Errorf("verify_drafts: %d drafts landed, want %d", got, landed)
+	}
+	for step := range rows - 1 {
+		row := drafts[step*n : (step+1)*n]
+		dl := o.upload(compute.F32, computetest.F32Bytes(row), n)
+		dv.DraftNext(dl, tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], verdict, rows, n, step)
+		o.launch(kernels.DraftNextLaunch(), &mbuf{computetest.F32Bytes(row)}, bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], mv, int32(rows), int32(n), int32(step))
+		o.sameInts(fmt.Sprint("after draft_next ", step), tensors, verdict, bufs, mv, rows)
+	}
+	if got, want := ints(bufs[1])[0], int32(pos0+landed+1); got != want {
+		o.t.Errorf("the next forward starts at position %d, want %d", got, want)
+	}
+}
+
+// sameInts compares the cpu backend's row tensors and verdict with the runner's buffers.
+func (o *op) sameInts(when string, tensors []compute.Tensor, verdict compute.Tensor, bufs []*mbuf, mv *mbuf, rows int) {
+	o.t.Helper()
+	names := []string{"tokens", "positions", "ropePositions", "sources", "wanted"}
+	for i, x := range append(tensors, verdict) {
+		m, name := mv, "verdict"
+		if i < len(bufs) {
+			m, name = bufs[i], names[i]
+		}
+		want := make([]int32, len(m.b)/4)
+		if err := o.cpu.ReadInt32(x, want); err != nil {
+			o.t.Fatal(err)
+		}
+		if got := ints(m); !slices.Equal(got, want) {
+			o.t.Errorf("%s: %s %v, want %v", when, name, got, want)
+		}
 	}
 }
 

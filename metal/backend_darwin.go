@@ -260,10 +260,11 @@ func (b *backend) Describe() string {
 }
 
 var (
-	_ compute.Chainer      = (*backend)(nil)
-	_ compute.Warmer       = (*backend)(nil)
-	_ compute.Resident     = (*backend)(nil)
-	_ compute.SharedMemory = (*backend)(nil)
+	_ compute.Chainer       = (*backend)(nil)
+	_ compute.DraftVerifier = (*backend)(nil)
+	_ compute.Warmer        = (*backend)(nil)
+	_ compute.Resident      = (*backend)(nil)
+	_ compute.SharedMemory  = (*backend)(nil)
 )
 
 // SetResidency implements compute.Resident: it must come before the first Upload, Alloc or NewKV.

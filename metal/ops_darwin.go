@@ -268,6 +268,26 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	b.dispatch(kernels.ArgmaxNextLaunch(), bufArg(lt), bufArg(tt), bufArg(pt), bufArg(ct), i32(n), i32(step))
 }
 
+// VerifyDrafts implements compute.DraftVerifier with one threadgroup, the rows in order.
+func (b *backend) VerifyDrafts(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n int) {
+	const op = "VerifyDrafts"
+	lt := b.tensorOf(logits, op, "logits", compute.F32, rows*n)
+	tt, pt := b.tensorOf(tokens, op, "tokens", compute.I32, rows), b.tensorOf(positions, op, "positions", compute.I32, rows)
+	rt, st := b.tensorOf(ropePositions, op, "ropePositions", compute.I32, rows), b.tensorOf(sources, op, "sources", compute.I32, rows)
+	wt, vt := b.tensorOf(wanted, op, "wanted", compute.I32, 1), b.tensorOf(verdict, op, "verdict", compute.I32, compute.VerdictLen(rows))
+	b.dispatch(kernels.VerifyDraftsLaunch(), bufArg(lt), bufArg(tt), bufArg(pt), bufArg(rt), bufArg(st), bufArg(wt), bufArg(vt), i32(rows), i32(n))
+}
+
+// DraftNext implements compute.DraftVerifier with one threadgroup.
+func (b *backend) DraftNext(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n, step int) {
+	const op = "DraftNext"
+	lt := b.tensorOf(logits, op, "logits", compute.F32, n)
+	tt, pt := b.tensorOf(tokens, op, "tokens", compute.I32, rows), b.tensorOf(positions, op, "positions", compute.I32, rows)
+	rt, st := b.tensorOf(ropePositions, op, "ropePositions", compute.I32, 1), b.tensorOf(sources, op, "sources", compute.I32, 1)
+	wt, vt := b.tensorOf(wanted, op, "wanted", compute.I32, rows), b.tensorOf(verdict, op, "verdict", compute.I32, compute.VerdictLen(rows))
+	b.dispatch(kernels.DraftNextLaunch(), bufArg(lt), bufArg(tt), bufArg(pt), bufArg(rt), bufArg(st), bufArg(wt), bufArg(vt), i32(rows), i32(n), i32(step))
+}
+
 // asTensor returns t as this backend's tensor, or panics naming the op and argument.
 func (b *backend) asTensor(t compute.Tensor, op, name string) *tensor {
 	mt, ok := t.(*tensor)
