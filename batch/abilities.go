@@ -41,6 +41,31 @@ type Chainer interface {
 	Token() (int32, error)
 }
 
+// DraftChainer runs a greedy stream's drafted forwards as a chain on the device: each step is one
+// forward of the stream's newest token and the MTP head's drafts after it, the drafts verified
+// against the forward's argmaxes, and the head run from the last accepted position for the next
+// step's drafts, all without the host; the host reads back a few ints a step (Verdict). It
+// commits to one step at a time as Chainer does, with the same StartDraftChain/Step/Verdict
+// rhythm and at most ChainAhead steps untaken. A step advances the stream by 1 to depth+1 tokens,
+// which only its verdict says; Step checks the room for the most.
+type DraftChainer interface {
+	// StartDraftChain makes row, a session's newest token at its position, and drafts, the MTP
+	// head's drafts for the positions after it (1 or more: the chain's depth), the first step's
+	// rows. It must follow a Forward that fed the positions before row (or a chain's step) and
+	// the MTP head's Draft calls after it, so that the head's keys and values stand. Steps of an
+	// earlier chain whose verdicts were not taken are dropped.
+	StartDraftChain(ctx context.Context, row Row, drafts []int32) error
+	// Step enqueues the chain's next drafted forward and returns without waiting for it. It fails
+	// when the most the step could reach would pass the model's context or the pool's slots, or
+	// when more than ChainAhead steps wait untaken.
+	Step() error
+	// Verdict waits for the oldest untaken step and returns what it accepted: the drafts that
+	// landed, then the target's own token after them (the tokens a Forward's logits give
+	// greedily), and the head's drafts for the positions after those. Both slices are the
+	// chainer's, valid until the next call.
+	Verdict() (accepted, next []int32, err error)
+}
+
 // ChainAhead is how many steps of a chain may wait untaken: one running on the device and one
 // queued behind it, so that the next starts the moment the running one ends while the host reads
 // the running one's token. More would let the device run further past a newly arrived request.

@@ -33,6 +33,9 @@ type activations struct {
 	logits compute.Tensor // [maxRows, vocab]
 	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
 	chain  compute.Tensor // [maxRows] I32: a greedy chain's step writes its token into the first
+	// verdict is a drafted chain's step's verdict (compute.DraftVerifier), I32
+	// [compute.VerdictLen(maxRows)].
+	verdict compute.Tensor
 
 	// A mixture of experts' scratch (nil in a dense model), k = experts a token: its pairs of a
 	// row and an expert number maxRows·k.
@@ -94,6 +97,9 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 			return nil, err
 		}
 	}
+	if err := a.alloc(b, &a.verdict, compute.I32, compute.VerdictLen(maxRows)); err != nil {
+		return nil, err
+	}
 	if moe := c.MoE; moe.Experts > 0 {
 		pairs := maxRows * moe.PerToken
 		for _, s := range []struct {
@@ -129,7 +135,7 @@ func (a *activations) alloc(b compute.Backend, dst *compute.Tensor, dtype comput
 func (a *activations) free(b compute.Backend) {
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources,
 		a.winBases, a.winPositions, a.ringBases, a.ringMirrors, a.ringPositions, a.x, a.h, a.q,
-		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain,
+		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain, a.verdict,
 		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut} {
 		if t != nil {
 			b.Free(t)

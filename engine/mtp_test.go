@@ -8,6 +8,7 @@ import (
 
 	"tfd/batch"
 	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/models"
 )
 
@@ -114,4 +115,12 @@ func TestMTPChainRefusesWhatItCannotRead(t *testing.T) {
 	if _, err := d.Draft(ctx, []batch.DraftRow{{Pos: 1, Token: 3, Source: 0, Chained: true, Logits: true}}); err != nil {
 		t.Errorf("a chained row after a draft with logits: %v", err)
 	}
+}
+
+// TestDraftChainEqualsGreedy: drafted chains on the device (the bundled model's MTP head at
+// depths 1 to 4, verified on the device) give a greedy decode's tokens, on the CPU.
+func TestDraftChainEqualsGreedy(t *testing.T) {
+	m, _ := bundledMTP(t)
+	prompt := m.Tokenizer().Encode("func (b *Buffer) Write(p []byte) (n int, err error) {\n\t")
+	enginetest.CheckDraftChain(t, m, prompt, 64)
 }

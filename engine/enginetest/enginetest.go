@@ -347,3 +347,144 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 		})
 	}
 }
+
+// CheckDraftChain decodes n tokens after prompt as drafted chains on the device
+// (engine.Model.DraftChains) at MTP depths 1 to 4. Each step's verdict (the tokens it accepted
+// and the head's next drafts) must equal what the host makes of the same step with Forward's
+// logits and the head's Draft calls, and the tokens must be a greedy decode's, one row per
+// forward. The chain starts as the lone driver starts one, after the prompt is fed and the head
+// drafts from its end on the host; its steps run ChainAhead enqueued; and in a second run a step
+// is enqueued halfway and never taken, and a new chain starts from the last verdict, as the lone
+// driver's next chain does after a handoff. m needs an MTP head, a session at slot 0 of
+// len(prompt)+n+16 positions, and rows for the prompt; the test skips when the backend runs no
+// drafted chains.
+func CheckDraftChain(t *testing.T, m *engine.Model, prompt []int32, n int) {
+	t.Helper()
+	chains := m.DraftChains()
+	if chains == nil {
+		t.Skip("the model runs no drafted chains on this backend")
+	}
+	want := Greedy(t, m, prompt, n)
+	for depth := 1; depth <= 4; depth++ {
+		host := hostDraftSteps(t, m, prompt, n, depth)
+		for _, restart := range []bool{false, true} {
+			first, drafts := feedAndDraft(t, m, prompt, depth)
+			got := []int32{first}
+			start := func(drafts []int32) {
+				t.Helper()
+				if err := chains.StartDraftChain(context.Background(), batch.Row{Pos: len(prompt) + len(got) - 1, Token: got[len(got)-1]}, drafts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start(drafts)
+			landed, steps, enqueued, restarted := 0, 0, 0, !restart
+			for i := 0; len(got) < n; i++ {
+				for ; enqueued-steps < batch.ChainAhead; enqueued++ {
+					if err := chains.Step(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				accepted, next, err := chains.Verdict()
+				if err != nil {
+					t.Fatal(err)
+				}
+				steps++
+				if h := host[i]; !slices.Equal(accepted, h.accepted) || !slices.Equal(next, h.next) {
+					t.Fatalf("depth %d, step %d: the device accepted %v and drafted %v; the host %v and %v", depth, i, accepted, next, h.accepted, h.next)
+				}
+				landed += len(accepted) - 1
+				got = append(got, accepted...)
+				if !restarted && len(got) >= n/2 {
+					// The step enqueued after this one is dropped: a new chain from this verdict.
+					restarted = true
+					start(slices.Clone(next))
+					steps, enqueued = 0, 0
+				}
+			}
+			if got = got[:n]; !slices.Equal(got, want) {
+				t.Errorf("depth %d (restarted %v): drafted chains gave\n %v\nwant %v", depth, restart, got, want)
+			}
+			if !restart {
+				t.Logf("depth %d: %d drafts landed over %d tokens", depth, landed, n)
+			}
+		}
+	}
+}
+
+// draftStep is one step of a drafted chain: the tokens it accepted and the head's next drafts.
+type draftStep struct{ accepted, next []int32 }
+
+// feedAndDraft feeds prompt at session base 0 and returns its first greedy token and the MTP
+// head's depth drafts after it, drafted on the host with the head's Draft calls.
+func feedAndDraft(t testing.TB, m *engine.Model, prompt []int32, depth int) (int32, []int32) {
+	t.Helper()
+	rows := make([]batch.Row, len(prompt))
+	for i, tok := range prompt {
+		rows[i] = batch.Row{Pos: i, Token: tok, Logits: i == len(prompt)-1}
+	}
+	logits, err := m.Forward(context.Background(), rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := Argmax(logits)
+	next := append(slices.Clone(prompt[1:]), first)
+	draftRows := make([]batch.DraftRow, len(prompt))
+	for i, tok := range next {
+		draftRows[i] = batch.DraftRow{Pos: i, Token: tok, Source: i, Logits: i == len(prompt)-1}
+	}
+	return first, headChain(t, m, draftRows, len(prompt), depth)
+}
+
+// headChain runs the MTP head over rows (after a Forward) and chains it to depth drafts by
+// argmax; pos is the position of the token the first draft follows.
+func headChain(t testing.TB, m *engine.Model, rows []batch.DraftRow, pos, depth int) []int32 {
+	t.Helper()
+	var drafts []int32
+	for len(drafts) < depth {
+		dl, err := m.MTP().Draft(context.Background(), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drafts = append(drafts, Argmax(dl))
+		rows = []batch.DraftRow{{Pos: pos + len(drafts) - 1, Token: drafts[len(drafts)-1], Source: 0, Logits: true, Chained: true}}
+	}
+	return drafts
+}
+
+// hostDraftSteps runs what a drafted chain's steps do with Forward, the host's argmax and the
+// head's Draft calls, until n tokens are made: each step feeds the newest token and its drafts,
+// accepts the drafts that equal the argmax before them and the argmax after the last, and runs
+// the head over the positions that stood and on from there.
+func hostDraftSteps(t testing.TB, m *engine.Model, prompt []int32, n, depth int) []draftStep {
+	t.Helper()
+	newest, drafts := feedAndDraft(t, m, prompt, depth)
+	pos, made := len(prompt), 1
+	var steps []draftStep
+	for made < n {
+		rows := []batch.Row{{Pos: pos, Token: newest, Logits: true}}
+		for i, tok := range drafts {
+			rows = append(rows, batch.Row{Pos: pos + 1 + i, Token: tok, Logits: true})
+		}
+		logits, err := m.Forward(context.Background(), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var accepted []int32
+		for i := range rows {
+			tok := Argmax(logits[i*m.Vocab() : (i+1)*m.Vocab()])
+			accepted = append(accepted, tok)
+			if i == len(drafts) || tok != drafts[i] {
+				break
+			}
+		}
+		draftRows := make([]batch.DraftRow, len(accepted))
+		for i, tok := range accepted {
+			draftRows[i] = batch.DraftRow{Pos: pos + i, Token: tok, Source: i, Logits: i == len(accepted)-1}
+		}
+		pos += len(accepted)
+		drafts = headChain(t, m, draftRows, pos, depth)
+		newest, made = accepted[len(accepted)-1], made+len(accepted)
+		steps = append(steps, draftStep{accepted, drafts})
+	}
+	return steps
+}
