@@ -153,7 +153,7 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 		return err
 	}
 	opts := in.sharedOptions(cfg)
-	opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m, report, logger
+	opts.Drafter, opts.Chainer, opts.DraftChainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m.DraftChains(), m, report, logger
 	opts.States = m.States()
 	opts.Cache = in.cache
 	opts.Calibrate = true // drafts are priced by this machine's timings from the first round

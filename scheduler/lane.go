@@ -31,6 +31,7 @@ type laneState struct {
 	now      func() time.Time // the clock that times forwards: time.Now but in tests
 
 	chainer  batch.Chainer // the model's greedy chains, or nil
+	drafts   batch.DraftChainer // the model's drafted chains, or nil
 	pricer   pricer        // what a round of r rows takes, timed at start and refined by the rounds run
 	landing  landing       // how often drafts land at each depth
 	decoding []*active     // this round's decoding streams, while plan builds it
@@ -64,6 +65,9 @@ func (l *laneState) init(h *Shared, opts SharedOptions) {
 	l.cache, l.states = opts.Cache, opts.States
 	if l.states != nil {
 		l.pool.resumable = l.states.Resumable
+	}
+	if l.drafter != nil {
+		l.drafts = opts.DraftChainer
 	}
 	l.now = opts.now
 	if l.now == nil {

@@ -6,13 +6,17 @@ import (
 
 // The lone driver: a stream alone on a shared host runs without rounds.
 
+// rawArgmax reports whether a stream's tokens are the raw argmax of its logits: it is greedy
+// without logprobs, constraint or penalties, so a chain on the device may choose its tokens.
+func rawArgmax(a *active) bool {
+	return a.req.Sampling.Greedy() && !a.req.Logprobs && a.constrained == nil && !a.req.Sampling.Penalties.Active()
+}
+
 // chainRoom returns how many more tokens a greedy chain may make for a lone stream: 0 unless the
-// model runs chains and the stream is greedy without drafts, logprobs, constraint or penalties (a
-// chain on the device takes the raw argmax, which none of those may change), else as many as its
+// model runs chains and the stream takes the raw argmax without drafts, else as many as its
 // session, the context, its token limit and its reader's room allow.
 func (l *laneState) chainRoom(a *active) int {
-	if l.chainer == nil || l.drafted(a) || !a.req.Sampling.Greedy() || a.req.Logprobs || a.constrained != nil ||
-		a.req.Sampling.Penalties.Active() {
+	if l.chainer == nil || l.drafted(a) || !rawArgmax(a) {
 		return 0
 	}
 	return min(a.sess.capacity-a.fed, l.h.model.Context()-len(a.tokens)+1, a.req.MaxTokens-a.produced, a.room())
@@ -73,7 +77,8 @@ func (l *laneState) drafted(a *active) bool {
 }
 
 // driveLone runs a stream that is alone on the host without building rounds: token by token, by
-// a greedy chain on the device, or a drafted forward at a time (loneDrafted). Between forwards it
+// a greedy chain on the device, by a drafted chain on the device (draftChain), or a drafted
+// forward at a time (loneDrafted). Between forwards it
 // returns to the lane whenever the lane has something else to do (an arrival, a waiting request
 // that ended, a reconfiguration) or the stream leaves the lone path; the stream then goes on in
 // shared rounds with the same state, so its future tokens are the same.
@@ -83,6 +88,12 @@ func (l *laneState) driveLone(a *active) {
 	a.lone = true
 	for !a.done && a.live.Err() == nil && l.lone(a) && !l.interrupted() {
 		if l.drafted(a) {
+			if depth := l.draftChainDepth(a); depth > 0 {
+				if l.draftChain(a, depth) {
+					return
+				}
+				continue
+			}
 			l.loneDrafted(a)
 			continue
 		}

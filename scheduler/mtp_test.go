@@ -7,13 +7,15 @@ import (
 	"sync"
 	"testing"
 
+	"tfd/batch"
 	"tfd/scheduler"
 	"tfd/scheduler/schedulertest"
 )
 
 // TestMTPChainsEqualUndrafted: with MTP chains of depth 1 to 4 (and n-gram copies after them),
 // greedy and sampled replies are their undrafted selves, in shared rounds and alone on the lone
-// driver, which drafts now: a lone drafted stream makes its tokens there, not in rounds of one.
+// driver, which drafts now: a lone drafted stream makes its tokens there, not in rounds of one,
+// and the greedy one as drafted chains on the device.
 func TestMTPChainsEqualUndrafted(t *testing.T) {
 	m := loadBundled(t, 4*512)
 	reqs := requests(m, 4)
@@ -22,7 +24,10 @@ func TestMTPChainsEqualUndrafted(t *testing.T) {
 	}
 	want := solo(t, m, reqs)
 	for depth := 1; depth <= 4; depth++ {
-		h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+		opts := schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})
+		chains := &countedDraftChains{DraftChainer: opts.DraftChainer}
+		opts.DraftChainer = chains
+		h, err := scheduler.NewShared(m, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,19 +58,35 @@ func TestMTPChainsEqualUndrafted(t *testing.T) {
 		}
 		lone := h.Stats().LoneTokens - before
 		h.Close(context.Background())
-		t.Logf("depth %d: %d drafts proposed, %d accepted; %d tokens of the lone streams on the lone driver", depth, drafted, accepted, lone)
+		t.Logf("depth %d: %d drafts proposed, %d accepted; %d tokens of the lone streams on the lone driver, %d drafted chain steps",
+			depth, drafted, accepted, lone, chains.steps)
 		if accepted == 0 {
 			t.Errorf("depth %d: no draft landed", depth)
 		}
 		if lone == 0 {
 			t.Errorf("depth %d: the lone drafted streams made no token on the lone driver", depth)
 		}
+		if chains.steps == 0 {
+			t.Errorf("depth %d: the lone greedy stream ran no drafted chain step on the device", depth)
+		}
 	}
+}
+
+// countedDraftChains counts the drafted chain steps a host enqueues.
+type countedDraftChains struct {
+	batch.DraftChainer
+	steps int
+}
+
+func (c *countedDraftChains) Step() error {
+	c.steps++
+	return c.DraftChainer.Step()
 }
 
 // TestLoneDraftedHandoffEqualsSolo: a drafted stream alone on the lone driver, mid-chain when a
 // second drafted stream arrives, is handed to shared rounds with its chain; both replies equal
-// their solo, undrafted selves, greedy and sampled.
+// their solo, undrafted selves, greedy and sampled, and greedy with MTP drafts alone, whose lone
+// tokens come from drafted chains on the device.
 func TestLoneDraftedHandoffEqualsSolo(t *testing.T) {
 	m := loadBundled(t, 2*512)
 	reqs := requests(m, 4)
@@ -75,14 +96,21 @@ func TestLoneDraftedHandoffEqualsSolo(t *testing.T) {
 		reqs[i].StopTokens = nil
 	}
 	want := solo(t, m, reqs)
-	for _, pair := range [][2]int{{0, 3}, {1, 2}} {
-		h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 512}}))
+	for _, c := range []struct {
+		pair   [2]int
+		drafts scheduler.Drafts
+	}{{[2]int{0, 3}, scheduler.Drafts{MTP: 3, NGram: 4}}, {[2]int{1, 2}, scheduler.Drafts{MTP: 3, NGram: 4}}, {[2]int{0, 3}, scheduler.Drafts{MTP: 3}}} {
+		pair := c.pair
+		opts := schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512, 512}})
+		chains := &countedDraftChains{DraftChainer: opts.DraftChainer}
+		opts.DraftChainer = chains
+		h, err := scheduler.NewShared(m, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := make([]reply, 2)
 		first := reqs[pair[0]]
-		first.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
+		first.Drafts = c.drafts
 		events, err := h.Submit(context.Background(), first)
 		if err != nil {
 			t.Fatal(err)
@@ -115,6 +143,9 @@ func TestLoneDraftedHandoffEqualsSolo(t *testing.T) {
 		if s.Handoffs < 1 || s.LoneTokens < 8 || s.SharedTokens == 0 {
 			t.Errorf("pair %v: %d handoffs, %d tokens on the lone driver, %d in shared rounds: want the first stream handed over mid-reply",
 				pair, s.Handoffs, s.LoneTokens, s.SharedTokens)
+		}
+		if c.drafts.NGram == 0 && chains.steps == 0 {
+			t.Errorf("pair %v, %+v: the lone greedy stream ran no drafted chain step before its handoff", pair, c.drafts)
 		}
 	}
 }

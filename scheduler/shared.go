@@ -44,6 +44,9 @@ type SharedOptions struct {
 	// not the routing's: NewShared takes them and Reconfigure leaves them as they were.
 	Drafter batch.Drafter // its MTP head: streams that ask for MTP drafts get them
 	Chainer batch.Chainer // greedy chains on the device, for the lone driver
+	// DraftChainer runs drafted chains on the device, for the lone driver's greedy streams that
+	// draft with the MTP head alone; it needs the Drafter's model.
+	DraftChainer batch.DraftChainer
 	Warmer  batch.Warmer  // the keep-warm tick, while KeepWarm allows
 	// States says from where the model's sessions can be fed again (a model whose sliding
 	// layers keep rings bounded by the window): a kept prompt is reused only from there, and a

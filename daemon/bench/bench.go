@@ -103,7 +103,7 @@ func load(ctx context.Context, cfg config.Config, logger *slog.Logger) (*engine.
 // benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into
 // the text so that no two are the same.
 func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts Options, n int, drafts scheduler.Drafts) (benchResult, error) {
-	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains(), States: m.States()})
+	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains(), DraftChainer: m.DraftChains(), States: m.States()})
 	if err != nil {
 		return benchResult{}, err
 	}

@@ -95,6 +95,7 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 	run := func(prompt []int32, layout batch.Layout, drafts scheduler.Drafts, tokens int, t *loneTally) loneTally {
 		opts := Equip(m, scheduler.SharedOptions{Layout: layout, Calibrate: true})
 		opts.Chainer = c.chainerOrNil()
+		opts.DraftChainer = c.draftChainerOrNil(opts.DraftChainer)
 		h, err := scheduler.NewShared(c, opts)
 		if err != nil {
 			b.Fatal(err)

@@ -38,6 +38,7 @@ func BenchLoneDrafts(b *testing.B, cb compute.Backend) {
 				c.chainer = opts.Chainer
 				opts.Chainer = c
 			}
+			opts.DraftChainer = c.draftChainerOrNil(opts.DraftChainer)
 			h, err := scheduler.NewShared(c, opts)
 			if err != nil {
 				b.Fatal(err)
@@ -115,3 +116,23 @@ func (c *counted) Step() error {
 }
 
 func (c *counted) Token() (int32, error) { return c.chainer.Token() }
+
+// countedDrafts passes drafted chains to the model, counting each step enqueued as one of c's
+// decoding forwards.
+type countedDrafts struct {
+	batch.DraftChainer
+	c *counted
+}
+
+func (d countedDrafts) Step() error {
+	d.c.forwards++
+	return d.DraftChainer.Step()
+}
+
+// draftChainerOrNil returns drafts counted by c, or nil where the model runs none.
+func (c *counted) draftChainerOrNil(drafts batch.DraftChainer) batch.DraftChainer {
+	if drafts == nil {
+		return nil
+	}
+	return countedDrafts{drafts, c}
+}

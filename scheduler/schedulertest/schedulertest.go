@@ -17,10 +17,10 @@ import (
 	"tfd/scheduler"
 )
 
-// Equip gives a host's options the model's abilities (its MTP head, greedy chains and warm
-// tick), as the daemon does, so that a test's host drafts and chains where the model can.
+// Equip gives a host's options the model's abilities (its MTP head, greedy and drafted chains
+// and warm tick), as the daemon does, so that a test's host drafts and chains where the model can.
 func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOptions {
-	opts.Drafter, opts.Chainer, opts.Warmer, opts.States = m.MTP(), m.Chains(), m, m.States()
+	opts.Drafter, opts.Chainer, opts.DraftChainer, opts.Warmer, opts.States = m.MTP(), m.Chains(), m.DraftChains(), m, m.States()
 	return opts
 }
 

@@ -93,7 +93,7 @@ func conversation(m *engine.Model, tokens int) [][]int32 {
 // host starts a host on the bench's model, with a prompt cache when cached, spilling to the
 // bench's folder.
 func (c *run) host(cached bool) (*scheduler.Shared, func(), error) {
-	opts := scheduler.SharedOptions{Layout: c.layout, Drafter: c.m.MTP(), Chainer: c.m.Chains(), States: c.m.States()}
+	opts := scheduler.SharedOptions{Layout: c.layout, Drafter: c.m.MTP(), Chainer: c.m.Chains(), DraftChainer: c.m.DraftChains(), States: c.m.States()}
 	if !cached {
 		h, err := scheduler.NewShared(c.m, opts)
 		return h, func() { h.Close(context.Background()) }, err

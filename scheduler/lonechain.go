@@ -1,0 +1,104 @@
+package scheduler
+
+import "tfd/batch"
+
+// The lone driver's drafted chains: a greedy stream alone that drafts with the MTP head runs its
+// drafted forwards as a chain on the device (batch.DraftChainer). Each step feeds the newest token
+// and the head's drafts, verifies them and drafts again there; the lane takes each step's verdict,
+// a few ints, as it would take a round's verified tokens, and looks for arrivals between steps.
+
+// draftChainDepth returns the depth of the drafted chain the lone driver may start for a, or 0
+// where it runs none: the model runs no drafted chains, the stream's tokens are not the raw
+// argmax (rawArgmax), it copies n-grams (proposed on the host from what each step accepted, which
+// a chain on the device would wait for), the MTP head has no drafts for it yet, pricing grants a
+// round of one stream none of them, or its session has no room for one step. The depth is the
+// head's drafts that pricing grants, as for a drafted forward of the stream alone; it holds for
+// the chain.
+func (l *laneState) draftChainDepth(a *active) int {
+	if l.drafts == nil || a.req.Drafts.NGram > 0 || a.req.Drafts.MTP <= 0 || !rawArgmax(a) || len(a.mtpDrafts) == 0 {
+		return 0
+	}
+	spare := l.h.model.MaxRows() - 1
+	l.propose(a, spare)
+	l.decoding = append(l.decoding[:0], a)
+	l.price(l.decoding, spare)
+	depth := len(a.drafts)
+	if depth == 0 || !l.draftStepFits(a, 0, depth) {
+		return 0
+	}
+	return depth
+}
+
+// draftStepFits reports whether a step of depth drafts may follow ahead untaken steps: each step
+// advances the stream by 1 to depth+1 tokens, so the step's rows, and the head's chained rows up
+// to depth-1 past its last accepted one, must stay within the session and the context however
+// many landed before it; the reader must have room for every token the untaken steps and this
+// one could make; and the stream must still want a token after the fewest those steps make.
+func (l *laneState) draftStepFits(a *active, ahead, depth int) bool {
+	reach := a.fed + ahead*(depth+1) + 2*depth // the furthest position the step's head writes
+	return reach < min(a.sess.capacity, l.h.model.Context()) &&
+		(ahead+1)*(depth+1) <= a.room() &&
+		ahead < a.req.MaxTokens-a.produced
+}
+
+// draftChain runs a greedy lone stream's drafted forwards as a chain on the device, depth drafts
+// a step, as chain runs greedy steps: it keeps batch.ChainAhead steps enqueued while the stream
+// has room for them and the lane is not interrupted, and takes each step's verdict as a round's
+// verified tokens (takeVerdict). A newcomer waits for the step running when it arrives and at
+// most one more. After a stop token or a cancelled request the rest are dropped; the slots they
+// wrote are past the stream's tokens and never read. It reports whether the lane was interrupted.
+func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
+	row := batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
+	if err := l.drafts.StartDraftChain(a.live, row, a.drafts[:depth]); err != nil {
+		a.endCancelledOrFailed(err)
+		return false
+	}
+	ahead := 0 // steps enqueued whose verdicts are not taken
+	for !a.done && a.live.Err() == nil {
+		for !interrupted && ahead < batch.ChainAhead && l.draftStepFits(a, ahead, depth) {
+			if err := l.drafts.Step(); err != nil {
+				a.endCancelledOrFailed(err)
+				return interrupted
+			}
+			ahead++
+		}
+		if ahead == 0 {
+			break
+		}
+		accepted, next, err := l.drafts.Verdict()
+		l.lastWork = l.now()
+		ahead--
+		if err != nil {
+			a.endCancelledOrFailed(err)
+			break
+		}
+		l.takeVerdict(a, depth, accepted, next)
+		interrupted = interrupted || l.interrupted()
+	}
+	return interrupted
+}
+
+// takeVerdict sends a step's accepted tokens (its landed drafts, then the target's own) as verify
+// would have from the step's logits, counts its drafts, and keeps the head's next drafts as the
+// stream's MTP chain, for the next step or the round it is handed to.
+func (l *laneState) takeVerdict(a *active, depth int, accepted, next []int32) {
+	context := l.h.model.Context()
+	verified, landed := 0, 0
+	for i, tok := range accepted {
+		running := a.accept(Event{Token: tok}, context)
+		switch {
+		case !running || i == depth:
+			verified, landed = i, i
+		case i == len(accepted)-1:
+			verified, landed = i+1, i // draft i missed: tok is the target's own
+		default:
+			a.accepted++ // draft i landed: its row's keys and values stand
+			continue
+		}
+		break
+	}
+	a.drafted += depth
+	a.host.drafts.note(depth, depth, landed)
+	l.landing.note(verified, landed)
+	a.mtpDrafts = append(a.mtpDrafts[:0], next...)
+}
