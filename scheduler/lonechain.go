@@ -9,24 +9,31 @@ import "tfd/batch"
 
 // draftChainDepth returns the depth of the drafted chain the lone driver may start for a, or 0
 // where it runs none: the model runs no drafted chains, the stream's tokens are not the raw
-// argmax (rawArgmax), it copies n-grams (proposed on the host from what each step accepted, which
-// a chain on the device would wait for), the MTP head has no drafts for it yet, pricing grants a
-// round of one stream none of them, or its session has no room for one step. The depth is the
-// head's drafts that pricing grants, as for a drafted forward of the stream alone; it holds for
-// the chain.
+// argmax (rawArgmax), its context has a copy to propose (copying), the MTP head has no drafts for
+// it yet, pricing grants a round of one stream none of them, or its session has no room for one
+// step. The depth is the head's drafts that pricing grants, as for a drafted forward of the
+// stream alone; it holds for the chain.
 func (l *laneState) draftChainDepth(a *active) int {
-	if l.drafts == nil || a.req.Drafts.NGram > 0 || a.req.Drafts.MTP <= 0 || !rawArgmax(a) || len(a.mtpDrafts) == 0 {
+	if l.drafts == nil || a.req.Drafts.MTP <= 0 || !rawArgmax(a) || len(a.mtpDrafts) == 0 || copying(a) {
 		return 0
 	}
 	spare := l.h.model.MaxRows() - 1
 	l.propose(a, spare)
 	l.decoding = append(l.decoding[:0], a)
 	l.price(l.decoding, spare)
-	depth := len(a.drafts)
+	depth := min(len(a.drafts), a.fromHead)
 	if depth == 0 || !l.draftStepFits(a, 0, depth) {
 		return 0
 	}
 	return depth
+}
+
+// copying reports whether a stream that copies n-grams has a copy to propose. Copies are proposed
+// on the host from the tokens each step accepted, which a chain on the device would wait for, so
+// while there is one the stream drafts a forward at a time; while there is none its drafts are
+// the MTP head's alone (chainDepth), which a drafted chain makes on the device.
+func copying(a *active) bool {
+	return a.req.Drafts.NGram > 0 && a.ngram.copies(a.tokens)
 }
 
 // draftStepFits reports whether a step of depth drafts may follow ahead untaken steps: each step
@@ -43,7 +50,7 @@ func (l *laneState) draftStepFits(a *active, ahead, depth int) bool {
 
 // draftChain runs a greedy lone stream's drafted forwards as a chain on the device, depth drafts
 // a step, as chain runs greedy steps: it keeps batch.ChainAhead steps enqueued while the stream
-// has room for them and the lane is not interrupted, and takes each step's verdict as a round's
+// has room for them, has no copy to propose, and the lane is not interrupted, and takes each step's verdict as a round's
 // verified tokens (takeVerdict). A newcomer waits for the step running when it arrives and at
 // most one more. After a stop token or a cancelled request the rest are dropped; the slots they
 // wrote are past the stream's tokens and never read. It reports whether the lane was interrupted.
@@ -55,7 +62,7 @@ func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
 	}
 	ahead := 0 // steps enqueued whose verdicts are not taken
 	for !a.done && a.live.Err() == nil {
-		for !interrupted && ahead < batch.ChainAhead && l.draftStepFits(a, ahead, depth) {
+		for !interrupted && ahead < batch.ChainAhead && l.draftStepFits(a, ahead, depth) && !copying(a) {
 			if err := l.drafts.Step(); err != nil {
 				a.endCancelledOrFailed(err)
 				return interrupted
@@ -83,6 +90,7 @@ func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
 // stream's MTP chain, for the next step or the round it is handed to.
 func (l *laneState) takeVerdict(a *active, depth int, accepted, next []int32) {
 	context := l.h.model.Context()
+	a.drafted += depth // before a token may end the stream, whose end reports the count
 	verified, landed := 0, 0
 	for i, tok := range accepted {
 		running := a.accept(Event{Token: tok}, context)
@@ -97,7 +105,6 @@ func (l *laneState) takeVerdict(a *active, depth int, accepted, next []int32) {
 		}
 		break
 	}
-	a.drafted += depth
 	a.host.drafts.note(depth, depth, landed)
 	l.landing.note(verified, landed)
 	a.mtpDrafts = append(a.mtpDrafts[:0], next...)
