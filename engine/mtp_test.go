@@ -8,7 +8,6 @@ import (
 
 	"tfd/batch"
 	"tfd/engine"
-	"tfd/engine/enginetest"
 	"tfd/models"
 )
 
@@ -117,10 +116,3 @@ func TestMTPChainRefusesWhatItCannotRead(t *testing.T) {
 	}
 }
 
-// TestDraftChainEqualsGreedy: drafted chains on the device (the bundled model's MTP head at
-// depths 1 to 4, verified on the device) give a greedy decode's tokens, on the CPU.
-func TestDraftChainEqualsGreedy(t *testing.T) {
-	m, _ := bundledMTP(t)
-	prompt := m.Tokenizer().Encode("func (b *Buffer) Write(p []byte) (n int, err error) {\n\t")
-	enginetest.CheckDraftChain(t, m, prompt, 64)
-}

@@ -318,7 +318,8 @@ func BenchPrefill(b *testing.B, m *engine.Model, n int) {
 
 // CheckBackend runs every oracle check on backend b, as subtests: each oracle model's logits
 // within 1e-4 of the row's largest logit (CheckLogits, the worst logged), its 64-token greedy
-// run (CheckGreedy) and greedy chains on the device (CheckChain) equal transformers', and
+// run (CheckGreedy) and greedy chains on the device (CheckChain) equal transformers', the
+// bundled model's drafted chains on the device equal the host's steps (CheckDraftChain), and
 // forwards that mix sessions and positions give each row the bits it gets alone
 // (CheckBatchInvariance). The engine's tests run it on the CPU, cuda's and metal's on their GPUs.
 func CheckBackend(t *testing.T, b compute.Backend) {
@@ -340,6 +341,10 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 			CheckChain(t, m, o)
 		})
 	}
+	t.Run("draftchain/gopher", func(t *testing.T) {
+		m, o := load(t, "gopher", engine.Options{Context: 256, MaxRows: 64, Slots: 256})
+		CheckDraftChain(t, m, o.Cases[0].Prompt, 64)
+	})
 	for _, name := range []string{"qwen2", "qwen3moe", "gemma3", "gopher"} {
 		t.Run("invariance/"+name, func(t *testing.T) {
 			m, _ := load(t, name, engine.Options{MaxRows: 48, Slots: 600})
