@@ -13,6 +13,13 @@ func TestSharedAndDraftedEqualSoloOnCUDA(t *testing.T) {
 	schedulertest.CheckSharedAndDrafted(t, openCUDA(t))
 }
 
+// TestLoneDraftedEqualsSoloOnCUDA: on the GPU, a reply alone on the lone driver with MTP chains
+// of depth 1 to 4, with and without n-gram copies, greedy (on drafted chains on the device) and
+// sampled, equals the same request run without drafts.
+func TestLoneDraftedEqualsSoloOnCUDA(t *testing.T) {
+	schedulertest.CheckLoneDrafted(t, openCUDA(t))
+}
+
 // TestSharedEqualsSoloOnMoECUDA: on the GPU, the tiny Qwen3-MoE checkpoint's replies run together
 // in shared rounds with n-gram drafts equal the same requests run one at a time without drafts.
 func TestSharedEqualsSoloOnMoECUDA(t *testing.T) {
