@@ -115,4 +115,3 @@ func TestMTPChainRefusesWhatItCannotRead(t *testing.T) {
 		t.Errorf("a chained row after a draft with logits: %v", err)
 	}
 }
-

@@ -30,13 +30,13 @@ type laneState struct {
 	lastWork time.Time        // when the lane last ran a forward
 	now      func() time.Time // the clock that times forwards: time.Now but in tests
 
-	chainer  batch.Chainer // the model's greedy chains, or nil
+	chainer  batch.Chainer      // the model's greedy chains, or nil
 	drafts   batch.DraftChainer // the model's drafted chains, or nil
-	pricer   pricer        // what a round of r rows takes, timed at start and refined by the rounds run
-	landing  landing       // how often drafts land at each depth
-	decoding []*active     // this round's decoding streams, while plan builds it
-	depth    []int         // their draft depths, while price weighs them
-	gain     []float64     // the chance that each one's next draft lands
+	pricer   pricer             // what a round of r rows takes, timed at start and refined by the rounds run
+	landing  landing            // how often drafts land at each depth
+	decoding []*active          // this round's decoding streams, while plan builds it
+	depth    []int              // their draft depths, while price weighs them
+	gain     []float64          // the chance that each one's next draft lands
 
 	reportTo func(where string, err error) // SharedOptions.Report, or nil
 	logger   *slog.Logger                  // SharedOptions.Logger, or nil

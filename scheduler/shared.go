@@ -47,7 +47,7 @@ type SharedOptions struct {
 	// DraftChainer runs drafted chains on the device, for the lone driver's greedy streams that
 	// draft with the MTP head alone; it needs the Drafter's model.
 	DraftChainer batch.DraftChainer
-	Warmer  batch.Warmer  // the keep-warm tick, while KeepWarm allows
+	Warmer       batch.Warmer // the keep-warm tick, while KeepWarm allows
 	// States says from where the model's sessions can be fed again (a model whose sliding
 	// layers keep rings bounded by the window): a kept prompt is reused only from there, and a
 	// stream's drafts stay shallower than what a session keeps.
