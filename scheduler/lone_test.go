@@ -138,3 +138,153 @@ func TestNewcomerWaitsAtMostOneForward(t *testing.T) {
 		}
 	})
 }
+
+// draftDeviceToy is deviceToy with an MTP head and drafted chains (batch.DraftChainer) on its
+// simulated device. The host's Draft calls draft token 0 everywhere; a chain step's head drafts
+// the toy's own greedy continuation, so its drafts land. A step takes forwardTime of the device;
+// its verdict is worked out when it is enqueued and handed over when the step ends. It logs when
+// each drafted step started on the device.
+type draftDeviceToy struct {
+	*deviceToy
+	row        batch.Row // the next step's newest token
+	drafts     []int32   // and its drafts
+	verdicts   []queuedVerdict
+	draftSteps []time.Time
+}
+
+type queuedVerdict struct {
+	accepted, next []int32
+	ends           time.Time
+}
+
+func (m *draftDeviceToy) Draft(_ context.Context, rows []batch.DraftRow) ([]float32, error) {
+	n := 0
+	for _, r := range rows {
+		if r.Logits {
+			n++
+		}
+	}
+	return make([]float32, n*m.vocab), nil
+}
+
+func (m *draftDeviceToy) StartDraftChain(_ context.Context, row batch.Row, drafts []int32) error {
+	m.row, m.drafts, m.verdicts = row, slices.Clone(drafts), m.verdicts[:0]
+	return nil
+}
+
+func (m *draftDeviceToy) Step() error {
+	if len(m.verdicts) == batch.ChainAhead {
+		return errors.New("draftDeviceToy: more steps untaken than batch.ChainAhead")
+	}
+	m.draftSteps = append(m.draftSteps, m.run())
+	rows := []batch.Row{{Base: m.row.Base, Pos: m.row.Pos, Token: m.row.Token, Logits: true}}
+	for i, tok := range m.drafts {
+		rows = append(rows, batch.Row{Base: m.row.Base, Pos: m.row.Pos + 1 + i, Token: tok, Logits: true})
+	}
+	logits, err := m.toyModel.Forward(context.Background(), rows)
+	if err != nil {
+		return err
+	}
+	var accepted []int32
+	for i := range rows {
+		tok := argmax(logits[i*m.vocab : (i+1)*m.vocab])
+		accepted = append(accepted, tok)
+		if i == len(m.drafts) || tok != m.drafts[i] {
+			break
+		}
+	}
+	next := m.row.Pos + len(accepted) // the new newest token's position
+	tok := accepted[len(accepted)-1]
+	drafts := make([]int32, len(m.drafts))
+	for i := range drafts {
+		l, err := m.toyModel.Forward(context.Background(), []batch.Row{{Base: m.row.Base, Pos: next + i, Token: tok, Logits: true}})
+		if err != nil {
+			return err
+		}
+		tok = argmax(l)
+		drafts[i] = tok
+	}
+	m.verdicts = append(m.verdicts, queuedVerdict{accepted, slices.Clone(drafts), m.busyUntil})
+	m.row, m.drafts = batch.Row{Base: m.row.Base, Pos: next, Token: accepted[len(accepted)-1]}, drafts
+	return nil
+}
+
+func (m *draftDeviceToy) Verdict() ([]int32, []int32, error) {
+	v := m.verdicts[0]
+	m.verdicts = m.verdicts[1:]
+	time.Sleep(time.Until(v.ends))
+	return v.accepted, v.next, nil
+}
+
+// TestNewcomerWaitsAtMostOneDraftedStep: a greedy stream alone that drafts with the MTP head runs
+// as drafted chains on the device; a request that arrives halfway through a step has its first
+// forward after that step and at most one more, and the lone reply is its undrafted self.
+func TestNewcomerWaitsAtMostOneDraftedStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &draftDeviceToy{deviceToy: &deviceToy{toyModel: newToy(32, 2048)}}
+		h, err := NewShared(m, SharedOptions{Layout: []int{1024, 1024}, Grow: 8, Drafter: m, DraftChainer: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := Request{Prompt: []int32{1, 2, 3}, MaxTokens: 300, Drafts: Drafts{MTP: 3}}
+		lone, err := h.Submit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head []int32
+		for range 40 {
+			head = append(head, (<-lone).Token)
+		}
+		time.Sleep(forwardTime / 2) // halfway through a step
+		arrived := time.Now()
+		newcomer, err := h.Submit(t.Context(), Request{Prompt: []int32{4, 5, 6}, MaxTokens: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lonely := drain(lone)
+		if _, end := collect(t, newcomer); end.Reason != FinishLength {
+			t.Fatalf("the newcomer ended %s: %v", end.Reason, end.Err)
+		}
+		for _, ev := range <-lonely {
+			if !ev.Done {
+				head = append(head, ev.Token)
+			}
+		}
+		closeHost(t, h) // the lane has ended: its logs are the test's to read
+
+		serial := NewSerial(newToy(32, 2048), SharedOptions{})
+		req.Drafts = Drafts{}
+		events, err := serial.Submit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := collect(t, events)
+		closeHost(t, serial)
+		if !slices.Equal(head, want) {
+			t.Errorf("the lone drafted reply\n %v\nundrafted\n %v", head, want)
+		}
+
+		i := slices.IndexFunc(m.rounds, func(start time.Time) bool { return !start.Before(arrived) })
+		if i < 0 {
+			t.Fatal("no forward after the newcomer arrived")
+		}
+		first := m.rounds[i]
+		before, after := 0, 0
+		for _, start := range m.draftSteps {
+			switch {
+			case start.Before(arrived):
+				before++
+			case start.Before(first):
+				after++
+			}
+		}
+		t.Logf("%d drafted steps before the arrival, %d after it and before the newcomer's first forward, which began %v after it",
+			before, after, first.Sub(arrived))
+		if before < 5 {
+			t.Fatalf("the lone stream ran %d drafted steps before the arrival: it was not on drafted chains", before)
+		}
+		if after > 1 {
+			t.Errorf("the newcomer waited for %d drafted steps that started after it arrived; want at most 1", after)
+		}
+	})
+}
