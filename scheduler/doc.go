@@ -1,14 +1,15 @@
 // Package scheduler is the lane core: it turns requests into streams of tokens. It owns streams,
 // sessions (ranges of the model's KV slots), rounds (batched forwards), drafting, keyed sampling,
 // admission and cancellation, and sees the engine only through the Model interface and the
-// abilities it is given (batch.Drafter, batch.Chainer, batch.Warmer).
+// abilities it is given (batch.Drafter, batch.Chainer, batch.DraftChainer, batch.Warmer).
 //
 // One goroutine, the lane, owns all of that state; Submit, Close, Reconfigure and Stats reach it
 // through a channel, a wake signal and a few atomics. Each turn of the lane ends cancelled
 // streams, admits waiting ones into free sessions (preferring one that still holds the start of
 // the prompt), and then either drives a stream that is alone (the lone driver, lone.go: a
-// drafted forward at a time, or a greedy chain on the device, a forward a step, where the model
-// offers one) or runs one shared round: a decoding row per stream, with the drafts priced rounds
+// drafted forward at a time, or, where the model offers them, a greedy chain on the device, a
+// forward a step, or a drafted chain on the device, a verified drafted forward a step,
+// lonechain.go) or runs one shared round: a decoding row per stream, with the drafts priced rounds
 // grant it, then prompt chunks with what is left. Drafts are the MTP head's chain (round.go's draftMTP)
 // and n-gram copies after it (ngram.go).
 //
