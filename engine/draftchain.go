@@ -84,7 +84,7 @@ func (c *DraftChains) StartDraftChain(ctx context.Context, row batch.Row, drafts
 // chained rows reach depth-1 positions past its last accepted row.
 func (c *DraftChains) Step() error {
 	m, depth := c.m, c.rows-1
-	reach := c.next + c.untaken*c.rows + 2*depth // the furthest position the step's head writes
+	reach := c.next + c.untaken*c.rows + 2*depth // its head's last chained row at reach-1, turned by RoPE as reach
 	switch {
 	case c.rows == 0:
 		return errors.New("engine: Step before StartDraftChain")

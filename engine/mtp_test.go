@@ -115,3 +115,49 @@ func TestMTPChainRefusesWhatItCannotRead(t *testing.T) {
 		t.Errorf("a chained row after a draft with logits: %v", err)
 	}
 }
+
+// TestDraftChainRefusesWhatItCannotRun: a drafted chain refuses a start without drafts or with
+// more rows than a forward takes, a step before a start, a third untaken step, a step that could
+// pass the context, and a verdict with no step enqueued.
+func TestDraftChainRefusesWhatItCannotRun(t *testing.T) {
+	m, _ := bundledMTP(t)
+	c := m.DraftChains()
+	if c == nil {
+		t.Fatal("the bundled model on the CPU should run drafted chains")
+	}
+	ctx := context.Background()
+	if err := c.Step(); err == nil {
+		t.Error("Step before StartDraftChain: no error")
+	}
+	if err := c.StartDraftChain(ctx, batch.Row{Pos: 3, Token: 5}, nil); err == nil {
+		t.Error("a chain without drafts: no error")
+	}
+	if err := c.StartDraftChain(ctx, batch.Row{Pos: 3, Token: 5}, make([]int32, 64)); err == nil {
+		t.Error("a chain of 65 rows a step, past MaxRows 64: no error")
+	}
+	if _, _, err := c.Verdict(); err == nil {
+		t.Error("Verdict with no step: no error")
+	}
+	if err := c.StartDraftChain(ctx, batch.Row{Pos: 3, Token: 5}, []int32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	for range batch.ChainAhead {
+		if err := c.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Step(); err == nil {
+		t.Errorf("a step past %d untaken: no error", batch.ChainAhead)
+	}
+	// Context 128: a step of 2 drafts at 121 has its head's rows reach 124, with RoPE at 125; the
+	// step after it starts at up to 124 and could reach 128.
+	if err := c.StartDraftChain(ctx, batch.Row{Pos: 121, Token: 5}, []int32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step(); err != nil {
+		t.Fatalf("a step whose head reaches 125 of 128: %v", err)
+	}
+	if err := c.Step(); err == nil {
+		t.Error("a step that could reach position 128: no error")
+	}
+}

@@ -42,7 +42,7 @@ func copying(a *active) bool {
 // many landed before it; the reader must have room for every token the untaken steps and this
 // one could make; and the stream must still want a token after the fewest those steps make.
 func (l *laneState) draftStepFits(a *active, ahead, depth int) bool {
-	reach := a.fed + ahead*(depth+1) + 2*depth // the furthest position the step's head writes
+	reach := a.fed + ahead*(depth+1) + 2*depth // its head's last chained row at reach-1, turned by RoPE as reach
 	return reach < min(a.sess.capacity, l.h.model.Context()) &&
 		(ahead+1)*(depth+1) <= a.room() &&
 		ahead < a.req.MaxTokens-a.produced
