@@ -95,7 +95,8 @@ func (m *Model) MTP() batch.Drafter {
 // state of the last Forward's row rows[r].Source (h at position rows[r].Pos) with the token after
 // it, rows[r].Token, writes the MTP layer's keys and values for that position, and, where asked,
 // returns draft logits for the token two places after Pos. It must be called before the next
-// Forward, which overwrites the hidden states.
+// Forward, which overwrites the hidden states. A call whose rows ask for no logits returns
+// without waiting for the device.
 //
 // Chained rows (all of a call's or none) read instead the MTP layer's own output behind the last
 // Draft call's logits row Source, before mtp.norm, as the first step reads the backbone's before
@@ -114,7 +115,10 @@ func (h *MTPHead) Draft(ctx context.Context, rows []batch.DraftRow) ([]float32, 
 	m.draftRows(len(rows), n, rows[0].Chained)
 	logits := m.act.hostLogits[:n*m.cfg.Vocab]
 	if n == 0 {
-		return logits, m.backend.Sync()
+		// Rows that only feed the head's keys and values (a copying stream's, after each
+		// forward) read nothing back, so nothing waits for them: on a GPU they run behind the
+		// host, ahead of the next forward, and a failure shows at the next read or Sync.
+		return logits, nil
 	}
 	if err := m.backend.ReadFloat32(m.act.logits, logits); err != nil {
 		return nil, fmt.Errorf("engine: draft of %d rows: %w", len(rows), err)
