@@ -78,10 +78,10 @@ func (l *laneState) drafted(a *active) bool {
 
 // driveLone runs a stream that is alone on the host without building rounds: token by token, by
 // a greedy chain on the device, by a drafted chain on the device (draftChain), or a drafted
-// forward at a time (loneDrafted). Between forwards it
-// returns to the lane whenever the lane has something else to do (an arrival, a waiting request
-// that ended, a reconfiguration) or the stream leaves the lone path; the stream then goes on in
-// shared rounds with the same state, so its future tokens are the same.
+// forward at a time (loneDrafted). Between forwards it returns to the lane whenever the lane has
+// something else to do (an arrival, a waiting request that ended, a reconfiguration) or the
+// stream leaves the lone path; the stream then goes on in shared rounds with the same state, so
+// its future tokens are the same.
 func (l *laneState) driveLone(a *active) {
 	row := make([]batch.Row, 1)
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
