@@ -92,15 +92,17 @@ func (h *Shared) run() {
 	l := &h.lane
 	for {
 		l.collect()
+		l.reconfigure()
+		l.reap()
+		l.admit()
+		// After reap: a stream the lone driver left cancelled (a Close that gave up on it) ends
+		// there, and a closed lane with nothing left must stop rather than wait for a wake.
 		if l.closed && len(l.active) == 0 && len(l.waiting) == 0 {
 			if l.cache != nil {
 				l.cache.Flush(l.h.hostCtx) // a restart starts warm; a Close that gives up cuts it short
 			}
 			return
 		}
-		l.reconfigure()
-		l.reap()
-		l.admit()
 		if !l.work() {
 			l.wait()
 		}

@@ -288,3 +288,39 @@ func TestNewcomerWaitsAtMostOneDraftedStep(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseEndsAChainingStream: a Close that gives up on a stream running on the lone driver (a
+// greedy chain, a drafted chain) ends it and returns: the lane, which the chain leaves with the
+// stream cancelled but not yet ended, ends it and stops instead of waiting for a wake that no
+// one sends.
+func TestCloseEndsAChainingStream(t *testing.T) {
+	for _, drafts := range []Drafts{{}, {MTP: 2}} {
+		synctest.Test(t, func(t *testing.T) {
+			m := &draftDeviceToy{deviceToy: &deviceToy{toyModel: newToy(32, 2048)}}
+			h, err := NewShared(m, SharedOptions{Layout: []int{1024}, Chainer: m.deviceToy, Drafter: m, DraftChainer: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			events, err := h.Submit(t.Context(), Request{Prompt: []int32{1, 2, 3}, MaxTokens: 900, Drafts: drafts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 10 {
+				<-events
+			}
+			got := drain(events)
+			ctx, cancel := context.WithTimeout(t.Context(), 5*forwardTime)
+			defer cancel()
+			if err := h.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%+v: Close gave %v, want it to give up on the running reply", drafts, err)
+			}
+			evs := <-got
+			if end := evs[len(evs)-1]; !end.Done || end.Reason != FinishCancelled {
+				t.Errorf("%+v: the reply ended %+v, want cancelled", drafts, end)
+			}
+			if len(m.steps)+len(m.draftSteps) == 0 {
+				t.Errorf("%+v: the reply ran no chain step", drafts)
+			}
+		})
+	}
+}
