@@ -73,6 +73,8 @@ type backend struct {
 	route   routeTask
 	expert  expertTask
 	combine combineTask
+	conv    convTask
+	delta   deltaTask
 	experts expertBuffers // ExpertMatMul's gathered rows and tiles, kept between calls
 
 	qact []actBlock // the quantized activations of MatMul with quantized weights, grown as needed

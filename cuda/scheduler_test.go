@@ -33,6 +33,13 @@ func TestWindowRingsOnCUDA(t *testing.T) {
 	schedulertest.CheckWindowRings(t, openCUDA(t), "engine/testdata/oracle/gemma3")
 }
 
+// TestSharedEqualsSoloOnQwen3NextCUDA: on the GPU, the tiny Qwen3-Next checkpoint's replies run
+// together in shared rounds with MTP and n-gram drafts, their DeltaNet states stepping through
+// the device's step lists, equal the same requests run one at a time without drafts.
+func TestSharedEqualsSoloOnQwen3NextCUDA(t *testing.T) {
+	schedulertest.CheckSharedEqualsSolo(t, openCUDA(t), "engine/testdata/oracle/qwen3next")
+}
+
 // TestPromptCacheOnCUDA: on the GPU, replies restored from the prompt cache's memory and, after a
 // restart, from its spill folder equal the replies of a host without a cache.
 func TestPromptCacheOnCUDA(t *testing.T) {

@@ -89,7 +89,22 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 		MaxRows:      MaxRows,
 
 		PromptCacheGiB: cfg.PromptCache.GiB,
+		StateDepth:     stateDepth(cfg.Drafts),
 	})
+}
+
+// stateDepth is how many of its newest positions' DeltaNet states a hybrid model's session keeps:
+// the newest token's and the one before it (a kept prompt's last position is fed again), and
+// one for each draft a round may verify after the newest token.
+func stateDepth(d config.DraftsConfig) int {
+	depth := 2
+	if d.Enabled {
+		depth += d.MTPMax
+		if d.NGram {
+			depth += d.NGramMax
+		}
+	}
+	return depth
 }
 
 // workingSet is what the GPU may hold at once where it shares the machine's RAM, or 0.
@@ -102,7 +117,7 @@ func workingSet(b compute.Backend) uint64 {
 
 // residentBytes is what a loaded instance holds under the plan's limit.
 func (in *instance) residentBytes() int64 {
-	return in.plan.Weights + in.plan.Scratch + in.plan.Cache + in.plan.KV
+	return in.plan.Weights + in.plan.Scratch + in.plan.Cache + in.plan.KV + in.plan.States
 }
 
 // startInstance opens a backend, plans, loads the model and starts its host, with an API Handler
@@ -140,8 +155,8 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Sessions: len(in.plan.Layout), Quantize: in.plan.Quantize,
-		Progress: loadProgress(logger, start)})
+		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize,
+		Sessions: len(in.plan.Layout), StateDepth: in.plan.StateDepth, Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {
 			return fmt.Errorf("daemon: load the bundled model: %w", err)
@@ -155,7 +170,11 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 	opts := in.sharedOptions(cfg)
 	opts.Drafter, opts.Chainer, opts.DraftChainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m.DraftChains(), m, report, logger
 	opts.States = m.States()
-	opts.Cache = in.cache
+	if !m.Config().Next.Enabled {
+		// A block of the prompt cache holds keys and values; a hybrid model's session restored
+		// from blocks would lack the DeltaNet states at their end (the plan gives it no cache).
+		opts.Cache = in.cache
+	}
 	opts.Calibrate = true // drafts are priced by this machine's timings from the first round
 	in.host, err = scheduler.NewShared(m, opts)
 	if err != nil {

@@ -132,11 +132,14 @@ func (s *server) applyConfig(ctx context.Context, old, next config.Config, routi
 // sessions that do not fit the KV pool the current model was loaded with (or, for a model that
 // keeps its sliding layers in rings, more sessions than it has rings), or a prompt cache that
 // does not fit under the limit beside that pool (which keeps its memory until the model loads
-// again).
+// again). A hybrid model is loaded again for any other layout: it keeps DeltaNet states for as
+// many sessions as its layout had, and while replies finish in the old layout's sessions, a round
+// could hold more sessions than that.
 func needsModelLoad(changes []config.Change, plan engine.Plan, cur *instance) bool {
-	pool := int64(cur.model.Slots())*plan.KVPerToken + int64(cur.model.Rings())*plan.RingPerSession
+	pool := int64(cur.model.Slots())*plan.KVPerToken + int64(cur.model.Rings())*plan.RingPerSession + cur.plan.States
 	return touches(changes, modelKeys...) || plan.Context != cur.plan.Context || plan.Slots() > cur.model.Slots() ||
 		plan.RingPerSession > 0 && len(plan.Layout) > cur.model.Rings() ||
+		plan.StatePerSession > 0 && !slices.Equal(plan.Layout, cur.plan.Layout) ||
 		pool+plan.Cache > plan.Limit-plan.Weights-plan.Scratch-plan.Margin
 }
 

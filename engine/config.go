@@ -40,6 +40,9 @@ type Config struct {
 
 	// Gemma holds what Gemma 3 adds; its zero value is a Llama/Qwen model.
 	Gemma GemmaConfig
+
+	// Next holds what Qwen3-Next adds; its zero value is another family.
+	Next NextConfig
 }
 
 // GemmaConfig is what Gemma 3's text model (Gemma3ForCausalLM) does beyond the Llama/Qwen
@@ -109,6 +112,15 @@ type RopeConfig struct {
 	FreqFactors []float32
 }
 
+// KVLayers returns how many of the decoder layers keep keys and values: all of them, but in a
+// hybrid model (Qwen3-Next) only its attention layers.
+func (c Config) KVLayers() int {
+	if c.Next.Enabled {
+		return c.Layers - c.Next.LinearLayers()
+	}
+	return c.Layers
+}
+
 // family says how one architecture name maps onto Config.
 type family struct {
 	// apply sets what the architecture fixes, from the raw config.
@@ -136,6 +148,12 @@ var families = map[string]family{
 		c.QKNorm = true
 		// Gemma3TextConfig ties by default; save_pretrained leaves the default out.
 		c.TieEmbeddings = raw.TieWordEmbeddings == nil || *raw.TieWordEmbeddings
+	}},
+	"Qwen3NextForCausalLM": {apply: func(c *Config, raw *rawConfig) {
+		c.AttentionBias = raw.AttentionBias
+		c.OutputBias = raw.AttentionBias
+		c.QKNorm = true
+		// The mixture and the rest: parseNext, which reads keys rawConfig does not.
 	}},
 	"Qwen3MoeForCausalLM": {apply: func(c *Config, raw *rawConfig) {
 		c.AttentionBias = raw.AttentionBias
@@ -266,6 +284,11 @@ func ParseConfig(data []byte) (Config, error) {
 			return Config{}, err
 		}
 		return c, c.validate()
+	}
+	if arch == "Qwen3NextForCausalLM" {
+		if err := parseNext(&c, &raw, data); err != nil {
+			return Config{}, err
+		}
 	}
 	rope, err := parseRope(&raw)
 	if err != nil {

@@ -61,6 +61,25 @@ func TestParseConfigFamilies(t *testing.T) {
 				return !g.Sliding[0] && g.Sliding[1] && g.FinalSoftcap == 30 && g.QueryPreAttnScalar == 256 &&
 					g.SlidingWindow == 4096 && c.Rope.Theta == 500000 && g.LocalRope.Theta == 20000
 			}},
+		{"qwen3-next defaults as Qwen3NextConfig's: full_attention_interval, head_dim 256, a quarter rotary", `{"architectures": ["Qwen3NextForCausalLM"], ` + base + `,
+			"num_hidden_layers": 8, "partial_rotary_factor": 0.25}`,
+			func(c Config) bool {
+				n, m := c.Next, c.MoE
+				return n.Enabled && c.QKNorm && c.HeadDim == 256 && n.RotaryDim == 64 && n.LinearLayers() == 6 &&
+					n.Linear[0] && !n.Linear[3] && !n.Linear[7] && c.KVLayers() == 2 &&
+					n.KHeads == 16 && n.VHeads == 32 && n.KDim == 128 && n.VDim == 128 && n.ConvKernel == 4 &&
+					n.SharedIntermediate == 512 && m.Experts == 512 && m.PerToken == 10 && m.Intermediate == 512 && m.NormTopK
+			}},
+		{"qwen3-next as transformers 5 writes it: layer_types, the rotary factor in rope_parameters", `{"architectures": ["Qwen3NextForCausalLM"], ` + base + `,
+			"head_dim": 16, "layer_types": ["full_attention", "linear_attention"], "norm_topk_prob": false,
+			"rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.5},
+			"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 12,
+			"num_experts": 8, "num_experts_per_tok": 2, "shared_expert_intermediate_size": 0}`,
+			func(c Config) bool {
+				n := c.Next
+				return !n.Linear[0] && n.Linear[1] && n.RotaryDim == 8 && c.Rope.Theta == 1e7 && !c.MoE.NormTopK &&
+					n.ConvChannels() == 2*2*8+4*12 && n.SharedIntermediate == 0
+			}},
 		{"transformers 4 rope_theta + rope_scaling", `{"architectures": ["LlamaForCausalLM"], "rope_theta": 1000, ` + base + `,
 			"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 64}}`,
 			func(c Config) bool { return c.Rope.Type == "llama3" && c.Rope.Theta == 1000 }},
@@ -96,6 +115,12 @@ func TestParseConfigRefusals(t *testing.T) {
 		{"gemma 3 layer_types of another length", `{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
 			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "layer_types": ["full_attention"]}`, "layer_types names 1 layers"},
 		{"unsupported rope", `{"architectures": ["Qwen2ForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, `rope type "yarn"`},
+		{"qwen3-next value heads not a multiple of key heads", `{"architectures": ["Qwen3NextForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "linear_num_key_heads": 3, "linear_num_value_heads": 4}`, "multiple of linear_num_key_heads (3)"},
+		{"qwen3-next rotary dimensions not even", `{"architectures": ["Qwen3NextForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "head_dim": 12, "partial_rotary_factor": 0.25}`, "gives 3 rotary dimensions"},
+		{"qwen3-next layer type unknown", `{"architectures": ["Qwen3NextForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "layer_types": ["linear_attention", "sliding_attention"]}`, `layer_types[1] = "sliding_attention"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,6 +129,40 @@ func TestParseConfigRefusals(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, tt.wantInErr)
 			}
 		})
+	}
+}
+
+// TestRotaryPermutation: the permutation that lets RoPE turn Qwen3-Next's partial rotary places
+// each turned pair (i, i + rotary/2) at RoPE's (i, i + headDim/2), puts every other dimension
+// somewhere, once, in order, and is the identity when the whole head turns.
+func TestRotaryPermutation(t *testing.T) {
+	for _, c := range []struct{ hd, rot int }{{16, 4}, {256, 64}, {12, 12}, {8, 2}} {
+		perm := rotaryPermutation(c.hd, c.rot)
+		seen := make([]bool, c.hd)
+		last := -1
+		for j, d := range perm {
+			if seen[d] {
+				t.Fatalf("head %d, rotary %d: dimension %d placed twice: %v", c.hd, c.rot, d, perm)
+			}
+			seen[d] = true
+			switch half := j % (c.hd / 2); {
+			case half < c.rot/2 && d != half+j/(c.hd/2)*(c.rot/2):
+				t.Errorf("head %d, rotary %d: place %d holds %d, want the pair's %d", c.hd, c.rot, j, d, half+j/(c.hd/2)*(c.rot/2))
+			case half >= c.rot/2:
+				if d < c.rot || d < last {
+					t.Errorf("head %d, rotary %d: place %d holds %d, want the unturned dimensions in order: %v", c.hd, c.rot, j, d, perm)
+				}
+				last = d
+			}
+		}
+		if c.hd == c.rot {
+			for j, d := range perm {
+				if d != j {
+					t.Errorf("a whole head turned: permutation %v, want the identity", perm)
+					break
+				}
+			}
+		}
 	}
 }
 

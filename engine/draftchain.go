@@ -42,10 +42,12 @@ type DraftChains struct {
 
 // DraftChains returns the model's drafted chains, or nil when its backend runs none (it is no
 // compute.DraftVerifier), the checkpoint has no MTP head, or the model needs the host between
-// forwards (Gemma, as for Chains).
+// forwards (Gemma and hybrid models, as for Chains).
 func (m *Model) DraftChains() batch.DraftChainer {
 	ops, ok := m.backend.(compute.DraftVerifier)
-	if !ok || m.mtp == nil || m.cfg.Gemma.Enabled {
+	if !ok || m.mtp == nil || m.cfg.Gemma.Enabled || m.states != nil {
+		// A hybrid model's steps through its DeltaNet states are staged per forward from the
+		// rows' positions, which a chain on the device does not do.
 		return nil
 	}
 	reader, _ := m.backend.(compute.AsyncReader)

@@ -47,12 +47,25 @@ type activations struct {
 	expertUp      compute.Tensor // [maxRows·k, moeInter]
 	expertOut     compute.Tensor // [maxRows·k, hidden]: each pair's expert output
 
+	// A hybrid model's scratch (nil elsewhere, Qwen3-Next): a DeltaNet layer's projections and
+	// the outputs of its convolution and recurrence, the rows' step list through the states,
+	// the gated attention's gate, and the shared expert's.
+	mixed, convOut       compute.Tensor // [maxRows, convChannels]
+	z, core              compute.Tensor // [maxRows, vHeads·vDim]
+	ba                   compute.Tensor // [maxRows, 2·vHeads]
+	steps                compute.Tensor // I32 [3·maxRows] (compute.DeltaNet)
+	attnGate             compute.Tensor // [maxRows, heads·headDim]
+	sharedGate, sharedUp compute.Tensor // [maxRows, sharedInter]
+	sharedOut            compute.Tensor // [maxRows, hidden]
+	sharedScore          compute.Tensor // [maxRows, 1]
+
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
 	hostRopePositions, hostSources                   []int32
 	hostWinBases, hostWinPositions                   []int32
 	hostRingBases, hostRingMirrors, hostRingPos      []int32
 	hostLogits                                       []float32
+	hostSteps                                        []int32
 }
 
 func newActivations(b compute.Backend, c Config, maxRows int) (*activations, error) {
@@ -118,6 +131,35 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 			}
 		}
 	}
+	if n := c.Next; n.Enabled {
+		a.hostSteps = make([]int32, 3*maxRows)
+		vd := n.VHeads * n.VDim
+		specs := []struct {
+			dst   *compute.Tensor
+			dtype compute.DType
+			shape []int
+		}{
+			{&a.mixed, compute.F32, []int{maxRows, n.ConvChannels()}}, {&a.convOut, compute.F32, []int{maxRows, n.ConvChannels()}},
+			{&a.z, compute.F32, []int{maxRows, vd}}, {&a.core, compute.F32, []int{maxRows, vd}},
+			{&a.ba, compute.F32, []int{maxRows, 2 * n.VHeads}}, {&a.steps, compute.I32, []int{3 * maxRows}},
+			{&a.attnGate, compute.F32, []int{maxRows, q}},
+		}
+		if n.SharedIntermediate > 0 {
+			specs = append(specs, []struct {
+				dst   *compute.Tensor
+				dtype compute.DType
+				shape []int
+			}{
+				{&a.sharedGate, compute.F32, []int{maxRows, n.SharedIntermediate}}, {&a.sharedUp, compute.F32, []int{maxRows, n.SharedIntermediate}},
+				{&a.sharedOut, compute.F32, []int{maxRows, c.Hidden}}, {&a.sharedScore, compute.F32, []int{maxRows, 1}},
+			}...)
+		}
+		for _, s := range specs {
+			if err := a.alloc(b, s.dst, s.dtype, s.shape...); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return a, nil
 }
 
@@ -136,7 +178,8 @@ func (a *activations) free(b compute.Backend) {
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources,
 		a.winBases, a.winPositions, a.ringBases, a.ringMirrors, a.ringPositions, a.x, a.h, a.q,
 		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain, a.verdict,
-		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut} {
+		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut,
+		a.mixed, a.convOut, a.z, a.core, a.ba, a.steps, a.attnGate, a.sharedGate, a.sharedUp, a.sharedOut, a.sharedScore} {
 		if t != nil {
 			b.Free(t)
 		}
@@ -207,6 +250,14 @@ func (m *Model) stageRows(rows []batch.Row) (int, error) {
 	m.backend.WriteInt32(a.positions, a.hostPositions[:len(rows)])
 	m.backend.WriteInt32(a.bases, a.hostBases[:len(rows)])
 	m.backend.WriteInt32(a.wanted, a.hostWanted[:n])
+	if m.states != nil {
+		ranges, err := m.states.stage(rows, a.hostSteps)
+		if err != nil {
+			return 0, err
+		}
+		m.backend.WriteInt32(a.steps, a.hostSteps[:3*len(rows)])
+		m.states.commit(ranges)
+	}
 	switch w, _ := m.cfg.windowed(); {
 	case m.rings != nil:
 		if err := m.rings.stage(rows, a.hostRingBases, a.hostRingMirrors, a.hostRingPos, a.hostWinBases, a.hostWinPositions); err != nil {
@@ -240,7 +291,11 @@ func (m *Model) forwardRows(rows, wanted int) {
 	b.RMSNorm(a.h, a.x, w.layers[0].inputNorm, rows, c.NormEps)
 	for i := range w.layers {
 		l := &w.layers[i]
-		m.attention(i, l, rows, a.positions)
+		if l.delta != nil {
+			m.deltaNet(l.delta, rows)
+		} else {
+			m.attention(i, l, rows, a.positions)
+		}
 		if l.attnOutNorm != nil {
 			// Gemma: the attention's output is normed before the residual add.
 			b.RMSNorm(a.out, a.out, l.attnOutNorm, rows, c.NormEps)
@@ -288,6 +343,10 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 	if m.localInvFreq != nil && c.Window(layer) > 0 {
 		freqs = m.localInvFreq // Gemma's sliding layers turn by their own rope
 	}
+	if l.qGate != nil {
+		// Qwen3-Next: the second half of q_proj gates the attention's output.
+		b.MatMul(a.attnGate, a.h, l.qGate, nil, rows)
+	}
 	b.RoPE(a.q, ropePositions, freqs, rows, c.Heads)
 	b.RoPE(a.k, ropePositions, freqs, rows, c.KVHeads)
 	// Every row's keys land before any row attends, so rows of one session in this forward see
@@ -308,6 +367,9 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		full := m.fullLayer(layer)
 		b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
 		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, rows, c.Heads, m.attnScale)
+	}
+	if l.qGate != nil {
+		m.deltaOps.SigmoidMul(a.attn, a.attn, a.attnGate, rows)
 	}
 	b.MatMul(a.out, a.attn, l.o, l.oBias, rows)
 }
@@ -347,6 +409,15 @@ func (m *Model) experts(l *layerWeights, rows int) {
 	b.ExpertMatMul(a.expertOut, a.expertGate, l.expertDown, a.groups, pairs, 1)
 	// out[r] = Σ_j weight[r·k+j]·expertOut[r·k+j], by rank
 	b.CombineExperts(a.out, a.expertOut, a.expertWeights, rows, k)
+	if l.sharedGate != nil {
+		// Qwen3-Next: out += sigmoid(shared_expert_gate·h) · shared_expert(h)
+		b.MatMul(a.sharedGate, a.h, l.sharedGate, nil, rows)
+		b.MatMul(a.sharedUp, a.h, l.sharedUp, nil, rows)
+		b.SiLUMul(a.sharedGate, a.sharedGate, a.sharedUp, rows)
+		b.MatMul(a.sharedOut, a.sharedGate, l.sharedDown, nil, rows)
+		b.MatMul(a.sharedScore, a.h, l.sharedExpertGate, nil, rows)
+		m.deltaOps.AddSigmoidScaled(a.out, a.sharedOut, a.sharedScore, rows)
+	}
 }
 
 // matMuls runs the MatMuls of one x (q, k and v; gate and up) in one call where the backend is a

@@ -1,5 +1,6 @@
-// Package engine runs decoder-only transformers of the Llama and Qwen families, Qwen3's mixture of
-// experts included: it reads a Hugging Face model folder (config.json, safetensors weights,
+// Package engine runs decoder-only transformers of the Llama, Qwen and Gemma 3 families, Qwen3's
+// mixture of experts and Qwen3-Next's hybrid of gated DeltaNet and attention layers included (a
+// hybrid model's sessions carry DeltaNet states, deltastate.go): it reads a Hugging Face model folder (config.json, safetensors weights,
 // tokenizer, chat template, generation defaults) or a GGUF file (the same, as llama.cpp's
 // metadata and tensors), places the weights on a compute backend, and runs the forward pass over
 // rows of many sessions. The forward is written once, against the compute contract.
@@ -40,10 +41,15 @@ type Options struct {
 	MaxRows int
 	// Slots is the KV pool's size in tokens, shared by all sessions; default Context.
 	Slots int
-	// Sessions is the most sessions whose sliding layers a model with sliding-window layers keeps
-	// in rings at once (window.go); default DefaultAutoCap. A ring is given to a session the
-	// first time a forward feeds it, the least recently used one's when none is free.
+	// Sessions is the most sessions whose state a model keeps at once, beyond their keys and
+	// values: a model with sliding-window layers keeps their sliding layers in rings (window.go),
+	// a hybrid model (Qwen3-Next) its DeltaNet states (deltastate.go); default DefaultAutoCap.
+	// Either is given to a session the first time a forward feeds it, the least recently used
+	// one's when none is free. Other models keep nothing beyond their keys and values.
 	Sessions int
+	// StateDepth is how many of its newest positions' DeltaNet states each session of a hybrid
+	// model keeps, so that it can be fed again from any of them; default DefaultStateDepth.
+	StateDepth int
 	// Quantize quantizes the weight matrices of a 16- or 32-bit checkpoint as they load
 	// (model.quantize); the backend must run quantized weights (cpu, cuda and metal do).
 	Quantize Quantization
@@ -72,9 +78,13 @@ type Model struct {
 	attnScale    float32
 	kv           compute.KV
 	kvSpec       compute.KVSpec
-	act          *activations
-	identity     string
-	stores       map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
+	// A hybrid model's DeltaNet ops (the backend, where it has them) and its sessions' states;
+	// nil in other models.
+	deltaOps compute.DeltaNet
+	states   *deltaStates
+	act      *activations
+	identity string
+	stores   map[*BlockStore]struct{} // the block stores not yet closed; Close closes them
 
 	// rings keeps the sliding layers' keys and values of each session in a ring bounded by the
 	// window (window.go); nil when the pool kv keeps every layer's. fullIndex maps a layer (the
@@ -103,9 +113,21 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	if err != nil {
 		return nil, err
 	}
+	if m.cfg.Next.Enabled {
+		var ok bool
+		if m.deltaOps, ok = backend.(compute.DeltaNet); !ok {
+			ckpt.close()
+			return nil, fmt.Errorf("engine: %s is a Qwen3-Next model, and the %s backend has no kernels for its gated DeltaNet layers yet: serve it with model.backend = \"cpu\"", loc.where, backend.Name())
+		}
+	}
 	u := newUploader(ckpt, backend, opts.Quantize)
-	// A GGUF file holds Gemma's norms as 1 + w already (ggufgemma3.go).
-	u.normPlusOne = m.cfg.Gemma.Enabled && loc.gguf == ""
+	switch {
+	case m.cfg.Gemma.Enabled && loc.gguf == "":
+		// A GGUF file holds Gemma's norms as 1 + w already (ggufgemma3.go).
+		u.normPlusOne = isGemmaNorm
+	case m.cfg.Next.Enabled:
+		u.normPlusOne = isNextNorm
+	}
 	if u.inPlace != nil {
 		m.ckpt = ckpt // its tensors' bytes are the weights: Close closes it after freeing them
 	} else {
@@ -295,6 +317,11 @@ func (m *Model) allocate(opts Options) error {
 		m.slots = m.context
 	}
 	freqs := invFreq(c.Rope, c.HeadDim)
+	if c.Next.Enabled {
+		// RoPE turns the first RotaryDim dimensions, permuted at load to RoPE's pairs (see
+		// qwen3nextweights.go); the rest get an inverse frequency of 0.
+		freqs = append(invFreq(c.Rope, c.Next.RotaryDim), make([]float32, (c.HeadDim-c.Next.RotaryDim)/2)...)
+	}
 	var err error
 	if m.invFreq, err = m.backend.Upload(compute.F32, []int{len(freqs)}, float32Bytes(freqs)); err != nil {
 		return fmt.Errorf("engine: upload rotary table: %w", err)
@@ -325,6 +352,9 @@ func (m *Model) allocate(opts Options) error {
 	full := 0 // the layers that keep every position
 	for i := range layers {
 		m.fullIndex = append(m.fullIndex, -1)
+		if i < c.Layers && c.Next.Enabled && c.Next.Linear[i] {
+			continue // a DeltaNet layer keeps states, not keys and values
+		}
 		if _, inRing := m.rings.sliding(i); !inRing {
 			m.fullIndex[i] = full
 			full++
@@ -334,7 +364,19 @@ func (m *Model) allocate(opts Options) error {
 	if m.kv, err = m.backend.NewKV(m.kvSpec); err != nil {
 		return fmt.Errorf("engine: allocate KV pool of %d slots: %w", m.slots, err)
 	}
-	m.act, err = newActivations(m.backend, c, m.maxRows)
+	if m.act, err = newActivations(m.backend, c, m.maxRows); err != nil {
+		return err
+	}
+	if c.Next.Enabled {
+		sessions, depth := opts.Sessions, opts.StateDepth
+		if sessions <= 0 {
+			sessions = DefaultAutoCap
+		}
+		if depth <= 0 {
+			depth = DefaultStateDepth
+		}
+		m.states, err = newDeltaStates(m.backend, c, sessions, depth)
+	}
 	return err
 }
 
@@ -343,6 +385,10 @@ func (m *Model) allocate(opts Options) error {
 func (m *Model) Close() {
 	for s := range m.stores {
 		s.Close()
+	}
+	if m.states != nil {
+		m.states.free(m.backend)
+		m.states = nil
 	}
 	if m.act != nil {
 		m.act.free(m.backend)
@@ -414,6 +460,9 @@ func (m *Model) MoveKV(dst, src, n int) error {
 		}
 	}
 	m.backend.CopyKV(m.kv, dst, m.kv, src, n)
+	if m.states != nil {
+		m.states.move(m.deltaOps, dst, src, n)
+	}
 	return nil
 }
 

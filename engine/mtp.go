@@ -56,6 +56,10 @@ func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
 	if w.fcHidden, err = u.upload("mtp.fc.weight", hiddenHalf, []int{c.Hidden, c.Hidden}); err != nil {
 		return nil, err
 	}
+	if c.Next.Enabled {
+		// A gated attention layer of the family, with its mixture of experts.
+		return w, loadNextLayer(u, c, "mtp.layers.0.", false, c.MoE.Experts > 0, &w.layer)
+	}
 	return w, loadLayer(u, c, "mtp.layers.0.", false, &w.layer)
 }
 

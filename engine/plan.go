@@ -77,6 +77,9 @@ type PlanInput struct {
 	// PromptCacheGiB is the prompt cache's memory, reserved before the sessions are sized: N GiB,
 	// a negative number for the default share (DefaultCacheShare), 0 for none.
 	PromptCacheGiB float64
+	// StateDepth is, for a hybrid model (Qwen3-Next), how many of its newest positions' DeltaNet
+	// states each session keeps (Options.StateDepth); 0: DefaultStateDepth.
+	StateDepth int
 }
 
 // Plan is a computed memory plan. All sizes are bytes.
@@ -88,7 +91,8 @@ type Plan struct {
 	Scratch  int64 // activations and logits for MaxRows rows
 	Margin   int64
 	Cache    int64 // the prompt cache's own memory
-	KV       int64 // all sessions
+	KV       int64 // all sessions' keys and values
+	States   int64 // all sessions' DeltaNet states (a hybrid model), besides their keys and values
 	Left     int64 // Limit minus the rest; never negative
 
 	// CacheFrom says how the prompt cache's size was chosen.
@@ -116,6 +120,10 @@ type Plan struct {
 	RingLength     int
 	// CachePerToken is a cached token's memory in the prompt cache: every layer's keys and values.
 	CachePerToken int64
+	// StatePerSession is a hybrid model's DeltaNet states of one session, StateDepth positions
+	// of them; 0 for other models.
+	StatePerSession int64
+	StateDepth      int
 	// Notes say what the plan decided that a person may not expect (a lowered context, the serial
 	// host chosen by auto), one sentence each.
 	Notes []string
@@ -164,11 +172,24 @@ func MakePlan(in PlanInput) (Plan, error) {
 		return Plan{}, err
 	}
 	avail -= p.Cache
-	if err := p.sessions(in, avail); err != nil {
+	// A hybrid model's sessions each hold their states besides their keys and values: reserved
+	// for as many sessions as the layout may have, and what the sessions made do not use is left.
+	reserved := int64(0)
+	if in.Model.Next.Enabled {
+		p.StateDepth = in.StateDepth
+		p.StatePerSession = in.Model.StateBytes(p.StateDepth)
+		reserved = int64(in.mostSessions()) * p.StatePerSession
+		if reserved >= avail {
+			return Plan{}, fmt.Errorf("memory: the DeltaNet states of %d sessions (%s each, %d positions deep) need %s, and %s is left under the %s limit: use fewer sessions, shallower drafts (drafts.mtp_max, drafts.ngram_max), or raise memory.load_limit_gb",
+				in.mostSessions(), FormatBytes(p.StatePerSession), p.StateDepth, FormatBytes(reserved), FormatBytes(avail), FormatBytes(p.Limit))
+		}
+	}
+	if err := p.sessions(in, avail-reserved); err != nil {
 		return Plan{}, err
 	}
 	p.KV = p.layoutBytes(len(p.Layout), p.Slots())
-	p.Left = avail - p.KV
+	p.States = int64(len(p.Layout)) * p.StatePerSession
+	p.Left = avail - p.KV - p.States
 	if p.RingLength > 0 {
 		_, sliding := in.Model.windowed()
 		p.Notes = append(p.Notes, fmt.Sprintf("sliding window: the %d sliding layers of a session keep their last %d positions (the window and a forward's rows) in rings, %s a session; a session of %d tokens takes %s, against %s keeping every position",
@@ -181,9 +202,23 @@ func MakePlan(in PlanInput) (Plan, error) {
 	return p, nil
 }
 
+// mostSessions is how many sessions the layout may have: the layout's, the parallel count, or the
+// most auto makes.
+func (in PlanInput) mostSessions() int {
+	switch {
+	case len(in.Layout) > 0:
+		return len(in.Layout)
+	case in.Parallel > 0:
+		return in.Parallel
+	}
+	return in.AutoCap
+}
+
 // promptCache sets p.Cache and p.CacheFrom from in, within avail bytes.
 func (p *Plan) promptCache(in PlanInput, avail int64) error {
 	switch gib := in.PromptCacheGiB; {
+	case in.Model.Next.Enabled:
+		p.CacheFrom = "off: a hybrid model's sessions carry DeltaNet states, which the cache's blocks do not hold"
 	case gib == 0:
 		p.CacheFrom = "prompt_cache.gib = 0: off"
 	case gib > 0:
@@ -209,6 +244,9 @@ func (in PlanInput) withDefaults() PlanInput {
 	}
 	if in.AutoCap <= 0 {
 		in.AutoCap = DefaultAutoCap
+	}
+	if in.StateDepth <= 0 {
+		in.StateDepth = DefaultStateDepth
 	}
 	return in
 }
@@ -404,10 +442,10 @@ func (p *Plan) refuse(n, tokens int, avail int64, ways string) error {
 		what, FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit), ways)
 }
 
-// kvPerToken is the KV memory one token takes in one session: keys and values in every layer,
-// the MTP head's included.
+// kvPerToken is the KV memory one token takes in one session: keys and values in every layer
+// that keeps them (a hybrid model's attention layers), the MTP head's included.
 func kvPerToken(c Config) int64 {
-	return compute.KVSpec{Layers: c.Layers + min(c.MTPLayers, 1), KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 1}.Bytes()
+	return compute.KVSpec{Layers: c.KVLayers() + min(c.MTPLayers, 1), KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 1}.Bytes()
 }
 
 // ScratchBytes estimates the forward's scratch for maxRows rows: the F32 activations Load
@@ -423,6 +461,11 @@ func ScratchBytes(c Config, maxRows int) int64 {
 		k := moe.PerToken
 		perRow += moe.Experts + 3*k + k*(2*moe.Intermediate+c.Hidden) + k*2*c.Hidden
 		fixed = moe.Experts + 1
+	}
+	if n := c.Next; n.Enabled {
+		// a DeltaNet layer's projections, convolution, recurrence and b/a, its step list, the
+		// attention's gate, and the shared expert's gate, up, output and score
+		perRow += 2*n.ConvChannels() + 2*n.VHeads*n.VDim + 2*n.VHeads + 3 + q + 2*n.SharedIntermediate + c.Hidden + 1
 	}
 	return (int64(maxRows)*int64(perRow) + int64(fixed)) * 4
 }
@@ -470,6 +513,9 @@ func (p Plan) String() string {
 		perToken += fmt.Sprintf(" and %s of sliding-layer rings a session", FormatBytes(p.RingPerSession))
 	}
 	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s", p.Layout.String(), host, p.Parallel, perToken))
+	if p.StatePerSession > 0 {
+		row("states", p.States, fmt.Sprintf("DeltaNet states: %s a session (its newest %d positions)", FormatBytes(p.StatePerSession), p.StateDepth))
+	}
 	row("session", p.layoutBytes(1, p.Context), fmt.Sprintf("the keys and values of one session of the context (%d tokens)", p.Context))
 	row("left", p.Left, "")
 	fmt.Fprintf(&b, "  context   %d tokens\n", p.Context)

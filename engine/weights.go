@@ -27,6 +27,14 @@ type layerWeights struct {
 	// and every expert's matrices, stacked (checkpoints store them one by one).
 	router                           compute.Tensor // [experts, hidden]
 	expertGate, expertUp, expertDown compute.Tensor // [experts, moeInter, hidden] ×2, [experts, hidden, moeInter]
+
+	// Qwen3-Next: a gated DeltaNet layer has delta instead of q, k, v and o; an attention layer
+	// gates its output by sigmoid(qGate·h); a sparse layer adds a shared expert, scaled by
+	// sigmoid(sharedExpertGate·h).
+	delta                            *deltaWeights
+	qGate                            compute.Tensor // [heads·headDim, hidden]
+	sharedGate, sharedUp, sharedDown compute.Tensor // [sharedInter, hidden] ×2, [hidden, sharedInter]
+	sharedExpertGate                 compute.Tensor // [1, hidden]
 }
 
 // weights is a whole model on the backend.
@@ -47,8 +55,9 @@ type uploader struct {
 	inPlace  compute.InPlaceUploader // the backend, when it implements it; nil otherwise
 	quantize Quantization
 	uploaded []compute.Tensor
-	// normPlusOne uploads every RMSNorm weight w as 1 + w in F32 (Gemma).
-	normPlusOne bool
+	// normPlusOne, when set, names the RMSNorm weights w uploaded as 1 + w in F32 (Gemma's,
+	// Qwen3-Next's).
+	normPlusOne func(hf string) bool
 }
 
 // newUploader returns an uploader of ckpt's tensors onto backend.
@@ -82,7 +91,7 @@ func (u *uploader) optional(name string, want bool, shape ...int) (compute.Tenso
 // as it is, quantized (u.quantize), or, for the packed codes of an MLX-quantized matrix, with its
 // scales and biases.
 func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, error) {
-	if u.normPlusOne && isGemmaNorm(hf) && t.mlx == nil {
+	if u.normPlusOne != nil && u.normPlusOne(hf) && t.mlx == nil {
 		var err error
 		if t, err = plusOne(t); err != nil {
 			return nil, err
@@ -162,9 +171,21 @@ func loadWeights(u *uploader, c Config, progress func(done, total int)) (weights
 		return w, err
 	}
 	w.layers = make([]layerWeights, c.Layers)
+	linear := 0
 	for i := range w.layers {
-		if err := loadLayer(u, c, fmt.Sprintf("model.layers.%d.", i), c.MoE.Sparse(i), &w.layers[i]); err != nil {
+		l, prefix := &w.layers[i], fmt.Sprintf("model.layers.%d.", i)
+		var err error
+		if c.Next.Enabled {
+			err = loadNextLayer(u, c, prefix, c.Next.Linear[i], c.MoE.Sparse(i), l)
+		} else {
+			err = loadLayer(u, c, prefix, c.MoE.Sparse(i), l)
+		}
+		if err != nil {
 			return w, err
+		}
+		if l.delta != nil {
+			l.delta.state = linear // its index among the DeltaNet layers picks its states
+			linear++
 		}
 		if progress != nil {
 			progress(i+1, c.Layers)

@@ -387,11 +387,16 @@ func (m *Model) Rings() int {
 	return len(m.rings.rings)
 }
 
-// States returns the model as a batch.Stateful when its sessions keep the sliding layers in
-// rings, or nil when every session keeps every position and can be fed again from any.
+// States returns where the model's sessions can be fed again from, as a batch.Stateful: a
+// hybrid model's DeltaNet states (deltastate.go), or the model itself when its sessions keep the
+// sliding layers in rings; nil when every session keeps every position and can be fed again from
+// any. No family has both.
 func (m *Model) States() batch.Stateful {
-	if m.rings == nil {
-		return nil
+	switch {
+	case m.states != nil:
+		return stateHolder{m}
+	case m.rings != nil:
+		return m
 	}
-	return m
+	return nil
 }

@@ -32,6 +32,11 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 #define ERR_KVWRITE 3
 #define ERR_ATTENTION 4
 #define ERR_EXPERT 5
+#define ERR_STEP 6
+
+// STEP_BAD says that a step (row r, state rows from and to) of a DeltaNet step list
+// (deltanet.kern) is outside the rows or the states; from may be −1, a zero state.
+#define STEP_BAD(r, from, to, rows, states) ((r) < 0 || (r) >= (rows) || (from) < -1 || (from) >= (states) || (to) < 0 || (to) >= (states))
 
 // Attention's split of the keys by position (attention.kern; kernels.AttentionChunk and
 // kernels.AttentionSplits say the same): keys in chunks of ATTN_CHUNK, the chunks in at most

@@ -198,6 +198,33 @@ func ExpertMatMulLaunch(w string, pairs, experts, out int) Launch {
 // CombineExpertsLaunch is the launch of CombineExperts over n elements of dst: a thread per element.
 func CombineExpertsLaunch(n int) Launch { return launch("combine_experts", ceilDiv(n, 256), 1) }
 
+// SigmoidMulLaunch is the launch of SigmoidMul over n elements: a thread per element.
+func SigmoidMulLaunch(n int) Launch { return launch("sigmoid_mul", ceilDiv(n, 256), 1) }
+
+// AddSigmoidScaledLaunch is the launch of AddSigmoidScaled over n elements of dst: a thread per
+// element.
+func AddSigmoidScaledLaunch(n int) Launch { return launch("add_sigmoid_scaled", ceilDiv(n, 256), 1) }
+
+// CausalConvSiLULaunch is the launch of CausalConvSiLU over channels channels: a thread per
+// channel, through every step.
+func CausalConvSiLULaunch(channels int) Launch {
+	return launch("causal_conv_silu", ceilDiv(channels, 256), 1)
+}
+
+// DeltaKeyDimMost is the longest key head GatedDeltaRule takes: its normalised queries and keys
+// are kept in threadgroup memory of that many floats each.
+const DeltaKeyDimMost = 256
+
+// GatedDeltaRuleLaunch is the launch of GatedDeltaRule for vHeads value heads of vDim: a SIMD
+// group per value head and 32 of its columns. It panics for a key head longer than
+// DeltaKeyDimMost.
+func GatedDeltaRuleLaunch(vHeads, kDim, vDim int) Launch {
+	if kDim > DeltaKeyDimMost {
+		panic(fmt.Sprintf("kernels: gated_delta_rule: key heads of %d, at most %d", kDim, DeltaKeyDimMost))
+	}
+	return launch("gated_delta_rule", vHeads, ceilDiv(vDim, 32))
+}
+
 // ArgmaxNextLaunch is the launch of ArgmaxNext: one group.
 func ArgmaxNextLaunch() Launch { return launch("argmax_next", 1, 1) }
 

@@ -102,6 +102,11 @@ func TestLaunches(t *testing.T) {
 		{GroupExpertsLaunch(128), [2]int{128, 1}},
 		{CombineExpertsLaunch(257), [2]int{2, 1}},
 		{AddLaunch(0), [2]int{0, 1}},
+		{SigmoidMulLaunch(257), [2]int{2, 1}},
+		{AddSigmoidScaledLaunch(256), [2]int{1, 1}},
+		{CausalConvSiLULaunch(8192), [2]int{32, 1}},
+		{GatedDeltaRuleLaunch(32, 128, 128), [2]int{32, 4}},
+		{GatedDeltaRuleLaunch(4, 16, 16), [2]int{4, 1}},
 	} {
 		if add(c.l).Groups != c.groups {
 			t.Errorf("%+v: want groups %v", c.l, c.groups)

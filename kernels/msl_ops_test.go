@@ -117,6 +117,7 @@ func TestMSLRuns(t *testing.T) {
 	}
 
 	quantChecks(t, check)
+	deltaCases(check)
 
 	var missing []string
 	for _, k := range kernels.All() {

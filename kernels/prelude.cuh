@@ -34,6 +34,7 @@ typedef unsigned long long ulong;
 #define COS(a) ((float)cos((double)(a)))
 #define SIN(a) ((float)sin((double)(a)))
 #define RSQRT(v) ((float)(1.0 / sqrt((double)(v))))
+#define LOG(x) ((float)log((double)(x)))
 #define NEG_INF __int_as_float(0xff800000)
 #define AS_FLOAT(u) __uint_as_float(u)
 // Round to an integer, ties to even (the default rounding mode).

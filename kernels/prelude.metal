@@ -30,7 +30,7 @@ using namespace metal;
 #define FUNC static inline
 #define UNROLL _Pragma("unroll")
 
-// Arithmetic. Metal has no F64: COS, SIN and RSQRT use the precise F32 functions, which may
+// Arithmetic. Metal has no F64: COS, SIN, RSQRT and LOG use the precise F32 functions, which may
 // differ from the CUDA and CPU backends in the last bit.
 #define FMA(a, b, c) fma((a), (b), (c))
 #define MUL(a, b) ((a) * (b))
@@ -42,6 +42,7 @@ using namespace metal;
 #define COS(a) precise::cos(a)
 #define SIN(a) precise::sin(a)
 #define RSQRT(v) (1.0f / precise::sqrt(v))
+#define LOG(x) precise::log(x)
 #define NEG_INF (-INFINITY)
 #define AS_FLOAT(u) as_type<float>((uint)(u))
 // Round to an integer, ties to even.

@@ -376,6 +376,8 @@ func (b *backend) collectErrors() error {
 		return fmt.Errorf("metal: Attention: row %d: slot %d is outside the pool", e[1], e[2])
 	case 5:
 		return fmt.Errorf("metal: GroupByExpert: pair %d has expert %d, which the model lacks", e[1], e[2])
+	case 6:
+		return fmt.Errorf("metal: a DeltaNet step list: step %d (row %d) is outside the rows or the states", e[1], e[2])
 	}
 	return fmt.Errorf("metal: a kernel reported error %d (%d, %d)", e[0], e[1], e[2])
 }

@@ -24,6 +24,7 @@ func TestCopyKVKeepsBits(t *testing.T)       { computetest.CheckCopyKV(t, openMe
 func TestKVReadWrite(t *testing.T)           { computetest.CheckKVReadWrite(t, openMetal(t)) }
 func TestKVLayout(t *testing.T)              { computetest.CheckKVLayout(t, openMetal(t)) }
 func TestExpertsMatchCPU(t *testing.T)       { computetest.CheckExperts(t, newPair(t)) }
+func TestDeltaNetMatchesCPU(t *testing.T)    { computetest.CheckDeltaNet(t, newPair(t)) }
 func TestDataErrors(t *testing.T)            { computetest.CheckDataErrors(t, openMetal(t)) }
 func TestQuantMatMulMatchesCPU(t *testing.T) { computetest.CheckQuantMatMul(t, newPair(t)) }
 func TestQuantEmbedMatchesCPU(t *testing.T)  { computetest.CheckQuantEmbed(t, newPair(t)) }

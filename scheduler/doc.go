@@ -1,7 +1,8 @@
 // Package scheduler is the lane core: it turns requests into streams of tokens. It owns streams,
 // sessions (ranges of the model's KV slots), rounds (batched forwards), drafting, keyed sampling,
 // admission and cancellation, and sees the engine only through the Model interface and the
-// abilities it is given (batch.Drafter, batch.Chainer, batch.DraftChainer, batch.Warmer).
+// abilities it is given (batch.Drafter, batch.Chainer, batch.DraftChainer, batch.Warmer,
+// batch.Stateful).
 //
 // One goroutine, the lane, owns all of that state; Submit, Close, Reconfigure and Stats reach it
 // through a channel, a wake signal and a few atomics. Each turn of the lane ends cancelled

@@ -48,9 +48,9 @@ type SharedOptions struct {
 	// draft with the MTP head alone; it needs the Drafter's model.
 	DraftChainer batch.DraftChainer
 	Warmer       batch.Warmer // the keep-warm tick, while KeepWarm allows
-	// States says from where the model's sessions can be fed again (a model whose sliding
-	// layers keep rings bounded by the window): a kept prompt is reused only from there, and a
-	// stream's drafts stay shallower than what a session keeps.
+	// States says from where the model's sessions can be fed again (a hybrid model's DeltaNet
+	// states, a model whose sliding layers keep rings bounded by the window): a kept prompt is
+	// reused only from there, and a stream's drafts stay shallower than what a session keeps.
 	States batch.Stateful
 	// Cache is the model's prompt cache, or nil; its memory comes with the model, like the other
 	// abilities, while its size and spill folder are routing (CacheBlocks, CacheSpill).

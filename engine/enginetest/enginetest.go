@@ -23,17 +23,19 @@ import (
 )
 
 // Models are the oracle's checkpoints: tiny random-init Llama (llama3 rope, untied), Qwen2
-// (attention bias), Qwen3 (q/k norm), Qwen3-MoE (8 experts, top-2, one dense layer) and Gemma 3
-// (sliding window 8 and one global layer, soft-capped logits), and the
-// bundled model.
-var Models = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gopher"}
+// (attention bias), Qwen3 (q/k norm), Qwen3-MoE (8 experts, top-2, one dense layer), Gemma 3
+// (sliding window 8 and one global layer, soft-capped logits) and Qwen3-Next (three gated
+// DeltaNet layers and one gated attention layer, experts with a shared one), and the bundled
+// model.
+var Models = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "qwen3next", "gopher"}
 
 // Oracle is engine/testdata/oracle/NAME, made by tools/fixtures/make_fixtures.py: transformers'
 // f32 logits at every prompt position and its 64-token greedy continuation.
 type Oracle struct {
-	Model string `json:"model"` // checkpoint folder, relative to the repository root
-	Vocab int    `json:"vocab"`
-	Cases []struct {
+	Model        string `json:"model"` // checkpoint folder, relative to the repository root
+	Architecture string `json:"architecture"`
+	Vocab        int    `json:"vocab"`
+	Cases        []struct {
 		Prompt       []int32 `json:"prompt"`
 		LogitsOffset int     `json:"logits_offset"` // index into Logits
 		Greedy       []int32 `json:"greedy"`
@@ -77,8 +79,21 @@ func Load(t testing.TB, b compute.Backend, dir string, opts engine.Options) *eng
 	return m
 }
 
-// CheckLogits runs each oracle prompt in one forward and compares every position's logits with
-// transformers' to 1e-4 of the row's largest magnitude; it returns the worst ratio seen.
+// Tolerance is how far, as a share of a row's largest logit, an engine's logits may be from the
+// oracle's: 1e-4, and for Qwen3-Next 2e-4. transformers prefills Qwen3-Next's DeltaNet layers in
+// chunks of 64 positions, whose decay terms (exponentials of differences of cumulative sums)
+// round more than the recurrence: against a float64 forward of the fixture
+// (engine's TestQwen3NextAgainstFloat64) its float32 logits are off by up to 1.25e-4 of a row's
+// largest, late in a chunk, where tfd's token-by-token recurrence is within 2.2e-5.
+func Tolerance(o *Oracle) float64 {
+	if o.Architecture == "Qwen3NextForCausalLM" {
+		return 2e-4
+	}
+	return 1e-4
+}
+
+// CheckLogits runs each oracle prompt (in chunks of MaxRows) and compares every position's logits
+// with transformers' to Tolerance of the row's largest magnitude; it returns the worst ratio seen.
 func CheckLogits(t *testing.T, m *engine.Model, o *Oracle) float64 {
 	t.Helper()
 	if m.Vocab() != o.Vocab {
@@ -86,13 +101,18 @@ func CheckLogits(t *testing.T, m *engine.Model, o *Oracle) float64 {
 	}
 	var worstRel float64
 	for ci, c := range o.Cases {
-		rows := make([]batch.Row, len(c.Prompt))
-		for i, tok := range c.Prompt {
-			rows[i] = batch.Row{Pos: i, Token: tok, Logits: true}
-		}
-		got, err := m.Forward(context.Background(), rows)
-		if err != nil {
-			t.Fatal(err)
+		var got []float32
+		for start := 0; start < len(c.Prompt); start += m.MaxRows() {
+			// A prompt longer than a forward takes goes in chunks, as the scheduler feeds it.
+			var rows []batch.Row
+			for i := start; i < min(len(c.Prompt), start+m.MaxRows()); i++ {
+				rows = append(rows, batch.Row{Pos: i, Token: c.Prompt[i], Logits: true})
+			}
+			logits, err := m.Forward(context.Background(), rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, logits...)
 		}
 		want := o.Logits[c.LogitsOffset : c.LogitsOffset+len(c.Prompt)*o.Vocab]
 		for p := range c.Prompt {
@@ -103,8 +123,8 @@ func CheckLogits(t *testing.T, m *engine.Model, o *Oracle) float64 {
 				worst = max(worst, math.Abs(float64(g[i]-w[i])))
 			}
 			worstRel = max(worstRel, worst/scale)
-			if worst > 1e-4*scale {
-				t.Errorf("case %d position %d: max |Δlogit| = %.3g, over 1e-4 × %.3g", ci, p, worst, scale)
+			if tol := Tolerance(o); worst > tol*scale {
+				t.Errorf("case %d position %d: max |Δlogit| = %.3g, over %g × %.3g", ci, p, worst, tol, scale)
 			}
 		}
 	}
@@ -186,18 +206,23 @@ func CheckChain(t *testing.T, m *engine.Model, o *Oracle) {
 	}
 }
 
-// Greedy prefills prompt in one forward at session base 0 and decodes n tokens by argmax.
+// Greedy prefills prompt at session base 0, in one forward or, longer than a forward takes, in
+// chunks of MaxRows, and decodes n tokens by argmax.
 func Greedy(t testing.TB, m *engine.Model, prompt []int32, n int) []int32 {
 	t.Helper()
-	rows := make([]batch.Row, len(prompt))
-	for i, tok := range prompt {
-		rows[i] = batch.Row{Pos: i, Token: tok, Logits: i == len(prompt)-1}
-	}
-	logits, err := m.Forward(context.Background(), rows)
-	if err != nil {
-		t.Fatal(err)
+	var logits []float32
+	for start := 0; start < len(prompt); start += m.MaxRows() {
+		var rows []batch.Row
+		for i := start; i < min(len(prompt), start+m.MaxRows()); i++ {
+			rows = append(rows, batch.Row{Pos: i, Token: prompt[i], Logits: i == len(prompt)-1})
+		}
+		var err error
+		if logits, err = m.Forward(context.Background(), rows); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var out []int32
+	var err error
 	for pos := len(prompt); len(out) < n; pos++ {
 		tok := Argmax(logits)
 		out = append(out, tok)
@@ -317,7 +342,7 @@ func BenchPrefill(b *testing.B, m *engine.Model, n int) {
 }
 
 // CheckBackend runs every oracle check on backend b, as subtests: each oracle model's logits
-// within 1e-4 of the row's largest logit (CheckLogits, the worst logged), its 64-token greedy
+// within Tolerance of the row's largest logit (CheckLogits, the worst logged), its 64-token greedy
 // run (CheckGreedy) and greedy chains on the device (CheckChain) equal transformers', the
 // bundled model's drafted chains on the device equal the host's steps (CheckDraftChain), and
 // forwards that mix sessions and positions give each row the bits it gets alone
@@ -325,6 +350,9 @@ func BenchPrefill(b *testing.B, m *engine.Model, n int) {
 func CheckBackend(t *testing.T, b compute.Backend) {
 	load := func(t *testing.T, name string, opts engine.Options) (*engine.Model, *Oracle) {
 		o := Read(t, name)
+		if _, ok := b.(compute.DeltaNet); !ok && o.Architecture == "Qwen3NextForCausalLM" {
+			t.Skipf("the %s backend has no DeltaNet ops for %s", b.Name(), name)
+		}
 		return Load(t, b, o.Model, opts), o
 	}
 	for _, name := range Models {
@@ -345,7 +373,7 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 		m, o := load(t, "gopher", engine.Options{Context: 256, MaxRows: 64, Slots: 256})
 		CheckDraftChain(t, m, o.Cases[0].Prompt, 64)
 	})
-	for _, name := range []string{"qwen2", "qwen3moe", "gemma3", "gopher"} {
+	for _, name := range []string{"qwen2", "qwen3moe", "gemma3", "qwen3next", "gopher"} {
 		t.Run("invariance/"+name, func(t *testing.T) {
 			m, _ := load(t, name, engine.Options{MaxRows: 48, Slots: 600})
 			CheckBatchInvariance(t, m)

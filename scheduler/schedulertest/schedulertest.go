@@ -17,8 +17,9 @@ import (
 	"tfd/scheduler"
 )
 
-// Equip gives a host's options the model's abilities (its MTP head, greedy and drafted chains
-// and warm tick), as the daemon does, so that a test's host drafts and chains where the model can.
+// Equip gives a host's options the model's abilities (its MTP head, greedy and drafted chains,
+// warm tick and where its sessions can be fed again from), as the daemon does, so that a test's
+// host drafts and chains where the model can.
 func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOptions {
 	opts.Drafter, opts.Chainer, opts.DraftChainer, opts.Warmer, opts.States = m.MTP(), m.Chains(), m.DraftChains(), m, m.States()
 	return opts
