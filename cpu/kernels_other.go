@@ -98,6 +98,14 @@ func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
+func q8x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func q4x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
 func quantizeActsAVX2(dst *actBlock, x *float32, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }

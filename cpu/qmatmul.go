@@ -51,10 +51,11 @@ func quantizeBlock(ab *actBlock, x *[quant.BlockSize]float32) {
 
 // qmatmulTask computes dst = x·wᵀ + bias for quantized weights, from activations already
 // quantized into act (rows × in/32 blocks). Item i is the block of rows i/ncg·rb … and of groups
-// of four columns i%ncg·cg …; within it each group's weights are read once for every two rows
-// (the kernels take one or two rows against four columns), from the L1 cache after the first.
-// Every dst element is one kernel's dot product in package quant's order, so the blocking changes
-// speed, never bits.
+// of four columns i%ncg·cg …; within it each group's weights are read once for every four rows
+// where a four-row kernel exists (Q8_0 and Q4_0 with VNNI), else every two (the kernels take one,
+// two or four rows against four columns), from the L1 cache after the first. Every dst element is
+// one kernel's dot product in package quant's order, and every kernel gives the same bits for a
+// row, so the blocking changes speed, never bits.
 type qmatmulTask struct {
 	dst, bias []float32
 	w         *qweights
@@ -94,18 +95,28 @@ func (b *backend) matmulQuant(dst, x []float32, w *qweights, bias []float32, row
 
 func (t *qmatmulTask) run(_ *scratch, lo, hi int) {
 	nb := t.w.in / quant.BlockSize
+	four := hasFourRowKernel(t.w) && nb > 0
 	for i := lo; i < hi; i++ {
 		r0, g0 := i/t.ncg*t.rb, i%t.ncg*t.cg
 		r1, g1 := min(r0+t.rb, t.rows), min(g0+t.cg, t.w.groups())
 		for g := g0; g < g1; g++ {
 			w, sb := t.w.group(g)
-			var res [8]float32
-			for r := r0; r < r1; r += 2 {
+			var res [16]float32
+			r := r0
+			if four {
+				for ; r+4 <= r1; r += 4 {
+					qdots4(&res, t.w, w, t.act[r*nb:(r+4)*nb], nb)
+					for k := range 4 {
+						t.store(r+k, g, res[4*k:4*k+4])
+					}
+				}
+			}
+			for ; r < r1; r += 2 {
 				nr := min(2, r1-r)
-				qdots(&res, t.w, w, sb, t.act[r*nb:(r+nr)*nb], nb, nr)
+				qdots((*[8]float32)(res[:8]), t.w, w, sb, t.act[r*nb:(r+nr)*nb], nb, nr)
 				t.store(r, g, res[:4])
 				if nr == 2 {
-					t.store(r+1, g, res[4:])
+					t.store(r+1, g, res[4:8])
 				}
 			}
 		}
@@ -161,5 +172,24 @@ func qdots(res *[8]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr in
 		for c := range 4 {
 			res[4*r+c] = sumLanes(&lanes[c])
 		}
+	}
+}
+
+// hasFourRowKernel reports whether qdots4 runs for q's weights: Q8_0 and Q4_0 with the VNNI
+// kernels, the only ones with registers enough for four rows' sixteen accumulators.
+func hasFourRowKernel(q *qweights) bool {
+	return useVNNI && (q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0)
+}
+
+// qdots4 is qdots for four rows (nb > 0), where hasFourRowKernel: res[4r+c] gets the dot product
+// of row r with column c, the same bits as qdots gives each row.
+func qdots4(res *[16]float32, q *qweights, w []byte, act []actBlock, nb int) {
+	if q.in != nb*quant.BlockSize || len(w) < q.units*q.unit || len(act) < 4*nb {
+		panic("cpu: qdots4 out of bounds")
+	}
+	if q.dtype == compute.Q8_0 {
+		q8x4VNNI(res, &w[0], &act[0], nb)
+	} else {
+		q4x4VNNI(res, &w[0], &act[0], nb)
 	}
 }

@@ -89,17 +89,20 @@ func benchQuantMatMulCopies(b *testing.B, dtype compute.DType, in, out, rows, to
 }
 
 // BenchmarkQDots measures the kernels alone, on one group of four weight rows of 1024 elements
-// held in the L1 cache: the arithmetic rate without memory, per kernel kind, one or two rows.
+// held in the L1 cache: the arithmetic rate without memory, per kernel kind, one, two or four rows
+// (four with VNNI only).
 func BenchmarkQDots(b *testing.B) {
 	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0} {
-		for _, nr := range []int{1, 2} {
+		for _, nr := range []int{1, 2, 4} {
 			for _, kind := range []string{"avx2", "vnni", "neon", "sdot"} {
-				switch kind {
-				case "avx2", "vnni":
+				switch {
+				case nr == 4 && kind != "vnni":
+					continue
+				case kind == "avx2" || kind == "vnni":
 					if !useQuantAsm || kind == "vnni" && !hasVNNI {
 						continue
 					}
-				case "neon", "sdot":
+				case kind == "neon" || kind == "sdot":
 					if !hasNEON || kind == "sdot" && !hasSDOT {
 						continue
 					}
@@ -115,9 +118,13 @@ func BenchmarkQDots(b *testing.B) {
 					x := computetest.Randn(3, nr*in)
 					(&quantizeActs{dst: act, x: x, in: in}).run(nil, 0, nr)
 					w, sb := q.group(0)
-					var res [8]float32
+					var res [16]float32
 					for b.Loop() {
-						qdots(&res, q, w, sb, act, in/32, nr)
+						if nr == 4 {
+							qdots4(&res, q, w, act, in/32)
+						} else {
+							qdots((*[8]float32)(res[:8]), q, w, sb, act, in/32, nr)
+						}
 					}
 					b.ReportMetric(float64(4*in*nr)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gmac/s")
 				})

@@ -156,13 +156,13 @@ func quantDTypes(t testing.TB) []compute.DType {
 }
 
 // TestQuantMatMulMatchesReference checks MatMul with quantized weights against package quant,
-// bit for bit, with every kernel, for row counts that use both the two-row and the one-row
-// kernels and column counts that leave a partial group of four.
+// bit for bit, with every kernel, for row counts that use the four-row, two-row and one-row
+// kernels together and column counts that leave a partial group of four.
 func TestQuantMatMulMatchesReference(t *testing.T) {
 	forQuantKernels(t, func(t *testing.T) {
 		for _, dt := range quantDTypes(t) {
 			// 32 and 96: one and three blocks, an odd number (Q4_0 pairs blocks).
-			for _, c := range []struct{ out, in, rows int }{{1, 128, 1}, {7, 128, 2}, {13, 384, 3}, {64, 256, 17}, {5, 1024, 1}, {6, 32, 3}, {9, 96, 2}} {
+			for _, c := range []struct{ out, in, rows int }{{1, 128, 1}, {7, 128, 2}, {13, 384, 3}, {64, 256, 17}, {5, 1024, 1}, {6, 32, 3}, {9, 96, 2}, {9, 96, 6}, {11, 160, 4}, {3, 32, 7}} {
 				if f, _, ok := dt.AffineParams(); ok && c.in%f.GroupSize != 0 {
 					continue
 				}
