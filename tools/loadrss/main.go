@@ -27,6 +27,8 @@ import (
 	"tfd/compute"
 	_ "tfd/cpu"
 	"tfd/engine"
+	"tfd/models"
+	"tfd/tools/qwen3shape"
 )
 
 func main() {
@@ -42,7 +44,7 @@ func main() {
 		return
 	}
 	if *qwen != "" {
-		if err := writeQwen3(*qwen, "models/gopher"); err != nil {
+		if err := qwen3shape.Write(*qwen, models.FS()); err != nil {
 			log.Fatal(err)
 		}
 	}

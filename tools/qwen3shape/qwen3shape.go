@@ -1,10 +1,14 @@
-package main
+// Package qwen3shape writes a checkpoint of Qwen3-0.6B's shapes with random weights, for the tools
+// that measure memory and speed on a model of a real size (tools/loadrss, tools/llamacpp/speed)
+// without downloading one.
+package qwen3shape
 
 import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -34,10 +38,11 @@ const qwen3Config = `{
 }
 `
 
-// writeQwen3 writes a checkpoint of Qwen3-0.6B's shapes into dir, random BF16 weights (normal,
+// Write writes a checkpoint of Qwen3-0.6B's shapes into dir, random BF16 weights (normal,
 // standard deviation 0.02; norms 1) in one model.safetensors, with its config.json and the
-// tokenizer files of the model folder tok. A dir that holds a config.json is left as it is.
-func writeQwen3(dir, tok string) error {
+// tokenizer files of the model folder tok (the bundled model's, models.FS(), in the tools). A dir
+// that holds a config.json is left as it is.
+func Write(dir string, tok fs.FS) error {
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 		return nil
 	}
@@ -112,7 +117,7 @@ func writeQwen3(dir, tok string) error {
 		return err
 	}
 	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json"} {
-		data, err := os.ReadFile(filepath.Join(tok, name))
+		data, err := fs.ReadFile(tok, name)
 		if err != nil {
 			return err
 		}
