@@ -1,21 +1,26 @@
 // speed.mjs: llama.cpp's side of tools/llamacpp/speed, through the npm package node-llama-cpp
 // (its prebuilt CPU build): loads the GGUF, warms up on the first 32 prompt ids, then times a
 // prefill of the prompt ids (one batch, no tokens generated) and a greedy decode of N tokens
-// after them, and prints tokens per second and the process's peak RSS (VmHWM) as JSON.
+// after them, then, in a context of STREAMS sequences, prefills a 32-id prompt in each (untimed)
+// and times STREAM_TOKENS greedy tokens decoded in all of them together (node-llama-cpp puts the
+// sequences' pending tokens in one batch), and prints tokens per second and the process's peak RSS
+// (VmHWM) as JSON.
 //
-//   node speed.mjs MODEL.gguf IDS.json THREADS N > out.json
+//   node speed.mjs MODEL.gguf IDS.json THREADS N STREAMS STREAM_TOKENS > out.json
 //
 // IDS.json is a JSON array of token ids. Run it pinned (taskset): unpinned, llama.cpp's
 // two-thread decode stalls on this machine. NODE_LLAMA_CPP may name the package's dist/index.js.
 import {readFileSync} from "node:fs";
 import {pathToFileURL} from "node:url";
 
-const [modelPath, idsPath, threadsArg, nArg] = process.argv.slice(2);
-if (!modelPath || !idsPath || !threadsArg || !nArg) {
-    console.error("usage: node speed.mjs MODEL.gguf IDS.json THREADS N");
+const [modelPath, idsPath, threadsArg, nArg, streamsArg, streamTokensArg] = process.argv.slice(2);
+if (!modelPath || !idsPath || !threadsArg || !nArg || !streamsArg || !streamTokensArg) {
+    console.error("usage: node speed.mjs MODEL.gguf IDS.json THREADS N STREAMS STREAM_TOKENS");
     process.exit(2);
 }
-const threads = Number(threadsArg), n = Number(nArg);
+const threads = Number(threadsArg), n = Number(nArg), streams = Number(streamsArg), streamTokens = Number(streamTokensArg);
+// A stream's prompt and session, as tools/llamacpp/speed's streamPrompt, streamStride and streamSlots.
+const streamPrompt = 32, streamStride = 16, streamSlots = 128;
 const where = process.env.NODE_LLAMA_CPP ?? "node-llama-cpp";
 const {getLlama} = await import(where.startsWith("/") ? pathToFileURL(where).href : where);
 
@@ -26,7 +31,7 @@ const context = await model.createContext({contextSize: 1024, threads, batchSize
 const sequence = context.getSequence();
 
 // decode generates n tokens greedily after what the sequence holds, starting from token.
-async function decode(token, n) {
+async function decode(sequence, token, n) {
     let made = 0;
     for await (const _ of sequence.evaluate([token], {temperature: 0, yieldEogToken: true})) {
         if (++made >= n) {
@@ -36,21 +41,34 @@ async function decode(token, n) {
 }
 
 await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, 32));
-await decode(ids[32], 4);
+await decode(sequence, ids[32], 4);
 await sequence.clearHistory();
 
 let start = process.hrtime.bigint();
 await sequence.evaluateWithoutGeneratingNewTokens(ids);
 const prefill = Number(process.hrtime.bigint() - start) / 1e9;
 start = process.hrtime.bigint();
-await decode(ids[0], n);
+await decode(sequence, ids[0], n);
 const decodeSeconds = Number(process.hrtime.bigint() - start) / 1e9;
+const currentThreads = context.currentThreads;
+await context.dispose();
+
+// The streams: a context of as many cells as the single sequence's, shared by them.
+const shared = await model.createContext({contextSize: streamSlots, threads, batchSize: 512, sequences: streams});
+const seqs = Array.from({length: streams}, () => shared.getSequence());
+const prompts = seqs.map((_, s) => ids.slice(s * streamStride, s * streamStride + streamPrompt));
+await Promise.all(seqs.map((q, s) => q.evaluateWithoutGeneratingNewTokens(prompts[s])));
+start = process.hrtime.bigint();
+await Promise.all(seqs.map((q, s) => decode(q, ids[s * streamStride + streamPrompt], streamTokens)));
+const aggregateSeconds = Number(process.hrtime.bigint() - start) / 1e9;
 
 const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
 console.log(JSON.stringify({
-    threads: context.currentThreads, prompt: ids.length, tokens: n,
-    prompt_tps: ids.length / prefill, decode_tps: n / decodeSeconds, peak_rss_kib: Number(hwm[1]),
+    threads: currentThreads, prompt: ids.length, tokens: n,
+    prompt_tps: ids.length / prefill, decode_tps: n / decodeSeconds,
+    streams, stream_tokens: streamTokens, aggregate_tps: streams * streamTokens / aggregateSeconds,
+    peak_rss_kib: Number(hwm[1]),
 }));
-await context.dispose();
+await shared.dispose();
 await model.dispose();
 await llama.dispose();

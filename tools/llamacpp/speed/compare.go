@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"tfd/engine"
 	"tfd/engine/tokenizer"
 	"tfd/models"
+	"tfd/tools/qwen3shape"
 )
 
 // formats are the GGUF types compared, by ggml's names.
@@ -29,35 +31,51 @@ var formats = []struct {
 // source is what the prompt ids are made of: Go, the bundled model's kind of text.
 const source = "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\n// main prints its arguments, one a line.\nfunc main() {\n\tfor i, arg := range os.Args[1:] {\n\t\tfmt.Printf(\"%d: %s\\n\", i, arg)\n\t}\n}\n"
 
+// config is the comparison's flags.
+type config struct {
+	nlc, threads, models, qwenDir, out       string
+	rounds, prompt, n, streams, streamTokens int
+}
+
+// modelNames are the models compare knows, by -models' names.
+var modelNames = []string{"gopher", "qwen3-0.6b"}
+
 // compare writes the GGUF files and the prompt ids, runs both sides round by round, and prints
 // (and writes) the medians.
-func compare(nlc string, rounds int, threadList string, prompt, n int, out string) error {
+func compare(c config) error {
 	var threads []int
-	for _, f := range strings.Split(threadList, ",") {
+	for _, f := range strings.Split(c.threads, ",") {
 		t, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || t < 1 || t > runtime.NumCPU() {
-			return fmt.Errorf("-threads %q: want counts from 1 to %d", threadList, runtime.NumCPU())
+			return fmt.Errorf("-threads %q: want counts from 1 to %d", c.threads, runtime.NumCPU())
 		}
 		threads = append(threads, t)
+	}
+	var names []string
+	for _, f := range strings.Split(c.models, ",") {
+		name := strings.TrimSpace(f)
+		if !slices.Contains(modelNames, name) {
+			return fmt.Errorf("-models %q: want names among %s", c.models, strings.Join(modelNames, ", "))
+		}
+		names = append(names, name)
 	}
 	tmp, err := os.MkdirTemp("", "tfd-speed-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	paths := map[string]string{}
-	for _, f := range formats {
-		var buf bytes.Buffer
-		if err := engine.ExportGGUF(engine.Source{FS: models.FS(), Name: models.Name}, f.dtype, &buf); err != nil {
-			return err
-		}
-		paths[f.name] = filepath.Join(tmp, models.Name+"-"+f.name+".gguf")
-		if err := os.WriteFile(paths[f.name], buf.Bytes(), 0o644); err != nil {
-			return err
+	paths := map[string]string{} // by model/format
+	for _, name := range names {
+		for _, f := range formats {
+			path, err := writeGGUF(name, f.name, f.dtype, tmp, c.qwenDir)
+			if err != nil {
+				return err
+			}
+			paths[name+"/"+f.name] = path
 		}
 	}
 	idsPath := filepath.Join(tmp, "ids.json")
-	if err := writeIDs(idsPath, prompt); err != nil {
+	if err := writeIDs(idsPath, c.prompt); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -67,38 +85,73 @@ func compare(nlc string, rounds int, threadList string, prompt, n int, out strin
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "speed.mjs")
 	var runs []run
-	for r := range rounds {
-		for _, f := range formats {
-			for _, t := range threads {
-				sides := []string{"tfd", "llama.cpp"}
-				if r%2 == 1 {
-					slices.Reverse(sides)
-				}
-				for _, s := range sides {
-					cmd := pinned(t, self, "-worker", "-gguf", paths[f.name], "-ids", idsPath, "-n", fmt.Sprint(n))
-					cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", t))
-					if s == "llama.cpp" {
-						cmd = pinned(t, "node", script, paths[f.name], idsPath, fmt.Sprint(t), fmt.Sprint(n))
-						cmd.Env = os.Environ()
-						if nlc != "" {
-							cmd.Env = append(cmd.Env, "NODE_LLAMA_CPP="+nlc)
+	for r := range c.rounds {
+		for _, name := range names {
+			for _, f := range formats {
+				for _, t := range threads {
+					sides := []string{"tfd", "llama.cpp"}
+					if r%2 == 1 {
+						slices.Reverse(sides)
+					}
+					for _, s := range sides {
+						path, n, streams, tokens := paths[name+"/"+f.name], fmt.Sprint(c.n), fmt.Sprint(c.streams), fmt.Sprint(c.streamTokens)
+						cmd := pinned(t, self, "-worker", "-gguf", path, "-ids", idsPath, "-n", n, "-streams", streams, "-stream-tokens", tokens)
+						cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", t))
+						if s == "llama.cpp" {
+							cmd = pinned(t, "node", script, path, idsPath, fmt.Sprint(t), n, streams, tokens)
+							cmd.Env = os.Environ()
+							if c.nlc != "" {
+								cmd.Env = append(cmd.Env, "NODE_LLAMA_CPP="+c.nlc)
+							}
 						}
+						res, err := measure(cmd)
+						if err != nil {
+							return err
+						}
+						if res.Threads != t {
+							return fmt.Errorf("%s ran %d threads, want %d", s, res.Threads, t)
+						}
+						runs = append(runs, run{r, name, f.name, s, res})
+						fmt.Fprintf(os.Stderr, "round %d %s %s %d thread(s) %-9s prompt %7.1f tok/s  decode %6.1f tok/s  %d streams %6.1f tok/s  peak RSS %4d MiB\n",
+							r, name, f.name, t, s, res.PromptTPS, res.DecodeTPS, res.Streams, res.AggregateTPS, res.PeakRSSKiB>>10)
 					}
-					res, err := measure(cmd)
-					if err != nil {
-						return err
-					}
-					if res.Threads != t {
-						return fmt.Errorf("%s ran %d threads, want %d", s, res.Threads, t)
-					}
-					runs = append(runs, run{r, f.name, s, res})
-					fmt.Fprintf(os.Stderr, "round %d %s %d thread(s) %-9s prompt %7.1f tok/s  decode %6.1f tok/s  peak RSS %4d MiB\n",
-						r, f.name, t, s, res.PromptTPS, res.DecodeTPS, res.PeakRSSKiB>>10)
 				}
 			}
 		}
 	}
-	return report(runs, threads, rounds, prompt, n, out)
+	return report(runs, names, threads, c)
+}
+
+// writeGGUF writes the model as a GGUF file of dtype and returns its path: the bundled model into
+// tmp; the 0.6B-shaped checkpoint (written first if need be) into its folder, unless there already.
+func writeGGUF(name, format string, dtype compute.DType, tmp, qwenDir string) (string, error) {
+	src := engine.Source{FS: models.FS(), Name: models.Name}
+	path := filepath.Join(tmp, models.Name+"-"+format+".gguf")
+	if name == "qwen3-0.6b" {
+		if err := qwen3shape.Write(qwenDir, models.FS()); err != nil {
+			return "", err
+		}
+		src, path = engine.Source{Dir: qwenDir}, filepath.Join(qwenDir, "qwen3-0.6b-"+format+".gguf")
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+	}
+	f, err := os.Create(path + ".part")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := engine.ExportGGUF(src, dtype, w); err != nil {
+		return "", err
+	}
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	return path, os.Rename(path+".part", path)
 }
 
 // writeIDs writes the first n ids of source, repeated, as the bundled tokenizer encodes it.
@@ -154,48 +207,58 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// figures are what each run measures, by the names the summary uses.
+var figures = []struct {
+	name  string
+	label func(c config) string
+	get   func(result) float64
+}{
+	{"decode", func(c config) string { return fmt.Sprintf("decode %d tokens, tok/s", c.n) }, func(r result) float64 { return r.DecodeTPS }},
+	{"prompt", func(c config) string { return fmt.Sprintf("prompt %d tokens, tok/s", c.prompt) }, func(r result) float64 { return r.PromptTPS }},
+	{"aggregate", func(c config) string { return fmt.Sprintf("%d streams × %d tokens, tok/s", c.streams, c.streamTokens) }, func(r result) float64 { return r.AggregateTPS }},
+	{"rss", func(config) string { return "peak RSS, MiB" }, func(r result) float64 { return float64(r.PeakRSSKiB) / 1024 }},
+}
+
 // report prints the medians as a Markdown table and writes the JSON.
-func report(runs []run, threads []int, rounds, prompt, n int, out string) error {
-	medians := map[string]float64{}
-	summary := map[string]float64{}
-	fmt.Printf("| format | threads | figure | tfd | llama.cpp | tfd / llama.cpp |\n| --- | ---: | --- | ---: | ---: | ---: |\n")
-	for _, f := range formats {
-		for _, t := range threads {
-			for _, fig := range []struct {
-				name, label string
-				get         func(result) float64
-			}{
-				{"decode", fmt.Sprintf("decode %d tokens, tok/s", n), func(r result) float64 { return r.DecodeTPS }},
-				{"prompt", fmt.Sprintf("prompt %d tokens, tok/s", prompt), func(r result) float64 { return r.PromptTPS }},
-				{"rss", "peak RSS, MiB", func(r result) float64 { return float64(r.PeakRSSKiB) / 1024 }},
-			} {
-				var m [2]float64
-				for i, side := range []string{"tfd", "llama.cpp"} {
-					var xs []float64
-					for _, r := range runs {
-						if r.Format == f.name && r.Threads == t && r.Side == side {
-							xs = append(xs, fig.get(r.result))
+func report(runs []run, names []string, threads []int, c config) error {
+	medians := map[string]map[string]float64{}
+	summary := map[string]map[string]float64{}
+	fmt.Printf("| model | format | threads | figure | tfd | llama.cpp | tfd / llama.cpp |\n| --- | --- | ---: | --- | ---: | ---: | ---: |\n")
+	for _, name := range names {
+		medians[name], summary[name] = map[string]float64{}, map[string]float64{}
+		for _, f := range formats {
+			for _, t := range threads {
+				for _, fig := range figures {
+					var m [2]float64
+					for i, side := range []string{"tfd", "llama.cpp"} {
+						var xs []float64
+						for _, r := range runs {
+							if r.Model == name && r.Format == f.name && r.Threads == t && r.Side == side {
+								xs = append(xs, fig.get(r.result))
+							}
 						}
+						m[i] = median(xs)
+						medians[name][fmt.Sprintf("%s_%s_t%d_%s", f.name, fig.name, t, map[string]string{"tfd": "tfd", "llama.cpp": "llamacpp"}[side])] = m[i]
 					}
-					m[i] = median(xs)
-					medians[fmt.Sprintf("%s_%s_t%d_%s", f.name, fig.name, t, map[string]string{"tfd": "tfd", "llama.cpp": "llamacpp"}[side])] = m[i]
+					key := fmt.Sprintf("%s_%s_t%d", f.name, fig.name, t)
+					summary[name][key] = m[0] / m[1]
+					fmt.Printf("| %s | %s | %d | %s | %.1f | %.1f | %.2f |\n", name, f.name, t, fig.label(c), m[0], m[1], summary[name][key])
 				}
-				key := fmt.Sprintf("%s_%s_t%d", f.name, fig.name, t)
-				summary[key] = m[0] / m[1]
-				fmt.Printf("| %s | %d | %s | %.1f | %.1f | %.2f |\n", f.name, t, fig.label, m[0], m[1], summary[key])
 			}
 		}
 	}
-	if out == "" {
+	if c.out == "" {
 		return nil
 	}
 	data, err := json.MarshalIndent(map[string]any{
 		"date":    time.Now().UTC().Format(time.DateOnly),
-		"model":   models.Name + ", written as GGUF by engine.ExportGGUF",
+		"models":  "gopher: the bundled model; qwen3-0.6b: Qwen3-0.6B's shapes, random weights (tools/qwen3shape); both written as GGUF by engine.ExportGGUF",
 		"machine": fmt.Sprintf("%d CPUs (%s/%s), shared", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH),
 		"method": fmt.Sprintf("%d interleaved rounds, the side that goes first alternating; each run a fresh process pinned with taskset to cores 0..threads-1: "+
-			"a warm-up, a prefill of %d prompt ids, a greedy decode of %d tokens after them, peak RSS as VmHWM (llama.cpp's includes node's own); medians over rounds. "+
-			"summary: tfd / llama.cpp of the medians (above 1 is tfd faster; for rss below 1 is tfd smaller)", rounds, prompt, n),
+			"a warm-up, a prefill of %d prompt ids, a greedy decode of %d tokens after them, then %d streams of %d-id prompts decoding %d tokens each together "+
+			"(aggregate tok/s), peak RSS as VmHWM (llama.cpp's includes node's own); medians over rounds. "+
+			"summary, per model: tfd / llama.cpp of the medians (above 1 is tfd faster; for rss below 1 is tfd smaller)",
+			c.rounds, c.prompt, c.n, c.streams, streamPrompt, c.streamTokens),
 		"runs":    runs,
 		"medians": medians,
 		"summary": summary,
@@ -203,5 +266,5 @@ func report(runs []run, threads []int, rounds, prompt, n int, out string) error 
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(out, append(data, '\n'), 0o644)
+	return os.WriteFile(c.out, append(data, '\n'), 0o644)
 }

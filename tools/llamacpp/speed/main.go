@@ -1,16 +1,19 @@
-// Command speed times tfd against llama.cpp on the same GGUF files: the bundled model written as
-// Q8_0 and Q4_0 (engine.ExportGGUF), at 1 and 2 threads, each run pinned with taskset to cores
-// 0 (…N−1): a prefill of 256 prompt ids, a greedy decode of 128 tokens after them, and the
-// process's peak RSS. llama.cpp runs through node-llama-cpp (../speed.mjs), tfd on its cpu backend
-// in a process of its own (this command, re-run with -worker). Runs are interleaved, round by
-// round, the side that goes first alternating, and the medians over rounds are reported, since
-// the machine is shared and noisy.
+// Command speed times tfd against llama.cpp on the same GGUF files: the bundled model and a
+// Qwen3-0.6B-shaped checkpoint of random weights (tools/qwen3shape), each written as Q8_0 and Q4_0
+// (engine.ExportGGUF), at 1 and 2 threads, each run pinned with taskset to cores 0 (…N−1): a
+// prefill of 256 prompt ids, a greedy decode of 128 tokens after them, then 8 streams of 32-id
+// prompts decoding 32 tokens each together (one row a stream a forward; the aggregate tok/s), and
+// the process's peak RSS. llama.cpp runs through node-llama-cpp (../speed.mjs), tfd on its cpu
+// backend in a process of its own (this command, re-run with -worker). Runs are interleaved,
+// round by round, the side that goes first alternating, and the medians over rounds are reported,
+// since the machine is shared and noisy.
 //
-//	go run ./tools/llamacpp/speed -node-llama-cpp /tmp/nlc/node_modules/node-llama-cpp/dist/index.js -rounds 5 -json docs/performance-cpu.json
+//	go run ./tools/llamacpp/speed -node-llama-cpp /tmp/nlc/node_modules/node-llama-cpp/dist/index.js -rounds 3 -json docs/performance-cpu.json
 //
-// The JSON holds every run, the medians and a summary of tfd / llama.cpp ratios named by format,
-// figure and threads (q8_0_decode_t1: above 1 is tfd faster; q8_0_rss_t1: below 1 is tfd
-// smaller).
+// The 0.6B-shaped checkpoint (1.2 GB) and its GGUF files are kept in -qwen3-0.6b's folder and
+// reused. The JSON holds every run, the medians and, per model, a summary of tfd / llama.cpp
+// ratios named by format, figure and threads (q8_0_decode_t1: above 1 is tfd faster;
+// q8_0_rss_t1: below 1 is tfd smaller).
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -32,21 +36,35 @@ import (
 
 // result is one run of one side, as both sides print it.
 type result struct {
-	Threads    int     `json:"threads"`
-	Prompt     int     `json:"prompt"`
-	Tokens     int     `json:"tokens"`
-	PromptTPS  float64 `json:"prompt_tps"`
-	DecodeTPS  float64 `json:"decode_tps"`
-	PeakRSSKiB int64   `json:"peak_rss_kib"`
+	Threads   int     `json:"threads"`
+	Prompt    int     `json:"prompt"`
+	Tokens    int     `json:"tokens"`
+	PromptTPS float64 `json:"prompt_tps"`
+	DecodeTPS float64 `json:"decode_tps"`
+	// Streams decoding together, StreamTokens each, AggregateTPS all of them a second.
+	Streams      int     `json:"streams"`
+	StreamTokens int     `json:"stream_tokens"`
+	AggregateTPS float64 `json:"aggregate_tps"`
+	PeakRSSKiB   int64   `json:"peak_rss_kib"`
 }
 
 // run is one measured run in the JSON.
 type run struct {
 	Round  int    `json:"round"`
+	Model  string `json:"model"`
 	Format string `json:"format"`
 	Side   string `json:"side"`
 	result
 }
+
+// A stream's prompt: streamPrompt ids of the prompt from id streamStride·s on, decoding at most
+// streamSlots−streamPrompt tokens in a session of streamSlots KV slots (the pool of the single
+// run holds the eight sessions).
+const (
+	streamPrompt = 32
+	streamStride = 16
+	streamSlots  = 128
+)
 
 func main() {
 	worker := flag.Bool("worker", false, "internal: run tfd once on -gguf and print its figures")
@@ -55,15 +73,23 @@ func main() {
 	nlc := flag.String("node-llama-cpp", "", "node-llama-cpp's dist/index.js; empty: resolve \"node-llama-cpp\" from tools/llamacpp")
 	rounds := flag.Int("rounds", 5, "interleaved rounds")
 	threadList := flag.String("threads", "1,2", "thread counts, comma-separated")
+	modelList := flag.String("models", "gopher,qwen3-0.6b", "models, comma-separated: gopher (the bundled one), qwen3-0.6b")
+	qwenDir := flag.String("qwen3-0.6b", filepath.Join(os.TempDir(), "tfd-qwen3-0.6b"), "the folder of the random Qwen3-0.6B-shaped checkpoint and its GGUF files, written unless there")
 	prompt := flag.Int("prompt", 256, "prompt ids to prefill")
 	n := flag.Int("n", 128, "tokens to decode")
+	streams := flag.Int("streams", 8, "streams decoding together")
+	streamTokens := flag.Int("stream-tokens", 32, "tokens each stream decodes")
 	out := flag.String("json", "", "write every run, the medians and the summary to this file")
 	flag.Parse()
 	var err error
-	if *worker {
-		err = runTFD(*ggufPath, *idsPath, *n)
-	} else {
-		err = compare(*nlc, *rounds, *threadList, *prompt, *n, *out)
+	switch {
+	case *streamTokens > streamSlots-streamPrompt:
+		err = fmt.Errorf("-stream-tokens %d: at most %d", *streamTokens, streamSlots-streamPrompt)
+	case *worker:
+		err = runTFD(*ggufPath, *idsPath, *n, *streams, *streamTokens)
+	default:
+		err = compare(config{nlc: *nlc, rounds: *rounds, threads: *threadList, models: *modelList, qwenDir: *qwenDir,
+			prompt: *prompt, n: *n, streams: *streams, streamTokens: *streamTokens, out: *out})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "speed:", err)
@@ -72,8 +98,9 @@ func main() {
 }
 
 // runTFD loads the file on the cpu backend (one worker per GOMAXPROCS), warms up as speed.mjs
-// does, and prints its figures.
-func runTFD(path, idsPath string, n int) error {
+// does, times the prefill and the decode of one sequence, then the streams' decode, and prints its
+// figures.
+func runTFD(path, idsPath string, n, streams, streamTokens int) error {
 	var ids []int32
 	data, err := os.ReadFile(idsPath)
 	if err == nil {
@@ -82,12 +109,15 @@ func runTFD(path, idsPath string, n int) error {
 	if err != nil {
 		return err
 	}
+	if need := (streams-1)*streamStride + streamPrompt + 1; len(ids) < need || streams*streamSlots > 1024 {
+		return fmt.Errorf("%d streams need %d prompt ids and %d KV slots; have %d and 1024", streams, need, streams*streamSlots, len(ids))
+	}
 	b, err := compute.Open("cpu")
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	m, err := engine.Load(context.Background(), engine.Source{Dir: path}, b, engine.Options{Context: 1024, MaxRows: len(ids)})
+	m, err := engine.Load(context.Background(), engine.Source{Dir: path}, b, engine.Options{Context: 1024, MaxRows: max(len(ids), streams*streamPrompt)})
 	if err != nil {
 		return err
 	}
@@ -127,12 +157,51 @@ func runTFD(path, idsPath string, n int) error {
 		return err
 	}
 	decodeSeconds := time.Since(start).Seconds()
+	aggregateSeconds, err := decodeStreams(ctx, m, ids, streams, streamTokens)
+	if err != nil {
+		return err
+	}
 	rss, err := peakRSS()
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(result{Threads: runtime.GOMAXPROCS(0), Prompt: len(ids), Tokens: n,
-		PromptTPS: float64(len(ids)) / prefillSeconds, DecodeTPS: float64(n) / decodeSeconds, PeakRSSKiB: rss})
+		PromptTPS: float64(len(ids)) / prefillSeconds, DecodeTPS: float64(n) / decodeSeconds,
+		Streams: streams, StreamTokens: streamTokens, AggregateTPS: float64(streams*streamTokens) / aggregateSeconds,
+		PeakRSSKiB: rss})
+}
+
+// decodeStreams prefills the streams' prompts in one forward (untimed), each stream a session of
+// streamSlots slots, then decodes tokens greedily in all of them together, one row a stream a
+// forward, and returns the seconds the decode took.
+func decodeStreams(ctx context.Context, m *engine.Model, ids []int32, streams, tokens int) (float64, error) {
+	var rows []batch.Row
+	for s := range streams {
+		for i, id := range ids[s*streamStride : s*streamStride+streamPrompt] {
+			rows = append(rows, batch.Row{Base: s * streamSlots, Pos: i, Token: id, Logits: i == streamPrompt-1})
+		}
+	}
+	if _, err := m.Forward(ctx, rows); err != nil {
+		return 0, err
+	}
+	rows = rows[:streams]
+	for s := range rows {
+		// The first token each stream decodes from is the prompt's next id, as speed.mjs takes it.
+		rows[s] = batch.Row{Base: s * streamSlots, Pos: streamPrompt, Token: ids[s*streamStride+streamPrompt], Logits: true}
+	}
+	start := time.Now()
+	for range tokens {
+		logits, err := m.Forward(ctx, rows)
+		if err != nil {
+			return 0, err
+		}
+		vocab := len(logits) / streams
+		for s := range rows {
+			rows[s].Token = argmax(logits[s*vocab : (s+1)*vocab])
+			rows[s].Pos++
+		}
+	}
+	return time.Since(start).Seconds(), nil
 }
 
 func argmax(logits []float32) int32 {
