@@ -36,6 +36,9 @@ type checkpoint interface {
 	// done is called once every tensor the model uses was taken; it refuses a checkpoint that
 	// holds more, where its format calls for that.
 	done() error
+	// release tells the checkpoint that a tensor's data (bytes it returned) has been copied, so
+	// that it may drop them from resident memory; they stay readable.
+	release(data []byte)
 	close() error
 }
 
@@ -75,3 +78,5 @@ func (s safetensorsCheckpoint) configName() string          { return "config.jso
 // skips too (an MTP head the family does not declare, rotary tables).
 func (s safetensorsCheckpoint) done() error  { return nil }
 func (s safetensorsCheckpoint) close() error { return s.c.Close() }
+
+func (s safetensorsCheckpoint) release(data []byte) { s.c.Release(data) }

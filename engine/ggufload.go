@@ -517,3 +517,5 @@ func (g *ggufCheckpoint) done() error {
 }
 
 func (g *ggufCheckpoint) close() error { return g.file.Close() }
+
+func (g *ggufCheckpoint) release(data []byte) { g.file.Release(data) }

@@ -129,6 +129,12 @@ func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, err
 		return nil, fmt.Errorf("engine: upload %s: %w", t.name, err)
 	}
 	u.uploaded = append(u.uploaded, ct)
+	if u.inPlace == nil || dt.Quantized() {
+		// The backend copied the tensor (an in-place backend copies quantized matrices, which it
+		// rearranges): the checkpoint's pages of it need not stay resident beside the copy, so a
+		// load's peak is the copies plus one tensor, not plus the whole file.
+		u.ckpt.release(t.data)
+	}
 	return ct, nil
 }
 

@@ -48,6 +48,7 @@ type File struct {
 	keys    map[string]int // index into KV
 	tensors map[string]int // index into Tensors
 	header  []byte         // the bytes before the data section
+	mapping []byte         // the whole file, as Open mapped it; nil from Parse
 	unmap   func() error
 }
 
@@ -102,8 +103,17 @@ func Open(path string) (*File, error) {
 		unmap()
 		return nil, err
 	}
-	f.unmap = unmap
+	f.mapping, f.unmap = data, unmap
 	return f, nil
+}
+
+// Release drops the pages of b, a tensor's Data or part of it, from the process's resident memory
+// once the caller has copied them (see package mmap's Release); b stays valid, read again from the
+// file if used. It releases nothing for a File from Parse, or after Close.
+func (f *File) Release(b []byte) {
+	if f.unmap != nil {
+		mmap.Release(f.mapping, b)
+	}
 }
 
 // Close releases the file's mapping; its tensors' Data must not be used afterwards. Close of a
@@ -114,7 +124,7 @@ func (f *File) Close() error {
 		return nil
 	}
 	err := f.unmap()
-	f.unmap, f.header = nil, nil
+	f.unmap, f.header, f.mapping = nil, nil, nil
 	for i := range f.Tensors {
 		f.Tensors[i].Data = nil
 	}

@@ -25,6 +25,7 @@ type Checkpoint struct {
 	tensors map[string]Tensor
 	names   []string       // sorted
 	unmaps  []func() error // one per mapped file
+	mapped  [][]byte       // the files Open mapped (none from OpenFS), for Release
 }
 
 // source is where a checkpoint's files come from: a folder on disk or an fs.FS.
@@ -33,6 +34,7 @@ type source struct {
 	path  func(name string) string                        // a file's name in messages
 	read  func(name string) ([]byte, error)               // small files, copied
 	load  func(name string) ([]byte, func() error, error) // weight files, mapped where possible
+	maps  bool                                            // load maps the files (package mmap)
 }
 
 // Open opens the checkpoint in folder dir. It memory-maps each weight file read-only (on linux and
@@ -46,6 +48,7 @@ func Open(dir string) (*Checkpoint, error) {
 		path:  path,
 		read:  func(name string) ([]byte, error) { return readOS(path(name)) },
 		load:  func(name string) ([]byte, func() error, error) { return mapFile(path(name)) },
+		maps:  true,
 	})
 }
 
@@ -125,6 +128,9 @@ func (c *Checkpoint) addFile(src source, name string) (added []string, err error
 		return nil, err
 	}
 	c.unmaps = append(c.unmaps, unmap)
+	if src.maps {
+		c.mapped = append(c.mapped, data)
+	}
 	tensors, err := Parse(src.path(name), data)
 	if err != nil {
 		return nil, err
@@ -217,6 +223,15 @@ func (c *Checkpoint) Close() error {
 	for _, unmap := range c.unmaps {
 		errs = append(errs, unmap())
 	}
-	c.unmaps, c.tensors, c.names = nil, nil, nil
+	c.unmaps, c.tensors, c.names, c.mapped = nil, nil, nil, nil
 	return errors.Join(errs...)
+}
+
+// Release drops the pages of b, a tensor's Data or part of it, from the process's resident memory
+// once the caller has copied them (see package mmap's Release); b stays valid, read again from the
+// file if used. It releases nothing for a checkpoint from OpenFS, or after Close.
+func (c *Checkpoint) Release(b []byte) {
+	for _, m := range c.mapped {
+		mmap.Release(m, b)
+	}
 }

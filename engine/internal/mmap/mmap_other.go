@@ -13,3 +13,6 @@ func mapFile(path string) ([]byte, func() error, error) {
 	}
 	return data, func() error { return nil }, nil
 }
+
+// release has nothing to release: the file was read, not mapped.
+func release(mapping []byte, from, to int) {}

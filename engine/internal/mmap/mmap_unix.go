@@ -37,3 +37,12 @@ func mapFile(path string) ([]byte, func() error, error) {
 		return nil
 	}, nil
 }
+
+// release drops the whole pages of mapping[from:to] (madvise MADV_DONTNEED).
+func release(mapping []byte, from, to int) {
+	page := os.Getpagesize()
+	from, to = (from+page-1)/page*page, to/page*page
+	if from < to {
+		_ = unix.Madvise(mapping[from:to], unix.MADV_DONTNEED)
+	}
+}
