@@ -16,6 +16,9 @@ type task interface {
 // scratch is per-goroutine working memory that grows to the largest size asked and is kept.
 type scratch struct {
 	buf []float32
+	// dots holds a quantized kernel's results (qmatmulTask): some kernels are called through a
+	// function value, so a local array would escape and be allocated at every call.
+	dots [16]float32
 }
 
 // floats returns n floats of scratch; their contents are undefined. A task that needs scratch

@@ -93,7 +93,7 @@ func (b *backend) matmulQuant(dst, x []float32, w *qweights, bias []float32, row
 	*t = qmatmulTask{}
 }
 
-func (t *qmatmulTask) run(_ *scratch, lo, hi int) {
+func (t *qmatmulTask) run(s *scratch, lo, hi int) {
 	nb := t.w.in / quant.BlockSize
 	four := hasFourRowKernel(t.w) && nb > 0
 	for i := lo; i < hi; i++ {
@@ -101,11 +101,11 @@ func (t *qmatmulTask) run(_ *scratch, lo, hi int) {
 		r1, g1 := min(r0+t.rb, t.rows), min(g0+t.cg, t.w.groups())
 		for g := g0; g < g1; g++ {
 			w, sb := t.w.group(g)
-			var res [16]float32
+			res := &s.dots
 			r := r0
 			if four {
 				for ; r+4 <= r1; r += 4 {
-					qdots4(&res, t.w, w, t.act[r*nb:(r+4)*nb], nb)
+					qdots4(res, t.w, w, t.act[r*nb:(r+4)*nb], nb)
 					for k := range 4 {
 						t.store(r+k, g, res[4*k:4*k+4])
 					}

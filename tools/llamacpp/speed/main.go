@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -80,7 +81,19 @@ func main() {
 	streams := flag.Int("streams", 8, "streams decoding together")
 	streamTokens := flag.Int("stream-tokens", 32, "tokens each stream decodes")
 	out := flag.String("json", "", "write every run, the medians and the summary to this file")
+	cpuProfile := flag.String("cpuprofile", "", "with -worker: write a CPU profile of the run to this file")
 	flag.Parse()
+	if *worker && *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "speed:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var err error
 	switch {
 	case *streamTokens > streamSlots-streamPrompt:
@@ -92,6 +105,7 @@ func main() {
 			prompt: *prompt, n: *n, streams: *streams, streamTokens: *streamTokens, out: *out})
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "speed:", err)
 		os.Exit(1)
 	}
