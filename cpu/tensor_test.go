@@ -244,9 +244,18 @@ func TestNoAllocs(t *testing.T) {
 		l, _ := weightTensor(t, b, dt, 8, out, long)
 		halfW, halfL = append(halfW, h), append(halfL, l)
 	}
+	// Quantized weights: GGUF's blocks (the four-row kernels where the CPU has VNNI) and MLX's.
+	var quants []*tensor
+	for _, dt := range quantDTypes(t)[:3] {
+		quants = append(quants, quantized(t, dt, out, in, 9).upload(t, b))
+	}
 	tokens := iten(t, b, []int32{1, 5, 2, 7}, 4)
 	forward := func() {
 		b.MatMul(dst, x, w, nil, rows)
+		for _, qw := range quants {
+			b.MatMul(dst, x, qw, nil, rows)
+			b.MatMul(dst, x, qw, nil, 1)
+		}
 		for i := range halfW {
 			b.MatMul(dst, x, halfW[i], nil, rows)
 			b.MatMul(dst, x, halfW[i], nil, 1)
