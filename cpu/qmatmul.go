@@ -50,25 +50,31 @@ func quantizeBlock(ab *actBlock, x *[quant.BlockSize]float32) {
 }
 
 // qmatmulTask computes dst = x·wᵀ + bias for quantized weights, from activations already
-// quantized into act (rows × in/32 blocks). Item i is the block of rows i/ncg·rb … and of groups
-// of four columns i%ncg·cg …; within it each group's weights are read once for every four rows
-// where a four-row kernel exists (Q8_0 and Q4_0 with VNNI), else every two (the kernels take one,
-// two or four rows against four columns), from the L1 cache after the first. Every dst element is
-// one kernel's dot product in package quant's order, and every kernel gives the same bits for a
-// row, so the blocking changes speed, never bits.
+// quantized into act (rows × in/32 blocks). Item i is the block of rows i%nrb·rb … and of groups
+// of four columns i/nrb·cg …: the items of one column block come one after the other, so the
+// goroutines (on one core, two hardware threads sharing its L2 cache) go through every row of a
+// block of weights while it is in the cache, and the weights come from memory once. Within an
+// item each group's weights are read once for every four rows where a four-row kernel exists
+// (Q8_0 and Q4_0 with VNNI), else every two (the kernels take one, two or four rows against four
+// columns). Every dst element is one kernel's dot product in package quant's order, and every
+// kernel gives the same bits for a row, so the blocking changes speed, never bits.
 type qmatmulTask struct {
 	dst, bias []float32
 	w         *qweights
 	act       []actBlock
 	rows, out int
 	rb, cg    int
-	ncg       int
+	nrb       int
 }
 
-// Item sizes: rows a row block, and bytes of weights a column block.
+// Item sizes: rows a row block, and bytes of weights a column block: few rows (decode) take
+// small blocks, which share the work out finely; many (prompts) blocks that stay in the L2 cache
+// while all the rows pass.
 const (
-	qRowBlock    = 16
-	qColumnBytes = 16 << 10
+	qRowBlock      = 16
+	qColumnBytes   = 16 << 10
+	qPanelBytes    = 256 << 10
+	qPanelFromRows = 8
 )
 
 // matmulQuant is MatMul with quantized weights.
@@ -84,34 +90,43 @@ func (b *backend) matmulQuant(dst, x []float32, w *qweights, bias []float32, row
 	*qa = quantizeActs{}
 
 	t := &b.qmm
-	groups := w.groups()
+	groups, columnBytes := w.groups(), qColumnBytes
+	if rows >= qPanelFromRows {
+		columnBytes = qPanelBytes
+	}
 	*t = qmatmulTask{dst: dst, bias: bias, w: w, act: act, rows: rows, out: w.out,
-		rb: min(rows, qRowBlock), cg: min(groups, max(1, qColumnBytes/(w.units*w.unit)))}
-	t.ncg = (groups + t.cg - 1) / t.cg
-	nrb := (rows + t.rb - 1) / t.rb
-	b.run(t, nrb*t.ncg, 1, parFor(rows*w.out*w.in))
+		rb: min(rows, qRowBlock), cg: min(groups, max(1, columnBytes/(w.units*w.unit)))}
+	t.nrb = (rows + t.rb - 1) / t.rb
+	ncg := (groups + t.cg - 1) / t.cg
+	b.run(t, t.nrb*ncg, 1, parFor(rows*w.out*w.in))
 	*t = qmatmulTask{}
 }
 
 func (t *qmatmulTask) run(s *scratch, lo, hi int) {
 	nb := t.w.in / quant.BlockSize
-	four := hasFourRowKernel(t.w) && nb > 0
+	res := &s.dots
 	for i := lo; i < hi; i++ {
-		r0, g0 := i/t.ncg*t.rb, i%t.ncg*t.cg
+		r0, g0 := i%t.nrb*t.rb, i/t.nrb*t.cg
 		r1, g1 := min(r0+t.rb, t.rows), min(g0+t.cg, t.w.groups())
-		for g := g0; g < g1; g++ {
-			w, sb := t.w.group(g)
-			res := &s.dots
-			r := r0
-			if four {
-				for ; r+4 <= r1; r += 4 {
-					qdots4(res, t.w, w, t.act[r*nb:(r+4)*nb], nb)
+		r := r0
+		if hasFourRowKernel(t.w) && nb > 0 {
+			// Rows outside: four rows' activations stay in the L1 cache while the item's groups
+			// of weights pass by, which moves less from the L2 cache than the other way round
+			// (a block of activations takes 128 bytes, of Q8_0 weights 34).
+			for ; r+4 <= r1; r += 4 {
+				act := t.act[r*nb : (r+4)*nb]
+				for g := g0; g < g1; g++ {
+					w, _ := t.w.group(g)
+					qdots4(res, t.w, w, act, nb)
 					for k := range 4 {
 						t.store(r+k, g, res[4*k:4*k+4])
 					}
 				}
 			}
-			for ; r < r1; r += 2 {
+		}
+		for g := g0; g < g1; g++ {
+			w, sb := t.w.group(g)
+			for r := r; r < r1; r += 2 {
 				nr := min(2, r1-r)
 				qdots((*[8]float32)(res[:8]), t.w, w, sb, t.act[r*nb:(r+nr)*nb], nb, nr)
 				t.store(r, g, res[:4])

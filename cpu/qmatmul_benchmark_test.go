@@ -18,7 +18,7 @@ func BenchmarkQuantMatMul(b *testing.B) {
 		name    string
 		in, out int
 	}{{"gate", 1024, 3072}, {"down", 3072, 1024}, {"q", 1024, 2048}} {
-		for _, rows := range []int{1, 2, 4, 16} {
+		for _, rows := range []int{1, 2, 4, 16, 64} {
 			for _, dt := range []compute.DType{compute.BF16, compute.Q8_0, compute.Q4_0} {
 				b.Run(fmt.Sprintf("%s-%dx%d/rows=%d/%v", s.name, s.out, s.in, rows, dt), func(b *testing.B) {
 					benchQuantMatMul(b, dt, s.in, s.out, rows)
