@@ -7,8 +7,8 @@ import (
 	"tfd/quant"
 )
 
-// The kernels of quantized matrix products compute one or two activation rows against a group of
-// four weight rows (see qweights), lane by lane as package quant defines the dot product: the
+// The kernels of quantized matrix products compute one or two activation rows (four, for Q8_0 and
+// Q4_0 with VNNI: qtile_amd64.s) against a group of four weight rows (see qweights), lane by lane as package quant defines the dot product: the
 // integer sum of each lane's four products, exact, then a fused multiply-add by the block's
 // combined scale. The assembly kernels (qkernels_amd64.s, qkernels_arm64.s) get the integer sums
 // by other routes (VPMADDUBSW with a sign trick, VPDPBUSD with a correction, SDOT, or widening
