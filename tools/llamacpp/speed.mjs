@@ -44,12 +44,18 @@ await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, 32));
 await decode(sequence, ids[32], 4);
 await sequence.clearHistory();
 
-let start = process.hrtime.bigint();
+// cpuSeconds is the process's CPU time, user and system (getrusage), as tfd's side reads it.
+function cpuSeconds() {
+    const {user, system} = process.cpuUsage();
+    return (user + system) / 1e6;
+}
+
+let start = process.hrtime.bigint(), cpu0 = cpuSeconds();
 await sequence.evaluateWithoutGeneratingNewTokens(ids);
-const prefill = Number(process.hrtime.bigint() - start) / 1e9;
+const prefill = Number(process.hrtime.bigint() - start) / 1e9, cpu1 = cpuSeconds();
 start = process.hrtime.bigint();
 await decode(sequence, ids[0], n);
-const decodeSeconds = Number(process.hrtime.bigint() - start) / 1e9;
+const decodeSeconds = Number(process.hrtime.bigint() - start) / 1e9, cpu2 = cpuSeconds();
 const currentThreads = context.currentThreads;
 await context.dispose();
 
@@ -59,8 +65,9 @@ const seqs = Array.from({length: streams}, () => shared.getSequence());
 const prompts = seqs.map((_, s) => ids.slice(s * streamStride, s * streamStride + streamPrompt));
 await Promise.all(seqs.map((q, s) => q.evaluateWithoutGeneratingNewTokens(prompts[s])));
 start = process.hrtime.bigint();
+const cpu3 = cpuSeconds();
 await Promise.all(seqs.map((q, s) => decode(q, ids[s * streamStride + streamPrompt], streamTokens)));
-const aggregateSeconds = Number(process.hrtime.bigint() - start) / 1e9;
+const aggregateSeconds = Number(process.hrtime.bigint() - start) / 1e9, cpu4 = cpuSeconds();
 
 const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
 console.log(JSON.stringify({
@@ -68,6 +75,7 @@ console.log(JSON.stringify({
     prompt_tps: ids.length / prefill, decode_tps: n / decodeSeconds,
     streams, stream_tokens: streamTokens, aggregate_tps: streams * streamTokens / aggregateSeconds,
     peak_rss_kib: Number(hwm[1]),
+    prompt_cpu_s: cpu1 - cpu0, decode_cpu_s: cpu2 - cpu1, aggregate_cpu_s: cpu4 - cpu3,
 }));
 await shared.dispose();
 await model.dispose();

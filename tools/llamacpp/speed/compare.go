@@ -112,8 +112,8 @@ func compare(c config) error {
 							return fmt.Errorf("%s ran %d threads, want %d", s, res.Threads, t)
 						}
 						runs = append(runs, run{r, name, f.name, s, res})
-						fmt.Fprintf(os.Stderr, "round %d %s %s %d thread(s) %-9s prompt %7.1f tok/s  decode %6.1f tok/s  %d streams %6.1f tok/s  peak RSS %4d MiB\n",
-							r, name, f.name, t, s, res.PromptTPS, res.DecodeTPS, res.Streams, res.AggregateTPS, res.PeakRSSKiB>>10)
+						fmt.Fprintf(os.Stderr, "round %d %s %s %d thread(s) %-9s prompt %7.1f tok/s  decode %6.1f tok/s  %d streams %6.1f tok/s  peak RSS %4d MiB  CPU s %.1f %.1f %.1f\n",
+							r, name, f.name, t, s, res.PromptTPS, res.DecodeTPS, res.Streams, res.AggregateTPS, res.PeakRSSKiB>>10, res.PromptCPU, res.DecodeCPU, res.AggregateCPU)
 					}
 				}
 			}
@@ -217,6 +217,11 @@ var figures = []struct {
 	{"prompt", func(c config) string { return fmt.Sprintf("prompt %d tokens, tok/s", c.prompt) }, func(r result) float64 { return r.PromptTPS }},
 	{"aggregate", func(c config) string { return fmt.Sprintf("%d streams × %d tokens, tok/s", c.streams, c.streamTokens) }, func(r result) float64 { return r.AggregateTPS }},
 	{"rss", func(config) string { return "peak RSS, MiB" }, func(r result) float64 { return float64(r.PeakRSSKiB) / 1024 }},
+	{"decode_cpu", func(config) string { return "decode, tok per CPU-second" }, func(r result) float64 { return float64(r.Tokens) / r.DecodeCPU }},
+	{"prompt_cpu", func(config) string { return "prompt, tok per CPU-second" }, func(r result) float64 { return float64(r.Prompt) / r.PromptCPU }},
+	{"aggregate_cpu", func(config) string { return "streams, tok per CPU-second" }, func(r result) float64 {
+		return float64(r.Streams*r.StreamTokens) / r.AggregateCPU
+	}},
 }
 
 // report prints the medians as a Markdown table and writes the JSON.
@@ -256,7 +261,7 @@ func report(runs []run, names []string, threads []int, c config) error {
 		"machine": fmt.Sprintf("%d CPUs (%s/%s), shared", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH),
 		"method": fmt.Sprintf("%d interleaved rounds, the side that goes first alternating; each run a fresh process pinned with taskset to cores 0..threads-1: "+
 			"a warm-up, a prefill of %d prompt ids, a greedy decode of %d tokens after them, then %d streams of %d-id prompts decoding %d tokens each together "+
-			"(aggregate tok/s), peak RSS as VmHWM (llama.cpp's includes node's own); medians over rounds. "+
+			"(aggregate tok/s), peak RSS as VmHWM (llama.cpp's includes node's own), and each phase's process CPU time (getrusage; *_cpu figures: tokens per CPU-second); medians over rounds. "+
 			"summary, per model: tfd / llama.cpp of the medians (above 1 is tfd faster; for rss below 1 is tfd smaller)",
 			c.rounds, c.prompt, c.n, c.streams, streamPrompt, c.streamTokens),
 		"runs":    runs,

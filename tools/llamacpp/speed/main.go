@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"syscall"
 	"time"
 
 	"tfd/batch"
@@ -47,6 +48,12 @@ type result struct {
 	StreamTokens int     `json:"stream_tokens"`
 	AggregateTPS float64 `json:"aggregate_tps"`
 	PeakRSSKiB   int64   `json:"peak_rss_kib"`
+	// The process's CPU time (user and system, all threads, getrusage) in each timed phase: on a
+	// shared machine a run waits for its CPUs, and the tokens per CPU-second say what the work
+	// cost apart from that wait (a thread that spins while it waits counts, though).
+	PromptCPU    float64 `json:"prompt_cpu_s"`
+	DecodeCPU    float64 `json:"decode_cpu_s"`
+	AggregateCPU float64 `json:"aggregate_cpu_s"`
 }
 
 // run is one measured run in the JSON.
@@ -161,17 +168,17 @@ func runTFD(path, idsPath string, n, streams, streamTokens int) error {
 	if err := decode(32, ids[32], 4); err != nil {
 		return err
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuSeconds()
 	if err := prefill(ids); err != nil {
 		return err
 	}
-	prefillSeconds := time.Since(start).Seconds()
+	prefillSeconds, cpu1 := time.Since(start).Seconds(), cpuSeconds()
 	start = time.Now()
 	if err := decode(len(ids), ids[0], n); err != nil {
 		return err
 	}
-	decodeSeconds := time.Since(start).Seconds()
-	aggregateSeconds, err := decodeStreams(ctx, m, ids, streams, streamTokens)
+	decodeSeconds, cpu2 := time.Since(start).Seconds(), cpuSeconds()
+	aggregateSeconds, aggregateCPU, err := decodeStreams(ctx, m, ids, streams, streamTokens)
 	if err != nil {
 		return err
 	}
@@ -182,13 +189,13 @@ func runTFD(path, idsPath string, n, streams, streamTokens int) error {
 	return json.NewEncoder(os.Stdout).Encode(result{Threads: runtime.GOMAXPROCS(0), Prompt: len(ids), Tokens: n,
 		PromptTPS: float64(len(ids)) / prefillSeconds, DecodeTPS: float64(n) / decodeSeconds,
 		Streams: streams, StreamTokens: streamTokens, AggregateTPS: float64(streams*streamTokens) / aggregateSeconds,
-		PeakRSSKiB: rss})
+		PeakRSSKiB: rss, PromptCPU: cpu1 - cpu0, DecodeCPU: cpu2 - cpu1, AggregateCPU: aggregateCPU})
 }
 
 // decodeStreams prefills the streams' prompts in one forward (untimed), each stream a session of
 // streamSlots slots, then decodes tokens greedily in all of them together, one row a stream a
-// forward, and returns the seconds the decode took.
-func decodeStreams(ctx context.Context, m *engine.Model, ids []int32, streams, tokens int) (float64, error) {
+// forward, and returns the seconds the decode took, on the clock and of CPU time.
+func decodeStreams(ctx context.Context, m *engine.Model, ids []int32, streams, tokens int) (wall, cpu float64, err error) {
 	var rows []batch.Row
 	for s := range streams {
 		for i, id := range ids[s*streamStride : s*streamStride+streamPrompt] {
@@ -196,18 +203,18 @@ func decodeStreams(ctx context.Context, m *engine.Model, ids []int32, streams, t
 		}
 	}
 	if _, err := m.Forward(ctx, rows); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	rows = rows[:streams]
 	for s := range rows {
 		// The first token each stream decodes from is the prompt's next id, as speed.mjs takes it.
 		rows[s] = batch.Row{Base: s * streamSlots, Pos: streamPrompt, Token: ids[s*streamStride+streamPrompt], Logits: true}
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuSeconds()
 	for range tokens {
 		logits, err := m.Forward(ctx, rows)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		vocab := len(logits) / streams
 		for s := range rows {
@@ -215,7 +222,17 @@ func decodeStreams(ctx context.Context, m *engine.Model, ids []int32, streams, t
 			rows[s].Pos++
 		}
 	}
-	return time.Since(start).Seconds(), nil
+	return time.Since(start).Seconds(), cpuSeconds() - cpu0, nil
+}
+
+// cpuSeconds returns the CPU time the process has used, user and system, as node's
+// process.cpuUsage reports it for speed.mjs (both read getrusage).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err) // RUSAGE_SELF with a valid pointer cannot fail
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 func argmax(logits []float32) int32 {
