@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -35,6 +36,8 @@ const source = "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\n// main prin
 type config struct {
 	nlc, threads, models, qwenDir, out       string
 	rounds, prompt, n, streams, streamTokens int
+	limit                                    time.Duration // a run that takes longer is stopped and counted as stalled
+	print                                    bool          // report prints the table (at the end), besides writing the JSON
 }
 
 // modelNames are the models compare knows, by -models' names.
@@ -104,14 +107,26 @@ func compare(c config) error {
 								cmd.Env = append(cmd.Env, "NODE_LLAMA_CPP="+c.nlc)
 							}
 						}
-						res, err := measure(cmd)
+						res, err := measure(cmd, c.limit)
+						if errors.Is(err, errStalled) {
+							runs = append(runs, run{Round: r, Model: name, Format: f.name, Side: s, Stalled: true, result: result{Threads: t}})
+							fmt.Fprintf(os.Stderr, "round %d %s %s %d thread(s) %-9s stalled: stopped after %v\n", r, name, f.name, t, s, c.limit)
+							if err := report(runs, names, threads, c); err != nil {
+								return err
+							}
+							continue
+						}
 						if err != nil {
 							return err
 						}
 						if res.Threads != t {
 							return fmt.Errorf("%s ran %d threads, want %d", s, res.Threads, t)
 						}
-						runs = append(runs, run{r, name, f.name, s, res})
+						runs = append(runs, run{Round: r, Model: name, Format: f.name, Side: s, result: res})
+						// The JSON is rewritten after every run, so a run stopped early keeps what it measured.
+						if err := report(runs, names, threads, c); err != nil {
+							return err
+						}
 						fmt.Fprintf(os.Stderr, "round %d %s %s %d thread(s) %-9s prompt %7.1f tok/s  decode %6.1f tok/s  %d streams %6.1f tok/s  peak RSS %4d MiB  CPU s %.1f %.1f %.1f\n",
 							r, name, f.name, t, s, res.PromptTPS, res.DecodeTPS, res.Streams, res.AggregateTPS, res.PeakRSSKiB>>10, res.PromptCPU, res.DecodeCPU, res.AggregateCPU)
 					}
@@ -119,6 +134,7 @@ func compare(c config) error {
 			}
 		}
 	}
+	c.print = true
 	return report(runs, names, threads, c)
 }
 
@@ -184,11 +200,22 @@ func pinned(threads int, name string, args ...string) *exec.Cmd {
 	return exec.Command("taskset", append([]string{"-c", cores, name}, args...)...)
 }
 
-// measure runs cmd and reads the figures it prints.
-func measure(cmd *exec.Cmd) (result, error) {
+// errStalled is measure's error for a run stopped at its time limit.
+var errStalled = errors.New("stalled")
+
+// measure runs cmd, stopping it after limit (errStalled), and reads the figures it prints.
+func measure(cmd *exec.Cmd, limit time.Duration) (result, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return result{}, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	timer := time.AfterFunc(limit, func() { cmd.Process.Kill() }) // taskset has exec'd the command: this is its process
+	err := cmd.Wait()
+	if !timer.Stop() {
+		return result{}, errStalled
+	}
+	if err != nil {
 		return result{}, fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
 	}
 	var res result
@@ -206,6 +233,9 @@ func median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// sideKey names a side in the JSON's keys.
+var sideKey = map[string]string{"tfd": "tfd", "llama.cpp": "llamacpp"}
 
 // figures are what each run measures, by the names the summary uses.
 var figures = []struct {
@@ -228,29 +258,50 @@ var figures = []struct {
 func report(runs []run, names []string, threads []int, c config) error {
 	medians := map[string]map[string]float64{}
 	summary := map[string]map[string]float64{}
-	fmt.Printf("| model | format | threads | figure | tfd | llama.cpp | tfd / llama.cpp |\n| --- | --- | ---: | --- | ---: | ---: | ---: |\n")
+	stalled := map[string]int{}
+	for _, r := range runs {
+		if r.Stalled {
+			stalled[fmt.Sprintf("%s/%s_t%d_%s", r.Model, r.Format, r.Threads, sideKey[r.Side])]++
+		}
+	}
+	table := fmt.Sprintf("| model | format | threads | figure | tfd | llama.cpp | tfd / llama.cpp |\n| --- | --- | ---: | --- | ---: | ---: | ---: |\n")
 	for _, name := range names {
 		medians[name], summary[name] = map[string]float64{}, map[string]float64{}
 		for _, f := range formats {
 			for _, t := range threads {
 				for _, fig := range figures {
 					var m [2]float64
+					var have [2]bool
 					for i, side := range []string{"tfd", "llama.cpp"} {
 						var xs []float64
 						for _, r := range runs {
-							if r.Model == name && r.Format == f.name && r.Threads == t && r.Side == side {
+							if r.Model == name && r.Format == f.name && r.Threads == t && r.Side == side && !r.Stalled {
 								xs = append(xs, fig.get(r.result))
 							}
 						}
-						m[i] = median(xs)
-						medians[name][fmt.Sprintf("%s_%s_t%d_%s", f.name, fig.name, t, map[string]string{"tfd": "tfd", "llama.cpp": "llamacpp"}[side])] = m[i]
+						if have[i] = len(xs) > 0; have[i] {
+							m[i] = median(xs)
+							medians[name][fmt.Sprintf("%s_%s_t%d_%s", f.name, fig.name, t, sideKey[side])] = m[i]
+						}
 					}
 					key := fmt.Sprintf("%s_%s_t%d", f.name, fig.name, t)
-					summary[name][key] = m[0] / m[1]
-					fmt.Printf("| %s | %s | %d | %s | %.1f | %.1f | %.2f |\n", name, f.name, t, fig.label(c), m[0], m[1], summary[name][key])
+					cells := [3]string{"stalled", "stalled", "—"}
+					for i := range m {
+						if have[i] {
+							cells[i] = fmt.Sprintf("%.1f", m[i])
+						}
+					}
+					if have[0] && have[1] {
+						summary[name][key] = m[0] / m[1]
+						cells[2] = fmt.Sprintf("%.2f", m[0]/m[1])
+					}
+					table += fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s |\n", name, f.name, t, fig.label(c), cells[0], cells[1], cells[2])
 				}
 			}
 		}
+	}
+	if c.print {
+		fmt.Print(table)
 	}
 	if c.out == "" {
 		return nil
@@ -262,9 +313,11 @@ func report(runs []run, names []string, threads []int, c config) error {
 		"method": fmt.Sprintf("%d interleaved rounds, the side that goes first alternating; each run a fresh process pinned with taskset to cores 0..threads-1: "+
 			"a warm-up, a prefill of %d prompt ids, a greedy decode of %d tokens after them, then %d streams of %d-id prompts decoding %d tokens each together "+
 			"(aggregate tok/s), peak RSS as VmHWM (llama.cpp's includes node's own), and each phase's process CPU time (getrusage; *_cpu figures: tokens per CPU-second); medians over rounds. "+
+			"A run still going after %v is stopped and counted in stalled (model/format_threads_side), its figures left out of the medians. "+
 			"summary, per model: tfd / llama.cpp of the medians (above 1 is tfd faster; for rss below 1 is tfd smaller)",
-			c.rounds, c.prompt, c.n, c.streams, streamPrompt, c.streamTokens),
+			c.rounds, c.prompt, c.n, c.streams, streamPrompt, c.streamTokens, c.limit),
 		"runs":    runs,
+		"stalled": stalled,
 		"medians": medians,
 		"summary": summary,
 	}, "", "  ")

@@ -58,10 +58,11 @@ type result struct {
 
 // run is one measured run in the JSON.
 type run struct {
-	Round  int    `json:"round"`
-	Model  string `json:"model"`
-	Format string `json:"format"`
-	Side   string `json:"side"`
+	Round   int    `json:"round"`
+	Model   string `json:"model"`
+	Format  string `json:"format"`
+	Side    string `json:"side"`
+	Stalled bool   `json:"stalled,omitempty"` // stopped at -limit; no figures
 	result
 }
 
@@ -87,7 +88,8 @@ func main() {
 	n := flag.Int("n", 128, "tokens to decode")
 	streams := flag.Int("streams", 8, "streams decoding together")
 	streamTokens := flag.Int("stream-tokens", 32, "tokens each stream decodes")
-	out := flag.String("json", "", "write every run, the medians and the summary to this file")
+	out := flag.String("json", "", "write every run, the medians and the summary to this file (rewritten after each run)")
+	limit := flag.Duration("limit", 5*time.Minute, "stop a run that takes longer and count it as stalled")
 	cpuProfile := flag.String("cpuprofile", "", "with -worker: write a CPU profile of the run to this file")
 	flag.Parse()
 	if *worker && *cpuProfile != "" {
@@ -109,7 +111,7 @@ func main() {
 		err = runTFD(*ggufPath, *idsPath, *n, *streams, *streamTokens)
 	default:
 		err = compare(config{nlc: *nlc, rounds: *rounds, threads: *threadList, models: *modelList, qwenDir: *qwenDir,
-			prompt: *prompt, n: *n, streams: *streams, streamTokens: *streamTokens, out: *out})
+			prompt: *prompt, n: *n, streams: *streams, streamTokens: *streamTokens, out: *out, limit: *limit})
 	}
 	if err != nil {
 		pprof.StopCPUProfile()
