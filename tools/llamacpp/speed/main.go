@@ -2,11 +2,13 @@
 // Qwen3-0.6B-shaped checkpoint of random weights (tools/qwen3shape), each written as Q8_0 and Q4_0
 // (engine.ExportGGUF), at 1 and 2 threads, each run pinned with taskset to cores 0 (…N−1): a
 // prefill of 256 prompt ids, a greedy decode of 128 tokens after them, then 8 streams of 32-id
-// prompts decoding 32 tokens each together (one row a stream a forward; the aggregate tok/s), and
-// the process's peak RSS. llama.cpp runs through node-llama-cpp (../speed.mjs), tfd on its cpu
+// prompts decoding 32 tokens each together (one row a stream a forward; the aggregate tok/s), the
+// process's peak RSS, and the CPU time of each phase (tokens per CPU-second: on a shared machine a
+// run's wall time is mostly its wait for a CPU). llama.cpp runs through node-llama-cpp (../speed.mjs), tfd on its cpu
 // backend in a process of its own (this command, re-run with -worker). Runs are interleaved,
 // round by round, the side that goes first alternating, and the medians over rounds are reported,
-// since the machine is shared and noisy.
+// since the machine is shared and noisy; a run still going after -limit is stopped and counted
+// as stalled.
 //
 //	go run ./tools/llamacpp/speed -node-llama-cpp /tmp/nlc/node_modules/node-llama-cpp/dist/index.js -rounds 3 -json docs/performance-cpu.json
 //
