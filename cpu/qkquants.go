@@ -156,13 +156,14 @@ func (q *qweights) kRow(dst []float32, w []byte, c int) {
 // qdotsKAsm is qdots for Q4_K and Q6_K weights with the assembly kernels (nb > 0, bounds checked
 // by the caller): one row at a time, the second reading the group's units from the L1 cache.
 func qdotsKAsm(res *[8]float32, dtype compute.DType, w []byte, act []actBlock, nb, nr int) {
-	kernel := q4kx1AVX2
-	if dtype == compute.Q6_K {
-		kernel = q6kx1AVX2
-	}
 	for r := range nr {
+		// Direct calls, not through a function value, so that row does not escape to the heap.
 		var row [8]float32
-		kernel(&row, &w[0], &act[r*nb], nb/8)
+		if dtype == compute.Q6_K {
+			q6kx1AVX2(&row, &w[0], &act[r*nb], nb/8)
+		} else {
+			q4kx1AVX2(&row, &w[0], &act[r*nb], nb/8)
+		}
 		copy(res[4*r:4*r+4], row[:4])
 	}
 }

@@ -246,7 +246,11 @@ func TestNoAllocs(t *testing.T) {
 	}
 	// Quantized weights: GGUF's blocks (the four-row kernels where the CPU has VNNI) and MLX's.
 	var quants []*tensor
-	for _, dt := range quantDTypes(t)[:3] {
+	affine, err := compute.Affine(4, 64, compute.F16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range []compute.DType{compute.Q8_0, compute.Q4_0, compute.Q4_K, compute.Q6_K, affine} {
 		quants = append(quants, quantized(t, dt, out, in, 9).upload(t, b))
 	}
 	tokens := iten(t, b, []int32{1, 5, 2, 7}, 4)
