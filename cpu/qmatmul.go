@@ -52,8 +52,8 @@ func quantizeBlock(ab *actBlock, x *[quant.BlockSize]float32) {
 // qmatmulTask computes dst = x·wᵀ + bias for quantized weights, from activations already
 // quantized into act (rows × in/32 blocks). Item i is the block of rows i%nrb·rb … and of groups
 // of four columns i/nrb·cg …: the items of one column block come one after the other, so the
-// goroutines (on one core, two hardware threads sharing its L2 cache) go through every row of a
-// block of weights while it is in the cache, and the weights come from memory once. Within an
+// goroutines go through every row of a block of weights while it is in the caches, and a prompt's
+// weights come from memory about once rather than once per row block. Within an
 // item each group's weights are read once for every four rows where a four-row kernel exists
 // (Q8_0 and Q4_0 with VNNI), else every two (the kernels take one, two or four rows against four
 // columns). Every dst element is one kernel's dot product in package quant's order, and every
