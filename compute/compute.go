@@ -204,9 +204,17 @@ type Ops interface {
 	// over the slots bases[r] .. bases[r]+positions[r] inclusive of the given layer, reading KV head
 	// h / (heads/kvHeads) (grouped-query attention). q and dst are [*, heads×headDim]. Keys are
 	// visited in position order so each row's result is independent of the others.
-	Attention(dst, q Tensor, kv KV, layer int, bases, positions Tensor, rows, heads int, scale float32)
+	//
+	// sinks is nil or [heads] F32: head h's sink is a learned logit that joins the softmax's
+	// denominator and nothing else (GPT-OSS's attention sinks). With s_j the scaled scores and
+	// m = max(sink_h, max_j s_j), the weights are exp(s_j − m) / (Σ_j exp(s_j − m) + exp(sink_h − m)).
+	Attention(dst, q Tensor, kv KV, layer int, bases, positions, sinks Tensor, rows, heads int, scale float32)
 	// SiLUMul writes dst[r] = silu(gate[r]) ⊙ up[r] for r < rows; dst may be gate.
 	SiLUMul(dst, gate, up Tensor, rows int)
+	// ClampedSwiGLU writes dst[r] = (clamp(up[r], −limit, limit) + 1) ⊙ g·σ(alpha·g) with
+	// g = min(gate[r], limit), for r < rows, each step rounded in that order (GPT-OSS's experts;
+	// σ(x) = 1/(1 + exp(−x))); dst may be gate.
+	ClampedSwiGLU(dst, gate, up Tensor, rows int, alpha, limit float32)
 	// GELUTanhMul writes dst[r] = gelu_tanh(gate[r]) ⊙ up[r] for r < rows, with PyTorch's
 	// tanh approximation 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))) (Gemma's MLP); dst may be gate.
 	GELUTanhMul(dst, gate, up Tensor, rows int)
@@ -232,14 +240,15 @@ type Ops interface {
 	GroupByExpert(groups, ids Tensor, n, experts int)
 	// ExpertMatMul runs each listed pair through its expert's matrix: for every pair a in the
 	// runs of groups (GroupByExpert's layout, for experts = w's first dimension),
-	// dst[a][o] = Σ_i x[a/share][i]·w[e][o][i], where e is the run's expert and w is
-	// [experts, out, in]. share is k when x holds one row per token (all of a row's pairs read
-	// it: the experts' gate and up projections) and 1 when it holds one per pair (their down
+	// dst[a][o] = Σ_i x[a/share][i]·w[e][o][i] (+ bias[e][o]), where e is the run's expert, w is
+	// [experts, out, in] and bias is nil or [experts, out] F32, added to the finished dot
+	// product. share is k when x holds one row per token (all of a row's pairs read it: the
+	// experts' gate and up projections) and 1 when it holds one per pair (their down
 	// projection). n bounds the pairs (a < n). Each element is one dot product in an order fixed by
 	// its length (MatMul's, except where a GPU backend runs MatMul on its matrix unit), so a
 	// pair's bits depend neither on the pairs that share its expert nor
 	// on where it sits among them. Rows of dst whose pair is in no run are left alone.
-	ExpertMatMul(dst, x, w, groups Tensor, n, share int)
+	ExpertMatMul(dst, x, w, bias, groups Tensor, n, share int)
 	// CombineExperts writes dst[r] = Σ_j weights[r·k+j]·x[r·k+j] for r < rows: each row's
 	// expert outputs summed by rank, j = 0 … k−1, each product rounded before it is added (from
 	// the first product on). x holds a row per pair, of dst's row length.

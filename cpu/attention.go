@@ -49,7 +49,10 @@ func (kv *kvPool) slot(base, pos int32) (int, bool) {
 // memory once for all of them. How rows and heads are grouped changes no bits: every score is the
 // same dot product, and the weighted sums continue across blocks exactly where they stopped. A
 // row whose slots fall outside the pool gets zeros and is reported by the next Sync.
-func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
+//
+// With sinks, head h's sink joins the maximum and the sum: m = max(sink_h, max_j s_j), and
+// exp(sink_h − m) is added to the lanes' sum after their tree.
+func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
 	p := asKV(kv, "Attention", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
 	if heads <= 0 || heads%kvh != 0 {
@@ -68,6 +71,9 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		group:     heads / kvh,
 		scale:     scale,
 		groups:    t.groups,
+	}
+	if sinks != nil {
+		t.sinks = f32(sinks, "Attention", "sinks", heads)
 	}
 	work, longest := 0, 0
 	for r := range rows {
@@ -104,6 +110,7 @@ const (
 
 type attentionTask struct {
 	dst, q, k, v     []float32
+	sinks            []float32 // [heads], or nil
 	bases, positions []int32
 	kv               *kvPool
 	heads, group     int
@@ -186,7 +193,7 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 	for i := range rg.n {
 		for h := range nh {
 			ee := e[(i*nh+h)*width : (i*nh+h)*width+keys(i)]
-			sums[i*nh+h] = t.softmax(ee, q(i, h), k, st)
+			sums[i*nh+h] = t.softmax(ee, q(i, h), k, st, h0+h)
 		}
 	}
 	// Weighted sums of the values, block by block of keys, then the division.
@@ -216,7 +223,8 @@ var attBlockBytes = 32 << 10
 
 // softmax turns the lane parts of one (row, head)'s scores in e into exponentials and returns
 // their sum: it adds the dot products' tails, scales, subtracts the maximum and exponentiates.
-func (t *attentionTask) softmax(e, q, k []float32, st int) float32 {
+// The head's sink, if any, joins the maximum and adds its exponential to the sum last.
+func (t *attentionTask) softmax(e, q, k []float32, st, head int) float32 {
 	hd := len(q)
 	n8 := hd &^ 7
 	m := float32(math.Inf(-1))
@@ -230,5 +238,10 @@ func (t *attentionTask) softmax(e, q, k []float32, st int) float32 {
 			m = sj
 		}
 	}
-	return softmaxExp(e, m)
+	if t.sinks == nil {
+		return softmaxExp(e, m)
+	}
+	sink := t.sinks[head]
+	m = max(m, sink)
+	return softmaxExp(e, m) + expGo(sink-m)
 }

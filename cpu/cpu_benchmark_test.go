@@ -90,7 +90,7 @@ func BenchmarkAttention(b *testing.B) {
 				}
 				bases, positions := iten(b, be, make([]int32, rows), rows), iten(b, be, pos, rows)
 				for b.Loop() {
-					be.Attention(dst, q, kvi, 0, bases, positions, rows, heads, 0.125)
+					be.Attention(dst, q, kvi, 0, bases, positions, nil, rows, heads, 0.125)
 				}
 			})
 		}

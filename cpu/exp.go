@@ -121,3 +121,16 @@ func geluTanh(x float32) float32 {
 	}
 	return float32(0.5*x) * float32(1+t)
 }
+
+// clampedSwiGLU writes dst[i] = (clamp(u[i], −limit, limit) + 1)·(g·σ(alpha·g)) with
+// g = min(g[i], limit), as transformers' GptOssExperts computes it in float32: the gate clamped
+// above, the up clamped both ways, glu = g·sigmoid(g·alpha), then (up + 1)·glu.
+func clampedSwiGLU(dst, g, u []float32, alpha, limit float32) {
+	g, u = g[:len(dst)], u[:len(dst)]
+	for i, x := range g {
+		x = min(x, limit)
+		up := max(min(u[i], limit), -limit)
+		s := 1 / (1 + expGo(-float32(x*alpha)))
+		dst[i] = float32(up+1) * float32(x*s)
+	}
+}

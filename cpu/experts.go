@@ -122,8 +122,8 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 // ExpertMatMul computes each listed pair's row through its expert's matrix. The pairs are gathered
 // in run order into a block of inputs, each run is cut into tiles of MatMul's row blocks, the
 // tiles go through MatMul's blocks against their expert's matrix, and the outputs are scattered
-// back to their pairs' rows.
-func (b *backend) ExpertMatMul(dst, x, w, groups compute.Tensor, n, share int) {
+// back to their pairs' rows. A bias is added to each finished dot product, as MatMul adds its.
+func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := asTensor(w, "ExpertMatMul", "w")
 	if len(wt.shape) != 3 {
 		panic(fmt.Sprintf("cpu: ExpertMatMul: w has shape %v, want [experts, out, in]", wt.shape))
@@ -166,6 +166,9 @@ func (b *backend) ExpertMatMul(dst, x, w, groups compute.Tensor, n, share int) {
 	t := &b.expert
 	*t = expertTask{mm: matmulTask{dst: dg, x: xg, wdt: wt.dtype, rows: longest, in: in, out: out}}
 	t.mm.w, t.mm.wh = weights(w, "ExpertMatMul", "w", experts*out*in)
+	if bias != nil {
+		t.bias = f32(bias, "ExpertMatMul", "bias", experts*out)
+	}
 	b.pool.reserve(t.mm.plan())
 	t.tiles = b.experts.tiles[:0]
 	for e := range experts {
@@ -206,9 +209,10 @@ type expertTile struct{ expert, start, rows int }
 
 // expertTask runs MatMul's blocks over the tiles; item i is tile i/ncb by column block i%ncb.
 // mm holds the gathered inputs and outputs, every expert's matrices, and the blocks planned for
-// the longest run.
+// the longest run; bias is nil or every expert's bias, [experts, out].
 type expertTask struct {
 	mm    matmulTask
+	bias  []float32
 	tiles []expertTile
 }
 
@@ -224,6 +228,9 @@ func (t *expertTask) run(s *scratch, lo, hi int) {
 			v.wh = v.wh[tile.expert*out*in : (tile.expert+1)*out*in]
 		} else {
 			v.w = v.w[tile.expert*out*in : (tile.expert+1)*out*in]
+		}
+		if t.bias != nil {
+			v.bias = t.bias[tile.expert*out : (tile.expert+1)*out]
 		}
 		c0 := i % t.mm.ncb * t.mm.cb
 		v.block(s, 0, tile.rows, c0, min(t.mm.cb, out-c0))

@@ -98,23 +98,28 @@ func TestGroupByExpert(t *testing.T) {
 }
 
 // TestExpertMatMulIsMatMul: each pair's row is, bit for bit, MatMul of its x row and its expert's
-// matrix, with every kernel and weight dtype and lengths that take each path of MatMul (tails,
-// widened 16-bit blocks, K-blocked tiles), whatever GOMAXPROCS.
+// matrix (and its expert's bias, in the cases with one), with every kernel and weight dtype and
+// lengths that take each path of MatMul (tails, widened 16-bit blocks, K-blocked tiles), whatever
+// GOMAXPROCS.
 func TestExpertMatMulIsMatMul(t *testing.T) {
 	forKernels(t, func(t *testing.T) {
 		for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16} {
-			for _, c := range []struct{ in, out, pairs, experts, share int }{
-				{100, 7, 9, 4, 3}, {1024, 40, 40, 4, 1}, {2048, 20, 64, 8, 8},
+			for _, c := range []struct {
+				in, out, pairs, experts, share int
+				bias                           bool
+			}{
+				{100, 7, 9, 4, 3, false}, {1024, 40, 40, 4, 1, false}, {2048, 20, 64, 8, 8, false},
+				{100, 7, 9, 4, 3, true}, {1024, 40, 40, 4, 1, true},
 			} {
 				t.Run(fmt.Sprint(dt, c), func(t *testing.T) {
-					testExpertMatMulIsMatMul(t, dt, c.in, c.out, c.pairs, c.experts, c.share)
+					testExpertMatMulIsMatMul(t, dt, c.in, c.out, c.pairs, c.experts, c.share, c.bias)
 				})
 			}
 		}
 	})
 }
 
-func testExpertMatMulIsMatMul(t *testing.T, dt compute.DType, in, out, pairs, experts, share int) {
+func testExpertMatMulIsMatMul(t *testing.T, dt compute.DType, in, out, pairs, experts, share int, withBias bool) {
 	b := newTest(t)
 	ids := make([]int32, pairs)
 	for a := range ids {
@@ -130,17 +135,27 @@ func testExpertMatMulIsMatMul(t *testing.T, dt compute.DType, in, out, pairs, ex
 		t.Fatal(err)
 	}
 	x := ften(t, b, xs, xrows, in)
+	var bias compute.Tensor
+	var bs []float32
+	if withBias {
+		bs = computetest.Randn(3, experts*out)
+		bias = ften(t, b, bs, experts, out)
+	}
 	for _, procs := range procsToTry {
 		withProcs(procs, func() {
 			dst := ften(t, b, nil, pairs, out)
-			b.ExpertMatMul(dst, x, w, groups, pairs, share)
+			b.ExpertMatMul(dst, x, w, bias, groups, pairs, share)
 			for e := range experts {
 				we, err := b.Upload(dt, []int{out, in}, wb[e*out*in*dt.Size():(e+1)*out*in*dt.Size()])
 				if err != nil {
 					t.Fatal(err)
 				}
+				var be compute.Tensor
+				if withBias {
+					be = ften(t, b, bs[e*out:(e+1)*out], out)
+				}
 				mm := ften(t, b, nil, xrows, out)
-				b.MatMul(mm, x, we, nil, xrows)
+				b.MatMul(mm, x, we, be, xrows)
 				for a, id := range ids {
 					if int(id) == e {
 						r := a / share

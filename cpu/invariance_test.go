@@ -150,7 +150,7 @@ func TestAttentionInvariance(t *testing.T) {
 				pos.i[r] = int32(r*37) % 199
 			}
 			bases.i[at], pos.i[at] = 200, 150
-			b.Attention(dst, q, kv, 0, bases, pos, rows, heads, 0.125)
+			b.Attention(dst, q, kv, 0, bases, pos, nil, rows, heads, 0.125)
 			return dst.f[at*heads*hd : (at+1)*heads*hd]
 		})
 		if err := b.Sync(); err != nil {

@@ -188,6 +188,13 @@ func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
 	b.elementwise("SiLUMul", opSiLUMul, dst, gate, up, rows)
 }
 
+// ClampedSwiGLU writes dst[r] = (clamp(up[r], −limit, limit) + 1)·g·σ(alpha·g) with
+// g = min(gate[r], limit), for r < rows (rows of dst's row length), in F32 with σ(x) = 1/(1 +
+// exp(−x)) and exp as in exp.go (clampedSwiGLU).
+func (b *backend) ClampedSwiGLU(dst, gate, up compute.Tensor, rows int, alpha, limit float32) {
+	b.elementwiseWith("ClampedSwiGLU", opClampedSwiGLU, dst, gate, up, rows, alpha, limit)
+}
+
 // GELUTanhMul writes dst[r] = gelu_tanh(gate[r])·up[r] for r < rows (rows of dst's row length),
 // in F32 with tanh from exp as in exp.go (geluTanhMul).
 func (b *backend) GELUTanhMul(dst, gate, up compute.Tensor, rows int) {
@@ -203,16 +210,24 @@ const (
 	opAdd = iota
 	opSiLUMul
 	opGELUTanhMul
+	opClampedSwiGLU
 )
 
 func (b *backend) elementwise(op string, kind int, dst, x, y compute.Tensor, rows int) {
+	b.elementwiseWith(op, kind, dst, x, y, rows, 0, 0)
+}
+
+// elementwiseWith is elementwise with the op's two parameters (ClampedSwiGLU's alpha and limit).
+func (b *backend) elementwiseWith(op string, kind int, dst, x, y compute.Tensor, rows int, alpha, limit float32) {
 	n := rows * asTensor(dst, op, "dst").rowLen()
 	t := &b.elem
 	*t = elemTask{
-		kind: kind,
-		dst:  f32(dst, op, "dst", n),
-		a:    f32(x, op, "a", n),
-		b:    f32(y, op, "b", n),
+		kind:  kind,
+		dst:   f32(dst, op, "dst", n),
+		a:     f32(x, op, "a", n),
+		b:     f32(y, op, "b", n),
+		alpha: alpha,
+		limit: limit,
 	}
 	cost := 1
 	if kind != opAdd {
@@ -224,8 +239,9 @@ func (b *backend) elementwise(op string, kind int, dst, x, y compute.Tensor, row
 
 // elemTask is an elementwise op; item i is element i.
 type elemTask struct {
-	kind      int
-	dst, a, b []float32
+	kind         int
+	dst, a, b    []float32
+	alpha, limit float32
 }
 
 func (t *elemTask) run(_ *scratch, lo, hi int) {
@@ -239,6 +255,8 @@ func (t *elemTask) run(_ *scratch, lo, hi int) {
 		siluMul(dst, a, b)
 	case opGELUTanhMul:
 		geluTanhMul(dst, a, b)
+	case opClampedSwiGLU:
+		clampedSwiGLU(dst, a, b, t.alpha, t.limit)
 	}
 }
 

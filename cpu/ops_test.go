@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"tfd/compute"
 	"tfd/compute/computetest"
 )
 
@@ -220,13 +221,16 @@ func TestAttention(t *testing.T) {
 	forKernels(t, func(t *testing.T) {
 		for _, hd := range []int{4, 13, 64} {
 			for _, g := range []int{1, 3} {
-				t.Run(name(hd, g), func(t *testing.T) { testAttention(t, hd, g) })
+				t.Run(name(hd, g), func(t *testing.T) { testAttention(t, hd, g, false) })
+				t.Run(name(hd, g, "sinks"), func(t *testing.T) { testAttention(t, hd, g, true) })
 			}
 		}
 	})
 }
 
-func testAttention(t *testing.T, hd, group int) {
+// testAttention checks Attention against a float64 reference; with sinks, each head has a sink
+// (some above every score, some below) that joins the softmax's denominator.
+func testAttention(t *testing.T, hd, group int, withSinks bool) {
 	b := newTest(t)
 	const kvHeads, slots = 2, 64
 	heads := kvHeads * group
@@ -240,7 +244,16 @@ func testAttention(t *testing.T, hd, group int) {
 	q := ften(t, b, qs, rows, heads*hd)
 	dst := ften(t, b, nil, rows, heads*hd)
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	b.Attention(dst, q, kv, 1, iten(t, b, bases, rows), iten(t, b, pos, rows), rows, heads, scale)
+	var sinks compute.Tensor
+	var ss []float32
+	if withSinks {
+		ss = computetest.Randn(10, heads)
+		for h := range ss {
+			ss[h] *= 3
+		}
+		sinks = ften(t, b, ss, heads)
+	}
+	b.Attention(dst, q, kv, 1, iten(t, b, bases, rows), iten(t, b, pos, rows), sinks, rows, heads, scale)
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +274,10 @@ func testAttention(t *testing.T, hd, group int) {
 				m = max(m, s[j])
 			}
 			var sum float64
+			if withSinks {
+				m = max(m, float64(ss[h]))
+				sum = math.Exp(float64(ss[h]) - m)
+			}
 			for j := range s {
 				s[j] = math.Exp(s[j] - m)
 				sum += s[j]

@@ -269,7 +269,7 @@ func TestNoAllocs(t *testing.T) {
 		b.RMSNorm(x, x, nw, rows, 1e-6)
 		b.AddRMSNorm(x, dst, x, nw, rows, 1e-6)
 		b.RoPE(q, pos, inv, rows, heads)
-		b.Attention(att, q, kv, 0, bases, pos, rows, heads, 0.125)
+		b.Attention(att, q, kv, 0, bases, pos, nil, rows, heads, 0.125)
 		b.SiLUMul(dst, dst, dst, rows)
 		b.Add(dst, dst, dst, rows)
 	}

@@ -50,12 +50,14 @@ type backend struct {
 
 // kernelSet holds every kernel the ops launch, resolved once at Open.
 type kernelSet struct {
-	siluMul    *kernel
-	geluMul    *kernel
-	add        *kernel
-	argmaxNext *kernel
-	verify     *kernel // verify_drafts
-	draftNext  *kernel
+	siluMul *kernel
+	geluMul *kernel
+	// clampedSwiGLU is GPT-OSS's experts' activation.
+	clampedSwiGLU *kernel
+	add           *kernel
+	argmaxNext    *kernel
+	verify        *kernel // verify_drafts
+	draftNext     *kernel
 
 	// The mixture-of-experts kernels, launched as tfd/kernels' launch table says.
 	route          *kernel
@@ -232,7 +234,7 @@ func (b *backend) resolve() error {
 		k    **kernel
 		name string
 	}{
-		{&b.k.siluMul, "silu_mul"}, {&b.k.geluMul, "gelu_tanh_mul"}, {&b.k.add, "add"}, {&b.k.argmaxNext, "argmax_next"},
+		{&b.k.siluMul, "silu_mul"}, {&b.k.geluMul, "gelu_tanh_mul"}, {&b.k.clampedSwiGLU, "clamped_swiglu"}, {&b.k.add, "add"}, {&b.k.argmaxNext, "argmax_next"},
 		{&b.k.verify, "verify_drafts"}, {&b.k.draftNext, "draft_next"},
 		{&b.k.route, "route"}, {&b.k.groupExperts, "group_experts"}, {&b.k.combineExperts, "combine_experts"},
 	} {

@@ -42,8 +42,8 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 
 // ExpertMatMul runs each listed pair through its expert's matrix: a row of blocks per expert,
 // each walking its run in row groups sized for an expert's average share of the pairs (the size
-// changes no bits).
-func (b *backend) ExpertMatMul(dst, x, w, groups compute.Tensor, n, share int) {
+// changes no bits). A bias is added to each finished dot product.
+func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := b.asTensor(w, "ExpertMatMul", "w")
 	wi := weightIndex(wt.dtype)
 	if len(wt.shape) != 3 || wi < 0 {
@@ -56,9 +56,13 @@ func (b *backend) ExpertMatMul(dst, x, w, groups compute.Tensor, n, share int) {
 	dt := b.tensorOf(dst, "ExpertMatMul", "dst", compute.F32, n*out)
 	xt := b.tensorOf(x, "ExpertMatMul", "x", compute.F32, (n+share-1)/share*in)
 	gt := b.tensorOf(groups, "ExpertMatMul", "groups", compute.I32, experts+1+n)
+	var bp, hasBias uint64
+	if bias != nil {
+		bp, hasBias = ptr(b.tensorOf(bias, "ExpertMatMul", "bias", compute.F32, experts*out)), 1
+	}
 	l := kernels.ExpertMatMulLaunch(weightSuffix[wi], n, experts, out)
-	b.launch(b.k.expertMatMul[l.Kernel], l.Groups[0], l.Groups[1], ptr(dt), ptr(xt), ptr(wt), ptr(gt),
-		i32(n), i32(share), i32(in), i32(out), i32(experts))
+	b.launch(b.k.expertMatMul[l.Kernel], l.Groups[0], l.Groups[1], ptr(dt), ptr(xt), ptr(wt), bp, ptr(gt),
+		i32(n), i32(share), i32(in), i32(out), i32(experts), hasBias)
 }
 
 // CombineExperts writes each row's weighted sum of its pairs' outputs, by rank; one thread per

@@ -173,7 +173,8 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 // are split by position into chunks spread over many blocks, whose partial results are merged in
 // a fixed order (kernels/src/attention.kern), so the bits depend on the row alone. A row whose
 // slots fall outside the pool gets zeros and is reported by the next Sync.
-func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
+// With sinks, each head's sink joins the sum just before the division.
+func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
 	p := b.asKV(kv, "Attention", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
 	if heads <= 0 || heads%kvh != 0 {
@@ -183,15 +184,19 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	qt := b.tensorOf(q, "Attention", "q", compute.F32, rows*heads*hd)
 	bt := b.tensorOf(bases, "Attention", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "Attention", "positions", compute.I32, rows)
+	var sp, hasSinks uint64
+	if sinks != nil {
+		sp, hasSinks = ptr(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
+	}
 	kd, vd := p.layer(layer)
 	l := kernels.AttentionLaunch(rows, heads, hd)
 	part, ok := b.attentionScratch(l.Scratch)
 	if !ok {
 		return
 	}
-	b.launchAs(l.Split, ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt),
+	b.launchAs(l.Split, ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt), sp, hasSinks,
 		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), uint64(b.errWord))
-	b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), i32(heads), i32(hd), i32(p.spec.Slots))
+	b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), sp, hasSinks, i32(heads), i32(hd), i32(p.spec.Slots))
 }
 
 // attentionScratch returns the address of the attention scratch, grown to at least n F32
@@ -220,6 +225,16 @@ func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
 	b.elementwise("SiLUMul", b.k.siluMul, dst, gate, up, rows)
 }
 
+// ClampedSwiGLU writes dst[r] = (clamp(up[r], ±limit) + 1)·g·σ(alpha·g), g = min(gate[r], limit),
+// for r < rows, rows of dst's row length.
+func (b *backend) ClampedSwiGLU(dst, gate, up compute.Tensor, rows int, alpha, limit float32) {
+	n := b.elementwiseLen("ClampedSwiGLU", dst, rows)
+	dt := b.tensorOf(dst, "ClampedSwiGLU", "dst", compute.F32, n)
+	gt := b.tensorOf(gate, "ClampedSwiGLU", "gate", compute.F32, n)
+	ut := b.tensorOf(up, "ClampedSwiGLU", "up", compute.F32, n)
+	b.launch(b.k.clampedSwiGLU, ceilDiv(n, 256), 1, ptr(dt), ptr(gt), ptr(ut), i32(n), f32(alpha), f32(limit))
+}
+
 // GELUTanhMul writes dst[r] = gelu_tanh(gate[r])·up[r] for r < rows, rows of dst's row length.
 func (b *backend) GELUTanhMul(dst, gate, up compute.Tensor, rows int) {
 	b.elementwise("GELUTanhMul", b.k.geluMul, dst, gate, up, rows)
@@ -231,14 +246,21 @@ func (b *backend) Add(dst, x, y compute.Tensor, rows int) {
 }
 
 func (b *backend) elementwise(op string, k *kernel, dst, x, y compute.Tensor, rows int) {
-	n := rows * b.asTensor(dst, op, "dst").rowLen()
-	if n > math.MaxInt32-256 {
-		panic(fmt.Sprintf("cuda: %s of %d elements: past the kernels' 32-bit index", op, n))
-	}
+	n := b.elementwiseLen(op, dst, rows)
 	dt := b.tensorOf(dst, op, "dst", compute.F32, n)
 	at := b.tensorOf(x, op, "a", compute.F32, n)
 	bt := b.tensorOf(y, op, "b", compute.F32, n)
 	b.launch(k, ceilDiv(n, 256), 1, ptr(dt), ptr(at), ptr(bt), i32(n))
+}
+
+// elementwiseLen returns the elements an elementwise op covers, rows of dst's row length, or
+// panics past the kernels' 32-bit index.
+func (b *backend) elementwiseLen(op string, dst compute.Tensor, rows int) int {
+	n := rows * b.asTensor(dst, op, "dst").rowLen()
+	if n > math.MaxInt32-256 {
+		panic(fmt.Sprintf("cuda: %s of %d elements: past the kernels' 32-bit index", op, n))
+	}
+	return n
 }
 
 // launchAs records the launch l, which tfd/kernels made for the op.

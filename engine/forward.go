@@ -357,16 +357,16 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		// the window is one run of slots (window.go).
 		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringBases, a.ringPositions, rows)
 		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringMirrors, a.ringPositions, rows)
-		b.Attention(a.attn, a.q, m.rings.kv, ring, a.winBases, a.winPositions, rows, c.Heads, m.attnScale)
+		b.Attention(a.attn, a.q, m.rings.kv, ring, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
 	case c.Window(layer) > 0:
 		// The window's keys among all the session's.
 		full := m.fullLayer(layer)
 		b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
-		b.Attention(a.attn, a.q, m.kv, full, a.winBases, a.winPositions, rows, c.Heads, m.attnScale)
+		b.Attention(a.attn, a.q, m.kv, full, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
 	default:
 		full := m.fullLayer(layer)
 		b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
-		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, rows, c.Heads, m.attnScale)
+		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, l.sinks, rows, c.Heads, m.attnScale)
 	}
 	if l.qGate != nil {
 		m.deltaOps.SigmoidMul(a.attn, a.attn, a.attnGate, rows)
@@ -403,10 +403,10 @@ func (m *Model) experts(l *layerWeights, rows int) {
 	b.RouteTopK(a.expertIDs, a.expertWeights, a.router, rows, moe.Experts, k, moe.NormTopK)
 	b.GroupByExpert(a.groups, a.expertIDs, pairs, moe.Experts)
 	// each pair's SwiGLU: the row's h through its expert's gate and up, then down
-	b.ExpertMatMul(a.expertGate, a.h, l.expertGate, a.groups, pairs, k)
-	b.ExpertMatMul(a.expertUp, a.h, l.expertUp, a.groups, pairs, k)
+	b.ExpertMatMul(a.expertGate, a.h, l.expertGate, l.expertGateBias, a.groups, pairs, k)
+	b.ExpertMatMul(a.expertUp, a.h, l.expertUp, l.expertUpBias, a.groups, pairs, k)
 	b.SiLUMul(a.expertGate, a.expertGate, a.expertUp, pairs)
-	b.ExpertMatMul(a.expertOut, a.expertGate, l.expertDown, a.groups, pairs, 1)
+	b.ExpertMatMul(a.expertOut, a.expertGate, l.expertDown, l.expertDownBias, a.groups, pairs, 1)
 	// out[r] = Σ_j weight[r·k+j]·expertOut[r·k+j], by rank
 	b.CombineExperts(a.out, a.expertOut, a.expertWeights, rows, k)
 	if l.sharedGate != nil {

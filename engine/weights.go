@@ -19,6 +19,7 @@ type layerWeights struct {
 	q, k, v, o                 compute.Tensor // [heads·headDim, hidden], [kvHeads·headDim, hidden] ×2, [hidden, heads·headDim]
 	qBias, kBias, vBias, oBias compute.Tensor
 	qNorm, kNorm               compute.Tensor // [headDim] (Qwen3)
+	sinks                      compute.Tensor // [heads] F32: GPT-OSS's attention sinks
 
 	gate, up, down             compute.Tensor // [inter, hidden] ×2, [hidden, inter]
 	gateBias, upBias, downBias compute.Tensor
@@ -27,6 +28,9 @@ type layerWeights struct {
 	// and every expert's matrices, stacked (checkpoints store them one by one).
 	router                           compute.Tensor // [experts, hidden]
 	expertGate, expertUp, expertDown compute.Tensor // [experts, moeInter, hidden] ×2, [experts, hidden, moeInter]
+	// GPT-OSS's router and experts have biases: [experts], [experts, moeInter] ×2, [experts, hidden].
+	routerBias                                   compute.Tensor
+	expertGateBias, expertUpBias, expertDownBias compute.Tensor
 
 	// Qwen3-Next: a gated DeltaNet layer has delta instead of q, k, v and o; an attention layer
 	// gates its output by sigmoid(qGate·h); a sparse layer adds a shared expert, scaled by

@@ -170,6 +170,9 @@ func SiLUMulLaunch(n int) Launch { return launch("silu_mul", ceilDiv(n, 256), 1)
 // GELUTanhMulLaunch is the launch of GELUTanhMul over n elements: a thread per element.
 func GELUTanhMulLaunch(n int) Launch { return launch("gelu_tanh_mul", ceilDiv(n, 256), 1) }
 
+// ClampedSwiGLULaunch is the launch of ClampedSwiGLU over n elements: a thread per element.
+func ClampedSwiGLULaunch(n int) Launch { return launch("clamped_swiglu", ceilDiv(n, 256), 1) }
+
 // AddLaunch is the launch of Add over n elements: a thread per element.
 func AddLaunch(n int) Launch { return launch("add", ceilDiv(n, 256), 1) }
 

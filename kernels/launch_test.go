@@ -94,6 +94,7 @@ func TestLaunches(t *testing.T) {
 		{AttentionLaunch(6, 8, 64).Combine, [2]int{8, 6}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
 		{GELUTanhMulLaunch(257), [2]int{2, 1}},
+		{ClampedSwiGLULaunch(257), [2]int{2, 1}},
 		{AddLaunch(256), [2]int{1, 1}},
 		{ArgmaxNextLaunch(), [2]int{1, 1}},
 		{VerifyDraftsLaunch(), [2]int{1, 1}},

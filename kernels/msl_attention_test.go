@@ -27,9 +27,10 @@ var shortSessions = attentionCase{1200, []int32{0, 300, 700}, []int{40, 300, 129
 var longSessions = attentionCase{2200, []int32{0, 2150}, []int{2100, 30}, []int{5, 64, 1023, 1024, 1500, 2099}}
 
 // attention writes random keys and values for the sessions of c with kv_write, checks where they
-// landed, and attends over them from rows of every session at several positions, in a mixed order;
-// the cpu backend gets the same rows through KVWrite and Attention.
-func (o *op) attention(c attentionCase, hd, heads, kvHeads int) {
+// landed, and attends over them from rows of every session at several positions, in a mixed order,
+// with a sink per head when withSinks is set; the cpu backend gets the same rows through KVWrite
+// and Attention.
+func (o *op) attention(c attentionCase, hd, heads, kvHeads int, withSinks bool) {
 	spec := compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: c.slots}
 	st := kvHeads * hd
 	sessions, lengths := c.sessions, c.lengths
@@ -74,12 +75,21 @@ func (o *op) attention(c attentionCase, hd, heads, kvHeads int) {
 	qs := computetest.Randn(20, rows*qw)
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	dst := o.upload(compute.F32, make([]byte, 4*rows*qw), rows, qw)
+	var sinks compute.Tensor
+	var ms *mbuf
+	if withSinks {
+		ss := computetest.Randn(21, heads)
+		for h := range ss {
+			ss[h] *= 4 // some above a head's scores, some below
+		}
+		sinks, ms = o.upload(compute.F32, computetest.F32Bytes(ss), heads), &mbuf{computetest.F32Bytes(ss)}
+	}
 	o.cpu.Attention(dst, o.upload(compute.F32, computetest.F32Bytes(qs), rows, qw), kv, 0,
-		o.upload(compute.I32, computetest.I32Bytes(bases), rows), o.upload(compute.I32, computetest.I32Bytes(positions), rows), rows, heads, scale)
+		o.upload(compute.I32, computetest.I32Bytes(bases), rows), o.upload(compute.I32, computetest.I32Bytes(positions), rows), sinks, rows, heads, scale)
 	want := o.read(dst, rows*qw)
 
 	md := &mbuf{make([]byte, 4*rows*qw)}
-	o.attend(rows, heads, kvHeads, hd, spec.Slots, md, &mbuf{computetest.F32Bytes(qs)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, scale, errWord)
+	o.attend(rows, heads, kvHeads, hd, spec.Slots, md, &mbuf{computetest.F32Bytes(qs)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, ms, scale, errWord)
 	// The output is a convex combination of values of magnitude about 1.
 	computetest.Near(o.t, "attention", floats(md), want, 1e-5, 1)
 	o.checkError(errWord, nil, false, 0, 0, 0)
@@ -109,25 +119,30 @@ func (o *op) attentionOutside() {
 	dst := o.upload(compute.F32, make([]byte, 4*2*8), 2, 8)
 	q := computetest.Randn(16, 2*8)
 	o.cpu.Attention(dst, o.upload(compute.F32, computetest.F32Bytes(q), 2, 8), kv, 0,
-		o.upload(compute.I32, computetest.I32Bytes(bases), 2), o.upload(compute.I32, computetest.I32Bytes(positions), 2), 2, 1, 0.5)
+		o.upload(compute.I32, computetest.I32Bytes(bases), 2), o.upload(compute.I32, computetest.I32Bytes(positions), 2), nil, 2, 1, 0.5)
 	cpuErr = o.cpu.Sync()
 	want := o.read(dst, 2*8)
 	md, errWord := &mbuf{make([]byte, 4*2*8)}, &mbuf{make([]byte, 16)}
-	o.attend(2, 1, 1, 8, 4, md, &mbuf{computetest.F32Bytes(q)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, 0.5, errWord)
+	o.attend(2, 1, 1, 8, 4, md, &mbuf{computetest.F32Bytes(q)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, nil, 0.5, errWord)
 	computetest.Near(o.t, "attention", floats(md), want, 1e-5, 1)
 	computetest.SameBits(o.t, "the row outside", floats(md)[8:], make([]float32, 8))
 	o.checkError(errWord, cpuErr, true, 4, 1, 4) // ERR_ATTENTION
 }
 
 // attend launches attention as a backend does (kernels.AttentionLaunch): the split kernel, then
-// the combine, with a scratch buffer of the size the launch asks for.
-func (o *op) attend(rows, heads, kvHeads, hd, slots int, dst, q, k, v, bases, positions *mbuf, scale float32, errWord *mbuf) {
+// the combine, with a scratch buffer of the size the launch asks for; sinks nil: none (an empty
+// buffer is bound in their place, as a backend binds one).
+func (o *op) attend(rows, heads, kvHeads, hd, slots int, dst, q, k, v, bases, positions, sinks *mbuf, scale float32, errWord *mbuf) {
 	o.t.Helper()
 	l := kernels.AttentionLaunch(rows, heads, hd)
 	part := &mbuf{make([]byte, 4*l.Scratch)}
-	o.launch(l.Split, dst, part, q, k, v, bases, positions,
+	hasSinks := int32(1)
+	if sinks == nil {
+		sinks, hasSinks = &mbuf{}, 0
+	}
+	o.launch(l.Split, dst, part, q, k, v, bases, positions, sinks, hasSinks,
 		int32(heads), int32(heads/kvHeads), int32(hd), int32(kvHeads*hd), int32(slots), scale, int32(l.Blocks), errWord)
-	o.launch(l.Combine, dst, part, bases, positions, int32(heads), int32(hd), int32(slots))
+	o.launch(l.Combine, dst, part, bases, positions, sinks, hasSinks, int32(heads), int32(hd), int32(slots))
 }
 
 // Data helpers.

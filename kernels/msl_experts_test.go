@@ -118,7 +118,7 @@ func (o *op) groupExperts(n, experts, bad int) {
 // expertMatMul runs expert_matmul on pairs pairs among experts (pair 0's id is no expert: its
 // row stays as it was), share pairs to an x row, and compares it with the cpu backend within
 // matmul's tolerance, and with the matmul kernel run on each expert's rows, bit for bit.
-func (o *op) expertMatMul(dt compute.DType, in, out, pairs, experts, share int) {
+func (o *op) expertMatMul(dt compute.DType, in, out, pairs, experts, share int, withBias bool) {
 	ids := randomIDs(uint64(pairs+in), pairs, experts, 0)
 	groups, _ := o.cpuGroups(ids, experts)
 	xrows := (pairs + share - 1) / share
@@ -126,20 +126,27 @@ func (o *op) expertMatMul(dt compute.DType, in, out, pairs, experts, share int) 
 	wb := computetest.Encode(dt, ws)
 	before := computetest.Randn(15, pairs*out) // what dst holds before
 	dst := o.upload(compute.F32, computetest.F32Bytes(before), pairs, out)
-	o.cpu.ExpertMatMul(dst, o.upload(compute.F32, computetest.F32Bytes(xs), xrows, in), o.upload(dt, wb, experts, out, in),
+	bs := make([]float32, experts*out)
+	var bias compute.Tensor
+	mb, hasBias := &mbuf{}, int32(0)
+	if withBias {
+		bs = computetest.Randn(19, experts*out)
+		bias, mb, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), experts, out), &mbuf{computetest.F32Bytes(bs)}, 1
+	}
+	o.cpu.ExpertMatMul(dst, o.upload(compute.F32, computetest.F32Bytes(xs), xrows, in), o.upload(dt, wb, experts, out, in), bias,
 		o.upload(compute.I32, computetest.I32Bytes(groups), len(groups)), pairs, share)
 	want := o.read(dst, pairs*out)
 
 	md := &mbuf{computetest.F32Bytes(before)}
 	mx, mw, mg := &mbuf{computetest.F32Bytes(xs)}, &mbuf{wb}, &mbuf{computetest.I32Bytes(groups)}
 	l := kernels.ExpertMatMulLaunch(weightSuffix(dt), pairs, experts, out)
-	o.launch(l, md, mx, mw, mg, int32(pairs), int32(share), int32(in), int32(out), int32(experts))
+	o.launch(l, md, mx, mw, mb, mg, int32(pairs), int32(share), int32(in), int32(out), int32(experts), hasBias)
 	got := floats(md)
 	computetest.SameBits(o.t, "the row of the pair in no run", got[:out], before[:out])
 	for a := 1; a < pairs; a++ {
 		e, r := int(ids[a]), a/share
 		for c := range out {
-			var mag float64
+			mag := math.Abs(float64(bs[e*out+c]))
 			for i := range in {
 				mag += math.Abs(float64(xs[r*in+i]) * float64(ws[(e*out+c)*in+i]))
 			}
@@ -161,8 +168,12 @@ func (o *op) expertMatMul(dt compute.DType, in, out, pairs, experts, share int) 
 			rows = append(rows, xs[r*in:(r+1)*in]...)
 		}
 		mm := &mbuf{make([]byte, 4*len(run)*out)}
+		eb := &mbuf{}
+		if withBias {
+			eb = &mbuf{computetest.F32Bytes(bs[e*out : (e+1)*out])}
+		}
 		o.launch(kernels.MatMulLanesLaunch(weightSuffix(dt), len(run), out), mm, &mbuf{computetest.F32Bytes(rows)},
-			&mbuf{wb[e*out*in*dt.Size() : (e+1)*out*in*dt.Size()]}, &mbuf{}, int32(len(run)), int32(in), int32(out), int32(0))
+			&mbuf{wb[e*out*in*dt.Size() : (e+1)*out*in*dt.Size()]}, eb, int32(len(run)), int32(in), int32(out), hasBias)
 		m := floats(mm)
 		for i, a := range run {
 			computetest.SameBits(o.t, fmt.Sprintf("pair %d of expert %d against matmul", a, e), got[int(a)*out:(int(a)+1)*out], m[i*out:(i+1)*out])

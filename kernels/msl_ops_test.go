@@ -78,15 +78,18 @@ func TestMSLRuns(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ hd, heads, kvHeads int }{{16, 4, 2}, {20, 3, 1}, {64, 6, 2}, {128, 8, 8}, {256, 4, 1}} {
-		check(fmt.Sprint("kv_write and attention ", c), func(o *op) { o.attention(shortSessions, c.hd, c.heads, c.kvHeads) })
+		check(fmt.Sprint("kv_write and attention ", c), func(o *op) { o.attention(shortSessions, c.hd, c.heads, c.kvHeads, false) })
 	}
 	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 2, 1}, {256, 2, 2}} {
-		check(fmt.Sprint("kv_write and attention, long ", c), func(o *op) { o.attention(longSessions, c.hd, c.heads, c.kvHeads) })
+		check(fmt.Sprint("kv_write and attention, long ", c), func(o *op) { o.attention(longSessions, c.hd, c.heads, c.kvHeads, false) })
 	}
+	check("kv_write and attention with sinks", func(o *op) { o.attention(shortSessions, 64, 6, 2, true) })
+	check("kv_write and attention with sinks, long", func(o *op) { o.attention(longSessions, 20, 2, 1, true) })
 	check("kv_write and attention outside the pool", func(o *op) { o.attentionOutside() })
 	for _, n := range []int{1, 257, 5000} {
 		check(fmt.Sprint("silu_mul ", n), func(o *op) { o.elementwise("silu_mul", n) })
 		check(fmt.Sprint("gelu_tanh_mul ", n), func(o *op) { o.elementwise("gelu_tanh_mul", n) })
+		check(fmt.Sprint("clamped_swiglu ", n), func(o *op) { o.elementwise("clamped_swiglu", n) })
 		check(fmt.Sprint("add ", n), func(o *op) { o.elementwise("add", n) })
 	}
 	for _, c := range []struct{ n, tieA, tieB int }{{1, -1, -1}, {300, 7, 250}, {8193, 100, 8000}, {40, -2, -2}} {
@@ -108,8 +111,9 @@ func TestMSLRuns(t *testing.T) {
 	for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16} {
 		// pairs among 8 experts picks every row group R (1, 2, 4, 8, 16); in: both paths of the
 		// dot product; share: x rows per token (2 pairs each) and per pair.
-		for _, c := range []struct{ in, out, pairs, share int }{{64, 5, 8, 2}, {100, 37, 16, 1}, {64, 9, 20, 2}, {264, 4, 60, 1}, {8, 3, 100, 2}} {
-			check(fmt.Sprint("expert_matmul ", dt, c), func(o *op) { o.expertMatMul(dt, c.in, c.out, c.pairs, 8, c.share) })
+		// Every other case with a bias per expert.
+		for i, c := range []struct{ in, out, pairs, share int }{{64, 5, 8, 2}, {100, 37, 16, 1}, {64, 9, 20, 2}, {264, 4, 60, 1}, {8, 3, 100, 2}} {
+			check(fmt.Sprint("expert_matmul ", dt, c), func(o *op) { o.expertMatMul(dt, c.in, c.out, c.pairs, 8, c.share, i%2 == 1) })
 		}
 	}
 	for _, c := range []struct{ rows, width, k int }{{1, 64, 2}, {7, 100, 8}, {3, 257, 1}} {
@@ -355,6 +359,10 @@ func (o *op) elementwise(kernel string, n int) {
 	case "gelu_tanh_mul":
 		o.cpu.GELUTanhMul(dst, a, b, 1)
 		l = kernels.GELUTanhMulLaunch(n)
+	case "clamped_swiglu":
+		// A limit of 1.5 clamps about one value in seven of N(0, 1), both ways.
+		o.cpu.ClampedSwiGLU(dst, a, b, 1, 1.702, 1.5)
+		l = kernels.ClampedSwiGLULaunch(n)
 	default:
 		o.cpu.Add(dst, a, b, 1)
 	}
@@ -362,7 +370,11 @@ func (o *op) elementwise(kernel string, n int) {
 
 	md := &mbuf{computetest.F32Bytes(append(make([]float32, n), tail...))}
 	ma := &mbuf{computetest.F32Bytes(as)}
-	o.launch(l, md, ma, &mbuf{computetest.F32Bytes(bs)}, int32(n))
+	if kernel == "clamped_swiglu" {
+		o.launch(l, md, ma, &mbuf{computetest.F32Bytes(bs)}, int32(n), float32(1.702), float32(1.5))
+	} else {
+		o.launch(l, md, ma, &mbuf{computetest.F32Bytes(bs)}, int32(n))
+	}
 	got := floats(md)
 	if kernel != "add" {
 		computetest.Near(o.t, kernel, got[:n], want, 2e-6, 1e-30)

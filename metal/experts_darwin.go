@@ -39,7 +39,7 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 
 // ExpertMatMul runs each listed pair through its expert's matrix: a row of threadgroups per
 // expert, each walking its run in row groups (whose size changes no bits).
-func (b *backend) ExpertMatMul(dst, x, w, groups compute.Tensor, n, share int) {
+func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := b.asTensor(w, "ExpertMatMul", "w")
 	ws := weightSuffix(wt.dtype)
 	if len(wt.shape) != 3 || ws == "" {
@@ -52,8 +52,13 @@ func (b *backend) ExpertMatMul(dst, x, w, groups compute.Tensor, n, share int) {
 	dt := b.tensorOf(dst, "ExpertMatMul", "dst", compute.F32, n*out)
 	xt := b.tensorOf(x, "ExpertMatMul", "x", compute.F32, (n+share-1)/share*in)
 	gt := b.tensorOf(groups, "ExpertMatMul", "groups", compute.I32, experts+1+n)
-	b.dispatch(kernels.ExpertMatMulLaunch(ws, n, experts, out), bufArg(dt), bufArg(xt), bufArg(wt), bufArg(gt),
-		i32(n), i32(share), i32(in), i32(out), i32(experts))
+	var bt arg
+	hasBias := 0
+	if bias != nil {
+		bt, hasBias = bufArg(b.tensorOf(bias, "ExpertMatMul", "bias", compute.F32, experts*out)), 1
+	}
+	b.dispatch(kernels.ExpertMatMulLaunch(ws, n, experts, out), bufArg(dt), bufArg(xt), bufArg(wt), bt, bufArg(gt),
+		i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias))
 }
 
 // CombineExperts writes each row's weighted sum of its pairs' outputs, by rank; one thread per

@@ -190,7 +190,7 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 // are split by position into chunks spread over many threadgroups, whose partial results are
 // merged in a fixed order (kernels/src/attention.kern), so the bits depend on the row alone. A row
 // whose slots fall outside the pool gets zeros and is reported by the next Sync.
-func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, scale float32) {
+func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
 	p := b.asKV(kv, "Attention", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
 	if heads <= 0 || heads%kvh != 0 {
@@ -200,6 +200,11 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	qt := b.tensorOf(q, "Attention", "q", compute.F32, rows*heads*hd)
 	bt := b.tensorOf(bases, "Attention", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "Attention", "positions", compute.I32, rows)
+	var st arg
+	hasSinks := 0
+	if sinks != nil {
+		st, hasSinks = bufArg(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
+	}
 	l := p.layers[layer]
 	al := kernels.AttentionLaunch(rows, heads, hd)
 	part := b.attentionScratch(al.Scratch)
@@ -207,8 +212,8 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		return
 	}
 	b.dispatch(al.Split, bufArg(dt), bufArg(part), bufArg(qt), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(bt), bufArg(pt),
-		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(al.Blocks), b.errArg())
-	b.dispatch(al.Combine, bufArg(dt), bufArg(part), bufArg(bt), bufArg(pt), i32(heads), i32(hd), i32(p.spec.Slots))
+		st, i32(hasSinks), i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(al.Blocks), b.errArg())
+	b.dispatch(al.Combine, bufArg(dt), bufArg(part), bufArg(bt), bufArg(pt), st, i32(hasSinks), i32(heads), i32(hd), i32(p.spec.Slots))
 }
 
 // attentionScratch returns the attention scratch, grown to at least n F32 elements; nil, with the
@@ -235,6 +240,19 @@ func (b *backend) attentionScratch(n int) *tensor {
 // SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.
 func (b *backend) SiLUMul(dst, gate, up compute.Tensor, rows int) {
 	b.elementwise("SiLUMul", kernels.SiLUMulLaunch, dst, gate, up, rows)
+}
+
+// ClampedSwiGLU writes dst[r] = (clamp(up[r], ±limit) + 1)·g·σ(alpha·g), g = min(gate[r], limit),
+// for r < rows, rows of dst's row length.
+func (b *backend) ClampedSwiGLU(dst, gate, up compute.Tensor, rows int, alpha, limit float32) {
+	n := rows * b.asTensor(dst, "ClampedSwiGLU", "dst").rowLen()
+	if n > math.MaxInt32-256 {
+		panic(fmt.Sprintf("metal: ClampedSwiGLU of %d elements: past the kernels' 32-bit index", n))
+	}
+	dt := b.tensorOf(dst, "ClampedSwiGLU", "dst", compute.F32, n)
+	gt := b.tensorOf(gate, "ClampedSwiGLU", "gate", compute.F32, n)
+	ut := b.tensorOf(up, "ClampedSwiGLU", "up", compute.F32, n)
+	b.dispatch(kernels.ClampedSwiGLULaunch(n), bufArg(dt), bufArg(gt), bufArg(ut), i32(n), f32(alpha), f32(limit))
 }
 
 // GELUTanhMul writes dst[r] = gelu_tanh(gate[r])·up[r] for r < rows, rows of dst's row length.

@@ -19,6 +19,7 @@ func TestRMSNormMatchesCPU(t *testing.T)     { computetest.CheckRMSNorm(t, newPa
 func TestRoPEMatchesCPU(t *testing.T)        { computetest.CheckRoPE(t, newPair(t)) }
 func TestSiLUMulAddMatchCPU(t *testing.T)    { computetest.CheckSiLUMulAdd(t, newPair(t)) }
 func TestGELUTanhMulMatchCPU(t *testing.T)   { computetest.CheckGELUTanhMul(t, newPair(t)) }
+func TestClampedSwiGLUMatchCPU(t *testing.T) { computetest.CheckClampedSwiGLU(t, newPair(t)) }
 func TestAttentionMatchesCPU(t *testing.T)   { computetest.CheckAttention(t, newPair(t)) }
 func TestCopyKVKeepsBits(t *testing.T)       { computetest.CheckCopyKV(t, openMetal(t)) }
 func TestKVReadWrite(t *testing.T)           { computetest.CheckKVReadWrite(t, openMetal(t)) }

@@ -81,12 +81,15 @@ func CheckExperts(t *testing.T, p *Pair) {
 		})
 	}
 	for _, dt := range weightDTypes {
-		for _, c := range []struct{ in, out, pairs, experts, share int }{
-			{384, 96, 2, 64, 2}, {1001, 40, 24, 8, 1}, {256, 130, 128, 8, 8}, {2048, 16, 300, 16, 2},
+		for _, c := range []struct {
+			in, out, pairs, experts, share int
+			bias                           bool
+		}{
+			{384, 96, 2, 64, 2, false}, {1001, 40, 24, 8, 1, true}, {256, 130, 128, 8, 8, false}, {2048, 16, 300, 16, 2, true},
 		} {
 			t.Run(fmt.Sprint("expert matmul ", dt, c), func(t *testing.T) {
 				p.T = t
-				testExpertMatMul(t, p, dt, c.in, c.out, c.pairs, c.experts, c.share)
+				testExpertMatMul(t, p, dt, c.in, c.out, c.pairs, c.experts, c.share, c.bias)
 			})
 		}
 	}
@@ -102,8 +105,9 @@ func CheckExperts(t *testing.T, p *Pair) {
 }
 
 // testExpertMatMul runs ExpertMatMul on pairs pairs among experts on both backends, with groups
-// the cpu backend made; pair 0's id is no expert, so its row must stay as it was.
-func testExpertMatMul(t *testing.T, p *Pair, dt compute.DType, in, out, pairs, experts, share int) {
+// the cpu backend made, and with a bias per expert when withBias is set; pair 0's id is no
+// expert, so its row must stay as it was.
+func testExpertMatMul(t *testing.T, p *Pair, dt compute.DType, in, out, pairs, experts, share int, withBias bool) {
 	ids := expertIDs(uint64(in+pairs), pairs, experts)
 	ids[0] = int32(experts)
 	cpu := p.Backends[1]
@@ -117,13 +121,19 @@ func testExpertMatMul(t *testing.T, p *Pair, dt compute.DType, in, out, pairs, e
 	xs, ws, before := Randn(6, xrows*in), Randn(7, experts*out*in), Randn(8, pairs*out)
 	x, w, gt := p.F32(xs, xrows, in), p.Weights(dt, ws, experts, out, in), p.I32(g, len(g))
 	dst := p.F32(before, pairs, out)
-	p.Do(func(b compute.Backend, i int) { b.ExpertMatMul(dst[i], x[i], w[i], gt[i], pairs, share) })
+	var bias [2]compute.Tensor
+	bs := make([]float32, experts*out)
+	if withBias {
+		bs = Randn(9, experts*out)
+		bias = p.F32(bs, experts, out)
+	}
+	p.Do(func(b compute.Backend, i int) { b.ExpertMatMul(dst[i], x[i], w[i], bias[i], gt[i], pairs, share) })
 	got, want := p.Read(dst, pairs*out)
 	SameBits(t, "the row of the pair in no run", got[:out], before[:out])
 	for a := 1; a < pairs; a++ {
 		e, r := int(ids[a]), a/share
 		for o := range out {
-			var mag float64
+			mag := math.Abs(float64(bs[e*out+o]))
 			for i := range in {
 				mag += math.Abs(float64(xs[r*in+i]) * float64(ws[(e*out+o)*in+i]))
 			}
@@ -167,10 +177,10 @@ func CheckExpertsBatchInvariance(t *testing.T, b compute.Backend) {
 					g, u, o, dst := alloc(compute.F32, n*k, inter), alloc(compute.F32, n*k, inter), alloc(compute.F32, n*k, hidden), alloc(compute.F32, n, hidden)
 					b.RouteTopK(ids, w, st, n, experts, k, true)
 					b.GroupByExpert(groups, ids, n*k, experts)
-					b.ExpertMatMul(g, ht, gate, groups, n*k, k)
-					b.ExpertMatMul(u, ht, up, groups, n*k, k)
+					b.ExpertMatMul(g, ht, gate, nil, groups, n*k, k)
+					b.ExpertMatMul(u, ht, up, nil, groups, n*k, k)
 					b.SiLUMul(g, g, u, n*k)
-					b.ExpertMatMul(o, g, down, groups, n*k, 1)
+					b.ExpertMatMul(o, g, down, nil, groups, n*k, 1)
 					b.CombineExperts(dst, o, w, n, k)
 					got := ReadOne(t, b, dst, n*hidden)
 					for _, x := range []compute.Tensor{ht, st, ids, w, groups, g, u, o, dst} {

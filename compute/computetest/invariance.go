@@ -119,7 +119,7 @@ func CheckAttentionBatchInvariance(t *testing.T, p *Pair) {
 			q := UploadF32(t, g, qs, n, qw)
 			bt, pt := UploadI32(t, g, bases), UploadI32(t, g, positions)
 			dst, _ := g.Alloc(compute.F32, n, qw)
-			g.Attention(dst, q, kv[0], 0, bt, pt, n, kc.heads, 0.125)
+			g.Attention(dst, q, kv[0], 0, bt, pt, nil, n, kc.heads, 0.125)
 			got := ReadOne(t, g, dst, n*qw)
 			for _, x := range []compute.Tensor{q, bt, pt, dst} {
 				g.Free(x)

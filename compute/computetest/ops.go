@@ -183,6 +183,22 @@ func CheckGELUTanhMul(t *testing.T, p *Pair) {
 	SameBits(t, "the row past rows", g[(rows-1)*width:], c[(rows-1)*width:])
 }
 
+// CheckClampedSwiGLU: ClampedSwiGLU within 2e-6 relative, in place (dst = gate, as the engine
+// calls it), with gates and ups past the limit both ways; the row past rows untouched.
+func CheckClampedSwiGLU(t *testing.T, p *Pair) {
+	const rows, width = 5, 1000
+	gs, us := Randn(14, rows*width), Randn(15, rows*width)
+	for i := range gs {
+		gs[i] *= 4 // a limit of 7 clamps a few percent of each
+		us[i] *= 4
+	}
+	gate, up := p.F32(gs, rows, width), p.F32(us, rows, width)
+	p.Do(func(b compute.Backend, i int) { b.ClampedSwiGLU(gate[i], gate[i], up[i], rows-1, 1.702, 7) })
+	g, c := p.Read(gate, rows*width)
+	t.Logf("ClampedSwiGLU: worst relative difference %.3g", Near(t, "clamped swiglu", g[:(rows-1)*width], c[:(rows-1)*width], 2e-6, 1e-30))
+	SameBits(t, "the row past rows", g[(rows-1)*width:], c[(rows-1)*width:])
+}
+
 // kvCase is a pool filled with random keys and values for sessions, and the rows that attend
 // over them.
 type kvCase struct {
@@ -194,15 +210,12 @@ type kvCase struct {
 
 // CheckAttention: KVWrite then Attention over three sessions, rows in a mixed order, within 1e-5
 // of the values' scale; then over a session of 2,100 keys, whose rows a GPU backend splits into
-// many parts (positions past 1,024 put several chunks of keys in each of its splits).
+// many parts (positions past 1,024 put several chunks of keys in each of its splits). Every case
+// runs again with sinks, some heads' above their scores and some below.
 func CheckAttention(t *testing.T, p *Pair) {
 	short := []int{0, 1, 39, 127, 128, 129, 299}
 	long := []int{0, 63, 64, 65, 1023, 1024, 1025, 1500, 2099}
-	for _, c := range []struct {
-		hd, heads, kvHeads, slots int
-		bases                     []int32
-		length, positions         []int
-	}{
+	for _, c := range []attentionCase{
 		{16, 4, 2, 1200, []int32{0, 300, 700}, []int{40, 300, 129}, short},
 		{64, 6, 2, 1200, []int32{0, 300, 700}, []int{40, 300, 129}, short},
 		{128, 8, 8, 1200, []int32{0, 300, 700}, []int{40, 300, 129}, short},
@@ -210,33 +223,55 @@ func CheckAttention(t *testing.T, p *Pair) {
 		{128, 8, 2, 2400, []int32{0, 2200}, []int{2100, 150}, long},
 		{256, 2, 1, 2400, []int32{0, 2200}, []int{2100, 150}, long},
 	} {
-		t.Run(fmt.Sprint(c.hd, c.heads, c.kvHeads, c.slots), func(t *testing.T) {
-			p.T = t
-			kc := kvCase{spec: compute.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: c.slots},
-				heads: c.heads, bases: c.bases, length: c.length}
-			kv := fillKV(t, p, kc, 1)
-			// Rows of every session at several positions, in a mixed order.
-			var bases, positions []int32
-			for _, pos := range c.positions {
-				for s := range kc.bases {
-					if pos < kc.length[s] {
-						bases, positions = append(bases, kc.bases[s]), append(positions, int32(pos))
-					}
-				}
-			}
-			rows, qw := len(bases), c.heads*c.hd
-			q := p.F32(Randn(20, rows*qw), rows, qw)
-			bt, pt := p.I32(bases, rows), p.I32(positions, rows)
-			dst := p.F32(nil, rows, qw)
-			scale := float32(1 / math.Sqrt(float64(c.hd)))
-			p.Do(func(b compute.Backend, i int) {
-				b.Attention(dst[i], q[i], kv[i], 1, bt[i], pt[i], rows, c.heads, scale)
+		for _, withSinks := range []bool{false, true} {
+			t.Run(fmt.Sprint(c.hd, c.heads, c.kvHeads, c.slots, " sinks ", withSinks), func(t *testing.T) {
+				p.T = t
+				checkAttention(t, p, c, withSinks)
 			})
-			g, cc := p.Read(dst, rows*qw)
-			// The output is a convex combination of values of magnitude about 1.
-			t.Logf("worst |Δ| %.3g", Near(t, "attention", g, cc, 1e-5, 1))
-		})
+		}
 	}
+}
+
+// attentionCase is a pool's shape, its sessions (where each starts and how long it is), and the
+// positions its rows attend from.
+type attentionCase struct {
+	hd, heads, kvHeads, slots int
+	bases                     []int32
+	length, positions         []int
+}
+
+func checkAttention(t *testing.T, p *Pair, c attentionCase, withSinks bool) {
+	kc := kvCase{spec: compute.KVSpec{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: c.slots},
+		heads: c.heads, bases: c.bases, length: c.length}
+	kv := fillKV(t, p, kc, 1)
+	// Rows of every session at several positions, in a mixed order.
+	var bases, positions []int32
+	for _, pos := range c.positions {
+		for s := range kc.bases {
+			if pos < kc.length[s] {
+				bases, positions = append(bases, kc.bases[s]), append(positions, int32(pos))
+			}
+		}
+	}
+	rows, qw := len(bases), c.heads*c.hd
+	q := p.F32(Randn(20, rows*qw), rows, qw)
+	bt, pt := p.I32(bases, rows), p.I32(positions, rows)
+	dst := p.F32(nil, rows, qw)
+	scale := float32(1 / math.Sqrt(float64(c.hd)))
+	var sinks [2]compute.Tensor
+	if withSinks {
+		s := Randn(21, c.heads)
+		for h := range s {
+			s[h] *= 4
+		}
+		sinks = p.F32(s, c.heads)
+	}
+	p.Do(func(b compute.Backend, i int) {
+		b.Attention(dst[i], q[i], kv[i], 1, bt[i], pt[i], sinks[i], rows, c.heads, scale)
+	})
+	g, cc := p.Read(dst, rows*qw)
+	// The output is a convex combination of values of magnitude about 1 (scaled down by a sink).
+	t.Logf("worst |Δ| %.3g", Near(t, "attention", g, cc, 1e-5, 1))
 }
 
 // fillKV writes random keys and values for every position of every session of kc into layers 0
@@ -287,7 +322,7 @@ func CheckDataErrors(t *testing.T, b compute.Backend) {
 	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "KVWrite") {
 		t.Errorf("KVWrite to slot 4 of 4: Sync = %v", err)
 	}
-	b.Attention(x, x, kv, 0, UploadI32(t, b, []int32{0}), UploadI32(t, b, []int32{4}), 1, 1, 1)
+	b.Attention(x, x, kv, 0, UploadI32(t, b, []int32{0}), UploadI32(t, b, []int32{4}), nil, 1, 1, 1)
 	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "Attention") {
 		t.Errorf("Attention over slots 0..4 of 4: Sync = %v", err)
 	}
