@@ -19,14 +19,19 @@ import (
 //     row, as the uint32 words of `<name>.weight`), then the scales of every row ([out,
 //     in/groupSize] in the scale dtype, `<name>.scales`), then the biases likewise
 //     (`<name>.biases`): MLX's three tensors back to back.
+//   - MXFP4 is GPT-OSS's (package quant has the format): the codes of every row (in/2 bytes a
+//     row, openai's `_blocks`), then the E8M0 scales of every row (in/32 bytes a row, `_scales`).
 //
-// Only matrix products (MatMul) and embedding lookups (Embed) read them. See Ops.MatMul for the
-// arithmetic a backend must reproduce.
+// Only matrix products (MatMul) and embedding lookups (Embed) read the GGUF and MLX dtypes; see
+// Ops.MatMul for the arithmetic a backend must reproduce. Only ExpertMatMul reads MXFP4, with F32
+// activations: its weights are exact in F32, so its products are those of the F32 weights, bit
+// for bit.
 const (
 	Q8_0 DType = iota + 5
 	Q4_0
 	Q4_K
 	Q6_K
+	MXFP4
 )
 
 // An affine dtype carries its parameters in its bits: affineFlag, then the scale dtype (2 bits,
@@ -80,11 +85,11 @@ func (d DType) AffineParams() (f quant.Affine, scales DType, ok bool) {
 	return f, affineScales[si], true
 }
 
-// Quantized reports whether d is a quantized weight dtype: Q8_0, Q4_0, Q4_K, Q6_K or an affine
-// one.
+// Quantized reports whether d is a quantized weight dtype: Q8_0, Q4_0, Q4_K, Q6_K, MXFP4 or an
+// affine one.
 func (d DType) Quantized() bool {
 	_, _, affine := d.AffineParams()
-	return d == Q8_0 || d == Q4_0 || d == Q4_K || d == Q6_K || affine
+	return d == Q8_0 || d == Q4_0 || d == Q4_K || d == Q6_K || d == MXFP4 || affine
 }
 
 // Bytes returns the bytes of a tensor of dtype d and shape as Upload takes it, or an error for a
@@ -119,6 +124,8 @@ func (d DType) Bytes(shape []int) (int, error) {
 		unit, row = quant.SuperBlockSize, quant.RowBytesQ4_K(in)
 	case Q6_K:
 		unit, row = quant.SuperBlockSize, quant.RowBytesQ6_K(in)
+	case MXFP4:
+		row = quant.MXFP4RowCodes(in) + quant.MXFP4RowScales(in)
 	default:
 		f, scales, _ := d.AffineParams()
 		unit = f.GroupSize
@@ -140,6 +147,8 @@ func (d DType) quantizedString() string {
 		return "Q4_K"
 	case Q6_K:
 		return "Q6_K"
+	case MXFP4:
+		return "MXFP4"
 	}
 	if f, scales, ok := d.AffineParams(); ok {
 		return fmt.Sprintf("AFFINE%d_G%d_%v", f.Bits, f.GroupSize, scales)

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"tfd/compute"
+	"tfd/quant"
 )
 
 // The mixture-of-experts ops. A pair (a row and one of its experts) is computed alone in MatMul's
@@ -165,11 +166,22 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	}
 	t := &b.expert
 	*t = expertTask{mm: matmulTask{dst: dg, x: xg, wdt: wt.dtype, rows: longest, in: in, out: out}}
-	t.mm.w, t.mm.wh = weights(w, "ExpertMatMul", "w", experts*out*in)
+	if wt.dtype == compute.MXFP4 {
+		// Each column block dequantizes its weights into scratch and runs as F32 weights.
+		t.mm.wdt = compute.F32
+		t.mx, t.mxScales = wt.mx[:experts*out*quant.MXFP4RowCodes(in)], wt.mx[experts*out*quant.MXFP4RowCodes(in):]
+	} else {
+		t.mm.w, t.mm.wh = weights(w, "ExpertMatMul", "w", experts*out*in)
+	}
 	if bias != nil {
 		t.bias = f32(bias, "ExpertMatMul", "bias", experts*out)
 	}
-	b.pool.reserve(t.mm.plan())
+	need := t.mm.plan()
+	if t.mx != nil {
+		t.blockNeed = need
+		need += t.mm.cb * in
+	}
+	b.pool.reserve(need)
 	t.tiles = b.experts.tiles[:0]
 	for e := range experts {
 		for s := int(starts[e]); s < int(starts[e+1]); s += t.mm.rb {
@@ -209,11 +221,14 @@ type expertTile struct{ expert, start, rows int }
 
 // expertTask runs MatMul's blocks over the tiles; item i is tile i/ncb by column block i%ncb.
 // mm holds the gathered inputs and outputs, every expert's matrices, and the blocks planned for
-// the longest run; bias is nil or every expert's bias, [experts, out].
+// the longest run; bias is nil or every expert's bias, [experts, out]. MXFP4 weights are mx
+// (every row's codes) and mxScales (every row's scales) instead of mm's.
 type expertTask struct {
-	mm    matmulTask
-	bias  []float32
-	tiles []expertTile
+	mm           matmulTask
+	bias         []float32
+	mx, mxScales []byte
+	blockNeed    int // the scratch a block of F32 weights needs, after MXFP4's dequantized ones
+	tiles        []expertTile
 }
 
 func (t *expertTask) run(s *scratch, lo, hi int) {
@@ -224,17 +239,45 @@ func (t *expertTask) run(s *scratch, lo, hi int) {
 		v.rows = tile.rows
 		v.x = t.mm.x[tile.start*in:]
 		v.dst = t.mm.dst[tile.start*out:]
-		if v.wh != nil {
+		switch {
+		case v.wh != nil:
 			v.wh = v.wh[tile.expert*out*in : (tile.expert+1)*out*in]
-		} else {
+		case t.mx == nil:
 			v.w = v.w[tile.expert*out*in : (tile.expert+1)*out*in]
 		}
 		if t.bias != nil {
 			v.bias = t.bias[tile.expert*out : (tile.expert+1)*out]
 		}
 		c0 := i % t.mm.ncb * t.mm.cb
-		v.block(s, 0, tile.rows, c0, min(t.mm.cb, out-c0))
+		nc := min(t.mm.cb, out-c0)
+		if t.mx != nil {
+			t.mxfp4Block(s, v, tile.expert, c0, nc)
+			continue
+		}
+		v.block(s, 0, tile.rows, c0, nc)
 	}
+}
+
+// mxfp4Block computes columns c0 … c0+nc−1 of v's rows for MXFP4 weights: it dequantizes the
+// columns' weight rows of the expert into the front of s (exact, see quant.MXFP4), and runs them
+// as a block of F32 weights with the rest of s as the block's own scratch. The bits are those of
+// the same weights as F32.
+func (t *expertTask) mxfp4Block(s *scratch, v matmulTask, expert, c0, nc int) {
+	in, out := v.in, v.out
+	all := s.floats(t.mm.cb*in + t.blockNeed)
+	w := all[:nc*in]
+	codes, scales := quant.MXFP4RowCodes(in), quant.MXFP4RowScales(in)
+	for c := range nc {
+		row := expert*out + c0 + c
+		quant.DequantizeMXFP4(w[c*in:(c+1)*in], t.mx[row*codes:(row+1)*codes], t.mxScales[row*scales:(row+1)*scales])
+	}
+	// The block sees its columns from 0: its weights, outputs and bias start at column c0.
+	v.w, v.dst = w, v.dst[c0:]
+	if v.bias != nil {
+		v.bias = v.bias[c0:]
+	}
+	rest := scratch{buf: all[t.mm.cb*in:]}
+	v.block(&rest, 0, v.rows, 0, nc)
 }
 
 // CombineExperts writes dst[r] = Σ_j weights[r·k+j]·x[r·k+j], j in order from the first product,

@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"tfd/compute"
 	"tfd/compute/computetest"
+	"tfd/quant"
 )
 
 // TestRouteTopK: each row's experts in order of score, the lower expert first on a tie and NaN
@@ -194,4 +196,62 @@ func TestCombineExperts(t *testing.T) {
 	computetest.SameBits(t, "dst", dst.f, want)
 	b.CombineExperts(dst, x, w, 1, 1) // one pair: the product itself, sign of zero included
 	computetest.SameBits(t, "k = 1", dst.f[:2], []float32{0.5, negZero})
+}
+
+// TestExpertMatMulMXFP4IsF32: with MXFP4 weights (random codes and scales), each pair's row is,
+// bit for bit, ExpertMatMul's with the same weights dequantized to F32, bias and all, with every
+// kernel, on lengths that take MatMul's tails and K-blocked tiles, whatever GOMAXPROCS.
+func TestExpertMatMulMXFP4IsF32(t *testing.T) {
+	forKernels(t, func(t *testing.T) {
+		for _, c := range []struct{ in, out, pairs, experts, share int }{
+			{64, 7, 9, 4, 3}, {1024, 40, 40, 4, 1}, {2048, 20, 64, 8, 8},
+		} {
+			t.Run(fmt.Sprint(c), func(t *testing.T) {
+				testExpertMatMulMXFP4(t, c.in, c.out, c.pairs, c.experts, c.share)
+			})
+		}
+	})
+}
+
+func testExpertMatMulMXFP4(t *testing.T, in, out, pairs, experts, share int) {
+	b := newTest(t)
+	ids := make([]int32, pairs)
+	for a := range ids {
+		ids[a] = int32((a*5 + a/3) % experts)
+	}
+	groups := iten(t, b, nil, experts+1+pairs)
+	b.GroupByExpert(groups, iten(t, b, ids, pairs), pairs, experts)
+	rows := experts * out
+	codes := make([]byte, rows*quant.MXFP4RowCodes(in))
+	scales := make([]byte, rows*quant.MXFP4RowScales(in))
+	rng := rand.New(rand.NewPCG(uint64(in), uint64(out)))
+	for i := range codes {
+		codes[i] = byte(rng.Uint32())
+	}
+	for i := range scales {
+		scales[i] = byte(120 + rng.IntN(10))
+	}
+	ws := make([]float32, rows*in)
+	for r := range rows {
+		quant.DequantizeMXFP4(ws[r*in:(r+1)*in], codes[r*quant.MXFP4RowCodes(in):], scales[r*quant.MXFP4RowScales(in):])
+	}
+	wq, err := b.Upload(compute.MXFP4, []int{experts, out, in}, append(codes, scales...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := ften(t, b, ws, experts, out, in)
+	xrows := (pairs + share - 1) / share
+	x := ften(t, b, computetest.Randn(1, xrows*in), xrows, in)
+	bias := ften(t, b, computetest.Randn(3, experts*out), experts, out)
+	for _, procs := range procsToTry {
+		withProcs(procs, func() {
+			got, want := ften(t, b, nil, pairs, out), ften(t, b, nil, pairs, out)
+			b.ExpertMatMul(got, x, wq, bias, groups, pairs, share)
+			b.ExpertMatMul(want, x, wf, bias, groups, pairs, share)
+			computetest.SameBits(t, name("procs", procs), got.f, want.f)
+		})
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
 }

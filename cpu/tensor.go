@@ -19,6 +19,7 @@ type tensor struct {
 	i     []int32
 	h     []uint16
 	q     *qweights
+	mx    []byte // MXFP4: every row's codes, then every row's scales (compute.MXFP4)
 }
 
 func (t *tensor) DType() compute.DType { return t.dtype }
@@ -57,6 +58,11 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	t := &tensor{dtype: compute.F32, shape: append([]int(nil), shape...)}
+	if dtype == compute.MXFP4 {
+		// Kept as stored; ExpertMatMul dequantizes each expert's rows as its blocks need them.
+		t.dtype, t.mx = dtype, append([]byte(nil), data...)
+		return t, nil
+	}
 	if dtype.Quantized() {
 		t.dtype, t.q = dtype, newQWeights(dtype, shape, data)
 		return t, nil
