@@ -33,13 +33,13 @@ type Chains struct {
 }
 
 // Chains returns the model's greedy chains, or nil when its backend runs none (it is no
-// compute.Chainer) or the model needs the host between steps: Gemma's sliding windows are staged
-// per forward from the rows' positions, and its soft-capped logits are capped on the host, which
-// ArgmaxNext's steps on the device would skip; a hybrid model's steps through its DeltaNet states
-// are staged per forward from the rows' positions too.
+// compute.Chainer) or the model needs the host between steps: sliding windows (Gemma 3, GPT-OSS)
+// are staged per forward from the rows' positions, Gemma's soft-capped logits are capped on the
+// host, which ArgmaxNext's steps on the device would skip, and a hybrid model's steps through its
+// DeltaNet states are staged per forward from the rows' positions too.
 func (m *Model) Chains() batch.Chainer {
 	chainer, ok := m.backend.(compute.Chainer)
-	if !ok || m.cfg.Gemma.Enabled || m.states != nil {
+	if !ok || m.cfg.Gemma.Enabled || m.cfg.Sliding != nil || m.states != nil {
 		return nil
 	}
 	reader, _ := m.backend.(compute.AsyncReader)

@@ -17,6 +17,9 @@ type stored struct {
 	// mlx, for the packed codes of a matrix quantized by MLX (dtype 0, shape and data the
 	// codes'), holds its scales and biases; the upload reads its bits and group size (affine).
 	mlx *mlxParts
+	// bytes marks a U8 tensor (dtype 0): GPT-OSS's MXFP4 blocks and scales, which only its
+	// experts' loader reads.
+	bytes bool
 }
 
 // checkpoint is what loading needs of a model's weights, whatever their file format. Tensors are
@@ -52,8 +55,11 @@ func (s safetensorsCheckpoint) tensor(name string) (stored, bool, error) {
 	if !ok {
 		return stored{}, false, nil
 	}
-	if t.DType == "U32" {
+	switch t.DType {
+	case "U32":
 		return s.mlxTensor(t)
+	case "U8":
+		return stored{name: t.Name, shape: t.Shape, data: t.Data, bytes: true}, true, nil
 	}
 	dt, ok := dtypes[t.DType]
 	if !ok {

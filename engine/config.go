@@ -32,6 +32,16 @@ type Config struct {
 
 	Rope RopeConfig
 
+	// SlidingWindow is how many keys a sliding layer's query sees, itself included (a key at
+	// position p is seen from position q when q−SlidingWindow < p ≤ q); Sliding[i] says which
+	// layers slide (Gemma 3, GPT-OSS). Sliding is nil in a model without sliding layers.
+	SlidingWindow int
+	Sliding       []bool
+
+	// AttentionSinks gives each layer's query heads a learned logit that joins the softmax's
+	// denominator (GPT-OSS's self_attn.sinks).
+	AttentionSinks bool
+
 	// MTPLayers is the number of multi-token-prediction layers stored under mtp.* (0: none).
 	MTPLayers int
 
@@ -49,16 +59,11 @@ type Config struct {
 // families: four norms per layer whose weights w act as (1 + w), the output of attention and of
 // the MLP each normed before its residual add; embeddings scaled by √hidden; a GELU-tanh gated
 // MLP; attention scores scaled by 1/√query_pre_attn_scalar; sliding-window layers with a rope of
-// their own beside global ones; and the final logits soft-capped.
+// their own beside global ones (Config.Sliding); and the final logits soft-capped.
 type GemmaConfig struct {
 	Enabled bool
 	// QueryPreAttnScalar replaces head_dim in the attention's 1/√ scale.
 	QueryPreAttnScalar float64
-	// SlidingWindow is how many keys a sliding layer's query sees, itself included (a key at
-	// position p is seen from position q when q−SlidingWindow < p ≤ q); Sliding[i] says which
-	// layers slide.
-	SlidingWindow int
-	Sliding       []bool
 	// LocalRope turns the sliding layers' queries and keys; Config.Rope the global layers'.
 	LocalRope RopeConfig
 	// FinalSoftcap, when positive, maps the logits z to cap·tanh(z/cap).
@@ -69,12 +74,20 @@ type GemmaConfig struct {
 // scores every expert for a row, the row goes through its PerToken best (each a SwiGLU of
 // Intermediate), and their outputs are summed, weighted by the router's softmax (over all
 // experts, then renormalised over the chosen ones when NormTopK). The other layers keep a dense
-// MLP of Config.Intermediate.
+// MLP of Config.Intermediate. GPT-OSS adds biases and a clamped SwiGLU (SwiGLULimit).
 type MoEConfig struct {
 	Experts      int // 0: a dense model
 	PerToken     int
 	Intermediate int
 	NormTopK     bool
+	// Biases: the router and every expert's projections have biases (GPT-OSS).
+	Biases bool
+	// SwiGLULimit, when positive, makes each expert's activation GPT-OSS's clamped SwiGLU
+	// (compute.Ops.ClampedSwiGLU with alpha SwiGLUAlpha and this limit) instead of SiLU·up.
+	SwiGLULimit float32
+	// MXFP4: the experts' matrices are stored as MXFP4 blocks and scales
+	// (quantization_config.quant_method "mxfp4"), the form openai/gpt-oss-20b ships.
+	MXFP4 bool
 	// SparseStep and DenseLayers say which layers are sparse, as transformers reads
 	// decoder_sparse_step and mlp_only_layers: layer i is sparse unless it is listed in
 	// DenseLayers or (i+1) is no multiple of SparseStep.
@@ -101,12 +114,19 @@ func (m MoEConfig) SparseLayers(layers int) int {
 // RopeConfig is the rotary embedding's base and optional scaling.
 type RopeConfig struct {
 	Theta float64
-	// Type is "default" or "llama3"; the fields below apply to llama3.
+	// Type is "default", "linear", "llama3" or "yarn"; the fields below apply to the scalings
+	// that name them.
 	Type                    string
 	Factor                  float64
 	LowFreqFactor           float64
 	HighFreqFactor          float64
 	OriginalMaxPositionEmbs int
+	// YaRN: the correction range's rotations, whether its ends are rounded to whole dimensions,
+	// and the factor transformers multiplies cos and sin by (the model folds it into the
+	// attention's scale).
+	BetaFast, BetaSlow float64
+	Truncate           bool
+	AttentionFactor    float64
 	// FreqFactors, when set, divides each inverse frequency: llama.cpp's rope_freqs tensor, the
 	// form in which GGUF files carry Llama 3's scaling (Type stays "default").
 	FreqFactors []float32
@@ -154,6 +174,11 @@ var families = map[string]family{
 		c.OutputBias = raw.AttentionBias
 		c.QKNorm = true
 		// The mixture and the rest: parseNext, which reads keys rawConfig does not.
+	}},
+	"GptOssForCausalLM": {apply: func(c *Config, raw *rawConfig) {
+		// parseGptOss reads the rest: attention_bias defaults to true there.
+		c.AttentionSinks = true
+		c.MoE = raw.moe()
 	}},
 	"Qwen3MoeForCausalLM": {apply: func(c *Config, raw *rawConfig) {
 		c.AttentionBias = raw.AttentionBias
@@ -234,6 +259,13 @@ type ropeParams struct {
 	LowFreqFactor                 float64 `json:"low_freq_factor"`
 	HighFreqFactor                float64 `json:"high_freq_factor"`
 	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
+	// YaRN's; transformers takes 32 and 1 for a beta left out or 0, truncate true when left out.
+	BetaFast        float64  `json:"beta_fast"`
+	BetaSlow        float64  `json:"beta_slow"`
+	Truncate        *bool    `json:"truncate"`
+	AttentionFactor *float64 `json:"attention_factor"`
+	MScale          float64  `json:"mscale"`
+	MScaleAllDim    float64  `json:"mscale_all_dim"`
 }
 
 // ParseConfig reads a config.json and checks that the engine can run it. An architecture it
@@ -279,8 +311,14 @@ func ParseConfig(data []byte) (Config, error) {
 		c.NormEps = 1e-6
 	}
 	fam.apply(&c, &raw)
-	if arch == "Gemma3ForCausalLM" {
+	switch arch {
+	case "Gemma3ForCausalLM":
 		if err := parseGemma3(&c, data); err != nil {
+			return Config{}, err
+		}
+		return c, c.validate()
+	case "GptOssForCausalLM":
+		if err := parseGptOss(&c, &raw, data); err != nil {
 			return Config{}, err
 		}
 		return c, c.validate()
@@ -322,6 +360,7 @@ func parseRope(raw *rawConfig) (RopeConfig, error) {
 		r.LowFreqFactor = p.LowFreqFactor
 		r.HighFreqFactor = p.HighFreqFactor
 		r.OriginalMaxPositionEmbs = p.OriginalMaxPositionEmbeddings
+		r.BetaFast, r.BetaSlow, r.Truncate = p.BetaFast, p.BetaSlow, p.Truncate == nil || *p.Truncate
 	}
 	if r.Theta == 0 {
 		r.Theta = 10000
@@ -336,10 +375,38 @@ func parseRope(raw *rawConfig) (RopeConfig, error) {
 		if r.Factor <= 0 || r.HighFreqFactor <= r.LowFreqFactor || r.OriginalMaxPositionEmbs <= 0 {
 			return r, fmt.Errorf("engine: config.json: llama3 rope scaling needs factor > 0, high_freq_factor > low_freq_factor and original_max_position_embeddings > 0; got %+v", *p)
 		}
+	case "yarn":
+		if p.Factor == 0 && p.OriginalMaxPositionEmbeddings > 0 {
+			// transformers: the ratio of the context to the original one.
+			r.Factor = float64(raw.MaxPositionEmbeddings) / float64(p.OriginalMaxPositionEmbeddings)
+		}
+		if r.Factor <= 0 || r.OriginalMaxPositionEmbs <= 0 {
+			return r, fmt.Errorf("engine: config.json: yarn rope scaling needs factor > 0 and original_max_position_embeddings > 0; got %+v", *p)
+		}
+		r.AttentionFactor = yarnAttentionFactor(p, r.Factor)
 	default:
-		return r, fmt.Errorf("engine: config.json: rope type %q is not supported (tfd runs default, linear and llama3)", r.Type)
+		return r, fmt.Errorf("engine: config.json: rope type %q is not supported (tfd runs default, linear, llama3 and yarn)", r.Type)
 	}
 	return r, nil
+}
+
+// slidingLayers reads layer_types: which of layers layers slide ("sliding_attention") and which
+// attend to everything ("full_attention").
+func slidingLayers(types []string, layers int) ([]bool, error) {
+	if len(types) != layers {
+		return nil, fmt.Errorf("engine: config.json: layer_types names %d layers; num_hidden_layers is %d", len(types), layers)
+	}
+	sliding := make([]bool, layers)
+	for i, t := range types {
+		switch t {
+		case "sliding_attention":
+			sliding[i] = true
+		case "full_attention":
+		default:
+			return nil, fmt.Errorf("engine: config.json: layer_types[%d] = %q; tfd runs sliding_attention and full_attention", i, t)
+		}
+	}
+	return sliding, nil
 }
 
 func (c Config) validate() error {

@@ -47,8 +47,8 @@ func TestParseConfigFamilies(t *testing.T) {
 			"final_logit_softcapping": null, "attn_logit_softcapping": null, "hidden_activation": "gelu_pytorch_tanh"}`,
 			func(c Config) bool {
 				g := c.Gemma
-				return g.Enabled && c.QKNorm && c.TieEmbeddings && g.QueryPreAttnScalar == 24 && g.SlidingWindow == 512 &&
-					g.Sliding[0] && !g.Sliding[1] && g.FinalSoftcap == 0 &&
+				return g.Enabled && c.QKNorm && c.TieEmbeddings && g.QueryPreAttnScalar == 24 && c.SlidingWindow == 512 &&
+					c.Sliding[0] && !c.Sliding[1] && g.FinalSoftcap == 0 &&
 					c.Rope.Type == "linear" && c.Rope.Factor == 8 && c.Rope.Theta == 1e6 &&
 					g.LocalRope.Type == "default" && g.LocalRope.Theta == 1e4
 			}},
@@ -58,8 +58,28 @@ func TestParseConfigFamilies(t *testing.T) {
 				"sliding_attention": {"rope_type": "default", "rope_theta": 20000}}}`,
 			func(c Config) bool {
 				g := c.Gemma
-				return !g.Sliding[0] && g.Sliding[1] && g.FinalSoftcap == 30 && g.QueryPreAttnScalar == 256 &&
-					g.SlidingWindow == 4096 && c.Rope.Theta == 500000 && g.LocalRope.Theta == 20000
+				return !c.Sliding[0] && c.Sliding[1] && g.FinalSoftcap == 30 && g.QueryPreAttnScalar == 256 &&
+					c.SlidingWindow == 4096 && c.Rope.Theta == 500000 && g.LocalRope.Theta == 20000
+			}},
+		{"gpt-oss as openai ships it: mxfp4 experts, rope_scaling yarn", `{"architectures": ["GptOssForCausalLM"], ` + base + `,
+			"head_dim": 16, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128, "swiglu_limit": 7.0,
+			"layer_types": ["sliding_attention", "full_attention"], "rope_theta": 150000,
+			"rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false},
+			"quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn"], "quant_method": "mxfp4"}}`,
+			func(c Config) bool {
+				m, r := c.MoE, c.Rope
+				return c.AttentionBias && c.OutputBias && c.AttentionSinks && c.SlidingWindow == 128 && c.Sliding[0] && !c.Sliding[1] &&
+					m.Experts == 32 && m.PerToken == 4 && m.Intermediate == 128 && m.NormTopK && m.Biases && m.MXFP4 &&
+					m.SwiGLULimit == 7 && m.Sparse(0) && m.Sparse(1) &&
+					r.Type == "yarn" && r.Theta == 150000 && r.Factor == 32 && !r.Truncate && r.OriginalMaxPositionEmbs == 4096 &&
+					math.Abs(r.AttentionFactor-(0.1*math.Log(32)+1)) < 1e-15
+			}},
+		{"gpt-oss defaults as GptOssConfig's: alternate layers slide, biases, yarn", `{"architectures": ["GptOssForCausalLM"], ` + base + `}`,
+			func(c Config) bool {
+				m := c.MoE
+				return c.AttentionBias && c.SlidingWindow == 128 && c.Sliding[0] && !c.Sliding[1] && m.Experts == 128 &&
+					m.PerToken == 4 && !m.MXFP4 && m.SwiGLULimit == 7 && c.Rope.Type == "yarn" && c.Rope.Theta == 150000 &&
+					c.Rope.OriginalMaxPositionEmbs == 4096 && !c.Rope.Truncate
 			}},
 		{"qwen3-next defaults as Qwen3NextConfig's: full_attention_interval, head_dim 256, a quarter rotary", `{"architectures": ["Qwen3NextForCausalLM"], ` + base + `,
 			"num_hidden_layers": 8, "partial_rotary_factor": 0.25}`,
@@ -114,7 +134,12 @@ func TestParseConfigRefusals(t *testing.T) {
 			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "hidden_activation": "gelu"}`, `hidden_activation "gelu"`},
 		{"gemma 3 layer_types of another length", `{"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
 			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "layer_types": ["full_attention"]}`, "layer_types names 1 layers"},
-		{"unsupported rope", `{"architectures": ["Qwen2ForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, `rope type "yarn"`},
+		{"unsupported rope", `{"architectures": ["Qwen2ForCausalLM"], "rope_scaling": {"rope_type": "longrope", "factor": 4}}`, `rope type "longrope"`},
+		{"yarn without its original context", `{"architectures": ["Qwen2ForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 4}}`, "original_max_position_embeddings > 0"},
+		{"gpt-oss quantized another way", `{"architectures": ["GptOssForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "quantization_config": {"quant_method": "fp8"}}`, `quant_method "fp8"`},
+		{"gpt-oss with a layer type tfd does not run", `{"architectures": ["GptOssForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
+			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "layer_types": ["full_attention", "chunked_attention"]}`, `layer_types[1] = "chunked_attention"`},
 		{"qwen3-next value heads not a multiple of key heads", `{"architectures": ["Qwen3NextForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,
 			"num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 8, "linear_num_key_heads": 3, "linear_num_value_heads": 4}`, "multiple of linear_num_key_heads (3)"},
 		{"qwen3-next rotary dimensions not even", `{"architectures": ["Qwen3NextForCausalLM"], "hidden_size": 64, "intermediate_size": 1, "num_hidden_layers": 2,

@@ -399,13 +399,17 @@ func (m *Model) experts(l *layerWeights, rows int) {
 	k := moe.PerToken
 	pairs := rows * k
 	// router: [rows, hidden] → scores [rows, experts] → each row's k experts and weights
-	b.MatMul(a.router, a.h, l.router, nil, rows)
+	b.MatMul(a.router, a.h, l.router, l.routerBias, rows)
 	b.RouteTopK(a.expertIDs, a.expertWeights, a.router, rows, moe.Experts, k, moe.NormTopK)
 	b.GroupByExpert(a.groups, a.expertIDs, pairs, moe.Experts)
 	// each pair's SwiGLU: the row's h through its expert's gate and up, then down
 	b.ExpertMatMul(a.expertGate, a.h, l.expertGate, l.expertGateBias, a.groups, pairs, k)
 	b.ExpertMatMul(a.expertUp, a.h, l.expertUp, l.expertUpBias, a.groups, pairs, k)
-	b.SiLUMul(a.expertGate, a.expertGate, a.expertUp, pairs)
+	if limit := moe.SwiGLULimit; limit > 0 {
+		b.ClampedSwiGLU(a.expertGate, a.expertGate, a.expertUp, pairs, SwiGLUAlpha, limit)
+	} else {
+		b.SiLUMul(a.expertGate, a.expertGate, a.expertUp, pairs)
+	}
 	b.ExpertMatMul(a.expertOut, a.expertGate, l.expertDown, l.expertDownBias, a.groups, pairs, 1)
 	// out[r] = Σ_j weight[r·k+j]·expertOut[r·k+j], by rank
 	b.CombineExperts(a.out, a.expertOut, a.expertWeights, rows, k)

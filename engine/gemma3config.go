@@ -42,11 +42,11 @@ func parseGemma3(c *Config, data []byte) error {
 	g := GemmaConfig{
 		Enabled:            true,
 		QueryPreAttnScalar: or(raw.QueryPreAttnScalar, 256),
-		SlidingWindow:      4096,
 		FinalSoftcap:       or(raw.FinalLogitSoftcapping, 0),
 	}
+	c.SlidingWindow = 4096
 	if raw.SlidingWindow != nil {
-		g.SlidingWindow = *raw.SlidingWindow
+		c.SlidingWindow = *raw.SlidingWindow
 	}
 	act := raw.HiddenActivation
 	if act == "" {
@@ -59,23 +59,14 @@ func parseGemma3(c *Config, data []byte) error {
 		return fmt.Errorf("engine: config.json: attn_logit_softcapping is set; tfd runs Gemma 3 without attention soft-capping, as Google ships it")
 	case g.QueryPreAttnScalar <= 0:
 		return fmt.Errorf("engine: config.json: query_pre_attn_scalar must be positive, got %g", g.QueryPreAttnScalar)
-	case g.SlidingWindow <= 0:
-		return fmt.Errorf("engine: config.json: sliding_window must be positive, got %d", g.SlidingWindow)
+	case c.SlidingWindow <= 0:
+		return fmt.Errorf("engine: config.json: sliding_window must be positive, got %d", c.SlidingWindow)
 	}
-	g.Sliding = make([]bool, c.Layers)
+	var err error
 	switch {
 	case raw.LayerTypes != nil:
-		if len(raw.LayerTypes) != c.Layers {
-			return fmt.Errorf("engine: config.json: layer_types names %d layers; num_hidden_layers is %d", len(raw.LayerTypes), c.Layers)
-		}
-		for i, t := range raw.LayerTypes {
-			switch t {
-			case "sliding_attention":
-				g.Sliding[i] = true
-			case "full_attention":
-			default:
-				return fmt.Errorf("engine: config.json: layer_types[%d] = %q; tfd runs sliding_attention and full_attention", i, t)
-			}
+		if c.Sliding, err = slidingLayers(raw.LayerTypes, c.Layers); err != nil {
+			return err
 		}
 	default:
 		pattern := 6
@@ -85,8 +76,9 @@ func parseGemma3(c *Config, data []byte) error {
 		if pattern <= 0 {
 			return fmt.Errorf("engine: config.json: sliding_window_pattern must be positive, got %d", pattern)
 		}
-		for i := range g.Sliding {
-			g.Sliding[i] = (i+1)%pattern != 0
+		c.Sliding = make([]bool, c.Layers)
+		for i := range c.Sliding {
+			c.Sliding[i] = (i+1)%pattern != 0
 		}
 	}
 	// The global rope: rope_parameters.full_attention, or rope_theta (1e6) with rope_scaling.
@@ -96,7 +88,6 @@ func parseGemma3(c *Config, data []byte) error {
 	if p := raw.RopeParameters; p != nil {
 		global.RopeParameters, local.RopeParameters = p.Full, p.Sliding
 	}
-	var err error
 	if c.Rope, err = parseRope(global); err != nil {
 		return err
 	}

@@ -49,9 +49,10 @@ func gemma3QueryScalar(c Config) float64 {
 	return float64(c.HeadDim)
 }
 
-// readGemma3 reads what Gemma 3 adds to the config (c holds what readConfig read so far).
-func (g *ggufCheckpoint) readGemma3(key func(string) string, c Config) (GemmaConfig, error) {
-	gc := GemmaConfig{Enabled: true, QueryPreAttnScalar: gemma3QueryScalar(c), LocalRope: RopeConfig{Type: "default", Theta: gemma3DefaultLocalTheta}}
+// readGemma3 reads what Gemma 3 adds to the config (c holds what readConfig read so far), its
+// sliding layers into c.
+func (g *ggufCheckpoint) readGemma3(key func(string) string, c *Config) (GemmaConfig, error) {
+	gc := GemmaConfig{Enabled: true, QueryPreAttnScalar: gemma3QueryScalar(*c), LocalRope: RopeConfig{Type: "default", Theta: gemma3DefaultLocalTheta}}
 	if s, ok, err := g.floatKey(key("attention.scale")); err != nil {
 		return gc, err
 	} else if ok {
@@ -74,11 +75,11 @@ func (g *ggufCheckpoint) readGemma3(key func(string) string, c Config) (GemmaCon
 	if err != nil {
 		return gc, err
 	}
-	gc.Sliding = make([]bool, c.Layers)
+	c.Sliding = make([]bool, c.Layers)
 	if !ok || window == 0 {
 		return gc, nil // no sliding layers, as llama.cpp reads such a file
 	}
-	gc.SlidingWindow = window
+	c.SlidingWindow = window
 	period, _, err := g.intKey(key("attention.sliding_window_pattern"))
 	if err != nil {
 		return gc, g.errorf("%w (tfd reads the pattern as a period)", err)
@@ -86,8 +87,8 @@ func (g *ggufCheckpoint) readGemma3(key func(string) string, c Config) (GemmaCon
 	if period == 0 {
 		period = gemma3DefaultPeriod
 	}
-	for i := range gc.Sliding {
-		gc.Sliding[i] = i%period < period-1
+	for i := range c.Sliding {
+		c.Sliding[i] = i%period < period-1
 	}
 	return gc, nil
 }
@@ -106,16 +107,16 @@ func exportGemma3Config(w *gguf.Writer, key func(string) string, c Config) error
 	if gc.QueryPreAttnScalar != gemma3QueryScalar(c) {
 		w.Set(key("attention.scale"), gguf.Float32(attentionScaleOf(gc.QueryPreAttnScalar)))
 	}
-	if !slices.Contains(gc.Sliding, true) {
+	if !slices.Contains(c.Sliding, true) {
 		return nil
 	}
-	period := slices.Index(gc.Sliding, false) + 1 // the first global layer ends the first period
-	for i, s := range gc.Sliding {
+	period := slices.Index(c.Sliding, false) + 1 // the first global layer ends the first period
+	for i, s := range c.Sliding {
 		if period == 0 || s != (i%period < period-1) {
-			return fmt.Errorf("engine: export GGUF: Gemma 3's sliding layers %v are no period of llama.cpp's sliding_window_pattern", gc.Sliding)
+			return fmt.Errorf("engine: export GGUF: Gemma 3's sliding layers %v are no period of llama.cpp's sliding_window_pattern", c.Sliding)
 		}
 	}
-	w.Set(key("attention.sliding_window"), gguf.Uint32(uint32(gc.SlidingWindow)))
+	w.Set(key("attention.sliding_window"), gguf.Uint32(uint32(c.SlidingWindow)))
 	w.Set(key("attention.sliding_window_pattern"), gguf.Uint32(uint32(period)))
 	return nil
 }

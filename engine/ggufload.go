@@ -287,7 +287,7 @@ func (g *ggufCheckpoint) readConfig() error {
 			return err
 		}
 	case "gemma3":
-		if c.Gemma, err = g.readGemma3(key, c); err != nil {
+		if c.Gemma, err = g.readGemma3(key, &c); err != nil {
 			return err
 		}
 	}

@@ -56,7 +56,7 @@ func TestGGUFGemma3MatchesSafetensors(t *testing.T) {
 	want := load(t, b, src)
 	got := load(t, b, engine.Source{Dir: exportGGUF(t, src, compute.F32)})
 	wc, gc := want.Config(), got.Config()
-	if !slices.Equal(gc.Gemma.Sliding, wc.Gemma.Sliding) || gc.Gemma.SlidingWindow != wc.Gemma.SlidingWindow ||
+	if !slices.Equal(gc.Sliding, wc.Sliding) || gc.SlidingWindow != wc.SlidingWindow ||
 		gc.Gemma.FinalSoftcap != wc.Gemma.FinalSoftcap || gc.Gemma.LocalRope.Theta != wc.Gemma.LocalRope.Theta ||
 		gc.Rope.Type != wc.Rope.Type || gc.Rope.Factor != wc.Rope.Factor || !gc.TieEmbeddings {
 		t.Fatalf("GGUF's config %+v\nthe folder's %+v", gc, wc)

@@ -327,6 +327,12 @@ func (m *Model) allocate(opts Options) error {
 		return fmt.Errorf("engine: upload rotary table: %w", err)
 	}
 	m.attnScale = attentionScale(c.HeadDim)
+	if af := c.Rope.AttentionFactor; c.Rope.Type == "yarn" && af != 1 {
+		// transformers multiplies YaRN's cos and sin by the attention factor, which scales every
+		// query and key by it: folded here into the scores' scale, af² times the usual one (a
+		// difference of rounding only).
+		m.attnScale = float32(af * af / math.Sqrt(float64(c.HeadDim)))
+	}
 	if g := c.Gemma; g.Enabled {
 		local := invFreq(g.LocalRope, c.HeadDim)
 		if m.localInvFreq, err = m.backend.Upload(compute.F32, []int{len(local)}, float32Bytes(local)); err != nil {

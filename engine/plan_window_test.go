@@ -130,7 +130,7 @@ func TestPlanGemma3_27BShaped(t *testing.T) {
 	}
 
 	before := in
-	before.Model.Gemma.Sliding = nil // every layer keeps every position, as before the rings
+	before.Model.Sliding = nil // every layer keeps every position, as before the rings
 	b, err := MakePlan(before)
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ func ParseQuantization(s string) (Quantization, error) {
 // its ffn_gate_inp unquantized.
 func (q Quantization) dtypeFor(name string, dtype compute.DType, shape []int) (compute.DType, bool) {
 	if q == NoQuantization || len(shape) != 2 || shape[1]%quant.BlockSize != 0 || !isWeight(name) ||
-		strings.HasSuffix(name, ".mlp.gate.weight") {
+		strings.HasSuffix(name, ".mlp.gate.weight") || strings.HasSuffix(name, ".mlp.router.weight") {
 		return 0, false
 	}
 	if dtype != compute.F32 && dtype != compute.F16 && dtype != compute.BF16 {

@@ -103,6 +103,8 @@ func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, err
 	}
 	dt, data := t.dtype, t.data
 	switch {
+	case t.bytes:
+		return nil, fmt.Errorf("engine: tensor %s is U8; tfd reads U8 tensors only as GPT-OSS's MXFP4 experts", t.name)
 	case t.mlx != nil:
 		var err error
 		if dt, data, err = affine(t, shape); err != nil {
@@ -255,10 +257,17 @@ func loadLayer(u *uploader, c Config, prefix string, sparse bool, l *layerWeight
 		{&l.oBias, "self_attn.o_proj.bias", c.OutputBias, []int{c.Hidden}},
 		{&l.qNorm, "self_attn.q_norm.weight", c.QKNorm, []int{c.HeadDim}},
 		{&l.kNorm, "self_attn.k_norm.weight", c.QKNorm, []int{c.HeadDim}},
+		{&l.sinks, "self_attn.sinks", c.AttentionSinks, []int{c.Heads}},
 	}...)
-	if sparse {
+	switch {
+	case sparse && c.MoE.Biases:
+		// GPT-OSS names its router mlp.router and gives it a bias.
+		steps = append(steps,
+			step{&l.router, "mlp.router.weight", true, []int{c.MoE.Experts, c.Hidden}},
+			step{&l.routerBias, "mlp.router.bias", true, []int{c.MoE.Experts}})
+	case sparse:
 		steps = append(steps, step{&l.router, "mlp.gate.weight", true, []int{c.MoE.Experts, c.Hidden}})
-	} else {
+	default:
 		steps = append(steps,
 			step{&l.gate, "mlp.gate_proj.weight", true, []int{c.Intermediate, c.Hidden}},
 			step{&l.up, "mlp.up_proj.weight", true, []int{c.Intermediate, c.Hidden}},
@@ -283,7 +292,10 @@ func loadLayer(u *uploader, c Config, prefix string, sparse bool, l *layerWeight
 		}
 		*s.dst = t
 	}
-	if sparse {
+	switch {
+	case sparse && c.MoE.Biases:
+		return loadGptOssExperts(u, c, prefix, l)
+	case sparse:
 		return loadExperts(u, c, prefix, l)
 	}
 	return nil

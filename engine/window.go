@@ -38,8 +38,8 @@ import (
 // Window returns how many keys a query of layer sees, itself included: a sliding layer's window,
 // or 0 for a layer that sees every key before it (the MTP layer's included).
 func (c Config) Window(layer int) int {
-	if g := c.Gemma; g.Enabled && layer < len(g.Sliding) && g.Sliding[layer] {
-		return g.SlidingWindow
+	if layer < len(c.Sliding) && c.Sliding[layer] {
+		return c.SlidingWindow
 	}
 	return 0
 }

@@ -24,10 +24,12 @@ import (
 
 // Models are the oracle's checkpoints: tiny random-init Llama (llama3 rope, untied), Qwen2
 // (attention bias), Qwen3 (q/k norm), Qwen3-MoE (8 experts, top-2, one dense layer), Gemma 3
-// (sliding window 8 and one global layer, soft-capped logits) and Qwen3-Next (three gated
-// DeltaNet layers and one gated attention layer, experts with a shared one), and the bundled
-// model.
-var Models = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "qwen3next", "gopher"}
+// (sliding window 8 and one global layer, soft-capped logits), Qwen3-Next (three gated
+// DeltaNet layers and one gated attention layer, experts with a shared one) and GPT-OSS (sliding
+// window 8 every other layer, sinks, YaRN, 8 experts top-2 with biases and the clamped SwiGLU;
+// its experts as transformers saves them, and as MXFP4 in gptoss-mxfp4 with the same oracle), and
+// the bundled model.
+var Models = []string{"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "qwen3next", "gptoss", "gptoss-mxfp4", "gopher"}
 
 // Oracle is engine/testdata/oracle/NAME, made by tools/fixtures/make_fixtures.py: transformers'
 // f32 logits at every prompt position and its 64-token greedy continuation.
@@ -373,7 +375,7 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 		m, o := load(t, "gopher", engine.Options{Context: 256, MaxRows: 64, Slots: 256})
 		CheckDraftChain(t, m, o.Cases[0].Prompt, 64)
 	})
-	for _, name := range []string{"qwen2", "qwen3moe", "gemma3", "qwen3next", "gopher"} {
+	for _, name := range []string{"qwen2", "qwen3moe", "gemma3", "qwen3next", "gptoss", "gptoss-mxfp4", "gopher"} {
 		t.Run("invariance/"+name, func(t *testing.T) {
 			m, _ := load(t, name, engine.Options{MaxRows: 48, Slots: 600})
 			CheckBatchInvariance(t, m)
