@@ -222,7 +222,7 @@ func (b *backend) resolve() error {
 	}
 	var err error
 	b.k.expertMatMul = map[string]*kernel{}
-	for _, suffix := range weightSuffix {
+	for _, suffix := range append(weightSuffix[:], "mxfp4") {
 		for _, rows := range matmulRows {
 			name := fmt.Sprintf("expert_matmul_%s_%d", suffix, rows)
 			if b.k.expertMatMul[name], err = get(name); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"tfd/compute"
 	"tfd/kernels"
+	"tfd/quant"
 )
 
 // The mixture-of-experts ops (kernels/src/experts.kern). Grouping pairs by expert runs on the
@@ -46,8 +47,8 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := b.asTensor(w, "ExpertMatMul", "w")
 	wi := weightIndex(wt.dtype)
-	if len(wt.shape) != 3 || wi < 0 {
-		panic(fmt.Sprintf("cuda: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16 or BF16", wt.dtype, wt.shape))
+	if len(wt.shape) != 3 || wi < 0 && wt.dtype != compute.MXFP4 {
+		panic(fmt.Sprintf("cuda: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16, BF16 or MXFP4", wt.dtype, wt.shape))
 	}
 	if share <= 0 {
 		panic(fmt.Sprintf("cuda: ExpertMatMul: share %d, want 1 or more", share))
@@ -59,6 +60,14 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	var bp, hasBias uint64
 	if bias != nil {
 		bp, hasBias = ptr(b.tensorOf(bias, "ExpertMatMul", "bias", compute.F32, experts*out)), 1
+	}
+	if wt.dtype == compute.MXFP4 {
+		// The codes of every row, then the scales from this word on (compute.MXFP4).
+		scalesAt := uint64(experts*out*quant.MXFP4RowCodes(in)) / 4
+		l := kernels.ExpertMatMulLaunch("mxfp4", n, experts, out)
+		b.launch(b.k.expertMatMul[l.Kernel], l.Groups[0], l.Groups[1], ptr(dt), ptr(xt), ptr(wt), bp, ptr(gt),
+			i32(n), i32(share), i32(in), i32(out), i32(experts), hasBias, scalesAt)
+		return
 	}
 	l := kernels.ExpertMatMulLaunch(weightSuffix[wi], n, experts, out)
 	b.launch(b.k.expertMatMul[l.Kernel], l.Groups[0], l.Groups[1], ptr(dt), ptr(xt), ptr(wt), bp, ptr(gt),

@@ -66,13 +66,16 @@ func ptrOf(t any) devPtr {
 
 // Upload copies data to the device. 2-D and larger F16 and BF16 tensors (weight matrices,
 // embedding tables) stay 16-bit; 1-D ones (norm weights, biases) are widened to F32 exactly; F32
-// and I32 stay as they are, and quantized matrices keep their format's bytes (quant_linux.go). It waits until the copy is done, so data may be reused at once.
+// and I32 stay as they are, and quantized matrices keep their format's bytes (quant_linux.go; for
+// MXFP4 its codes, then its scales). It waits until the copy is done, so data may be reused at
+// once.
 func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
 	n, err := compute.CheckUpload(dtype, shape, data)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	if _, _, _, ok := quantFormat(dtype); dtype.Quantized() && !ok {
+	// MXFP4 (GPT-OSS's experts) is kept as stored for expert_matmul_mxfp4.
+	if _, _, _, ok := quantFormat(dtype); dtype.Quantized() && !ok && dtype != compute.MXFP4 {
 		return nil, fmt.Errorf("cuda: Upload of %v %v: %w", dtype, shape, compute.ErrNoQuantizedKernels)
 	}
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {

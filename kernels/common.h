@@ -26,6 +26,16 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 #define LOAD8_f32(p, i, o) { float4 a_ = VLOAD(float4, (p) + (i)); float4 b_ = VLOAD(float4, (p) + (i) + 4); \
 	o[0] = a_.x; o[1] = a_.y; o[2] = a_.z; o[3] = a_.w; o[4] = b_.x; o[5] = b_.y; o[6] = b_.z; o[7] = b_.w; }
 
+// MXFP4 (GPT-OSS's experts; package quant has the format): e2m1_value(c) is the E2M1 code in
+// c's low four bits as F32, exactly (sign bit 8; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6), and
+// e8m0_value(s) the scale byte s as 2^(s−127), exactly (2⁻¹²⁷ a subnormal, 255 +Inf, as quant).
+FUNC float e2m1_value(uint c) {
+	uint m = c & 7u;
+	uint bits = m == 0u ? 0u : (m == 1u ? 0x3f000000u : (((m >> 1) + 126u) << 23) | ((m & 1u) << 22));
+	return AS_FLOAT(bits | ((c & 8u) << 28));
+}
+FUNC float e8m0_value(uint s) { return AS_FLOAT(s == 0u ? 0x00400000u : s << 23); }
+
 // Error codes written to the error word; the backends turn them into messages.
 #define ERR_EMBED 1
 #define ERR_GATHER 2

@@ -9,6 +9,7 @@ import (
 	"tfd/compute"
 	"tfd/compute/computetest"
 	"tfd/kernels"
+	"tfd/quant"
 )
 
 // The mixture-of-experts kernels on the MSL runner against the cpu backend (TestMSLRuns calls
@@ -195,4 +196,52 @@ func (o *op) combine(rows, width, k int) {
 	got := floats(md)
 	computetest.SameBits(o.t, "dst", got[:n], want)
 	computetest.SameBits(o.t, "past n", got[n:], tail)
+}
+
+// expertMatMulMXFP4 runs expert_matmul_mxfp4 on random MXFP4 weights (random codes, scales about
+// 2⁰) against the cpu backend's ExpertMatMul of the same MXFP4 tensor, at matmul's tolerance, and
+// against expert_matmul_f32 on the weights dequantized: the same bits, since MXFP4's weights are
+// exact in F32.
+func (o *op) expertMatMulMXFP4(in, out, pairs, experts, share int, withBias bool) {
+	ids := randomIDs(uint64(pairs+in), pairs, experts, 0)
+	groups, _ := o.cpuGroups(ids, experts)
+	xrows := (pairs + share - 1) / share
+	xs := computetest.Randn(13, xrows*in)
+	rows := experts * out
+	rng := rand.New(rand.NewPCG(uint64(in), uint64(out)))
+	codes, scales := make([]byte, rows*quant.MXFP4RowCodes(in)), make([]byte, rows*quant.MXFP4RowScales(in))
+	for i := range codes {
+		codes[i] = byte(rng.Uint32())
+	}
+	for i := range scales {
+		scales[i] = byte(123 + rng.IntN(6))
+	}
+	ws := make([]float32, rows*in)
+	for r := range rows {
+		quant.DequantizeMXFP4(ws[r*in:(r+1)*in], codes[r*quant.MXFP4RowCodes(in):], scales[r*quant.MXFP4RowScales(in):])
+	}
+	wb := append(append([]byte(nil), codes...), scales...)
+	bs := make([]float32, experts*out)
+	var bias compute.Tensor
+	mb, hasBias := &mbuf{}, int32(0)
+	if withBias {
+		bs = computetest.Randn(19, experts*out)
+		bias, mb, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), experts, out), &mbuf{computetest.F32Bytes(bs)}, 1
+	}
+	before := computetest.Randn(15, pairs*out)
+	dst := o.upload(compute.F32, computetest.F32Bytes(before), pairs, out)
+	o.cpu.ExpertMatMul(dst, o.upload(compute.F32, computetest.F32Bytes(xs), xrows, in), o.upload(compute.MXFP4, wb, experts, out, in), bias,
+		o.upload(compute.I32, computetest.I32Bytes(groups), len(groups)), pairs, share)
+	want := o.read(dst, pairs*out)
+
+	mx, mg := &mbuf{computetest.F32Bytes(xs)}, &mbuf{computetest.I32Bytes(groups)}
+	md := &mbuf{computetest.F32Bytes(before)}
+	l := kernels.ExpertMatMulLaunch("mxfp4", pairs, experts, out)
+	o.launch(l, md, mx, &mbuf{wb}, mb, mg, int32(pairs), int32(share), int32(in), int32(out), int32(experts), hasBias, uint64(len(codes)/4))
+	got := floats(md)
+	computetest.Near(o.t, l.Kernel, got, want, 1e-5, 8) // weights up to 6·2¹, x about 1
+	mf := &mbuf{computetest.F32Bytes(before)}
+	o.launch(kernels.ExpertMatMulLaunch("f32", pairs, experts, out), mf, mx, &mbuf{computetest.F32Bytes(ws)}, mb, mg,
+		int32(pairs), int32(share), int32(in), int32(out), int32(experts), hasBias)
+	computetest.SameBits(o.t, "against expert_matmul_f32 on the dequantized weights", got, floats(mf))
 }

@@ -116,6 +116,10 @@ func TestMSLRuns(t *testing.T) {
 			check(fmt.Sprint("expert_matmul ", dt, c), func(o *op) { o.expertMatMul(dt, c.in, c.out, c.pairs, 8, c.share, i%2 == 1) })
 		}
 	}
+	// MXFP4: rows of whole blocks of 32; pairs among 8 experts pick every row group R.
+	for i, c := range []struct{ in, out, pairs, share int }{{64, 5, 8, 2}, {96, 37, 16, 1}, {64, 9, 20, 2}, {288, 4, 60, 1}, {32, 3, 100, 2}} {
+		check(fmt.Sprint("expert_matmul mxfp4 ", c), func(o *op) { o.expertMatMulMXFP4(c.in, c.out, c.pairs, 8, c.share, i%2 == 0) })
+	}
 	for _, c := range []struct{ rows, width, k int }{{1, 64, 2}, {7, 100, 8}, {3, 257, 1}} {
 		check(fmt.Sprint("combine_experts ", c), func(o *op) { o.combine(c.rows, c.width, c.k) })
 	}

@@ -8,6 +8,7 @@ import (
 
 	"tfd/compute"
 	"tfd/kernels"
+	"tfd/quant"
 )
 
 // The mixture-of-experts ops (kernels/src/experts.kern), encoded as tfd/kernels' launch table
@@ -42,8 +43,11 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := b.asTensor(w, "ExpertMatMul", "w")
 	ws := weightSuffix(wt.dtype)
+	if wt.dtype == compute.MXFP4 {
+		ws = "mxfp4"
+	}
 	if len(wt.shape) != 3 || ws == "" {
-		panic(fmt.Sprintf("metal: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16 or BF16", wt.dtype, wt.shape))
+		panic(fmt.Sprintf("metal: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16, BF16 or MXFP4", wt.dtype, wt.shape))
 	}
 	if share <= 0 {
 		panic(fmt.Sprintf("metal: ExpertMatMul: share %d, want 1 or more", share))
@@ -57,8 +61,12 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	if bias != nil {
 		bt, hasBias = bufArg(b.tensorOf(bias, "ExpertMatMul", "bias", compute.F32, experts*out)), 1
 	}
-	b.dispatch(kernels.ExpertMatMulLaunch(ws, n, experts, out), bufArg(dt), bufArg(xt), bufArg(wt), bt, bufArg(gt),
-		i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias))
+	args := []arg{bufArg(dt), bufArg(xt), bufArg(wt), bt, bufArg(gt), i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias)}
+	if wt.dtype == compute.MXFP4 {
+		// The codes of every row, then the scales from this word on (compute.MXFP4).
+		args = append(args, arg{scalar: uint64(experts*out*quant.MXFP4RowCodes(in)) / 4})
+	}
+	b.dispatch(kernels.ExpertMatMulLaunch(ws, n, experts, out), args...)
 }
 
 // CombineExperts writes each row's weighted sum of its pairs' outputs, by rank; one thread per

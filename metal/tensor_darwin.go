@@ -113,14 +113,16 @@ func buffersOf(t any) []*buffer {
 
 // Upload copies data into a new buffer. 2-D and larger F16 and BF16 tensors (weight matrices,
 // embedding tables) stay 16-bit; 1-D ones (norm weights, biases) are widened to F32 exactly; F32
-// and I32 stay as they are, and quantized matrices keep their format's bytes (quant_darwin.go).
+// and I32 stay as they are, and quantized matrices keep their format's bytes (quant_darwin.go; for
+// MXFP4 its codes, then its scales).
 // The copy is done on return.
 func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
 	n, err := compute.CheckUpload(dtype, shape, data)
 	if err != nil {
 		return nil, fmt.Errorf("metal: %w", err)
 	}
-	if _, _, _, ok := quantFormat(dtype); dtype.Quantized() && !ok {
+	// MXFP4 (GPT-OSS's experts) is kept as stored for expert_matmul_mxfp4.
+	if _, _, _, ok := quantFormat(dtype); dtype.Quantized() && !ok && dtype != compute.MXFP4 {
 		return nil, fmt.Errorf("metal: Upload of %v %v: %w", dtype, shape, compute.ErrNoQuantizedKernels)
 	}
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/quant"
 )
 
 // The mixture-of-experts ops: each against the cpu backend (CheckExperts), and the whole of a
@@ -93,6 +94,17 @@ func CheckExperts(t *testing.T, p *Pair) {
 			})
 		}
 	}
+	for _, c := range []struct {
+		in, out, pairs, experts, share int
+		bias                           bool
+	}{
+		{384, 96, 2, 64, 2, true}, {256, 130, 128, 8, 8, false}, {2048, 16, 300, 16, 2, true},
+	} {
+		t.Run(fmt.Sprint("expert matmul MXFP4 ", c), func(t *testing.T) {
+			p.T = t
+			testExpertMatMul(t, p, compute.MXFP4, c.in, c.out, c.pairs, c.experts, c.share, c.bias)
+		})
+	}
 	for _, c := range []struct{ rows, width, k int }{{1, 64, 2}, {33, 100, 8}, {3, 2048, 1}} {
 		t.Run(fmt.Sprint("combine ", c), func(t *testing.T) {
 			p.T = t
@@ -119,7 +131,15 @@ func testExpertMatMul(t *testing.T, p *Pair, dt compute.DType, in, out, pairs, e
 	g := readI32(t, cpu, groups, experts+1+pairs)
 	xrows := (pairs + share - 1) / share
 	xs, ws, before := Randn(6, xrows*in), Randn(7, experts*out*in), Randn(8, pairs*out)
-	x, w, gt := p.F32(xs, xrows, in), p.Weights(dt, ws, experts, out, in), p.I32(g, len(g))
+	var w [2]compute.Tensor
+	if dt == compute.MXFP4 {
+		var wb []byte
+		ws, wb = MXFP4Weights(7, experts*out, in)
+		w = p.Upload(dt, wb, experts, out, in)
+	} else {
+		w = p.Weights(dt, ws, experts, out, in)
+	}
+	x, gt := p.F32(xs, xrows, in), p.I32(g, len(g))
 	dst := p.F32(before, pairs, out)
 	var bias [2]compute.Tensor
 	bs := make([]float32, experts*out)
@@ -206,4 +226,22 @@ func CheckExpertsBatchInvariance(t *testing.T, b compute.Backend) {
 			})
 		}
 	}
+}
+
+// MXFP4Weights returns rows rows of in random MXFP4 weights (random codes, scales 2⁻⁴ to 2¹) as
+// compute.MXFP4 takes them, and their values.
+func MXFP4Weights(seed uint64, rows, in int) ([]float32, []byte) {
+	rng := rand.New(rand.NewPCG(seed, 4))
+	codes, scales := make([]byte, rows*quant.MXFP4RowCodes(in)), make([]byte, rows*quant.MXFP4RowScales(in))
+	for i := range codes {
+		codes[i] = byte(rng.Uint32())
+	}
+	for i := range scales {
+		scales[i] = byte(123 + rng.IntN(6))
+	}
+	ws := make([]float32, rows*in)
+	for r := range rows {
+		quant.DequantizeMXFP4(ws[r*in:(r+1)*in], codes[r*quant.MXFP4RowCodes(in):], scales[r*quant.MXFP4RowScales(in):])
+	}
+	return ws, append(codes, scales...)
 }
