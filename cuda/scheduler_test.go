@@ -40,6 +40,16 @@ func TestSharedEqualsSoloOnQwen3NextCUDA(t *testing.T) {
 	schedulertest.CheckSharedEqualsSolo(t, openCUDA(t), "engine/testdata/oracle/qwen3next")
 }
 
+// TestSharedEqualsSoloOnGptOssCUDA: on the GPU, the tiny GPT-OSS checkpoint's replies (sliding
+// windows, sinks, experts with biases), unpacked and as MXFP4, run together in shared rounds with
+// n-gram drafts equal the same requests run one at a time without drafts.
+func TestSharedEqualsSoloOnGptOssCUDA(t *testing.T) {
+	b := openCUDA(t)
+	for _, dir := range []string{"engine/testdata/oracle/gptoss", "engine/testdata/oracle/gptoss-mxfp4"} {
+		t.Run(dir, func(t *testing.T) { schedulertest.CheckSharedEqualsSolo(t, b, dir) })
+	}
+}
+
 // TestPromptCacheOnCUDA: on the GPU, replies restored from the prompt cache's memory and, after a
 // restart, from its spill folder equal the replies of a host without a cache.
 func TestPromptCacheOnCUDA(t *testing.T) {
