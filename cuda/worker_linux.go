@@ -23,7 +23,7 @@ const (
 )
 
 // maxArgs is the most parameters a kernel takes.
-const maxArgs = 16
+const maxArgs = 20
 
 // command is one op recorded for the worker. Commands live in batches, which are reused, so
 // recording one allocates nothing. Each argument is 8 bytes; a 4-byte kernel parameter reads the
