@@ -94,6 +94,11 @@ func parseGemma3(c *Config, data []byte) error {
 	if g.LocalRope, err = parseRope(local); err != nil {
 		return err
 	}
+	if c.Rope.Type == "yarn" || g.LocalRope.Type == "yarn" {
+		// YaRN's attention factor is folded into the one attention scale (Model.allocate),
+		// which Gemma's query_pre_attn_scalar sets for both kinds of layer.
+		return fmt.Errorf("engine: config.json: Gemma 3 with yarn rope scaling is not supported (tfd runs it with default, linear or llama3)")
+	}
 	c.Gemma = g
 	return nil
 }
