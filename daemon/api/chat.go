@@ -46,6 +46,10 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if offersTools(&req) {
 		f.tools, f.oneCall = h.tools, req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	}
+	if h.harmonyMarkers != nil && !j.forcedCall {
+		// GPT-OSS: its channels are read from the reply, and its calls with them.
+		f.harmony, f.harmonyCalls, f.tools = true, f.tools != nil, nil
+	}
 	if j.forcedCall {
 		f.tools = toolcall.Hermes // the grammar writes a forced call in the Hermes form, whatever the model's own
 	}
@@ -100,7 +104,10 @@ func (h *Handler) chatJob(req *chatRequest) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	if tools != nil {
+	switch {
+	case h.harmonyMarkers != nil && call == nil:
+		j.keepSpecial = h.harmonyMarkers
+	case tools != nil:
 		j.keepSpecial = h.toolMarkers
 	}
 	j.forcedCall = call != nil
@@ -216,6 +223,10 @@ type chatFormat struct {
 	calls    *toolcall.Stream // the choice's calls held back while streaming, when tools is set
 	sent     int              // the calls the choice's stream has sent
 	index, n int              // the choice's index, of n
+	// harmony reads the reply as GPT-OSS's channels (reasoning, content and, with harmonyCalls,
+	// the calls of a request that offered tools); reader is the choice's own reader.
+	harmony, harmonyCalls bool
+	reader                *toolcall.Harmony
 }
 
 type chatCompletion struct {
@@ -240,9 +251,12 @@ type chatChoice struct {
 }
 
 type chatMessage struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []toolcall.Call `json:"tool_calls,omitempty"`
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	// ReasoningContent is a harmony model's analysis channel (GPT-OSS's reasoning), as vLLM
+	// returns it; set only where there is some.
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolcall.Call `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -293,9 +307,12 @@ func (f *chatFormat) responseID() string { return f.id }
 
 func (f *chatFormat) choice(i, n int) replyFormat {
 	c := *f
-	c.index, c.n, c.calls, c.sent = i, n, nil, 0
+	c.index, c.n, c.calls, c.sent, c.reader = i, n, nil, 0, nil
 	if f.tools != nil {
 		c.calls = toolcall.NewStream(f.tools)
+	}
+	if f.harmony {
+		c.reader = toolcall.NewHarmony(f.harmonyCalls)
 	}
 	return &c
 }
@@ -306,6 +323,9 @@ func (f *chatFormat) first() any {
 }
 
 func (f *chatFormat) chunk(text string, lps []tokenLogprob) []any {
+	if f.reader != nil {
+		return f.harmonyChunks(f.reader.Push(text), lps)
+	}
 	if f.calls == nil {
 		return []any{f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}})}
 	}
@@ -315,6 +335,21 @@ func (f *chatFormat) chunk(text string, lps []tokenLogprob) []any {
 		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: &chatMessage{Content: &text}, Logprobs: f.logprobsOf(lps)}}))
 	}
 	return append(out, f.callChunks(calls)...)
+}
+
+// harmonyChunks returns the chunks that send what a piece of a harmony reply completed: its
+// content and reasoning in one delta (with the logprobs of the piece's tokens, even when the piece
+// is still held), then its calls.
+func (f *chatFormat) harmonyChunks(p toolcall.Part, lps []tokenLogprob) []any {
+	var out []any
+	if p.Content != "" || p.Reasoning != "" || len(lps) > 0 {
+		d := &chatMessage{Content: &p.Content}
+		if p.Reasoning != "" {
+			d.ReasoningContent = &p.Reasoning
+		}
+		out = append(out, f.chunkOf([]chatChoice{{Index: f.index, Delta: d, Logprobs: f.logprobsOf(lps)}}))
+	}
+	return append(out, f.callChunks(p.Calls)...)
 }
 
 // callChunks returns the chunks that send calls as OpenAI streams them, a delta with the call's
@@ -335,6 +370,10 @@ func (f *chatFormat) callChunks(calls []toolcall.Call) []any {
 // calls, then the finish reason.
 func (f *chatFormat) final(finish string, info tfdInfo) []any {
 	var out []any
+	if f.reader != nil {
+		out = f.harmonyChunks(f.reader.Finish(), nil)
+		finish = toolFinish(finish, f.sent)
+	}
 	if f.calls != nil {
 		content, calls := f.calls.Finish()
 		if content != "" {
@@ -402,6 +441,19 @@ func (f *chatFormat) whole(choices []wholeChoice, u usage, info tfdInfo) any {
 func (f *chatFormat) wholeChoice(c wholeChoice) chatChoice {
 	text, finish := c.text, c.finish
 	msg := &chatMessage{Role: "assistant", Content: &text}
+	if f.harmony {
+		r := toolcall.NewHarmony(f.harmonyCalls)
+		p := r.Push(text)
+		p.Add(r.Finish())
+		calls := f.limitCalls(p.Calls)
+		msg.Content, msg.ToolCalls, finish = &p.Content, calls, toolFinish(finish, len(calls))
+		if p.Reasoning != "" {
+			msg.ReasoningContent = &p.Reasoning
+		}
+		if p.Content == "" && len(calls) > 0 {
+			msg.Content = nil // OpenAI sends null content beside tool calls
+		}
+	}
 	if f.tools != nil {
 		content, calls := f.splitCalls(text)
 		msg.ToolCalls, finish = calls, toolFinish(finish, len(calls))

@@ -65,6 +65,10 @@ type Handler struct {
 
 	tools       *toolcall.Syntax // how the model writes tool calls, told from its chat template
 	toolMarkers []int32          // the special tokens that begin its calls, kept in replies that may call
+	// harmonyMarkers, for a model whose template writes GPT-OSS's harmony format, are the ids of
+	// its markers, which every chat reply's text keeps so that its channels and calls can be read
+	// (toolcall.Harmony); nil for any other model.
+	harmonyMarkers []int32
 }
 
 // NewHandler returns the API handler for m. m.Tokenizer and m.Host must be set, and m.Context
@@ -81,6 +85,7 @@ func NewHandler(m ServedModel, opts HandlerOptions) *Handler {
 	}
 	h := &Handler{served: m, opts: opts, mux: http.NewServeMux()}
 	h.tools, h.toolMarkers = toolsOf(m)
+	h.harmonyMarkers = harmonyOf(m)
 	h.SetRouting(opts.Routing)
 	h.route("GET /health", h.health)
 	h.route("GET /v1/models", h.listModels)
@@ -298,14 +303,29 @@ func toolsOf(m ServedModel) (*toolcall.Syntax, []int32) {
 	if src, ok := m.Template.(templateSource); ok {
 		syntax = toolcall.Detect(src.Source())
 	}
+	return syntax, specialIDs(m, syntax.Markers())
+}
+
+// harmonyOf returns the ids of the harmony format's markers when m's template writes it
+// (GPT-OSS), else nil.
+func harmonyOf(m ServedModel) []int32 {
+	src, ok := m.Template.(templateSource)
+	if !ok || !toolcall.IsHarmony(src.Source()) {
+		return nil
+	}
+	return specialIDs(m, toolcall.HarmonyMarkers)
+}
+
+// specialIDs returns the ids of those of markers that m's tokenizer holds as one special token.
+func specialIDs(m ServedModel, markers []string) []int32 {
 	var keep []int32
 	if m.Tokenizer == nil {
-		return syntax, nil
+		return nil
 	}
-	for _, marker := range syntax.Markers() {
+	for _, marker := range markers {
 		if ids := m.Tokenizer.Encode(marker); len(ids) == 1 && m.Tokenizer.IsSpecial(ids[0]) {
 			keep = append(keep, ids[0])
 		}
 	}
-	return syntax, keep
+	return keep
 }

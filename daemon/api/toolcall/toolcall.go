@@ -1,7 +1,8 @@
 // Package toolcall reads the tool calls a model writes in its reply text, in the syntax its chat
 // template teaches it — Qwen's and Hermes' <tool_call> blocks, Llama 3's JSON calls, Mistral's
 // [TOOL_CALLS] — for whole replies and for streams, where text that may begin a call is held
-// back until the call is whole.
+// back until the call is whole; and GPT-OSS's harmony replies, whose channels it tells apart
+// (reasoning, content) along with their calls (harmony.go).
 package toolcall
 
 import (
