@@ -360,7 +360,6 @@ func parseRope(raw *rawConfig) (RopeConfig, error) {
 		r.LowFreqFactor = p.LowFreqFactor
 		r.HighFreqFactor = p.HighFreqFactor
 		r.OriginalMaxPositionEmbs = p.OriginalMaxPositionEmbeddings
-		r.BetaFast, r.BetaSlow, r.Truncate = p.BetaFast, p.BetaSlow, p.Truncate == nil || *p.Truncate
 	}
 	if r.Theta == 0 {
 		r.Theta = 10000
@@ -383,6 +382,7 @@ func parseRope(raw *rawConfig) (RopeConfig, error) {
 		if r.Factor <= 0 || r.OriginalMaxPositionEmbs <= 0 {
 			return r, fmt.Errorf("engine: config.json: yarn rope scaling needs factor > 0 and original_max_position_embeddings > 0; got %+v", *p)
 		}
+		r.BetaFast, r.BetaSlow, r.Truncate = p.BetaFast, p.BetaSlow, p.Truncate == nil || *p.Truncate
 		r.AttentionFactor = yarnAttentionFactor(p, r.Factor)
 	default:
 		return r, fmt.Errorf("engine: config.json: rope type %q is not supported (tfd runs default, linear, llama3 and yarn)", r.Type)
