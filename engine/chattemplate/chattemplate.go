@@ -25,12 +25,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/ardanlabs/jinja"
 )
 
 // Message is one turn of a conversation as the template sees it: a dict with the keys role and
-// content, plus reasoning_content, tool_calls, tool_call_id and name when they are set.
+// content, plus reasoning_content, tool_calls, tool_call_id and name when they are set (and
+// thinking beside reasoning_content, for a template that reads thinking: GPT-OSS's).
 type Message struct {
 	Role string
 	// Content is the text content. The daemon joins OpenAI content parts into it; a message
@@ -69,6 +71,9 @@ type Template struct {
 	texts    []jinja.Value // the text pieces the normalized source prints through textVar
 	bos, eos string
 	source   string
+	// thinking: the template reads an assistant turn's reasoning as message.thinking (GPT-OSS's,
+	// as transformers' docs for it say), so a message's ReasoningContent is given as that too.
+	thinking bool
 }
 
 // Source returns the template's text as given to New: what a caller reads to tell the model's
@@ -102,7 +107,12 @@ func New(source, bos, eos string) (*Template, error) {
 	for i, text := range texts {
 		items[i] = jinja.NewString(text)
 	}
-	return &Template{tmpl: tmpl, texts: items, bos: bos, eos: eos, source: source}, nil
+	return &Template{tmpl: tmpl, texts: items, bos: bos, eos: eos, source: source, thinking: readsThinking(source)}, nil
+}
+
+// readsThinking reports whether a template reads message.thinking.
+func readsThinking(source string) bool {
+	return strings.Contains(source, "message.thinking") || strings.Contains(source, `"thinking" in message`)
 }
 
 // Render renders the conversation. Errors come from the template (raise_exception's message,
@@ -151,7 +161,7 @@ func (t *Template) variables(messages []Message, opts Options) (map[string]jinja
 
 	msgs := make([]jinja.Value, len(messages))
 	for i, m := range messages {
-		v, err := messageValue(m)
+		v, err := messageValue(m, t.thinking)
 		if err != nil {
 			return nil, fmt.Errorf("chattemplate: messages[%d]: %w", i, err)
 		}
@@ -178,14 +188,18 @@ func (t *Template) variables(messages []Message, opts Options) (map[string]jinja
 	return vars, nil
 }
 
-// messageValue returns a message as the dict a template sees, keys in a fixed order.
-func messageValue(m Message) (jinja.Value, error) {
+// messageValue returns a message as the dict a template sees, keys in a fixed order; thinking
+// adds the reasoning as thinking too.
+func messageValue(m Message, thinking bool) (jinja.Value, error) {
 	v := jinja.NewDict()
 	d := v.AsDict()
 	d.Set("role", jinja.NewString(m.Role))
 	d.Set("content", jinja.NewString(m.Content))
 	if m.ReasoningContent != "" {
 		d.Set("reasoning_content", jinja.NewString(m.ReasoningContent))
+		if thinking {
+			d.Set("thinking", jinja.NewString(m.ReasoningContent))
+		}
 	}
 	if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 		calls, err := decodeValue(m.ToolCalls)

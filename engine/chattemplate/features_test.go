@@ -196,7 +196,7 @@ func renderWithPython(t *testing.T, cases []featureCase) map[string]pyResult {
 	}
 	var in []pyCase
 	for _, tt := range cases {
-		ctx, err := pythonContext(tt.messages, tt.opts)
+		ctx, err := pythonContext(tt.template, tt.messages, tt.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,8 +239,8 @@ func checkWithPython(t *testing.T, cases []featureCase) {
 
 // pythonContext returns the template variables Render would set, as a JSON object for
 // hf_render.py.
-func pythonContext(messages []Message, opts Options) (json.RawMessage, error) {
-	tmpl := &Template{bos: "<s>", eos: "</s>"}
+func pythonContext(template string, messages []Message, opts Options) (json.RawMessage, error) {
+	tmpl := &Template{bos: "<s>", eos: "</s>", thinking: readsThinking(template)}
 	vars, err := tmpl.variables(messages, opts)
 	if err != nil {
 		return nil, err

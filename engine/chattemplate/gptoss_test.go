@@ -44,11 +44,13 @@ func gptOssCases(template string) []featureCase {
 			opts: Options{AddGenerationPrompt: true, Kwargs: map[string]any{"reasoning_effort": "high"}},
 			want: gptOssSystem("high", false) + "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>" +
 				"<|start|>user<|message|>Hi<|end|><|start|>assistant"},
+		// The call's reasoning is replayed (as thinking: no final answer follows it).
 		{name: "gpt-oss: a tool called and answered", template: template, messages: oneCall,
 			opts: Options{AddGenerationPrompt: true, Tools: tools},
 			want: gptOssSystem("medium", true) + "<|start|>developer<|message|># Instructions\n\nYou help.\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n" +
 				"// Météo for a city\ntype get_weather = (_: {\ncity: string,\ndays?: number, // default: 1.0,\n}) => any;\n\n} // namespace functions<|end|>" +
 				"<|start|>user<|message|>Weather in Paris?<|end|>" +
+				"<|start|>assistant<|channel|>analysis<|message|>Call the tool.<|end|>" +
 				"<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>" +
 				"<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"18°C\"<|end|><|start|>assistant"},
 	}
