@@ -15,6 +15,10 @@ var (
 	qwen2PreTokenizer = `{"type": "Sequence", "pretokenizers": [
 		{"type": "Split", "pattern": {"Regex": ` + jsonString(qwen2Regex) + `}, "behavior": "Isolated", "invert": false},
 		{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]}`
+	// o200kPreTokenizer is openai/gpt-oss-20b's.
+	o200kPreTokenizer = `{"type": "Sequence", "pretokenizers": [
+		{"type": "Split", "pattern": {"Regex": ` + jsonString(o200kRegex) + `}, "behavior": "Isolated", "invert": false},
+		{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}`
 )
 
 func jsonString(s string) string {

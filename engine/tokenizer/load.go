@@ -162,7 +162,7 @@ func parsePreTokenizer(raw json.RawMessage, steps []preStep) ([]preStep, error) 
 		}
 		p, ok := patternFor(*c.Pattern.Regex)
 		if !ok {
-			return nil, fmt.Errorf("tokenizer: Split pattern %q is not supported (known: the GPT-2, Llama 3 and Qwen2 patterns)", *c.Pattern.Regex)
+			return nil, fmt.Errorf("tokenizer: Split pattern %q is not supported (known: the GPT-2, Llama 3, Qwen2 and o200k patterns)", *c.Pattern.Regex)
 		}
 		if c.Behavior != "Isolated" || c.Invert {
 			return nil, fmt.Errorf("tokenizer: Split behavior %q with invert=%t is not supported (supported: Isolated, invert=false)", c.Behavior, c.Invert)

@@ -46,6 +46,8 @@ const (
 	PreLlama3
 	// PreQwen2 splits by Qwen2's pattern (Llama 3's with every digit alone), as Qwen2 and Qwen3 do.
 	PreQwen2
+	// PreO200K splits by OpenAI's o200k_base pattern (words cut at case changes), as GPT-OSS does.
+	PreO200K
 )
 
 // String returns the pre-tokenizer's name.
@@ -57,6 +59,8 @@ func (p Pretokenizer) String() string {
 		return "llama3"
 	case PreQwen2:
 		return "qwen2"
+	case PreO200K:
+		return "o200k"
 	}
 	return fmt.Sprintf("Pretokenizer(%d)", uint8(p))
 }
@@ -70,6 +74,8 @@ func (p Pretokenizer) steps() ([]preStep, bool) {
 		return []preStep{{split: patternLlama3}, {}}, true
 	case PreQwen2:
 		return []preStep{{split: patternQwen2}, {}}, true
+	case PreO200K:
+		return []preStep{{split: patternO200K}, {}}, true
 	}
 	return nil, false
 }
@@ -188,6 +194,8 @@ func pretokenizerOf(steps []preStep) (Pretokenizer, bool) {
 		return PreLlama3, true
 	case patternQwen2:
 		return PreQwen2, true
+	case patternO200K:
+		return PreO200K, true
 	}
 	return 0, false
 }

@@ -15,6 +15,9 @@ const (
 	llama3Regex = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// qwen2Regex is Qwen2's and Qwen3's Split pattern: Llama 3's with every digit alone.
 	qwen2Regex = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// o200kRegex is OpenAI's o200k_base pattern, GPT-OSS's (openai/gpt-oss-20b's Split): words
+	// split at case changes (an upper-case run, then lower case), each with its contraction.
+	o200kRegex = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
 // splitPattern is one of the known pre-tokenizer patterns.
@@ -24,6 +27,7 @@ const (
 	patternGPT2 splitPattern = iota + 1
 	patternLlama3
 	patternQwen2
+	patternO200K
 )
 
 // patternFor recognises a pattern by its exact text.
@@ -35,6 +39,8 @@ func patternFor(regex string) (splitPattern, bool) {
 		return patternLlama3, true
 	case qwen2Regex:
 		return patternQwen2, true
+	case o200kRegex:
+		return patternO200K, true
 	}
 	return 0, false
 }
@@ -43,8 +49,11 @@ func patternFor(regex string) (splitPattern, bool) {
 // every character (the last alternatives take any whitespace, letter, number or other run), so
 // the matches tile s and the Split behaviour "Isolated" is simply the sequence of matches.
 func (p splitPattern) next(s string, i int) int {
-	if p == patternGPT2 {
+	switch p {
+	case patternGPT2:
 		return nextGPT2(s, i)
+	case patternO200K:
+		return nextO200K(s, i)
 	}
 	maxDigits := 3
 	if p == patternQwen2 {

@@ -127,7 +127,7 @@ func TestSplitQwen2(t *testing.T) {
 func FuzzSplitTiles(f *testing.F) {
 	f.Add("a \n b\r\n\t😀 'll 12345 \xff\xfe")
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, p := range []splitPattern{patternGPT2, patternLlama3, patternQwen2} {
+		for _, p := range []splitPattern{patternGPT2, patternLlama3, patternQwen2, patternO200K} {
 			for i := 0; i < len(s); {
 				j := p.next(s, i)
 				if j <= i || j > len(s) {

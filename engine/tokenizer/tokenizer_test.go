@@ -162,7 +162,7 @@ func TestAddPrefixSpace(t *testing.T) {
 }
 
 func TestDecodeRoundTrip(t *testing.T) {
-	for name, pre := range map[string]string{"gpt2": gpt2PreTokenizer, "llama3": llama3PreTokenizer, "qwen2": qwen2PreTokenizer} {
+	for name, pre := range map[string]string{"gpt2": gpt2PreTokenizer, "llama3": llama3PreTokenizer, "qwen2": qwen2PreTokenizer, "o200k": o200kPreTokenizer} {
 		tok := mustLoad(t, spec{preTokenizer: pre, merges: [][2]string{{"t", "h"}, {"th", "e"}, {" ", "the"}, {"\xf0", "\x9f"}},
 			added: []addedTokenJSON{{Content: "<|endoftext|>", Special: true}}})
 		for _, s := range []string{
