@@ -1,6 +1,6 @@
 // Package tokenizer implements the byte-level BPE tokenizers of Hugging Face's tokenizer.json
-// format, as GPT-2, Llama 3, Qwen2/Qwen3 and GPT-OSS (o200k) use: encoding text to token ids, decoding ids to text,
-// and decoding a stream of ids incrementally for streamed responses.
+// format, as GPT-2, Llama 3, Qwen2/Qwen3 and GPT-OSS (o200k) use: encoding text to token ids,
+// decoding ids to text, and decoding a stream of ids incrementally for streamed responses.
 //
 // Encode and Decode give what Hugging Face tokenizers gives for encode(text,
 // add_special_tokens=False).ids and decode(ids, skip_special_tokens=False). The pipeline is
@@ -39,14 +39,14 @@ type Tokenizer struct {
 }
 
 // Load parses a tokenizer.json (HF tokenizers format). Supported: model type BPE with byte-level
-// pre-tokenization, as GPT-2, Llama 3, Qwen2/Qwen3 and GPT-OSS tokenizers use. Anything else is refused with
-// an error naming what is unsupported.
+// pre-tokenization, as GPT-2, Llama 3, Qwen2/Qwen3 and GPT-OSS tokenizers use. Anything else is
+// refused with an error naming what is unsupported.
 //
 // In detail: normalizer none, NFC or a Sequence of those; pre-tokenizer ByteLevel (with or without
 // its GPT-2 pattern, with or without add_prefix_space), optionally after Split pre-tokenizers
-// using the GPT-2, Llama 3, Qwen2 or o200k pattern with behavior Isolated; decoder ByteLevel; BPE with
-// merges as "a b" strings or pairs, ignore_merges, unk_token, fuse_unk and byte_fallback, without
-// dropout or subword affixes. The post-processor, truncation and padding are ignored (see
+// using the GPT-2, Llama 3, Qwen2 or o200k pattern with behavior Isolated; decoder ByteLevel; BPE
+// with merges as "a b" strings or pairs, ignore_merges, unk_token, fuse_unk and byte_fallback,
+// without dropout or subword affixes. The post-processor, truncation and padding are ignored (see
 // Encode).
 func Load(tokenizerJSON []byte) (*Tokenizer, error) {
 	var f fileJSON
