@@ -61,12 +61,14 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	if bias != nil {
 		bt, hasBias = bufArg(b.tensorOf(bias, "ExpertMatMul", "bias", compute.F32, experts*out)), 1
 	}
-	args := []arg{bufArg(dt), bufArg(xt), bufArg(wt), bt, bufArg(gt), i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias)}
+	l := kernels.ExpertMatMulLaunch(ws, n, experts, out)
 	if wt.dtype == compute.MXFP4 {
 		// The codes of every row, then the scales from this word on (compute.MXFP4).
-		args = append(args, arg{scalar: uint64(experts*out*quant.MXFP4RowCodes(in)) / 4})
+		scalesAt := arg{scalar: uint64(experts*out*quant.MXFP4RowCodes(in)) / 4}
+		b.dispatch(l, bufArg(dt), bufArg(xt), bufArg(wt), bt, bufArg(gt), i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias), scalesAt)
+		return
 	}
-	b.dispatch(kernels.ExpertMatMulLaunch(ws, n, experts, out), args...)
+	b.dispatch(l, bufArg(dt), bufArg(xt), bufArg(wt), bt, bufArg(gt), i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias))
 }
 
 // CombineExperts writes each row's weighted sum of its pairs' outputs, by rank; one thread per
