@@ -22,3 +22,15 @@ func TestSharedEqualsSoloOnGptOss(t *testing.T) {
 		t.Run(dir, func(t *testing.T) { schedulertest.CheckSharedEqualsSolo(t, b, dir) })
 	}
 }
+
+// TestWindowRingsOnGptOss: the GPT-OSS checkpoint's sliding layers (window 8, every other layer,
+// with sinks) keep rings; replies moved between sessions, drafted, and resumed from the prompt
+// cache equal the same requests alone (schedulertest.CheckWindowRings).
+func TestWindowRingsOnGptOss(t *testing.T) {
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	schedulertest.CheckWindowRings(t, b, "engine/testdata/oracle/gptoss")
+}
