@@ -125,7 +125,7 @@ func (b *backend) init() (err error) {
 		return err
 	}
 	if n == 0 {
-		return errors.New("cuda: the driver sees no CUDA device")
+		return fmt.Errorf("%w: cuda: the driver sees no CUDA device", compute.ErrNoDevice)
 	}
 	if err := check("cuDeviceGet", cuDeviceGet(&b.dev, 0)); err != nil {
 		return err

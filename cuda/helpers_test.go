@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"testing"
 
 	"tfd/compute"
@@ -13,8 +14,13 @@ import (
 func openCUDA(t testing.TB) compute.Backend {
 	t.Helper()
 	b, err := compute.Open("cuda")
+	if errors.Is(err, compute.ErrNoDevice) {
+		t.Skipf("no CUDA device here: %v", err)
+	}
 	if err != nil {
-		t.Skipf("no CUDA backend here: %v", err)
+		// A backend that is there but fails to open is a failure, not a skip: a kernel that no
+		// longer compiles or launches would otherwise pass every test here as skipped.
+		t.Fatalf("the CUDA backend is here but does not open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {

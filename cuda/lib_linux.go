@@ -166,7 +166,9 @@ func loadDriver() error {
 			return
 		}
 		graphBindingsErr = bind(lib, path, graphBindingsOptional)
-		if r := cuInit(0); r != 0 {
+		if r := cuInit(0); r == cudaErrorNoDevice {
+			driverErr = fmt.Errorf("%w: cuda: cuInit with %s: %w", compute.ErrNoDevice, path, cuError(r))
+		} else if r != 0 {
 			driverErr = fmt.Errorf("cuda: cuInit with %s: %w (is an NVIDIA GPU visible to this process?)", path, cuError(r))
 		}
 	})
@@ -264,6 +266,10 @@ type driverError struct {
 }
 
 func cuError(r cuResult) error { return driverError{r} }
+
+// cudaErrorNoDevice is CUDA_ERROR_NO_DEVICE: the driver is installed but sees no GPU, which is a
+// machine without the device, not a broken backend.
+const cudaErrorNoDevice cuResult = 100
 
 func (e driverError) Error() string {
 	var name, desc *byte
