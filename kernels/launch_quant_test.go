@@ -1,6 +1,10 @@
 package kernels
 
-import "testing"
+import (
+	"testing"
+
+	"tfd/compute"
+)
 
 // checkQuantLaunches checks the launches of the quantized-weight kernels (TestLaunches calls it
 // with its add, which checks each against its kernel and marks it launched).
@@ -29,5 +33,37 @@ func checkQuantLaunches(t *testing.T, add func(Launch) Launch) {
 	}
 	if l := add(QuantizeActLaunch(9)); l.Groups != [2]int{3, 1} {
 		t.Errorf("QuantizeActLaunch(9) = %+v", l)
+	}
+}
+
+// TestQuantFormatNamesKernels checks that every format QuantFormat gives names kernels that exist,
+// and that a dtype without kernels is said to have none.
+func TestQuantFormatNamesKernels(t *testing.T) {
+	dtypes := []compute.DType{compute.Q8_0, compute.Q4_0, compute.Q4_K, compute.Q6_K}
+	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+		for _, scales := range []compute.DType{compute.BF16, compute.F16, compute.F32} {
+			d, err := compute.Affine(bits, 64, scales)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dtypes = append(dtypes, d)
+		}
+	}
+	for _, d := range dtypes {
+		f, bits, group, ok := QuantFormat(d)
+		if !ok || bits == 0 || group == 0 {
+			t.Errorf("QuantFormat(%v) = %q, %d, %d, %v", d, f, bits, group, ok)
+			continue
+		}
+		for _, name := range []string{"qmatmul_" + f + "_1", "qembed_" + f} {
+			if _, found := Lookup(name); !found {
+				t.Errorf("QuantFormat(%v) = %q, but there is no kernel %s", d, f, name)
+			}
+		}
+	}
+	for _, d := range []compute.DType{compute.F32, compute.BF16, compute.MXFP4} {
+		if f, _, _, ok := QuantFormat(d); ok {
+			t.Errorf("QuantFormat(%v) = %q, want none", d, f)
+		}
 	}
 }

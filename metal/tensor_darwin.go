@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"tfd/compute"
+	"tfd/kernels"
 )
 
 // buffer is one MTLBuffer in shared storage, with its CPU address; to the residency keeper it
@@ -122,7 +123,7 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 		return nil, fmt.Errorf("metal: %w", err)
 	}
 	// MXFP4 (GPT-OSS's experts) is kept as stored for expert_matmul_mxfp4.
-	if _, _, _, ok := quantFormat(dtype); dtype.Quantized() && !ok && dtype != compute.MXFP4 {
+	if _, _, _, ok := kernels.QuantFormat(dtype); dtype.Quantized() && !ok && dtype != compute.MXFP4 {
 		return nil, fmt.Errorf("metal: Upload of %v %v: %w", dtype, shape, compute.ErrNoQuantizedKernels)
 	}
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {
