@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -124,16 +125,43 @@ func exportConfig(w *gguf.Writer, arch string, c Config, fileType uint32) error 
 	case c.Rope.Type == "linear":
 		w.Set(key("rope.scaling.type"), gguf.String("linear"))
 		w.Set(key("rope.scaling.factor"), gguf.Float32(float32(c.Rope.Factor)))
+	case c.Rope.Type == "yarn":
+		if err := exportYarn(w, key, arch, c.Rope); err != nil {
+			return err
+		}
 	case c.Rope.Type != "default" && c.Rope.Type != "llama3":
 		return fmt.Errorf("engine: export GGUF: rope type %q", c.Rope.Type)
 	}
-	if arch == "gemma3" {
+	switch arch {
+	case "gemma3":
 		if err := exportGemma3Config(w, key, c); err != nil {
+			return err
+		}
+	case "gpt-oss":
+		if err := exportGptOssConfig(w, key, c); err != nil {
 			return err
 		}
 	}
 	w.Set("general.file_type", gguf.Uint32(fileType))
 	w.Set("general.quantization_version", gguf.Uint32(2))
+	return nil
+}
+
+// exportYarn writes YaRN's keys as the converter writes them, yarn_attn_factor only where the
+// factor is not transformers' default; readYarn reads them back. A checkpoint whose rounding of
+// the correction range is not the one tfd reads for arch is refused.
+func exportYarn(w *gguf.Writer, key func(string) string, arch string, r RopeConfig) error {
+	if r.Truncate != (arch != "gpt-oss") {
+		return fmt.Errorf("engine: export GGUF: YaRN with truncate %t; GGUF has no key for it, and tfd reads %s's as %t", r.Truncate, arch, arch != "gpt-oss")
+	}
+	w.Set(key("rope.scaling.type"), gguf.String("yarn"))
+	w.Set(key("rope.scaling.factor"), gguf.Float32(float32(r.Factor)))
+	w.Set(key("rope.scaling.original_context_length"), gguf.Uint32(uint32(r.OriginalMaxPositionEmbs)))
+	w.Set(key("rope.scaling.yarn_beta_fast"), gguf.Float32(float32(cmp.Or(r.BetaFast, 32))))
+	w.Set(key("rope.scaling.yarn_beta_slow"), gguf.Float32(float32(cmp.Or(r.BetaSlow, 1))))
+	if r.AttentionFactor != yarnDefaultAttention(float64(float32(r.Factor))) {
+		w.Set(key("rope.scaling.yarn_attn_factor"), gguf.Float32(float32(r.AttentionFactor)))
+	}
 	return nil
 }
 
@@ -290,6 +318,18 @@ func exportTensors(w *gguf.Writer, arch string, c Config, ckpt *safetensors.Chec
 	for _, name := range ckpt.Names() {
 		if strings.HasPrefix(name, "mtp.") || name == "lm_head.weight" && (c.TieEmbeddings || !hasHead) {
 			continue // no GGUF name; a tied head is the embedding
+		}
+		if arch == "gpt-oss" && strings.Contains(name, ".mlp.experts.") {
+			var layer int
+			if _, err := fmt.Sscanf(name, "model.layers.%d.", &layer); err != nil {
+				return fmt.Errorf("engine: export GGUF: tensor %s: %w", name, err)
+			}
+			if strings.HasSuffix(name, ".mlp.experts.down_proj_bias") { // one a layer, in either form
+				if err := exportGptOssExperts(w, layer, c, ckpt, dtype); err != nil {
+					return err
+				}
+			}
+			continue // written with the layer's down_proj_bias
 		}
 		if gname, e, ok := ggufExpert(name); ok {
 			if e == 0 {

@@ -96,3 +96,48 @@ func TestNarrowing(t *testing.T) {
 		}
 	}
 }
+
+// TestMXFP4AsGGML: a row of ggml's MXFP4 blocks, regrouped into compute.MXFP4, dequantizes to the
+// values ggml's dequantize_row_mxfp4 gives (byte j of a block holds weight j low and weight j+16
+// high, kvalues_mxfp4 times 2^(e−128)), and regrouping back gives the blocks byte for byte.
+func TestMXFP4AsGGML(t *testing.T) {
+	kvalues := [16]float32{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12} // ggml-common.h
+	const rows, in = 3, 64
+	const blocks = in / quant.BlockSize
+	ggml := make([]byte, rows*blocks*17)
+	for i := range ggml {
+		ggml[i] = byte(i*37 + i/5)
+	}
+	want := make([]float32, rows*in)
+	for r := range rows {
+		for b := range blocks {
+			blk := ggml[(r*blocks+b)*17:][:17]
+			blk[0] = byte(120 + r + b) // a scale byte in E8M0's normal range
+			d := float32(math.Ldexp(1, int(blk[0])-128))
+			for j := range 16 {
+				want[r*in+b*32+j] = kvalues[blk[1+j]&0xf] * d
+				want[r*in+b*32+j+16] = kvalues[blk[1+j]>>4] * d
+			}
+		}
+	}
+	got, err := ggufMXFP4ToCompute(ggml, []int{rows, in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowCodes, rowScales := quant.MXFP4RowCodes(in), quant.MXFP4RowScales(in)
+	row := make([]float32, in)
+	for r := range rows {
+		quant.DequantizeMXFP4(row, got[r*rowCodes:], got[rows*rowCodes+r*rowScales:])
+		for i, v := range row {
+			if math.Float32bits(v) != math.Float32bits(want[r*in+i]) && !(v == 0 && want[r*in+i] == 0) {
+				t.Fatalf("row %d weight %d: %v, ggml's %v", r, i, v, want[r*in+i])
+			}
+		}
+	}
+	if back := computeMXFP4ToGGUF(got, []int{rows, in}); !slices.Equal(back, ggml) {
+		t.Error("regrouping back does not give ggml's blocks")
+	}
+	if _, err := ggufMXFP4ToCompute(ggml[:len(ggml)-1], []int{rows, in}); err == nil {
+		t.Error("a short tensor was regrouped")
+	}
+}

@@ -26,6 +26,7 @@ var ggufArchitectures = map[string]string{
 	"qwen3":    "Qwen3ForCausalLM",
 	"qwen3moe": "Qwen3MoeForCausalLM",
 	"gemma3":   "Gemma3ForCausalLM",
+	"gpt-oss":  "GptOssForCausalLM",
 }
 
 // ggufGlobalNames maps the Hugging Face names of the tensors outside the layers to GGUF's.
@@ -112,6 +113,11 @@ func ggufName(arch, hf string) (string, bool) {
 			n, ok = g, true
 		}
 	}
+	if arch == "gpt-oss" {
+		if g, isGptOss := ggufGptOssLayerNames[suffix]; isGptOss {
+			n, ok = g, true
+		}
+	}
 	return "blk." + layer + "." + n, ok
 }
 
@@ -139,7 +145,7 @@ func ggufDType(t gguf.Type) (compute.DType, bool) {
 }
 
 // ggufRunsTypes names the types ggufDType maps, for refusals.
-const ggufRunsTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K"
+const ggufRunsTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K, and MXFP4 for gpt-oss's experts"
 
 // ggufCheckpoint is a GGUF file opened for loading: the config read from its metadata, and its
 // tensors as a checkpoint under Hugging Face names.
@@ -286,6 +292,13 @@ func (g *ggufCheckpoint) readConfig() error {
 		if c.MoE, err = g.readExperts(key, c.Layers); err != nil {
 			return err
 		}
+	case "gpt-oss":
+		if c.MoE, err = g.readExperts(key, c.Layers); err != nil {
+			return err
+		}
+		if err := g.readGptOss(key, &c); err != nil {
+			return err
+		}
 	case "gemma3":
 		if c.Gemma, err = g.readGemma3(key, &c); err != nil {
 			return err
@@ -381,8 +394,12 @@ func (g *ggufCheckpoint) readRope(c *Config, key func(string) string) error {
 		// unscaled
 	case scaling == "linear" && hasFactor && factor > 0:
 		c.Rope.Type, c.Rope.Factor = "linear", factor
+	case scaling == "yarn" && hasFactor && factor > 0:
+		if err := g.readYarn(c, key, factor); err != nil {
+			return err
+		}
 	default:
-		return g.errorf("rope scaling %q (%s) is not supported; tfd runs no scaling, linear and Llama 3's", scaling, key("rope.scaling.type"))
+		return g.errorf("rope scaling %q (%s) is not supported; tfd runs no scaling, linear, yarn and Llama 3's", scaling, key("rope.scaling.type"))
 	}
 	t, ok := g.file.Tensor(ggufRopeFreqs)
 	if !ok || g.arch != "llama" {
@@ -402,6 +419,42 @@ func (g *ggufCheckpoint) readRope(c *Config, key func(string) string) error {
 	return nil
 }
 
+// readYarn reads YaRN as the converter writes transformers' rope_parameters: the factor, the
+// original context (llama.cpp's default, the context, where absent), the betas (32 and 1 where
+// absent, as in both), and yarn_attn_factor as transformers' attention_factor (0.1·ln(factor) + 1
+// where absent). llama.cpp rounds the correction range to whole dimensions; transformers does
+// unless truncate is false, as GPT-OSS's config says, so tfd rounds for every architecture but
+// gpt-oss.
+func (g *ggufCheckpoint) readYarn(c *Config, key func(string) string, factor float64) error {
+	r := RopeConfig{Type: "yarn", Theta: c.Rope.Theta, Factor: factor, BetaFast: 32, BetaSlow: 1, Truncate: g.arch != "gpt-oss"}
+	orig, ok, err := g.intKey(key("rope.scaling.original_context_length"))
+	if err != nil {
+		return err
+	}
+	if !ok || orig == 0 {
+		orig = c.MaxPositions
+	}
+	r.OriginalMaxPositionEmbs = orig
+	for _, k := range []struct {
+		dst  *float64
+		name string
+	}{{&r.BetaFast, "rope.scaling.yarn_beta_fast"}, {&r.BetaSlow, "rope.scaling.yarn_beta_slow"}} {
+		if v, ok, err := g.floatKey(key(k.name)); err != nil {
+			return err
+		} else if ok {
+			*k.dst = v
+		}
+	}
+	r.AttentionFactor = yarnDefaultAttention(factor)
+	if v, ok, err := g.floatKey(key("rope.scaling.yarn_attn_factor")); err != nil {
+		return err
+	} else if ok {
+		r.AttentionFactor = v
+	}
+	c.Rope = r
+	return nil
+}
+
 // tensor returns the tensor of a Hugging Face name from the file, in a Hugging Face checkpoint's
 // layout: llama's q and k rows are put back in the order rotate-half RoPE pairs them (see
 // ggufPermuteRows). A quantized row is whole blocks of its own elements, so rows move whole in
@@ -416,6 +469,14 @@ func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
 		return stored{}, false, nil
 	}
 	g.used[name] = true
+	if t.Type == gguf.MXFP4 && g.arch == "gpt-oss" && strings.HasSuffix(name, "_exps.weight") {
+		// GPT-OSS's experts, the one place tfd runs MXFP4: regrouped into compute.MXFP4.
+		data, err := ggufMXFP4ToCompute(t.Data, t.Shape())
+		if err != nil {
+			return stored{}, true, g.errorf("tensor %s: %w", name, err)
+		}
+		return stored{name: name, dtype: compute.MXFP4, shape: t.Shape(), data: data}, true, nil
+	}
 	dt, ok := ggufDType(t.Type)
 	if !ok {
 		return stored{}, true, g.errorf("tensor %s is %s, which this build of tfd does not run (it runs %s); convert the model again to one of them", name, t.Type, ggufRunsTypes)

@@ -77,3 +77,52 @@ func TestGGUFGemma3MatchesSafetensors(t *testing.T) {
 		}
 	}
 }
+
+// TestGGUFGptOssMatchesSafetensors: the GPT-OSS fixtures (8 experts, top 2, biases and sinks,
+// window 8 on layers 0 and 2, YaRN with truncate false), their experts as transformers saves them
+// and as openai's MXFP4, written as llama.cpp's gpt-oss GGUF in F32 (gate, up and down stacked
+// apart; the MXFP4 experts as ggml's MXFP4 blocks) and loaded back give every position's logits of
+// the safetensors load bit for bit, with the same config read from the metadata.
+func TestGGUFGptOssMatchesSafetensors(t *testing.T) {
+	b := openCPU(t)
+	for _, fixture := range []string{"gptoss", "gptoss-mxfp4"} {
+		t.Run(fixture, func(t *testing.T) {
+			src := engine.Source{Dir: filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", fixture)}
+			want := load(t, b, src)
+			got := load(t, b, engine.Source{Dir: exportGGUF(t, src, compute.F32)})
+			wc, gc := want.Config(), got.Config()
+			wm, gm := wc.MoE, gc.MoE
+			if gm.Experts != wm.Experts || gm.PerToken != wm.PerToken || gm.Intermediate != wm.Intermediate || gm.NormTopK != wm.NormTopK ||
+				!gm.Biases || gm.SwiGLULimit != wm.SwiGLULimit || gm.MXFP4 != wm.MXFP4 || gm.SparseLayers(gc.Layers) != gc.Layers {
+				t.Fatalf("GGUF's mixture of experts %+v; the folder's %+v", gm, wm)
+			}
+			if !slices.Equal(gc.Sliding, wc.Sliding) || gc.SlidingWindow != wc.SlidingWindow || !gc.AttentionSinks ||
+				!gc.AttentionBias || !gc.OutputBias || gc.QKNorm || gc.TieEmbeddings || gc.HeadDim != wc.HeadDim {
+				t.Fatalf("GGUF's config %+v\nthe folder's %+v", gc, wc)
+			}
+			if wr, gr := wc.Rope, gc.Rope; gr.Type != "yarn" || gr.Factor != wr.Factor || gr.Theta != wr.Theta || gr.Truncate ||
+				gr.OriginalMaxPositionEmbs != wr.OriginalMaxPositionEmbs || gr.AttentionFactor != wr.AttentionFactor ||
+				gr.BetaFast != wr.BetaFast || gr.BetaSlow != wr.BetaSlow {
+				t.Fatalf("GGUF's rope %+v; the folder's %+v", gr, wr)
+			}
+			var prompts [][]int32
+			for _, p := range ggufPrompts {
+				prompts = append(prompts, want.Tokenizer().Encode(p))
+			}
+			if len(prompts[0]) <= gc.SlidingWindow {
+				t.Fatalf("prompt 0 has %d tokens, no more than the window %d: the sliding layers are not tested", len(prompts[0]), gc.SlidingWindow)
+			}
+			w, g := allLogits(t, want, prompts), allLogits(t, got, prompts)
+			for i := range w {
+				if slices.Max(w[i]) == slices.Min(w[i]) {
+					t.Fatalf("prompt %d: flat logits", i)
+				}
+				for j := range w[i] {
+					if math.Float32bits(w[i][j]) != math.Float32bits(g[i][j]) {
+						t.Fatalf("prompt %d, position %d, token %d: GGUF logit %v, safetensors %v", i, j/got.Vocab(), j%got.Vocab(), g[i][j], w[i][j])
+					}
+				}
+			}
+		})
+	}
+}

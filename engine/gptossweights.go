@@ -25,6 +25,11 @@ import (
 func loadGptOssExperts(u *uploader, c Config, prefix string, l *layerWeights) error {
 	e, inter, hidden := c.MoE.Experts, c.MoE.Intermediate, c.Hidden
 	name := func(s string) string { return prefix + "mlp.experts." + s }
+	if t, ok, err := u.ckpt.tensor(name("gate_proj.weight")); err != nil {
+		return err
+	} else if ok {
+		return loadSplitExperts(u, c, prefix, l, t)
+	}
 	var gate, up, down stored
 	if c.MoE.MXFP4 {
 		gu, err := mxfp4Experts(u, name("gate_up_proj"), e, 2*inter, hidden)
@@ -76,9 +81,56 @@ func loadGptOssExperts(u *uploader, c Config, prefix string, l *layerWeights) er
 	return nil
 }
 
-// need returns the named tensor, which must be F32, F16 or BF16 of the given shape.
+// loadSplitExperts uploads a GPT-OSS layer's experts in llama.cpp's form (a GGUF file's), gate,
+// up and down apart, [experts, out, in] in a float dtype or compute.MXFP4, and their biases
+// apart, [experts, out]; gate is the gate stack, read already.
+func loadSplitExperts(u *uploader, c Config, prefix string, l *layerWeights, gate stored) error {
+	e, inter, hidden := c.MoE.Experts, c.MoE.Intermediate, c.Hidden
+	name := func(s string) string { return prefix + "mlp.experts." + s }
+	gate, err := checkNeeded(u, name("gate_proj.weight"), gate, true, nil, e, inter, hidden)
+	if err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		dst   *compute.Tensor
+		name  string
+		shape []int
+		bias  bool
+	}{
+		{&l.expertGate, "gate_proj.weight", []int{e, inter, hidden}, false},
+		{&l.expertUp, "up_proj.weight", []int{e, inter, hidden}, false},
+		{&l.expertDown, "down_proj.weight", []int{e, hidden, inter}, false},
+		{&l.expertGateBias, "gate_proj.bias", []int{e, inter}, true},
+		{&l.expertUpBias, "up_proj.bias", []int{e, inter}, true},
+		{&l.expertDownBias, "down_proj.bias", []int{e, hidden}, true},
+	} {
+		t := gate
+		if s.name != "gate_proj.weight" {
+			if t, err = need(u, name(s.name), s.shape...); err != nil {
+				return err
+			}
+		}
+		if s.bias {
+			t = f32Columns(t, 0, 1) // widened exactly, as ExpertMatMul takes them
+		}
+		ct, err := u.upload(t.name, t, s.shape)
+		if err != nil {
+			return err
+		}
+		*s.dst = ct
+	}
+	return nil
+}
+
+// need returns the named tensor, which must be F32, F16 or BF16 (or, from a GGUF file,
+// compute.MXFP4) of the given shape.
 func need(u *uploader, name string, shape ...int) (stored, error) {
 	t, ok, err := u.ckpt.tensor(name)
+	return checkNeeded(u, name, t, ok, err, shape...)
+}
+
+// checkNeeded checks the tensor that need read.
+func checkNeeded(u *uploader, name string, t stored, ok bool, err error, shape ...int) (stored, error) {
 	switch {
 	case err != nil:
 		return t, err
