@@ -183,7 +183,8 @@ func exportTokenizer(w *gguf.Writer, loc located, c Config, configJSON []byte) e
 		return fmt.Errorf("engine: export GGUF: the tokenizer cannot be written as GGUF metadata: %w", err)
 	}
 	// The name the converter writes for each pattern; it must read back the same tokenizer.
-	preName := map[tokenizer.Pretokenizer]string{tokenizer.PreGPT2: "gpt-2", tokenizer.PreLlama3: "llama-bpe", tokenizer.PreQwen2: "qwen2"}[spec.Pre]
+	preName := map[tokenizer.Pretokenizer]string{tokenizer.PreGPT2: "gpt-2", tokenizer.PreLlama3: "llama-bpe", tokenizer.PreQwen2: "qwen2",
+		tokenizer.PreO200K: "gpt-4o"}[spec.Pre]
 	if p, ok := ggufPretokenizers[preName]; !ok || p.nfc != spec.NFC || p.ignoreMerges != spec.IgnoreMerges {
 		return fmt.Errorf("engine: export GGUF: a %s pre-tokenizer with NFC %t and ignore_merges %t has no tokenizer.ggml.pre that reads back the same",
 			spec.Pre, spec.NFC, spec.IgnoreMerges)

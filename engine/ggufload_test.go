@@ -357,10 +357,10 @@ func TestGGUFRefusals(t *testing.T) {
 		{"a type tfd does not run", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			d := ts["blk.0.ffn_down.weight"] // [384, 1024]: rows of 4 Q5_K blocks of 256
 			ts["blk.0.ffn_down.weight"] = tensorEdit{gguf.Q5_K, d.shape, make([]byte, d.shape[0]*d.shape[1]/256*176)}
-		}), "tensor blk.0.ffn_down.weight is Q5_K, which this build of tfd does not run (it runs F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K)"},
+		}), "tensor blk.0.ffn_down.weight is Q5_K, which this build of tfd does not run (it runs F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K, and MXFP4 for gpt-oss's experts)"},
 		{"another architecture", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			kv["general.architecture"] = gguf.String("phi3")
-		}), `architecture "phi3" (general.architecture) is not one tfd runs; it runs gemma3, llama, qwen2, qwen3, qwen3moe`},
+		}), `architecture "phi3" (general.architecture) is not one tfd runs; it runs gemma3, gpt-oss, llama, qwen2, qwen3, qwen3moe`},
 		{"a tensor qwen3 lacks", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			ts["cls_out.weight"] = tensorEdit{gguf.F32, []int{2, 384}, make([]byte, 2*384*4)}
 		}), "holds tensors that qwen3 does not have (cls_out.weight)"},
@@ -379,7 +379,7 @@ func TestGGUFRefusals(t *testing.T) {
 		}), `tokenizer "llama" (tokenizer.ggml.model) is not one tfd runs`},
 		{"an unknown pre-tokenizer", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			kv["tokenizer.ggml.pre"] = gguf.String("falcon")
-		}), `pre-tokenizer "falcon" (tokenizer.ggml.pre) is not one tfd runs; it runs deepseek-r1-qwen, gpt-2, llama-bpe, llama-v3, llama3, qwen2`},
+		}), `pre-tokenizer "falcon" (tokenizer.ggml.pre) is not one tfd runs; it runs deepseek-r1-qwen, gpt-2, gpt-4o, llama-bpe, llama-v3, llama3, qwen2`},
 		{"yarn rope scaling", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			kv["qwen3.rope.scaling.type"] = gguf.String("yarn")
 		}), `rope scaling "yarn" (qwen3.rope.scaling.type) is not supported`},

@@ -1,14 +1,18 @@
 package engine_test
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"tfd/compute"
 	"tfd/engine"
 	"tfd/engine/enginetest"
+	"tfd/engine/gguf"
+	"tfd/engine/tokenizer"
 )
 
 // TestGGUFQwen3MoEMatchesSafetensors: the Qwen3-MoE fixture (8 experts, top 2, layer 1 dense)
@@ -122,6 +126,40 @@ func TestGGUFGptOssMatchesSafetensors(t *testing.T) {
 						t.Fatalf("prompt %d, position %d, token %d: GGUF logit %v, safetensors %v", i, j/got.Vocab(), j%got.Vocab(), g[i][j], w[i][j])
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestGGUFGptOssAsLlamaCpp: a gpt-oss file read as llama.cpp's converter writes it: tokenizer.ggml.pre
+// "gpt-4o" splits by o200k's pattern; a sliding rope of its own, and MXFP4 outside the experts,
+// which tfd does not run, are refused by name.
+func TestGGUFGptOssAsLlamaCpp(t *testing.T) {
+	b := openCPU(t)
+	path := exportGGUF(t, engine.Source{Dir: filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "gptoss-mxfp4")}, compute.F32)
+	o200k := rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+		kv["tokenizer.ggml.pre"] = gguf.String("gpt-4o")
+	})
+	if spec, err := load(t, b, engine.Source{Dir: o200k}).Tokenizer().Spec(); err != nil || spec.Pre != tokenizer.PreO200K {
+		t.Errorf("tokenizer.ggml.pre gpt-4o splits by %v (%v); want %v", spec.Pre, err, tokenizer.PreO200K)
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(kv map[string]gguf.Value, ts map[string]tensorEdit)
+		want string
+	}{
+		{"a sliding rope of its own", func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			kv["gpt-oss.rope.freq_base_swa"] = gguf.Float32(10000)
+		}, "gpt-oss.rope.freq_base_swa is 10000, gpt-oss.rope.freq_base 150000"},
+		{"MXFP4 outside the experts", func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			q := ts["blk.0.attn_q.weight"] // [64, 64]: 2 blocks a row
+			ts["blk.0.attn_q.weight"] = tensorEdit{gguf.MXFP4, q.shape, make([]byte, 64*2*17)}
+		}, "tensor blk.0.attn_q.weight is MXFP4, which this build of tfd does not run"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := engine.Load(context.Background(), engine.Source{Dir: rewrite(t, path, tt.edit)}, b, engine.Options{Context: 64})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load = %v\nwant an error saying %q", err, tt.want)
 			}
 		})
 	}

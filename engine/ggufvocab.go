@@ -38,12 +38,16 @@ var ggufPretokenizers = map[string]ggufPre{
 	"llama-bpe":        {pre: tokenizer.PreLlama3, ignoreMerges: true},
 	"qwen2":            {pre: tokenizer.PreQwen2, nfc: true},
 	"deepseek-r1-qwen": {pre: tokenizer.PreQwen2, nfc: true},
+	// GPT-OSS's o200k_harmony. llama.cpp splits it by its approximation of o200k's pattern; tfd by
+	// the pattern itself, as it splits the folder's tokenizer.json.
+	"gpt-4o": {pre: tokenizer.PreO200K},
 }
 
 // ggufEndTexts are the texts of tokens llama.cpp ends generation at whatever the ids the metadata
 // names (llama-vocab.cpp's end-of-generation list, for the families tfd runs): a GGUF file names
 // one eos id where generation_config.json lists several.
-var ggufEndTexts = []string{"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "</s>"}
+var ggufEndTexts = []string{"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "</s>",
+	"<|return|>", "<|call|>"} // the last two GPT-OSS's (o200k_harmony), whose <|end|> ends a message, not the reply
 
 // metadata reads the tokenizer, the chat template and the generation defaults.
 func (g *ggufCheckpoint) metadata() (*tokenizer.Tokenizer, *chattemplate.Template, GenerationConfig, error) {
