@@ -20,8 +20,9 @@ import (
 )
 
 // ExportGGUF writes the Hugging Face model of src to out as a GGUF file, as llama.cpp's
-// convert_hf_to_gguf.py writes one for its architecture (llama, qwen2, qwen3, qwen3moe or gemma3;
-// ggufgemma3.go says where Gemma 3 needs a key llama.cpp does not read): the config as
+// convert_hf_to_gguf.py writes one for its architecture (llama, qwen2, qwen3, qwen3moe, gemma3 or
+// gpt-oss; ggufgemma3.go says where Gemma 3 needs a key llama.cpp does not read, ggufgptoss.go how
+// GPT-OSS's experts are written): the config as
 // "{arch}.*" metadata, the tokenizer as "gpt2" with the pre-tokenizer named for its pattern, the
 // special token ids, add_bos_token and the chat template from tokenizer_config.json, the sampling
 // defaults of generation_config.json, and the tensors renamed, llama's q and k rows permuted for
