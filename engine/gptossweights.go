@@ -19,7 +19,8 @@ import (
 // 16], with their _scales. Both forms have gate_up_proj_bias [E, 2·inter] and down_proj_bias
 // [E, hidden]. The loader turns either into ExpertMatMul's [experts, out, in], gate and up apart:
 // the bf16 form transposed in its own dtype, the MXFP4 form as stored, its rows regrouped; the
-// biases widened to F32.
+// biases widened to F32. A GGUF file holds a third form, llama.cpp's, already [experts, out, in]
+// with gate and up apart (ggufgptoss.go), which loadSplitExperts takes as it is.
 
 // loadGptOssExperts uploads a GPT-OSS layer's experts and their biases.
 func loadGptOssExperts(u *uploader, c Config, prefix string, l *layerWeights) error {
