@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"tfd/compute"
 )
@@ -20,14 +22,25 @@ import (
 // the session's ring still holds its positions (Saveable); a restore writes them into the ring
 // as a forward would.
 //
+// A hybrid model's block carries a third part, after the others: for each DeltaNet layer, the
+// convolution's state and the recurrent state after the block's second-to-last position (one row
+// of each, F32 little-endian on the host), the state from which a restore feeds the block's last
+// position again. Sessions snapshot those boundary states as they are fed (deltastate.go), so a
+// block can be saved while its session's snapshot or ring holds its state (Saveable); a restore
+// writes it into the session's ring.
+//
 // Like the model, a BlockStore is driven by one goroutine, the one that drives the model.
 type BlockStore struct {
 	m      *Model
 	kv     compute.KV // nil while the store holds no blocks
 	ringKV compute.KV // the sliding layers' part, when the model keeps them in rings; else nil
-	blocks int
-	tokens int
-	closed bool
+	// A hybrid model's states part: per DeltaNet layer, [blocks, ConvState] and [blocks,
+	// DeltaState]; and one row of each to read a block through. nil otherwise.
+	conv, rec           []compute.Tensor
+	convStage, recStage []compute.Tensor
+	blocks              int
+	tokens              int
+	closed              bool
 }
 
 // NewBlockStore returns a store of blocks zeroed blocks of tokens positions each; blocks may be
@@ -37,6 +50,23 @@ func (m *Model) NewBlockStore(blocks, tokens int) (*BlockStore, error) {
 		return nil, fmt.Errorf("engine: a block store's blocks need at least one position, got %d", tokens)
 	}
 	s := &BlockStore{m: m, tokens: tokens}
+	if m.states != nil {
+		if tokens != StateBlockTokens {
+			return nil, fmt.Errorf("engine: a hybrid model's block store takes blocks of %d positions, the ones its sessions snapshot states for, not %d", StateBlockTokens, tokens)
+		}
+		for l := range m.states.conv {
+			c, err := m.backend.Alloc(compute.F32, 1, m.states.conv[l].Shape()[1])
+			if err != nil {
+				return nil, fmt.Errorf("engine: a block store's staging rows: %w", err)
+			}
+			r, err := m.backend.Alloc(compute.F32, 1, m.states.rec[l].Shape()[1])
+			if err != nil {
+				m.backend.Free(c)
+				return nil, fmt.Errorf("engine: a block store's staging rows: %w", err)
+			}
+			s.convStage, s.recStage = append(s.convStage, c), append(s.recStage, r)
+		}
+	}
 	if err := s.Resize(blocks, nil); err != nil {
 		return nil, err
 	}
@@ -58,8 +88,24 @@ func (s *BlockStore) Tokens() int { return s.tokens }
 
 // BlockBytes returns the bytes of one block on the host: the length Read fills and Write takes.
 func (s *BlockStore) BlockBytes() int {
-	return int(s.spec(s.tokens).Bytes() + s.ringSpec(s.tokens).Bytes())
+	return int(s.spec(s.tokens).Bytes()+s.ringSpec(s.tokens).Bytes()) + s.stateBytes()
 }
+
+// stateBytes returns the bytes of one block's states part on the host, 0 for a model without
+// DeltaNet layers.
+func (s *BlockStore) stateBytes() int {
+	if s.m.states == nil {
+		return 0
+	}
+	n := 0
+	for l := range s.m.states.conv {
+		n += 4 * (s.m.states.conv[l].Shape()[1] + s.m.states.rec[l].Shape()[1])
+	}
+	return n
+}
+
+// boundary returns the position whose state a block starting at pos carries.
+func (s *BlockStore) boundary(pos int) int { return pos + s.tokens - 2 }
 
 // spec returns the KV spec of a pool of the store's shape with the given slots.
 func (s *BlockStore) spec(slots int) compute.KVSpec {
@@ -92,14 +138,30 @@ func (s *BlockStore) Save(block, base, pos int) error {
 		}
 		s.m.backend.CopyKV(s.ringKV, block*s.tokens, s.m.rings.kv, slot, s.tokens)
 	}
+	if st := s.m.states; st != nil {
+		row, ok := st.boundaryRow(base, s.boundary(pos))
+		if !ok {
+			return fmt.Errorf("engine: save block %d at positions %d…%d of the session at slot %d: it no longer holds the DeltaNet states after position %d", block, pos, pos+s.tokens-1, base, s.boundary(pos))
+		}
+		for l := range st.conv {
+			st.dn.CopyRows(s.conv[l], block, st.conv[l], row, 1)
+			st.dn.CopyRows(s.rec[l], block, st.rec[l], row, 1)
+		}
+	}
 	s.m.backend.CopyKV(s.kv, block*s.tokens, s.m.kv, base+pos, s.tokens)
 	return nil
 }
 
 // Saveable reports whether Save can copy positions pos … pos+Tokens()−1 of the session at base:
 // always, unless the model keeps its sliding layers in rings and the session's ring no longer
-// holds them. It implements promptcache.WindowedStore.
+// holds them, or it is a hybrid model and the session no longer holds the DeltaNet states after
+// the block's second-to-last position. It implements promptcache.WindowedStore.
 func (s *BlockStore) Saveable(base, pos int) bool {
+	if s.m.states != nil {
+		if _, ok := s.m.states.boundaryRow(base, s.boundary(pos)); !ok {
+			return false
+		}
+	}
 	if s.m.rings == nil {
 		return true
 	}
@@ -115,6 +177,11 @@ func (s *BlockStore) Restore(base, pos, block int) error {
 	}
 	if s.ringKV != nil {
 		if err := s.m.rings.restore(s.m.backend, base, pos, s.ringKV, block*s.tokens, s.tokens); err != nil {
+			return err
+		}
+	}
+	if s.m.states != nil {
+		if err := s.m.states.restore(base, s.boundary(pos), s.conv, s.rec, block); err != nil {
 			return err
 		}
 	}
@@ -158,9 +225,53 @@ func (s *BlockStore) Read(block int, dst []byte) error {
 	if err := s.m.backend.ReadKV(s.kv, block*s.tokens, s.tokens, dst[:full]); err != nil {
 		return fmt.Errorf("engine: read block %d: %w", block, err)
 	}
+	ring := s.ringSpec(s.tokens).Bytes()
 	if s.ringKV != nil {
-		if err := s.m.backend.ReadKV(s.ringKV, block*s.tokens, s.tokens, dst[full:]); err != nil {
+		if err := s.m.backend.ReadKV(s.ringKV, block*s.tokens, s.tokens, dst[full:full+ring]); err != nil {
 			return fmt.Errorf("engine: read block %d: %w", block, err)
+		}
+	}
+	if s.m.states != nil {
+		if err := s.readStates(block, dst[full+ring:]); err != nil {
+			return fmt.Errorf("engine: read block %d: %w", block, err)
+		}
+	}
+	return nil
+}
+
+// readStates copies block's states part into dst through the staging rows.
+func (s *BlockStore) readStates(block int, dst []byte) error {
+	dn := s.m.states.dn
+	for l := range s.conv {
+		for _, t := range [][2]compute.Tensor{{s.convStage[l], s.conv[l]}, {s.recStage[l], s.rec[l]}} {
+			dn.CopyRows(t[0], 0, t[1], block, 1)
+			row := make([]float32, t[0].Shape()[1])
+			if err := s.m.backend.ReadFloat32(t[0], row); err != nil {
+				return err
+			}
+			for i, f := range row {
+				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+			}
+			dst = dst[4*len(row):]
+		}
+	}
+	return nil
+}
+
+// writeStates copies src, as readStates wrote it, into block's states part: each row uploaded,
+// copied, and freed once the copy is done with it.
+func (s *BlockStore) writeStates(block int, src []byte) error {
+	dn := s.m.states.dn
+	for l := range s.conv {
+		for _, t := range []compute.Tensor{s.conv[l], s.rec[l]} {
+			n := 4 * t.Shape()[1]
+			row, err := s.m.backend.Upload(compute.F32, []int{1, n / 4}, src[:n])
+			if err != nil {
+				return err
+			}
+			dn.CopyRows(t, block, row, 0, 1)
+			s.m.backend.Free(row)
+			src = src[n:]
 		}
 	}
 	return nil
@@ -175,9 +286,15 @@ func (s *BlockStore) Write(block int, src []byte) error {
 		return fmt.Errorf("engine: write %d bytes into block %d: a block is %d", len(src), block, s.BlockBytes())
 	}
 	full := s.spec(s.tokens).Bytes()
+	ring := s.ringSpec(s.tokens).Bytes()
 	s.m.backend.WriteKV(s.kv, block*s.tokens, src[:full])
 	if s.ringKV != nil {
-		s.m.backend.WriteKV(s.ringKV, block*s.tokens, src[full:])
+		s.m.backend.WriteKV(s.ringKV, block*s.tokens, src[full:full+ring])
+	}
+	if s.m.states != nil {
+		if err := s.writeStates(block, src[full+ring:]); err != nil {
+			return fmt.Errorf("engine: write block %d: %w", block, err)
+		}
 	}
 	return nil
 }
@@ -215,6 +332,11 @@ func (s *BlockStore) Resize(blocks int, keep []int) error {
 			return err
 		}
 	}
+	conv, rec, err := s.newStates(blocks)
+	if err != nil {
+		s.freePools(kv, ringKV)
+		return err
+	}
 	for i := 0; i < len(keep); {
 		run := 1
 		for i+run < len(keep) && keep[i+run] == keep[i]+run {
@@ -224,11 +346,49 @@ func (s *BlockStore) Resize(blocks int, keep []int) error {
 		if ringKV != nil {
 			s.m.backend.CopyKV(ringKV, i*s.tokens, s.ringKV, keep[i]*s.tokens, run*s.tokens)
 		}
+		for l := range conv {
+			s.m.states.dn.CopyRows(conv[l], i, s.conv[l], keep[i], run)
+			s.m.states.dn.CopyRows(rec[l], i, s.rec[l], keep[i], run)
+		}
 		i += run
 	}
 	s.free()
-	s.kv, s.ringKV, s.blocks = kv, ringKV, blocks
+	s.kv, s.ringKV, s.conv, s.rec, s.blocks = kv, ringKV, conv, rec, blocks
 	return nil
+}
+
+// newStates places a hybrid model's states part for blocks blocks: none for a model without
+// DeltaNet layers, or for no blocks.
+func (s *BlockStore) newStates(blocks int) (conv, rec []compute.Tensor, err error) {
+	st := s.m.states
+	if st == nil || blocks == 0 {
+		return nil, nil, nil
+	}
+	for l := range st.conv {
+		for _, t := range []struct {
+			dst *[]compute.Tensor
+			row int
+		}{{&conv, st.conv[l].Shape()[1]}, {&rec, st.rec[l].Shape()[1]}} {
+			x, err := s.m.backend.Alloc(compute.F32, blocks, t.row)
+			if err != nil {
+				for _, y := range append(conv, rec...) {
+					s.m.backend.Free(y)
+				}
+				return nil, nil, fmt.Errorf("engine: the DeltaNet states of a block store of %d blocks: %w", blocks, err)
+			}
+			*t.dst = append(*t.dst, x)
+		}
+	}
+	return conv, rec, nil
+}
+
+// freePools frees pools placed for a resize that failed.
+func (s *BlockStore) freePools(kvs ...compute.KV) {
+	for _, kv := range kvs {
+		if kv != nil {
+			s.m.backend.FreeKV(kv)
+		}
+	}
 }
 
 // newPool places one of the store's pools, or none for a spec of no slots.
@@ -246,12 +406,11 @@ func (s *BlockStore) newPool(spec compute.KVSpec) (compute.KV, error) {
 
 // free frees the store's pools.
 func (s *BlockStore) free() {
-	for _, kv := range []compute.KV{s.kv, s.ringKV} {
-		if kv != nil {
-			s.m.backend.FreeKV(kv)
-		}
+	s.freePools(s.kv, s.ringKV)
+	for _, t := range append(s.conv, s.rec...) {
+		s.m.backend.Free(t)
 	}
-	s.kv, s.ringKV = nil, nil
+	s.kv, s.ringKV, s.conv, s.rec = nil, nil, nil, nil
 }
 
 // Close frees the store's memory. Save, Restore, Read, Write and Resize return an error
@@ -261,6 +420,10 @@ func (s *BlockStore) Close() {
 		return
 	}
 	s.free()
+	for _, t := range append(s.convStage, s.recStage...) {
+		s.m.backend.Free(t)
+	}
+	s.convStage, s.recStage = nil, nil
 	s.blocks, s.closed = 0, true
 	delete(s.m.stores, s)
 }

@@ -18,7 +18,8 @@ const identityPrefix = 4 << 10
 // at some positions) valid: config.json's bytes (a GGUF file's header); every tensor's name, dtype,
 // shape and first 4 KiB of data; the quantization at load (model.quantize); the backend's name;
 // and kernels.Version, which names the backends' arithmetic; and whether the sessions keep
-// their sliding layers in rings, which lays a cached block out otherwise.
+// their sliding layers in rings, and whether its blocks carry DeltaNet states, which lay a cached
+// block out otherwise.
 // Two loads that agree on it compute the same bits for the same tokens. It is computed at load.
 func (m *Model) Identity() string { return m.identity }
 
@@ -46,8 +47,14 @@ func identity(config []byte, ckpt checkpoint, backend string, q Quantization) st
 // ringedIdentity is the identity of a model whose sessions keep their sliding layers in rings,
 // given the identity it has keeping every position.
 func ringedIdentity(id string) string {
+	return variantIdentity("tfd model identity, sliding layers in rings", id)
+}
+
+// variantIdentity is the identity of a model whose cached blocks are laid out as what says,
+// given the identity it would have otherwise.
+func variantIdentity(what, id string) string {
 	h := sha256.New()
-	field(h, []byte("tfd model identity, sliding layers in rings"))
+	field(h, []byte(what))
 	field(h, []byte(id))
 	return hex.EncodeToString(h.Sum(nil))
 }

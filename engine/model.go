@@ -159,6 +159,11 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		// another layout.
 		m.identity = ringedIdentity(m.identity)
 	}
+	if m.states != nil {
+		// A hybrid model's block carries DeltaNet states after its keys and values, which its
+		// blocks did not while the prompt cache was off for it.
+		m.identity = variantIdentity("tfd model identity, blocks with DeltaNet states", m.identity)
+	}
 	return m, nil
 }
 
@@ -381,7 +386,10 @@ func (m *Model) allocate(opts Options) error {
 		if depth <= 0 {
 			depth = DefaultStateDepth
 		}
-		m.states, err = newDeltaStates(m.backend, c, sessions, depth)
+		m.states, err = newDeltaStates(m.backend, c, sessions, depth, m.maxRows)
+		if m.states != nil {
+			m.states.dn = m.deltaOps
+		}
 	}
 	return err
 }
