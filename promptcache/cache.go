@@ -91,6 +91,13 @@ func (c *Cache) resetFree(blocks, used int) {
 // Keys returns the keys of the whole blocks of tokens under this cache's identity.
 func (c *Cache) Keys(tokens []int32) []Key { return Keys(c.identity, tokens) }
 
+// AppendKeys returns keys, the keys of the first len(keys) whole blocks of tokens, with the keys
+// of the whole blocks after them appended: the work of the new blocks alone, for a sequence that
+// grows.
+func (c *Cache) AppendKeys(keys []Key, tokens []int32) []Key {
+	return appendKeys(c.identity, keys, tokens)
+}
+
 // Match is what a lookup found for a prompt: the keys of its whole blocks, how many of them from
 // the first are in memory, and how many after those the spill folder has.
 type Match struct {

@@ -243,3 +243,16 @@ func TestKeysChain(t *testing.T) {
 		t.Fatal("the identity must seed the keys")
 	}
 }
+
+// TestAppendKeys: keys appended block by block as a sequence grows are the keys of the whole.
+func TestAppendKeys(t *testing.T) {
+	p := prompt(0, 5*BlockTokens+7, 0)
+	var k []Key
+	for n := 0; n <= len(p); n += 37 {
+		k = appendKeys("m", k, p[:n])
+	}
+	k = appendKeys("m", k, p)
+	if want := Keys("m", p); !slices.Equal(k, want) {
+		t.Fatalf("appended keys %v, the whole's %v", k, want)
+	}
+}

@@ -35,21 +35,27 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 // Keys returns the keys of the whole blocks of tokens, in order: Keys(id, t)[i] names the block
 // that ends at token (i+1)·BlockTokens. Each key hashes the one before it with its block's tokens,
 // so the work is one pass over tokens.
-func Keys(identity string, tokens []int32) []Key {
-	n := len(tokens) / BlockTokens
-	keys := make([]Key, n)
-	seed := sha256.Sum256([]byte("tfd prompt cache\x00" + identity))
+func Keys(identity string, tokens []int32) []Key { return appendKeys(identity, nil, tokens) }
+
+// appendKeys returns keys, the keys of tokens' first len(keys) whole blocks, with the keys of
+// the whole blocks of tokens after them appended.
+func appendKeys(identity string, keys []Key, tokens []int32) []Key {
 	var prev Key
-	copy(prev[:], seed[:])
+	if len(keys) > 0 {
+		prev = keys[len(keys)-1]
+	} else {
+		seed := sha256.Sum256([]byte("tfd prompt cache\x00" + identity))
+		copy(prev[:], seed[:])
+	}
 	buf := make([]byte, len(prev)+4*BlockTokens)
-	for i := range n {
+	for i := len(keys); i < len(tokens)/BlockTokens; i++ {
 		copy(buf, prev[:])
 		for j, t := range tokens[i*BlockTokens : (i+1)*BlockTokens] {
 			binary.LittleEndian.PutUint32(buf[len(prev)+4*j:], uint32(t))
 		}
 		sum := sha256.Sum256(buf)
-		copy(keys[i][:], sum[:])
-		prev = keys[i]
+		copy(prev[:], sum[:])
+		keys = append(keys, prev)
 	}
 	return keys
 }

@@ -29,8 +29,8 @@ type active struct {
 	granted   int     // how many drafts pricing granted its last forward
 	drafted   int
 	accepted  int
-	cached    int  // prompt tokens whose keys and values the session held or the prompt cache restored
-	offered   bool // its prompt's blocks were offered to the prompt cache
+	cached    int // prompt tokens whose keys and values the session held or the prompt cache restored
+	offered   int // the whole blocks it fed that it offered to the prompt cache
 	pen       penaltyState
 	admitted  time.Time
 	lone      bool // its newest forward ran on the lone driver

@@ -9,8 +9,11 @@ import (
 // The prompt cache on the lane. A waiting stream looks its prompt up before it takes a session:
 // the blocks in memory are copied into the session it takes, and only the rest of the prompt is
 // fed; blocks that the spill folder has beyond them are read back first, on another goroutine,
-// while the stream keeps waiting (and those behind it go ahead). A stream offers its prompt's
-// blocks once the prompt is fed, and everything it fed when it ends, however it ends.
+// while the stream keeps waiting (and those behind it go ahead). A stream offers each block as
+// soon as it has fed it whole, after the forward that did, and everything it fed when it ends,
+// however it ends: a store may keep part of a block's state only for a while (a sliding layer's
+// ring, a hybrid model's DeltaNet states at a block's end), and a block it can no longer save
+// leaves every block after it uncached, since a block is found only through those before it.
 //
 // A restore is exact: a block holds the keys and values computed for those positions after that
 // very prefix (its key hashes the whole prefix), and a row's keys and values depend on nothing
@@ -100,15 +103,17 @@ func (l *laneState) restore(m promptcache.Match, sess *session, kept int) int {
 // offer gives the cache the whole blocks a stream has fed.
 func (l *laneState) offer(a *active) {
 	if l.cache != nil && a.fed >= promptcache.BlockTokens {
+		a.look.keys = l.cache.AppendKeys(a.look.keys, a.tokens[:a.fed])
 		l.cache.Offer(a.tokens, a.look.keys, a.sess.base, a.fed)
+		a.offered = a.fed / promptcache.BlockTokens
 	}
 }
 
-// offerPrompt offers a stream's prompt once it is fed, so that streams arriving while it runs (a
-// shared system prompt) find it.
-func (l *laneState) offerPrompt(a *active) {
-	if !a.offered && a.fed >= len(a.req.Prompt)-1 {
-		a.offered = true
+// offerFed offers a stream's blocks once a forward has fed one whole that it had not offered, so
+// that streams arriving while it runs (a shared system prompt) find them, and so that each is
+// saved while the session still holds all of its state.
+func (l *laneState) offerFed(a *active) {
+	if !a.done && a.fed/promptcache.BlockTokens > a.offered {
 		l.offer(a)
 	}
 }

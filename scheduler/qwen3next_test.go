@@ -104,3 +104,15 @@ func TestQwen3NextMigratedAndNextTurn(t *testing.T) {
 	}
 	sameReply(t, "the next turn", r2, solo(t, m, []scheduler.Request{next})[0])
 }
+
+// TestQwen3NextPromptCache: a conversation's second turn resumed from the prompt cache, from
+// memory and from the spill folder after a restart, equals it run without a cache, token for token
+// and bit for bit in each logprob.
+func TestQwen3NextPromptCache(t *testing.T) {
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	schedulertest.CheckHybridPromptCache(t, b, "engine/testdata/oracle/qwen3next")
+}

@@ -119,11 +119,12 @@ func (l *laneState) conclude(logits []float32) {
 	for _, s := range l.shares {
 		if s.logits < 0 {
 			s.a.feed(s.n) // a prompt chunk short of the newest token
+			l.offerFed(s.a)
 			continue
 		}
 		s.a.feed(s.n - 1) // the rows before the newest; verify accepts what follows them
 		l.landing.note(s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context))
-		l.offerPrompt(s.a)
+		l.offerFed(s.a)
 	}
 	if l.drafter != nil {
 		l.draftMTP()
