@@ -44,7 +44,7 @@ func openSpill(pc config.PromptCacheConfig, identity string, logger *slog.Logger
 
 // cacheBlocks is how many blocks the plan's cache budget holds.
 func (in *instance) cacheBlocks() int {
-	block := int64(promptcache.BlockTokens) * in.plan.CachePerToken
+	block := in.plan.CacheBlockBytes(promptcache.BlockTokens)
 	if block <= 0 {
 		return 0
 	}

@@ -147,3 +147,28 @@ func TestPromptCacheReload(t *testing.T) {
 		t.Errorf("spill folder %q after dropping it", rep.SpillDir)
 	}
 }
+
+// TestPromptCacheOnQwen3Next: a hybrid model serves from the prompt cache too (its blocks carry
+// the DeltaNet states at their ends): a prompt served again after another took the one session
+// reuses its whole blocks and replies as the first, uncached request did.
+func TestPromptCacheOnQwen3Next(t *testing.T) {
+	model, err := filepath.Abs("../engine/testdata/oracle/qwen3next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, fmt.Sprintf("[model]\npath = %q\n[sessions]\nparallel = 1\n[prompt_cache]\ngib = 0.05\n", model))
+	prompt := strings.Repeat("// Package delta keeps one state a layer.\n", 6)
+	first := complete(t, d.url, prompt)
+	whole := first.Usage.PromptTokens / 64 * 64
+	if whole < 128 || first.Usage.PromptTokens > 400 {
+		t.Fatalf("the prompt has %d tokens, too few or too many for the test", first.Usage.PromptTokens)
+	}
+	complete(t, d.url, "func main() {") // takes the one session
+	again := complete(t, d.url, prompt)
+	if again.Choices[0].Text != first.Choices[0].Text || again.cached() < whole-1 {
+		t.Errorf("from the cache: %q reusing %d tokens; first %q; want at least %d reused", again.Choices[0].Text, again.cached(), first.Choices[0].Text, whole-1)
+	}
+	if rep := d.status(t).PromptCache; rep.Hits == 0 || rep.Blocks == 0 {
+		t.Errorf("status after a hit: %+v", rep)
+	}
+}

@@ -170,11 +170,7 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 	opts := in.sharedOptions(cfg)
 	opts.Drafter, opts.Chainer, opts.DraftChainer, opts.Warmer, opts.Report, opts.Logger = m.MTP(), m.Chains(), m.DraftChains(), m, report, logger
 	opts.States = m.States()
-	if !m.Config().Next.Enabled {
-		// A block of the prompt cache holds keys and values; a hybrid model's session restored
-		// from blocks would lack the DeltaNet states at their end (the plan gives it no cache).
-		opts.Cache = in.cache
-	}
+	opts.Cache = in.cache
 	opts.Calibrate = true // drafts are priced by this machine's timings from the first round
 	in.host, err = scheduler.NewShared(m, opts)
 	if err != nil {

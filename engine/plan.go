@@ -120,10 +120,14 @@ type Plan struct {
 	RingLength     int
 	// CachePerToken is a cached token's memory in the prompt cache: every layer's keys and values.
 	CachePerToken int64
-	// StatePerSession is a hybrid model's DeltaNet states of one session, StateDepth positions
-	// of them; 0 for other models.
+	// CacheStatePerBlock is, for a hybrid model, the DeltaNet states a cached block carries beside
+	// its tokens' keys and values (one position's); 0 for other models.
+	CacheStatePerBlock int64
+	// StatePerSession is a hybrid model's DeltaNet states of one session: StateDepth positions
+	// of them and StateSnapshots block boundaries' (deltastate.go); 0 for other models.
 	StatePerSession int64
 	StateDepth      int
+	StateSnapshots  int
 	// Notes say what the plan decided that a person may not expect (a lowered context, the serial
 	// host chosen by auto), one sentence each.
 	Notes []string
@@ -138,6 +142,12 @@ func (p Plan) Slots() int {
 	return n
 }
 
+// CacheBlockBytes returns the memory of one prompt cache block of tokens tokens: their keys and
+// values, and a hybrid model's DeltaNet states at its end.
+func (p Plan) CacheBlockBytes(tokens int) int64 {
+	return int64(tokens)*p.CachePerToken + p.CacheStatePerBlock
+}
+
 // Serial reports whether the plan has one session: one reply at a time.
 func (p Plan) Serial() bool { return len(p.Layout) == 1 }
 
@@ -148,7 +158,7 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err := in.check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{MaxRows: in.MaxRows, CachePerToken: kvPerToken(in.Model),
+	p := Plan{MaxRows: in.MaxRows, CachePerToken: kvPerToken(in.Model), CacheStatePerBlock: in.Model.StateBytes(1),
 		Memory: int64(min(in.DeviceMemory, math.MaxInt64)), WorkingSet: int64(min(in.WorkingSet, math.MaxInt64))}
 	var err error
 	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
@@ -177,7 +187,8 @@ func MakePlan(in PlanInput) (Plan, error) {
 	reserved := int64(0)
 	if in.Model.Next.Enabled {
 		p.StateDepth = in.StateDepth
-		p.StatePerSession = in.Model.StateBytes(p.StateDepth)
+		p.StateSnapshots = snapshots(in.MaxRows)
+		p.StatePerSession = in.Model.StateBytes(p.StateDepth + p.StateSnapshots)
 		reserved = int64(in.mostSessions()) * p.StatePerSession
 		if reserved >= avail {
 			return Plan{}, fmt.Errorf("memory: the DeltaNet states of %d sessions (%s each, %d positions deep) need %s, and %s is left under the %s limit: use fewer sessions, shallower drafts (drafts.mtp_max, drafts.ngram_max), or raise memory.load_limit_gb",
@@ -217,8 +228,6 @@ func (in PlanInput) mostSessions() int {
 // promptCache sets p.Cache and p.CacheFrom from in, within avail bytes.
 func (p *Plan) promptCache(in PlanInput, avail int64) error {
 	switch gib := in.PromptCacheGiB; {
-	case in.Model.Next.Enabled:
-		p.CacheFrom = "off: a hybrid model's sessions carry DeltaNet states, which the cache's blocks do not hold"
 	case gib == 0:
 		p.CacheFrom = "prompt_cache.gib = 0: off"
 	case gib > 0:
@@ -507,14 +516,19 @@ func (p Plan) String() string {
 	if p.Serial() {
 		host = "serial host: one reply at a time"
 	}
-	row("cache", p.Cache, "prompt cache: "+p.CacheFrom)
+	cache := "prompt cache: " + p.CacheFrom
+	if p.CacheStatePerBlock > 0 && p.Cache > 0 {
+		cache += fmt.Sprintf("; a block of %d tokens takes %s, %s of it the DeltaNet states at its end",
+			StateBlockTokens, FormatBytes(p.CacheBlockBytes(StateBlockTokens)), FormatBytes(p.CacheStatePerBlock))
+	}
+	row("cache", p.Cache, cache)
 	perToken := FormatBytes(p.KVPerToken) + " a token"
 	if p.RingPerSession > 0 {
 		perToken += fmt.Sprintf(" and %s of sliding-layer rings a session", FormatBytes(p.RingPerSession))
 	}
 	row("sessions", p.KV, fmt.Sprintf("%s (%s; parallel %s), %s", p.Layout.String(), host, p.Parallel, perToken))
 	if p.StatePerSession > 0 {
-		row("states", p.States, fmt.Sprintf("DeltaNet states: %s a session (its newest %d positions)", FormatBytes(p.StatePerSession), p.StateDepth))
+		row("states", p.States, fmt.Sprintf("DeltaNet states: %s a session (its newest %d positions, %d block boundaries for the prompt cache)", FormatBytes(p.StatePerSession), p.StateDepth, p.StateSnapshots))
 	}
 	row("session", p.layoutBytes(1, p.Context), fmt.Sprintf("the keys and values of one session of the context (%d tokens)", p.Context))
 	row("left", p.Left, "")

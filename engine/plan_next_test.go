@@ -114,7 +114,9 @@ func writeNextCheckpoint(t *testing.T, dir, config string, c Config) {
 // headers alone, with the daemon's default drafts (states 9 positions deep): a token's keys and
 // values are those of the 12 attention layers and the MTP layer only (2 KV heads of 256), and each
 // session holds the 36 DeltaNet layers' states beside them: per position, a convolution window of
-// 3 × 8,192 channels and 32 recurrent matrices of 128 × 128, in F32.
+// 3 × 8,192 channels and 32 recurrent matrices of 128 × 128, in F32, for its newest 9 positions
+// and the 5 block boundaries a forward of 256 rows may cross (4) and the one before. A prompt
+// cache block carries one position's states beside its 64 tokens' keys and values.
 func TestPlanQwen3Next80BShaped(t *testing.T) {
 	dir := t.TempDir()
 	c, err := ParseConfig([]byte(qwen3Next80B))
@@ -133,21 +135,25 @@ func TestPlanQwen3Next80BShaped(t *testing.T) {
 	if info.Params != params || info.FileBytes != 2*params {
 		t.Fatalf("Inspect: %d parameters in %d bytes, want %d in %d", info.Params, info.FileBytes, int64(params), int64(2*params))
 	}
-	p, err := MakePlan(PlanInput{Model: cfg, WeightBytes: info.FileBytes, DeviceMemory: 512 * GiB, MarginGB: 1, MaxRows: 256, StateDepth: 9})
+	p, err := MakePlan(PlanInput{Model: cfg, WeightBytes: info.FileBytes, DeviceMemory: 512 * GiB, MarginGB: 1, MaxRows: 256, StateDepth: 9, PromptCacheGiB: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", p)
-	const kvPerToken = 13 * 2 * 256 * 2 * 4      // attention layers and MTP × KV heads × head size × (keys, values) × F32
-	const statePerSession = 36 * 548_864 * 4 * 9 // layers × (3·8,192 + 32·128·128) × F32 × positions
-	if p.KVPerToken != kvPerToken || p.StatePerSession != statePerSession || p.Cache != 0 {
-		t.Errorf("KV %d a token, states %d a session, cache %d; want %d, %d, 0", p.KVPerToken, p.StatePerSession, p.Cache, kvPerToken, statePerSession)
+	const kvPerToken = 13 * 2 * 256 * 2 * 4   // attention layers and MTP × KV heads × head size × (keys, values) × F32
+	const statePerPosition = 36 * 548_864 * 4 // layers × (3·8,192 + 32·128·128) × F32
+	const statePerSession = statePerPosition * (9 + 5)
+	if p.KVPerToken != kvPerToken || p.StatePerSession != statePerSession || p.CacheStatePerBlock != statePerPosition || p.Cache == 0 {
+		t.Errorf("KV %d a token, states %d a session and %d a cached block, cache %d; want %d, %d, %d, some", p.KVPerToken, p.StatePerSession, p.CacheStatePerBlock, p.Cache, kvPerToken, statePerSession, statePerPosition)
+	}
+	if got := p.CacheBlockBytes(64); got != 64*kvPerToken+statePerPosition {
+		t.Errorf("a cached block takes %d bytes, want %d", got, 64*kvPerToken+statePerPosition)
 	}
 	if p.States != int64(len(p.Layout))*statePerSession || p.Left < 0 {
 		t.Errorf("states %d for %d sessions, %d left", p.States, len(p.Layout), p.Left)
 	}
-	for _, line := range []string{"weights    151.5 GiB", "52.0 KiB a token", "DeltaNet states: 678.4 MiB a session (its newest 9 positions)",
-		"context   262144 tokens", "off: a hybrid model's sessions carry DeltaNet states"} {
+	for _, line := range []string{"weights    151.5 GiB", "52.0 KiB a token", "DeltaNet states: 1.0 GiB a session (its newest 9 positions, 5 block boundaries for the prompt cache)",
+		"context   262144 tokens", "a block of 64 tokens takes 78.6 MiB, 75.4 MiB of it the DeltaNet states at its end"} {
 		if !strings.Contains(p.String(), line) {
 			t.Errorf("the plan does not say %q", line)
 		}
