@@ -10,6 +10,7 @@ import (
 	"tfd/batch"
 	"tfd/engine"
 	"tfd/engine/enginetest"
+	"tfd/promptcache"
 )
 
 // TestQwen3NextBlockStates: a hybrid model's cache block carries the DeltaNet states after its
@@ -20,6 +21,9 @@ import (
 // of the session that computed everything. A snapshot taken over by a later boundary's is gone,
 // and the block is no longer saveable.
 func TestQwen3NextBlockStates(t *testing.T) {
+	if engine.StateBlockTokens != promptcache.BlockTokens {
+		t.Fatalf("sessions snapshot states every %d positions, the cache's blocks are %d", engine.StateBlockTokens, promptcache.BlockTokens)
+	}
 	o := enginetest.Read(t, "qwen3next")
 	const (
 		depth  = 4

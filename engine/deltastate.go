@@ -18,6 +18,12 @@ import (
 // whatever order a forward lists them in, so the state after N tokens is the same bits however
 // the tokens were chunked or shared a forward with other sessions.
 //
+// Beside its ring, each session keeps snapshots of the states after its newest block boundaries
+// (the second-to-last position of each prompt cache block: what a cached block carries, see
+// blockstore.go), since a prompt chunk runs past a boundary by more than the ring holds: a
+// forward routes such a position's state to its snapshot row and reads the next position from
+// there, and copies a boundary state it left in the ring to its snapshot before the next forward.
+//
 // The engine learns sessions from the rows' bases: a base it has not seen takes a free block of
 // Depth state rows, the least recently used session's when none is free. Which positions each
 // session holds is kept on the host, so a row whose state is gone is refused rather than computed
@@ -36,7 +42,7 @@ const StateBlockTokens = 64
 // deltaStates is the DeltaNet states of every session of a hybrid model.
 type deltaStates struct {
 	dn        compute.DeltaNet
-	conv, rec []compute.Tensor // per DeltaNet layer: [sessions·depth, ConvState] and [sessions·depth, DeltaState]
+	conv, rec []compute.Tensor // per DeltaNet layer: [sessions·(depth+snaps), ConvState] and […, DeltaState]; the rings first
 	depth     int
 	snaps     int            // the boundary snapshots each session keeps, in rows after every session's ring
 	sessions  []stateSession // the blocks of depth state rows, by index
