@@ -138,7 +138,7 @@ func (a *active) accept(ev Event, context int) bool {
 // a missed last one land.
 func (a *active) verify(smp *sampler, logits []float32, vocab, context int) (verified, landed int) {
 	a.drafted += len(a.drafts)
-	defer func() { a.host.drafts.note(len(a.drafts), a.fromHead, landed) }()
+	a.host.drafts.proposed(len(a.drafts), a.fromHead) // before a token may end the stream
 	for i := 0; ; i++ {
 		tok, running := a.step(smp, logits[i*vocab:(i+1)*vocab], context)
 		switch {
@@ -148,6 +148,7 @@ func (a *active) verify(smp *sampler, logits []float32, vocab, context int) (ver
 			return i + 1, i
 		}
 		a.accepted++ // draft i was right: its row's keys and values stand
+		a.host.drafts.landed(i, a.fromHead)
 	}
 }
 

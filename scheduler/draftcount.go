@@ -27,20 +27,27 @@ type DraftCount struct {
 // draftCounts holds the counts: [source][depth-1][0: proposed, 1: accepted].
 type draftCounts [2][draftDepths][2]atomic.Uint64
 
-// note counts a round's drafts of one stream: drafts fed, the first fromHead of them the MTP
-// head's and the rest copies, of which the first landed landed.
-func (c *draftCounts) note(drafts, fromHead, landed int) {
+// proposed counts a round's drafts of one stream as fed: drafts of them, the first fromHead the
+// MTP head's and the rest copies. The lane counts them before it verifies any, and each landed
+// draft (landed) as it lands, so that the counts are whole before a token that ends the stream
+// is sent: a reader that hears the end and then reads Stats finds the stream's drafts counted.
+func (c *draftCounts) proposed(drafts, fromHead int) {
 	for j := range drafts {
-		src := 1
-		if j < fromHead {
-			src = 0
-		}
-		d := min(j, draftDepths-1)
-		c[src][d][0].Add(1)
-		if j < landed {
-			c[src][d][1].Add(1)
-		}
+		c.at(j, fromHead)[0].Add(1)
 	}
+}
+
+// landed counts that draft j of a round's drafts of one stream, the first fromHead of which are
+// the MTP head's, landed.
+func (c *draftCounts) landed(j, fromHead int) { c.at(j, fromHead)[1].Add(1) }
+
+// at returns the proposed and accepted counts of draft j, by its source and depth.
+func (c *draftCounts) at(j, fromHead int) *[2]atomic.Uint64 {
+	src := 1
+	if j < fromHead {
+		src = 0
+	}
+	return &c[src][min(j, draftDepths-1)]
 }
 
 // snapshot lists the counts, source by source and depth by depth: depth 1 of each source always,

@@ -13,10 +13,18 @@ func TestDraftCountsBySourceAndDepth(t *testing.T) {
 	if got := c.snapshot(); !slices.Equal(got, want) {
 		t.Fatalf("before any draft: %+v, want %+v", got, want)
 	}
-	c.note(3, 1, 2)  // the head's draft and two copies; the first two landed
-	c.note(2, 2, 0)  // a chain of two from the head, the first missed
-	c.note(2, 0, 2)  // two copies, both landed
-	c.note(40, 0, 0) // past the deepest depth counted apart
+	// note counts a round's drafts of one stream as the lane does: all fed, then the first
+	// landed of them as each lands.
+	note := func(drafts, fromHead, landed int) {
+		c.proposed(drafts, fromHead)
+		for j := range landed {
+			c.landed(j, fromHead)
+		}
+	}
+	note(3, 1, 2)  // the head's draft and two copies; the first two landed
+	note(2, 2, 0)  // a chain of two from the head, the first missed
+	note(2, 0, 2)  // two copies, both landed
+	note(40, 0, 0) // past the deepest depth counted apart
 	want = []DraftCount{
 		{SourceMTP, 1, 2, 1}, {SourceMTP, 2, 1, 0},
 		{SourceNGram, 1, 2, 1}, {SourceNGram, 2, 3, 2}, {SourceNGram, 3, 2, 0},

@@ -91,6 +91,7 @@ func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
 func (l *laneState) takeVerdict(a *active, depth int, accepted, next []int32) {
 	context := l.h.model.Context()
 	a.drafted += depth // before a token may end the stream, whose end reports the count
+	a.host.drafts.proposed(depth, depth)
 	verified, landed := 0, 0
 	for i, tok := range accepted {
 		running := a.accept(Event{Token: tok}, context)
@@ -101,11 +102,11 @@ func (l *laneState) takeVerdict(a *active, depth int, accepted, next []int32) {
 			verified, landed = i+1, i // draft i missed: tok is the target's own
 		default:
 			a.accepted++ // draft i landed: its row's keys and values stand
+			a.host.drafts.landed(i, depth)
 			continue
 		}
 		break
 	}
-	a.host.drafts.note(depth, depth, landed)
 	l.landing.note(verified, landed)
 	a.mtpDrafts = append(a.mtpDrafts[:0], next...)
 }
