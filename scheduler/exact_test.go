@@ -371,7 +371,9 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 		reqs[i].MaxTokens, reqs[i].StopTokens = 80, nil
 	}
 	want := solo(t, m, reqs)
-	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+	// Pricing on a clock that stands still grants every draft proposed, so the drafts counted
+	// do not depend on how busy the machine is.
+	h, err := scheduler.NewShared(m, scheduler.StillClock(schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,8 +399,8 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 		t.Fatalf("drafts: %d proposed, %d accepted: want some accepted", drafted, accepted)
 	}
 	// The host's counts by source and depth add up to the replies' own, and the head drafted.
-	// (Whether n-gram copies got room beside its chains depends on what pricing granted, which
-	// depends on the machine's timing: TestDraftCountsBySourceAndDepth counts both sources.)
+	// (TestDraftCountsBySourceAndDepth counts both sources; here the replies decide whether
+	// n-gram copies found a line to copy beside the head's chains.)
 	var proposed, landed uint64
 	bySource := map[string]uint64{}
 	for _, c := range h.Stats().Drafts {
@@ -429,7 +431,9 @@ func TestMTPDraftsLand(t *testing.T) {
 		}
 	}
 	want := solo(t, m, greedy)
-	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+	// Pricing on a clock that stands still grants the head's draft every round, however long a
+	// busy machine makes a row seem: the rate measures the head, not the pricing.
+	h, err := scheduler.NewShared(m, scheduler.StillClock(schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})))
 	if err != nil {
 		t.Fatal(err)
 	}
