@@ -41,12 +41,18 @@ func (r *reloadReport) apply(format string, args ...any) {
 // reload reads the config from all its layers again, and the API keys file, and applies what
 // changed. An invalid config or keys file is refused whole, with its reasons in one log line,
 // and the running config and keys stay. It runs on the watcher's goroutine, so reloads never
-// overlap.
-func (s *server) reload(ctx context.Context) {
+// overlap. Before it reads the keys file the new config names, it calls watchKeys with that
+// file (if set), so that the watcher sees an edit made to it from the moment it is read: one
+// made between the keys going into force and the watch moving to their file would otherwise be
+// missed, and the revoked key would keep working.
+func (s *server) reload(ctx context.Context, watchKeys func(keysFile string)) {
 	eff, err := config.Load(s.src)
 	if err != nil {
 		s.finishReload(metrics.ReloadInvalid, "refused, the running config stays: "+oneLine(err), nil)
 		return
+	}
+	if f := eff.Config.Server.APIKeysFile; f != "" && watchKeys != nil {
+		watchKeys(f)
 	}
 	routing, err := readRouting(eff.Config) // the keys file, read once for the whole reload
 	if err != nil {

@@ -95,8 +95,11 @@ func (s *server) watchOnce(ctx context.Context, debounce time.Duration, catchUp 
 	}
 	armed()
 	s.logger.Debug("watching the config", "files", s.watchedFiles(), "names", names)
+	// watchKeys adds a keys file that a reload is about to put in force to the watch. An error
+	// here shows again in the rewatch after the reload, which starts the watch over.
+	watchKeys := func(keysFile string) { rewatch(w, append(s.watchedFiles(), keysFile)) }
 	if catchUp {
-		s.reload(ctx)
+		s.reload(ctx, watchKeys)
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -121,8 +124,8 @@ func (s *server) watchOnce(ctx context.Context, debounce time.Duration, catchUp 
 			if _, err = rewatch(w, s.watchedFiles()); err != nil {
 				return err
 			}
-			s.reload(ctx)
-			// The reload may have named another keys file.
+			s.reload(ctx, watchKeys)
+			// The reload may have named another keys file: its events count from now on.
 			if names, err = rewatch(w, s.watchedFiles()); err != nil {
 				return err
 			}
