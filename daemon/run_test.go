@@ -59,15 +59,19 @@ func startDaemonWith(t *testing.T, configText string, opts RunOptions) *daemonUn
 		opts.Ready = func(a net.Addr) { ready <- a }
 		d.done <- Run(ctx, eff, opts)
 	}()
+	// Stopped at the end whatever happens below, so that a daemon slow to start does not run on
+	// into the next tests (whose leak checks would see it).
+	t.Cleanup(func() { d.stop(t) })
 	select {
 	case a := <-ready:
 		d.url = "http://" + a.String()
 	case err := <-d.done:
+		d.cancel() // Run has returned: nothing for stop to wait for
+		d.cancel = nil
 		t.Fatalf("Run: %v\n%s", err, d.log)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not serving after 30 s\n%s", d.log)
+	case <-time.After(waitBound):
+		t.Fatalf("not serving after %v\n%s", waitBound, d.log)
 	}
-	t.Cleanup(func() { d.stop(t) })
 	return d
 }
 
@@ -84,8 +88,8 @@ func (d *daemonUnderTest) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run returned %v\n%s", err, d.log)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Run still running 20 s after its context ended\n%s", d.log)
+	case <-time.After(waitBound):
+		t.Fatalf("Run still running %v after its context ended\n%s", waitBound, d.log)
 	}
 }
 
@@ -489,11 +493,12 @@ func TestKeysFileWatched(t *testing.T) {
 	d.expectKey(t, "sk-d", http.StatusOK)
 }
 
-// expectKey polls GET /v1/models with key until it answers want, for a few seconds at most: the
-// watch applies an edit within its debounce (50 ms here) and a reload.
+// expectKey polls GET /v1/models with key until it answers want, for waitBound at most: the
+// watch applies an edit within its debounce (50 ms here) and a reload, which a loaded machine
+// under the race detector can stretch to seconds.
 func (d *daemonUnderTest) expectKey(t *testing.T, key string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
 		req, _ := http.NewRequest(http.MethodGet, d.url+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
