@@ -351,8 +351,10 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 }
 
 // waitBound is how long a test waits for the daemon to do what it was asked before calling it a
-// hang.
-const waitBound = time.Minute
+// hang. It is generous: a reload that loads the model again (four sessions where two were loaded,
+// a new context) loads and prices it beside running traffic, which under -race on a busy
+// two-core machine took over a minute.
+const waitBound = 3 * time.Minute
 
 // waitLog waits until the daemon's log holds text.
 func waitLog(t *testing.T, d *daemonUnderTest, text string) {

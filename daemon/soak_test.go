@@ -107,7 +107,7 @@ func TestSoak(t *testing.T) {
 		t.Error(f)
 	}
 
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitBound) // the closing connections' goroutines end on their own time
 	for {
 		rep, err := fetchStatus(client, addr)
 		if err != nil {
@@ -248,9 +248,9 @@ func soakStallingReader(addr string, log *lockedBuffer) error {
 		return fmt.Errorf("no response id in the first 512 bytes: %q", first)
 	}
 	letGo := fmt.Sprintf(`msg="client stalled: reply cancelled" id=%s`, id[1])
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(log.String(), letGo); {
+	for deadline := time.Now().Add(waitBound); !strings.Contains(log.String(), letGo); {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the reply of a client that stopped reading was not let go within 30 s")
+			return fmt.Errorf("the reply of a client that stopped reading was not let go within %v", waitBound)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
