@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -214,7 +215,7 @@ func TestReload(t *testing.T) {
 	traffic := startTraffic(t, d.url)
 
 	// In place: greedy sampling by default; two requests without a seed give the same reply.
-	writeText(t, file, "[sessions]\nparallel = 2\n[sampling]\ntemperature = 0\n")
+	editInPlace(t, file, "[sessions]\nparallel = 2\n[sampling]\ntemperature = 0\n")
 	d.waitGeneration(t, 2, 0)
 	first, _ := stream(context.Background(), d.url, `{"prompt":"func main() {","max_tokens":12,"stream":true}`)
 	second, _ := stream(context.Background(), d.url, `{"prompt":"func main() {","max_tokens":12,"stream":true}`)
@@ -243,7 +244,7 @@ func TestReload(t *testing.T) {
 	must(t, os.Symlink("managed.toml", link))
 	must(t, os.Rename(link, file))
 	d.waitGeneration(t, 4, 3)
-	writeText(t, other, "[model]\ncontext = 1024\n[sessions]\nparallel = 3\n")
+	editInPlace(t, other, "[model]\ncontext = 1024\n[sessions]\nparallel = 3\n")
 	if rep := d.waitGeneration(t, 5, 3); rep.Plan.Context != 1024 || rep.Host.Layout != "1024x3" {
 		t.Errorf("after the context edit: %+v, context %d", rep.Host, rep.Plan.Context)
 	}
@@ -379,9 +380,33 @@ func get(t *testing.T, url string) string {
 	return string(b)
 }
 
+// writeText puts text in the file at path whole: it writes a file beside it and renames it over
+// path, so the daemon's watch never reads it half written. (os.WriteFile truncates first and
+// writes after; under load the two can fall further apart than the 50 ms debounce, and a reload
+// then read an empty config or keys file.)
 func writeText(t *testing.T, path, text string) {
 	t.Helper()
-	must(t, os.WriteFile(path, []byte(text), 0o644))
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	must(t, err)
+	_, err = f.WriteString(text)
+	must(t, errors.Join(err, f.Chmod(0o644), f.Close()))
+	must(t, os.Rename(f.Name(), path))
+}
+
+// editInPlace writes text over the start of the existing file at path in one write, as an editor
+// that saves in place does, without a truncation: text must be at least as long as what the file
+// holds, so the file goes from its old text to text in one step that a reload sees whole.
+func editInPlace(t *testing.T, path, text string) {
+	t.Helper()
+	info, err := os.Stat(path)
+	must(t, err)
+	if info.Size() > int64(len(text)) {
+		t.Fatalf("editInPlace: %d bytes over a file of %d would leave its tail", len(text), info.Size())
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte(text), 0)
+	must(t, errors.Join(err, f.Close()))
 }
 
 func must(t *testing.T, err error) {
