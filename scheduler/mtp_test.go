@@ -24,7 +24,9 @@ func TestMTPChainsEqualUndrafted(t *testing.T) {
 	}
 	want := solo(t, m, reqs)
 	for depth := 1; depth <= 4; depth++ {
-		opts := schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})
+		// On a still clock pricing grants every draft proposed, so drafts land however busy the
+		// machine is.
+		opts := scheduler.StillClock(schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
 		chains := &countedDraftChains{DraftChainer: opts.DraftChainer}
 		opts.DraftChainer = chains
 		h, err := scheduler.NewShared(m, opts)
