@@ -44,6 +44,8 @@ type instance struct {
 	handler *front
 	// loadTime is how long the weights took to load, for the log.
 	loadTime time.Duration
+	// clock times the host's rounds (RunOptions.Clock); nil: time.Now.
+	clock func() time.Time
 
 	// The prompt cache (cache.go): its memory, its index, and its spill folder (nil: none), the
 	// one the config in force names; disk changes on reload under the server's lock.
@@ -122,13 +124,13 @@ func (in *instance) residentBytes() int64 {
 
 // startInstance opens a backend, plans, loads the model and starts its host, with an API Handler
 // made with hopts. plan, when not nil, is a plan already made for cfg on this kind of backend;
-// otherwise one is made here.
-func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, hopts api.HandlerOptions, logger *slog.Logger) (*instance, error) {
+// otherwise one is made here. clock is the host's SharedOptions.Clock (RunOptions.Clock).
+func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, hopts api.HandlerOptions, logger *slog.Logger, clock func() time.Time) (*instance, error) {
 	backend, err := OpenBackend(cfg.Model.Backend, logger)
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{mc: cfg.Model, backend: backend}
+	in := &instance{mc: cfg.Model, backend: backend, clock: clock}
 	if plan != nil {
 		in.plan = *plan
 	} else if in.plan, err = PlanConfig(cfg, backend); err != nil {
@@ -172,6 +174,7 @@ func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Lo
 	opts.States = m.States()
 	opts.Cache = in.cache
 	opts.Calibrate = true // drafts are priced by this machine's timings from the first round
+	opts.Clock = in.clock
 	in.host, err = scheduler.NewShared(m, opts)
 	if err != nil {
 		return fmt.Errorf("daemon: start the host: %w", err)

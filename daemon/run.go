@@ -38,6 +38,9 @@ type RunOptions struct {
 	Ready func(addr net.Addr)
 	// BodyTimeout bounds a request body's arrival; 0: api.DefaultBodyTimeout. A test hook.
 	BodyTimeout time.Duration
+	// Clock is every host's scheduler.SharedOptions.Clock: it times the rounds that price
+	// drafts; nil: time.Now. A test hook, for tests that need drafts granted on a busy machine.
+	Clock func() time.Time
 }
 
 // server is a running daemon: the config in force, the served instance, and the instances being
@@ -91,7 +94,7 @@ func Run(ctx context.Context, eff *config.Effective, opts RunOptions) error {
 	}
 	defer ln.Close()
 	s.metrics = metrics.New(s.hostStats)
-	in, err := startInstance(ctx, cfg, nil, s.handlerOptions(s.routing), s.logger)
+	in, err := startInstance(ctx, cfg, nil, s.handlerOptions(s.routing), s.logger, s.opts.Clock)
 	if ctx.Err() != nil {
 		// A stop asked for while the model loaded (a service manager's SIGTERM at boot) is not a
 		// failure: end as a stop while serving does, so tfd exits 0.

@@ -23,6 +23,7 @@ import (
 	"tfd/daemon/config"
 	"tfd/daemon/metrics"
 	"tfd/daemon/status"
+	"tfd/scheduler/schedulertest"
 )
 
 // daemonUnderTest is an in-process Run serving the bundled model on the CPU.
@@ -207,7 +208,10 @@ func streamNotify(ctx context.Context, url, body string, first chan struct{}) (s
 // TestReload edits the config while replies stream, in each way editors write files, and checks
 // that no request fails, each edit reaches the next requests, and an invalid edit changes nothing.
 func TestReload(t *testing.T) {
-	d := startDaemon(t, "[sessions]\nparallel = 2\n")
+	// Rounds timed on a still clock: every instance grants the drafts proposed, so the drafts
+	// counted at the end do not wait on how busy the machine is (on a loaded one, pricing by real
+	// timings granted none in 37 replies).
+	d := startDaemonWith(t, "[sessions]\nparallel = 2\n", RunOptions{Clock: schedulertest.StillClock()})
 	file := filepath.Join(d.dir, "tfd.toml")
 	if rep := d.status(t); rep.Host.Sessions != 2 || rep.Config.Generation != 1 {
 		t.Fatalf("start: %+v", rep.Host)
@@ -267,7 +271,8 @@ func TestReload(t *testing.T) {
 		}
 	}
 	// Draft tokens are counted by the serving instance too, which may not have served a reply
-	// yet when the last edit is reported applied: replies follow until one has drafted.
+	// yet when the last edit is reported applied: replies follow until one has drafted, which
+	// the still clock makes the first that can.
 	drafted := regexp.MustCompile(`(?m)^tfd_draft_tokens_total\{depth="1",outcome="proposed",source="(mtp|ngram)"\} [1-9]`)
 	for i := 0; !drafted.MatchString(metrics); i++ {
 		if i == 20 {

@@ -28,7 +28,7 @@ func (s *server) switchModel(ctx context.Context, next config.Config, plan engin
 
 // switchBeside loads next beside cur, then switches.
 func (s *server) switchBeside(ctx context.Context, next config.Config, plan engine.Plan, routing api.Routing, cur *instance, r *reloadReport) error {
-	in, err := startInstance(ctx, next, &plan, s.handlerOptions(routing), s.logger)
+	in, err := startInstance(ctx, next, &plan, s.handlerOptions(routing), s.logger, s.opts.Clock)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (s *server) switchAfterDrain(ctx context.Context, next config.Config, plan 
 	if err := cur.close(context.Background()); err != nil {
 		s.logger.Warn("freeing the previous model", "err", err)
 	}
-	in, err := startInstance(ctx, next, &plan, s.handlerOptions(routing), s.logger)
+	in, err := startInstance(ctx, next, &plan, s.handlerOptions(routing), s.logger, s.opts.Clock)
 	if err != nil {
 		return s.restore(ctx, cur, routing, err)
 	}
@@ -76,7 +76,7 @@ func (s *server) restore(ctx context.Context, prev *instance, routing api.Routin
 	cfg := s.cfg
 	s.mu.Unlock()
 	plan := prev.plan
-	back, err := startInstance(ctx, cfg, &plan, s.handlerOptions(routing), s.logger)
+	back, err := startInstance(ctx, cfg, &plan, s.handlerOptions(routing), s.logger, s.opts.Clock)
 	if err != nil {
 		s.http.fail(fmt.Errorf("no model is loaded: the new one failed (%v) and the previous one failed to load again (%v): fix the config", cause, err))
 		return fmt.Errorf("%w; loading the previous model again also failed: %v", cause, err)

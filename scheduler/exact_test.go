@@ -373,7 +373,7 @@ func TestDraftedEqualsUndrafted(t *testing.T) {
 	want := solo(t, m, reqs)
 	// Pricing on a clock that stands still grants every draft proposed, so the drafts counted
 	// do not depend on how busy the machine is.
-	h, err := scheduler.NewShared(m, scheduler.StillClock(schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4), Clock: schedulertest.StillClock()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func TestMTPDraftsLand(t *testing.T) {
 	want := solo(t, m, greedy)
 	// Pricing on a clock that stands still grants the head's draft every round, however long a
 	// busy machine makes a row seem: the rate measures the head, not the pricing.
-	h, err := scheduler.NewShared(m, scheduler.StillClock(schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)})))
+	h, err := scheduler.NewShared(m, schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4), Clock: schedulertest.StillClock()}))
 	if err != nil {
 		t.Fatal(err)
 	}

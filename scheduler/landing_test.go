@@ -33,7 +33,7 @@ func TestMTPDepthsFeedLanding(t *testing.T) {
 	// Every forward takes the same time, so pricing grants each depth proposed and every depth
 	// is counted whatever the machine's load.
 	even := &evenForwards{Model: m, at: time.Now()}
-	h, err := NewShared(even, SharedOptions{Layout: []int{512}, Drafter: m.MTP(), now: even.now})
+	h, err := NewShared(even, SharedOptions{Layout: []int{512}, Drafter: m.MTP(), Clock: even.now})
 	if err != nil {
 		t.Fatal(err)
 	}

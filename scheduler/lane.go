@@ -69,7 +69,7 @@ func (l *laneState) init(h *Shared, opts SharedOptions) {
 	if l.drafter != nil {
 		l.drafts = opts.DraftChainer
 	}
-	l.now = opts.now
+	l.now = opts.Clock
 	if l.now == nil {
 		l.now = time.Now
 	}

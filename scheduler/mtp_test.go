@@ -26,7 +26,7 @@ func TestMTPChainsEqualUndrafted(t *testing.T) {
 	for depth := 1; depth <= 4; depth++ {
 		// On a still clock pricing grants every draft proposed, so drafts land however busy the
 		// machine is.
-		opts := scheduler.StillClock(schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4)}))
+		opts := schedulertest.Equip(m, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 4), Clock: schedulertest.StillClock()})
 		chains := &countedDraftChains{DraftChainer: opts.DraftChainer}
 		opts.DraftChainer = chains
 		h, err := scheduler.NewShared(m, opts)

@@ -62,9 +62,10 @@ type SharedOptions struct {
 	// Logger, if set, gets a debug line for each handoff of a stream from the lone driver to
 	// shared rounds, and the line of timings Calibrate measured.
 	Logger *slog.Logger
-	// now stands in for time.Now in the timings that price rounds and in lastWork; nil: time.Now.
-	// Tests that need every forward to take the same time, whatever the machine's load, set it.
-	now func() time.Time
+	// Clock, a test hook, stands in for time.Now in the timings that price rounds (Calibrate's
+	// included) and in when the lane last worked; nil: time.Now. Tests that count drafts set
+	// it (schedulertest.StillClock) so that what pricing grants does not follow the machine's load.
+	Clock func() time.Time
 
 	// Calibrate has NewShared time forwards of 1, 2, 4 … MaxRows rows (and a step of the Drafter)
 	// on free sessions before it returns, so that drafts are priced by this machine's timings from

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"tfd/compute"
 	"tfd/engine"
@@ -102,4 +103,13 @@ func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts) {
 			t.Errorf("request %d: shared and drafted %v\nsolo and undrafted %v", i, got[i], want[i])
 		}
 	}
+}
+
+// StillClock returns a clock that stands still, for SharedOptions.Clock (and the daemon's
+// RunOptions.Clock): every forward then seems to take no time, rows cost nothing that pricing
+// can see, and each decoding stream is granted every draft it proposes, whatever the machine's
+// load. A test that counts drafts counts the same ones on a busy machine as on an idle one.
+func StillClock() func() time.Time {
+	at := time.Now()
+	return func() time.Time { return at }
 }
