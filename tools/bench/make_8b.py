@@ -5,19 +5,22 @@ The shapes are Qwen3-8B's (hidden 4096, 36 layers, 32 heads of 128, 8 KV heads, 
 12288, vocab 151936, untied head), bf16, in safetensors shards with their index, a config.json
 that both transformers and tfd read, and a byte-level BPE tokenizer.json of 256 byte tokens whose
 vocabulary is padded to the model's. The weights are normal with std 0.02 (norms are ones), drawn
-on the GPU from a fixed seed one tensor at a time, so host memory stays near one tensor. The
-output means nothing: it exists to be timed (docs/performance.md).
+on the GPU, each tensor from a seed of its own, and written --jobs shards at a time, so host
+memory stays near that many shards. The output means nothing: it exists to be timed
+(docs/performance.md). make_30b_a3b.py writes the mixture-of-experts shape with the same code.
 
     python3 tools/bench/make_8b.py --out /tmp/q8b          # on the GPU machine: ~16.4 GB
     python3 tools/bench/make_8b.py --tiny --out /tmp/tiny  # anywhere, no torch: a format check
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import random
 import struct
 import sys
+import threading
 import time
 
 QWEN3_8B = dict(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128,
@@ -28,12 +31,13 @@ TINY = dict(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, intermediate=
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None, doc=None):
+    p = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="folder to write (created; existing files replaced)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--std", type=float, default=0.02)
     p.add_argument("--shard-gb", type=float, default=4.0, help="largest shard, in GB")
+    p.add_argument("--jobs", type=int, default=4, help="shards made and written at once")
     p.add_argument("--tiny", action="store_true",
                    help="tiny shapes, weights from Python's random module: checks the format without torch")
     return p.parse_args(argv)
@@ -70,10 +74,11 @@ def numel(shape):
 
 
 def shards(ts, max_bytes):
-    """Groups the tensors, in order, into shards of at most max_bytes (a larger tensor alone)."""
+    """Groups the tensors (index, name, shape, init), in order, into shards of at most max_bytes
+    (a larger tensor alone)."""
     groups, cur, size = [], [], 0
     for t in ts:
-        b = 2 * numel(t[1])
+        b = 2 * numel(t[2])
         if cur and size + b > max_bytes:
             groups.append(cur)
             cur, size = [], 0
@@ -189,11 +194,14 @@ def python_bf16(shape, init, rnd, std):
     return b"".join(f32[i + 2:i + 4] for i in range(0, len(f32), 4))
 
 
-def main(argv=None):
-    a = parse_args(argv)
-    s = TINY if a.tiny else QWEN3_8B
+def write_checkpoint(a, s, ts, cfg, tag):
+    """Writes the checkpoint of shapes s: config cfg, tensors ts (tensors()), the tokenizer files,
+    and the weights in shards of at most a.shard_gb, a.jobs shards at a time, a progress line each.
+
+    Every tensor is drawn from a generator of its own, seeded by a.seed and its index in ts, so
+    the bytes do not depend on which thread writes which shard, nor in what order."""
     os.makedirs(a.out, exist_ok=True)
-    write_json(os.path.join(a.out, "config.json"), config(s))
+    write_json(os.path.join(a.out, "config.json"), cfg)
     write_json(os.path.join(a.out, "tokenizer.json"), tokenizer(s["vocab"]))
     write_json(os.path.join(a.out, "tokenizer_config.json"), {
         "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 40960,
@@ -203,36 +211,53 @@ def main(argv=None):
                {"bos_token_id": ids[0], "eos_token_id": ids[2], "do_sample": False})
 
     if a.tiny:
-        rnd = random.Random(a.seed)
-        make = lambda shape, init: python_bf16(shape, init, rnd, a.std)
+        def make(index, shape, init):
+            return python_bf16(shape, init, random.Random(a.seed * 1000003 + index), a.std)
     else:
         import torch
-        gen = torch.Generator(device="cuda").manual_seed(a.seed)
+        local = threading.local()
 
-        def make(shape, init):
+        def make(index, shape, init):
             if init == "ones":
                 t = torch.ones(shape, dtype=torch.bfloat16, device="cuda")
             else:
-                t = torch.randn(shape, dtype=torch.bfloat16, device="cuda", generator=gen).mul_(a.std)
+                if not hasattr(local, "gen"):
+                    local.gen = torch.Generator(device="cuda")
+                local.gen.manual_seed(a.seed * 1000003 + index)
+                t = torch.randn(shape, dtype=torch.bfloat16, device="cuda", generator=local.gen).mul_(a.std)
             # int16 has bf16's size and a numpy type, whose buffer is written without a copy.
             return t.view(torch.int16).cpu().numpy()
 
     t0 = time.time()
-    groups = shards(tensors(s), int(a.shard_gb * 1e9))
-    weight_map, total = {}, 0
-    for i, group in enumerate(groups):
+    indexed = [(i, *t) for i, t in enumerate(ts)]
+    groups = shards(indexed, int(a.shard_gb * 1e9))
+    weight_map, done, lock = {}, [0], threading.Lock()
+
+    def write(i, group):
         name = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
-        entries = [(n, shape, make(shape, init)) for n, shape, init in group]
-        total += write_safetensors(os.path.join(a.out, name), entries)
+        entries = [(n, shape, make(index, shape, init)) for index, n, shape, init in group]
+        size = write_safetensors(os.path.join(a.out, name), entries)
         del entries
-        for n, _, _ in group:
-            weight_map[n] = name
-        print(f"make_8b: {name}: {len(group)} tensors, {total / 1e9:.2f} GB so far, {time.time() - t0:.1f} s",
-              flush=True)
+        with lock:
+            for _, n, _, _ in group:
+                weight_map[n] = name
+            done[0] += size
+            print(f"{tag}: {name}: {len(group)} tensors, {size / 1e9:.2f} GB; {done[0] / 1e9:.2f} GB so far, "
+                  f"{time.time() - t0:.1f} s", flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        for f in [pool.submit(write, i, g) for i, g in enumerate(groups)]:
+            f.result()  # raises a shard's failure
     write_json(os.path.join(a.out, "model.safetensors.index.json"),
-               {"metadata": {"total_size": total}, "weight_map": weight_map})
-    print(f"make_8b: wrote {total / 1e9:.2f} GB of weights to {a.out} in {time.time() - t0:.1f} s", flush=True)
+               {"metadata": {"total_size": done[0]}, "weight_map": dict(sorted(weight_map.items()))})
+    print(f"{tag}: wrote {done[0] / 1e9:.2f} GB of weights to {a.out} in {time.time() - t0:.1f} s", flush=True)
     return 0
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    s = TINY if a.tiny else QWEN3_8B
+    return write_checkpoint(a, s, tensors(s), config(s), "make_8b")
 
 
 if __name__ == "__main__":
