@@ -11,14 +11,29 @@ Two peers, both bf16 on one GPU:
           for the graph). Each step also copies the B new tokens to the host, as a server that
           streams them must. Prefill runs the same code over the whole prompt with a causal
           flash-attention call.
+
+          A mixture of experts (Qwen3MoeForCausalLM, tools/bench/make_30b_a3b.py) runs its experts
+          two ways, each measured (--experts):
+            grouped  what torchtitan and current PyTorch MoE code write: the (token, expert) pairs
+                     sorted by expert, their rows gathered, and each projection one
+                     F.grouped_mm (torch._grouped_mm before torch 2.10) over the stacked
+                     [experts, out, in] weights with the per-expert offsets computed on the
+                     device; an expert with no pairs costs nothing, so a step reads each chosen
+                     expert's weights once.
+            gather   gpt-fast's Mixtral MoE: each token's k experts' weights indexed out of the
+                     stacked tensor (w[ids]) and applied with einsum, the shapes fixed by B·k.
+                     Good at one stream; at many it copies every chosen matrix once per token.
+          Both keep the step's shapes static, so the whole step is still one CUDA graph.
+          "static_graph_decode" holds, per stream count, the faster of the two.
   hf      transformers' own generate (greedy, its default dynamic cache, SDPA attention) and one
           forward over the whole prompt.
 
 Decode positions go from --start to --start+--steps, over a cache that holds no prompt (zeros),
-exactly as tfd's BenchmarkEight does. Results go to --json as they are made, so a run cut short
+exactly as tfd's BenchmarkEight and BenchmarkMoE do. Results go to --json as they are made, so a run cut short
 keeps what it measured.
 
     python3 tools/bench/peer.py --model /tmp/q8b --json /tmp/peer.json
+    python3 tools/bench/peer.py --model /dev/shm/q30b --json /tmp/peer.json --streams 1,8,64 --prefill 0 --skip-hf
 """
 
 import argparse
@@ -28,6 +43,7 @@ import sys
 import time
 
 DEV = "cuda"  # the device everything runs on; --device
+EXPERTS = ("grouped", "gather")  # a mixture of experts' ways; --experts
 
 
 def sync(torch):
@@ -43,13 +59,18 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=64, help="timed decode steps per stream count")
     p.add_argument("--start", type=int, default=130, help="the first decode position")
     p.add_argument("--max-len", type=int, default=512, help="KV slots per stream of the static cache")
-    p.add_argument("--prefill", type=int, default=4096, help="prompt length of the prefill measurement")
+    p.add_argument("--prefill", type=int, default=4096, help="prompt length of the prefill measurement (0: none)")
     p.add_argument("--hf-tokens", type=int, default=16, help="tokens transformers' generate makes")
     p.add_argument("--skip-hf", action="store_true", help="measure only the static loop")
+    p.add_argument("--experts", default="grouped,gather",
+                   help="a mixture of experts' ways of computing its experts, each measured (see above)")
     p.add_argument("--device", default="cuda",
                    help="cuda; cpu only checks the code on a machine without a GPU (no graphs, no timing)")
     a = p.parse_args(argv)
     a.streams = [int(s) for s in a.streams.split(",") if s]
+    a.experts = [e for e in a.experts.split(",") if e]
+    if set(a.experts) - set(EXPERTS) or not a.experts:
+        p.error(f"--experts takes some of {','.join(EXPERTS)}")
     if a.start + a.steps + 8 > a.max_len:
         p.error("--start + --steps must stay inside --max-len")
     return a
@@ -88,8 +109,20 @@ def load_weights(torch, folder):
     return w
 
 
+def sparse(cfg, i):
+    """Whether decoder layer i is a mixture of experts, as transformers' Qwen3-MoE decides."""
+    return (cfg.get("num_experts", 0) > 0 and i not in cfg.get("mlp_only_layers", [])
+            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
+def is_expert(cfg, name):
+    """Whether the tensor name is one expert's projection (a token reads k of them a layer)."""
+    return cfg.get("num_experts", 0) > 0 and ".mlp.experts." in name
+
+
 def build_static(torch, cfg, w, max_pos):
-    """The static peer's model: fused weights and the rotary tables."""
+    """The static peer's model: fused weights and the rotary tables. m["experts"] picks how a
+    mixture of experts runs (EXPERTS); a graph captures the way set when it was captured."""
     F = torch.nn.functional
     H, KVH, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps = cfg["rms_norm_eps"]
@@ -97,19 +130,29 @@ def build_static(torch, cfg, w, max_pos):
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         pop = lambda n: w.pop(p + n)
-        layers.append(dict(
+        L = dict(
             ln1=pop("input_layernorm.weight"), ln2=pop("post_attention_layernorm.weight"),
             qn=pop("self_attn.q_norm.weight"), kn=pop("self_attn.k_norm.weight"),
             wqkv=torch.cat([pop("self_attn.q_proj.weight"), pop("self_attn.k_proj.weight"),
                             pop("self_attn.v_proj.weight")]),
-            wo=pop("self_attn.o_proj.weight"),
-            w13=torch.cat([pop("mlp.gate_proj.weight"), pop("mlp.up_proj.weight")]),
-            w2=pop("mlp.down_proj.weight")))
+            wo=pop("self_attn.o_proj.weight"))
+        if sparse(cfg, i):
+            # The experts stacked: w13 [experts, 2·inter, hidden] (gate over up), w2 [experts,
+            # hidden, inter]; the router scores [experts, hidden].
+            ex = lambda j, n: pop(f"mlp.experts.{j}.{n}.weight")
+            E = cfg["num_experts"]
+            L.update(router=pop("mlp.gate.weight"),
+                     w13=torch.stack([torch.cat([ex(j, "gate_proj"), ex(j, "up_proj")]) for j in range(E)]),
+                     w2=torch.stack([ex(j, "down_proj") for j in range(E)]))
+        else:
+            L.update(w13=torch.cat([pop("mlp.gate_proj.weight"), pop("mlp.up_proj.weight")]),
+                     w2=pop("mlp.down_proj.weight"))
+        layers.append(L)
     theta = cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
     inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32, device=DEV) / hd))
     freqs = torch.outer(torch.arange(max_pos, dtype=torch.float32, device=DEV), inv)
     emb = torch.cat([freqs, freqs], -1)
-    m = dict(H=H, KVH=KVH, hd=hd, G=H // KVH, eps=eps, layers=layers,
+    m = dict(H=H, KVH=KVH, hd=hd, G=H // KVH, eps=eps, layers=layers, experts=EXPERTS[0],
              embed=w.pop("model.embed_tokens.weight"), norm=w.pop("model.norm.weight"),
              head=w.pop("lm_head.weight"), cos=emb.cos().to(torch.bfloat16), sin=emb.sin().to(torch.bfloat16),
              arange=torch.arange(max_pos, device=DEV))
@@ -124,8 +167,46 @@ def build_static(torch, cfg, w, max_pos):
         return x * cos + torch.cat([-x2, x1], -1) * sin
 
     def mlp(x, L):
-        g, u = F.linear(rms(x, L["ln2"]), L["w13"]).chunk(2, -1)
+        h = rms(x, L["ln2"])
+        if "router" in L:
+            return x + moe(h, L)
+        g, u = F.linear(h, L["w13"]).chunk(2, -1)
         return x + F.linear(F.silu(g) * u, L["w2"])
+
+    k, norm_topk = cfg.get("num_experts_per_tok", 0), cfg.get("norm_topk_prob", False)
+    grouped_mm = getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+
+    def moe(h, L):
+        """Qwen3-MoE's block on h [T, hidden]: the softmax over all experts in float32, the k
+        best, renormalised over them (norm_topk_prob), cast back to bf16, as transformers does."""
+        probs = F.linear(h, L["router"]).softmax(-1, dtype=torch.float32)
+        weights, ids = probs.topk(k, -1)  # [T, k]
+        if norm_topk:
+            weights = weights / weights.sum(-1, keepdim=True)
+        weights = weights.to(h.dtype)
+        if m["experts"] == "gather":
+            return experts_gather(h, ids, weights, L)
+        return experts_grouped(h, ids, weights, L)
+
+    def experts_gather(h, ids, weights, L):
+        """gpt-fast's ConditionalFeedForward: each token's k experts' weights indexed out."""
+        g, u = torch.einsum("ti,taoi->tao", h, L["w13"][ids]).chunk(2, -1)
+        y = torch.einsum("tao,taio->tai", F.silu(g) * u, L["w2"][ids])
+        return torch.einsum("tai,ta->ti", y, weights)
+
+    def experts_grouped(h, ids, weights, L):
+        """The pairs sorted by expert, then one grouped matmul a projection (see the docstring)."""
+        T, E = ids.shape[0], L["w13"].shape[0]
+        flat = ids.reshape(-1)  # pair t·k+r is row t's r-th expert
+        _, order = flat.sort(stable=True)  # pairs by expert
+        counts = torch.zeros(E, dtype=torch.int32, device=h.device).scatter_add_(
+            0, flat, torch.ones_like(flat, dtype=torch.int32))
+        offs = counts.cumsum(0, dtype=torch.int32)  # each expert's run ends here
+        xs = h.index_select(0, order // k)
+        g, u = grouped_mm(xs, L["w13"].transpose(1, 2), offs=offs).chunk(2, -1)
+        y = grouped_mm(F.silu(g) * u, L["w2"].transpose(1, 2), offs=offs)
+        y = torch.empty_like(y).index_copy_(0, order, y)  # back in pair order
+        return (y.view(T, k, -1) * weights.unsqueeze(-1)).sum(1)
 
     def decode(tok, pos, kc, vc):
         """One step for B streams at position pos (a 1-element device tensor): logits [B, V]."""
@@ -242,31 +323,55 @@ def bench_bandwidth(torch):
     return {"matvec_bf16_8192_GB_s": matvec, "copy_GB_s_read_plus_write": copy}
 
 
+def static_decodes(torch, m, cfg, a, r, moe):
+    """The graph-replayed decode at each stream count; for a mixture of experts in each of
+    a.experts' ways, the faster kept as static_graph_decode (and left set in m for prefill)."""
+    decode, ways = {}, {}
+    for B in a.streams:
+        for way in a.experts if moe else [None]:
+            what = f"static decode of {B} streams" + (f", experts {way}" if way else "")
+            try:
+                if way:
+                    m["experts"] = way
+                got = bench_static_decode(torch, m, cfg, B, a)
+            except Exception as e:  # one stream count or way failing keeps the others
+                r.error(what, e)
+                continue
+            if way:
+                got["experts"] = way
+                ways.setdefault(way, {})[str(B)] = got
+                r.set("static_graph_decode_by_experts", ways)
+            if str(B) not in decode or got["tok_s"] > decode[str(B)]["tok_s"]:
+                decode[str(B)] = got
+                r.set("static_graph_decode", decode)
+    if moe and decode:
+        m["experts"] = decode[max(decode, key=int)]["experts"]
+
+
 def static_section(torch, a, cfg, r):
     t0 = time.perf_counter()
     w = load_weights(torch, a.model)
     r.set("weights_GB", sum(t.numel() * t.element_size() for t in w.values()) / 1e9)
-    r.set("weights_read_per_token_GB", sum(t.numel() * t.element_size() for n, t in w.items()
-                                           if not n.endswith("embed_tokens.weight")) / 1e9)
+    # A token reads every matrix but the embedding table (one row of it), and of a mixture's
+    # experts only the k it is routed to.
+    share = cfg["num_experts_per_tok"] / cfg["num_experts"] if cfg.get("num_experts") else 1
+    r.set("weights_read_per_token_GB", sum(t.numel() * t.element_size() * (share if is_expert(cfg, n) else 1)
+                                           for n, t in w.items() if not n.endswith("embed_tokens.weight")) / 1e9)
+    moe = any(sparse(cfg, i) for i in range(cfg["num_hidden_layers"]))
     m = build_static(torch, cfg, w, max(a.prefill, a.max_len))
     r.set("static_load_s", time.perf_counter() - t0)
     with torch.inference_mode():
-        decode = {}
-        for B in a.streams:
+        static_decodes(torch, m, cfg, a, r, moe)
+        if a.prefill > 0:
             try:
-                decode[str(B)] = bench_static_decode(torch, m, cfg, B, a)
-                r.set("static_graph_decode", decode)
-            except Exception as e:  # one stream count failing keeps the others
-                r.error(f"static decode of {B} streams", e)
-        try:
-            kc, vc = kv_cache(torch, cfg, 1, a.prefill)
-            prompt = torch.randint(0, cfg["vocab_size"], (a.prefill,), device=DEV)
-            m["prefill"](prompt, kc, vc)
-            dt = time_median(torch, lambda: m["prefill"](prompt, kc, vc), 3)
-            r.set(f"static_prefill_{a.prefill}_tok_s", a.prefill / dt)
-            del kc, vc
-        except Exception as e:
-            r.error("static prefill", e)
+                kc, vc = kv_cache(torch, cfg, 1, a.prefill)
+                prompt = torch.randint(0, cfg["vocab_size"], (a.prefill,), device=DEV)
+                m["prefill"](prompt, kc, vc)
+                dt = time_median(torch, lambda: m["prefill"](prompt, kc, vc), 3)
+                r.set(f"static_prefill_{a.prefill}_tok_s", a.prefill / dt)
+                del kc, vc
+            except Exception as e:
+                r.error("static prefill", e)
     del m
     if DEV == "cuda":
         torch.cuda.empty_cache()
@@ -298,6 +403,8 @@ def hf_section(torch, a, cfg, r):
             r.set("hf_generate", {"tokens": made, "tok_s": made / (time.perf_counter() - t0)})
         except Exception as e:
             r.error("transformers generate", e)
+        if a.prefill <= 0:
+            return
         prompt = torch.randint(0, cfg["vocab_size"], (1, a.prefill), device=DEV)
 
         def forward():
