@@ -32,7 +32,14 @@ func BenchmarkEight(b *testing.B) {
 		streams = 64   // the most decode sessions
 		prompt  = 4096 // the prefill benchmark's prompt
 	)
-	perToken, err := weightBytesPerToken(dir)
+	c, _, err := engine.Inspect(engine.Source{Dir: dir}, engine.NoQuantization)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if c.MoE.Experts > 0 {
+		b.Skipf("%s is a mixture of experts: BenchmarkMoE measures it", dir)
+	}
+	perToken, err := weightBytesPerToken(dir, c.MoE)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +49,6 @@ func BenchmarkEight(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(m.Close)
-	c := m.Config()
 	b.Logf("%s: %d layers, hidden %d, %d heads (%d kv), intermediate %d, vocab %d; %.2f GB of weights read per token; MaxRows %d",
 		dir, c.Layers, c.Hidden, c.Heads, c.KVHeads, c.Intermediate, c.Vocab, float64(perToken)/1e9, m.MaxRows())
 
@@ -75,21 +81,29 @@ func BenchmarkEight(b *testing.B) {
 
 // weightBytesPerToken sums the bytes of the checkpoint's tensors that one decode token reads:
 // all of them but the input embedding table, of which it reads one row, unless the embeddings
-// are tied (no lm_head.weight), when the table is the head and read in full.
-func weightBytesPerToken(dir string) (int64, error) {
+// are tied (no lm_head.weight), when the table is the head and read in full; and of a mixture's
+// experts (moe; the zero value for a dense model) only the moe.PerToken of moe.Experts it is
+// routed to.
+func weightBytesPerToken(dir string, moe engine.MoEConfig) (int64, error) {
 	ckpt, err := safetensors.Open(dir)
 	if err != nil {
 		return 0, err
 	}
 	defer ckpt.Close()
-	var n, embed int64
+	var n, embed, experts int64
 	for _, name := range ckpt.Names() {
 		t, _ := ckpt.Tensor(name)
-		if strings.HasSuffix(name, "embed_tokens.weight") {
+		switch {
+		case strings.HasSuffix(name, "embed_tokens.weight"):
 			embed += int64(len(t.Data))
-			continue
+		case moe.Experts > 0 && strings.Contains(name, ".mlp.experts."):
+			experts += int64(len(t.Data))
+		default:
+			n += int64(len(t.Data))
 		}
-		n += int64(len(t.Data))
+	}
+	if experts > 0 {
+		n += experts * int64(moe.PerToken) / int64(moe.Experts)
 	}
 	if _, ok := ckpt.Tensor("lm_head.weight"); !ok {
 		n += embed

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Gathers one run of tools/bench/run.sh into JSON: every Go benchmark line of the log (name,
-iterations, each metric by unit), the PyTorch peer's results, and a summary of the issue's goals:
-each ratio tfd / peer on the 8B checkpoint (single stream, 8, 32 and 64 streams, a 4,096-token
-prefill) and single-stream decode as a share of the bandwidth limit (the weight bytes a token
-reads at LIMIT_TB_S), each null where either side is missing; the same again under
-"tensor_cores" for the run with TFD_CUDA_MMA=1 (benchmarks named mma/…).
+"""Gathers one run of tools/bench/run.sh (or moe.sh) into JSON: every Go benchmark line of the
+log (name, iterations, each metric by unit), the PyTorch peer's results, and a summary of the
+issue's goals: each ratio tfd / peer on the 8B checkpoint (single stream, 1, 8, 32 and 64
+streams, a 4,096-token prefill) and single-stream decode as a share of the bandwidth limit (the
+weight bytes a token reads at LIMIT_TB_S), each null where either side is missing; the same
+again under "tensor_cores" for the run with TFD_CUDA_MMA=1 (benchmarks named mma/…). A log of
+BenchmarkMoE (moe.sh, the Qwen3-30B-A3B-shaped checkpoint) is summarised from it instead.
 
     python3 tools/bench/collect.py LOG PEER_JSON > results.json
 """
@@ -39,19 +40,20 @@ def ratio(a, b):
     return round(a / b, 3) if a and b else None
 
 
-def summary(go, peer, prefix=""):
+def summary(go, peer, prefix="", bench="BenchmarkEight"):
     static = peer.get("static_graph_decode", {})
 
     def tfd(name):
-        return go.get(prefix + "BenchmarkEight/" + name, {}).get("tok/s")
+        return go.get(prefix + bench + "/" + name, {}).get("tok/s")
 
     def theirs(streams):
         return static.get(str(streams), {}).get("tok_s")
 
-    decode = go.get(prefix + "BenchmarkEight/decode", {})
+    decode = go.get(prefix + bench + "/decode", {})
     limit = LIMIT_TB_S * 1e3 / decode["GB/tok"] if decode.get("GB/tok") else None
     return {
         "single_stream_ratio": ratio(tfd("decode"), theirs(1)),
+        "agg1_ratio": ratio(tfd("streams=1"), theirs(1)),
         "agg8_ratio": ratio(tfd("streams=8"), theirs(8)),
         "agg32_ratio": ratio(tfd("streams=32"), theirs(32)),
         "agg64_ratio": ratio(tfd("streams=64"), theirs(64)),
@@ -70,8 +72,11 @@ def main(argv):
     except (OSError, ValueError) as e:
         peer = {"errors": [f"no peer results: {e}"]}
     go = go_benchmarks(argv[1])
-    s = summary(go, peer)
-    s["tensor_cores"] = summary(go, peer, "mma/")  # TFD_CUDA_MMA=1
+    if any(name.startswith("BenchmarkMoE/") for name in go):
+        s = summary(go, peer, bench="BenchmarkMoE")
+    else:
+        s = summary(go, peer)
+        s["tensor_cores"] = summary(go, peer, "mma/")  # TFD_CUDA_MMA=1
     json.dump({"summary": s, "go": go, "peer": peer}, sys.stdout, indent=1)
     print()
 
