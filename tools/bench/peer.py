@@ -62,8 +62,8 @@ def parse_args(argv=None):
     p.add_argument("--prefill", type=int, default=4096, help="prompt length of the prefill measurement (0: none)")
     p.add_argument("--hf-tokens", type=int, default=16, help="tokens transformers' generate makes")
     p.add_argument("--skip-hf", action="store_true", help="measure only the static loop")
-    p.add_argument("--experts", default="grouped,gather",
-                   help="a mixture of experts' ways of computing its experts, each measured (see above)")
+    p.add_argument("--experts", default="gather,grouped",
+                   help="a mixture of experts' ways of computing its experts, each measured in this order (see above)")
     p.add_argument("--device", default="cuda",
                    help="cuda; cpu only checks the code on a machine without a GPU (no graphs, no timing)")
     a = p.parse_args(argv)
@@ -325,10 +325,12 @@ def bench_bandwidth(torch):
 
 def static_decodes(torch, m, cfg, a, r, moe):
     """The graph-replayed decode at each stream count; for a mixture of experts in each of
-    a.experts' ways, the faster kept as static_graph_decode (and left set in m for prefill)."""
+    a.experts' ways, one way at every count before the next way (a way whose capture fails
+    cannot spoil the numbers of one measured before it), the faster kept as static_graph_decode
+    (and left set in m for prefill)."""
     decode, ways = {}, {}
-    for B in a.streams:
-        for way in a.experts if moe else [None]:
+    for way in a.experts if moe else [None]:
+        for B in a.streams:
             what = f"static decode of {B} streams" + (f", experts {way}" if way else "")
             try:
                 if way:
