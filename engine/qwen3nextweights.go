@@ -39,8 +39,14 @@ type deltaWeights struct {
 }
 
 // isNextNorm reports whether the tensor named hf is one of Qwen3-Next's zero-centred RMSNorm
-// weights, which act as (1 + w): every norm but the DeltaNet's gated one.
+// weights, which act as (1 + w): every norm but the DeltaNet's gated one, the MTP head's two
+// before its fc among them (Qwen3NextRMSNorm in vLLM's head; llama.cpp's converter adds their 1
+// as it does the others').
 func isNextNorm(hf string) bool {
+	switch hf {
+	case "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight":
+		return true
+	}
 	return strings.HasSuffix(hf, "norm.weight") && !strings.HasSuffix(hf, "linear_attn.norm.weight")
 }
 
