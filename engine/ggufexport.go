@@ -59,6 +59,10 @@ func ExportGGUF(src Source, dtype compute.DType, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Next.Enabled {
+		// Its tensors are rearranged (ggufnext.go) in ways ExportGGUF does not write.
+		return fmt.Errorf("engine: export GGUF: tfd reads Qwen3-Next's GGUF but does not write it; convert %s with llama.cpp's convert_hf_to_gguf.py", loc.where)
+	}
 	var arch string
 	for a, family := range ggufArchitectures {
 		if family == cfg.Architecture {

@@ -21,12 +21,13 @@ import (
 
 // ggufArchitectures maps general.architecture to the family that runs it.
 var ggufArchitectures = map[string]string{
-	"llama":    "LlamaForCausalLM",
-	"qwen2":    "Qwen2ForCausalLM",
-	"qwen3":    "Qwen3ForCausalLM",
-	"qwen3moe": "Qwen3MoeForCausalLM",
-	"gemma3":   "Gemma3ForCausalLM",
-	"gpt-oss":  "GptOssForCausalLM",
+	"llama":     "LlamaForCausalLM",
+	"qwen2":     "Qwen2ForCausalLM",
+	"qwen3":     "Qwen3ForCausalLM",
+	"qwen3moe":  "Qwen3MoeForCausalLM",
+	"gemma3":    "Gemma3ForCausalLM",
+	"gpt-oss":   "GptOssForCausalLM",
+	"qwen3next": "Qwen3NextForCausalLM",
 }
 
 // ggufGlobalNames maps the Hugging Face names of the tensors outside the layers to GGUF's.
@@ -115,6 +116,11 @@ func ggufName(arch, hf string) (string, bool) {
 	}
 	if arch == "gpt-oss" {
 		if g, isGptOss := ggufGptOssLayerNames[suffix]; isGptOss {
+			n, ok = g, true
+		}
+	}
+	if arch == "qwen3next" {
+		if g, isNext := ggufNextLayerNames[suffix]; isNext {
 			n, ok = g, true
 		}
 	}
@@ -286,7 +292,7 @@ func (g *ggufCheckpoint) readConfig() error {
 	_, c.AttentionBias = g.file.Tensor("blk.0.attn_q.bias")
 	_, c.OutputBias = g.file.Tensor("blk.0.attn_output.bias")
 	_, c.MLPBias = g.file.Tensor("blk.0.ffn_gate.bias")
-	c.QKNorm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3"
+	c.QKNorm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3" || arch == "qwen3next"
 	switch arch {
 	case "qwen3moe":
 		if c.MoE, err = g.readExperts(key, c.Layers); err != nil {
@@ -301,6 +307,10 @@ func (g *ggufCheckpoint) readConfig() error {
 		}
 	case "gemma3":
 		if c.Gemma, err = g.readGemma3(key, &c); err != nil {
+			return err
+		}
+	case "qwen3next":
+		if err := g.readNext(key, &c); err != nil {
 			return err
 		}
 	}
@@ -358,7 +368,11 @@ func (g *ggufCheckpoint) readHeads(c *Config, key func(string) string) error {
 	} else if !ok || c.HeadDim == 0 {
 		c.HeadDim = c.Hidden / c.Heads
 	}
-	for _, k := range []string{"attention.value_length", "rope.dimension_count"} {
+	checked := []string{"attention.value_length", "rope.dimension_count"}
+	if g.arch == "qwen3next" {
+		checked = checked[:1] // its rotary dimensions are a part of the head: readNext reads them
+	}
+	for _, k := range checked {
 		n, ok, err := g.intKey(key(k))
 		if err != nil {
 			return err
@@ -460,10 +474,25 @@ func (g *ggufCheckpoint) readYarn(c *Config, key func(string) string, factor flo
 // ggufPermuteRows). A quantized row is whole blocks of its own elements, so rows move whole in
 // the quantized types as in the float types.
 func (g *ggufCheckpoint) tensor(hfName string) (stored, bool, error) {
+	if g.arch == "qwen3next" {
+		return g.nextTensor(hfName)
+	}
+	return g.plainTensor(hfName)
+}
+
+// plainTensor returns the tensor GGUF names for hfName, as tensor describes, without the
+// rearrangements of an architecture's own reading.
+func (g *ggufCheckpoint) plainTensor(hfName string) (stored, bool, error) {
 	name, ok := ggufName(g.arch, hfName)
 	if !ok {
 		return stored{}, false, nil
 	}
+	return g.named(name, hfName)
+}
+
+// named returns the GGUF tensor name, read for the Hugging Face name hfName (which says whether
+// it is one expert of a stack, or rows llama.cpp permuted); false when the file has no such tensor.
+func (g *ggufCheckpoint) named(name, hfName string) (stored, bool, error) {
 	t, ok := g.file.Tensor(name)
 	if !ok {
 		return stored{}, false, nil
@@ -547,6 +576,12 @@ func (g *ggufCheckpoint) each(fn func(name, dtype string, shape []int, data []by
 }
 
 func (g *ggufCheckpoint) fileName(hfName string) string {
+	if g.arch == "qwen3next" {
+		if n, ok := ggufNextHeadNames[hfName]; ok {
+			return fmt.Sprintf(n, g.cfg.Layers)
+		}
+		hfName = nextMTPLayerName(hfName, g.cfg.Layers)
+	}
 	if n, e, ok := ggufExpert(hfName); ok {
 		return fmt.Sprintf("%s[%d]", n, e)
 	}

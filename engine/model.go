@@ -125,7 +125,8 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	case m.cfg.Gemma.Enabled && loc.gguf == "":
 		// A GGUF file holds Gemma's norms as 1 + w already (ggufgemma3.go).
 		u.normPlusOne = isGemmaNorm
-	case m.cfg.Next.Enabled:
+	case m.cfg.Next.Enabled && loc.gguf == "":
+		// A GGUF file holds them as 1 + w already (ggufnext.go).
 		u.normPlusOne = isNextNorm
 	}
 	if u.inPlace != nil {
