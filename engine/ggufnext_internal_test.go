@@ -10,77 +10,95 @@ import (
 	"strings"
 	"testing"
 
+	"tfd/compute"
 	"tfd/engine/safetensors"
 )
 
 // TestGGUFNextTensorsAsTheHub: every tensor of the Qwen3-Next fixture, read by its Hub name from
-// the F32 GGUF llama.cpp's converter wrote of it, is the folder's tensor: the same shape and
-// bytes, the norms the folder's 1 + w in F32; A_log a value whose exp, rounded to F32, is the
-// file's −ssm_a (how many are the checkpoint's own is logged).
+// the GGUF files llama.cpp's converter wrote of it (F32, F16 and Q8_0), is the folder's tensor in
+// the Hub's layout and shape, converted as the converter converts it: the same bytes in F32, the
+// F16 rounding in F16, ggml's Q8_0 blocks of the same rows in Q8_0 (so every row the loader moved
+// is the row the Hub has there); the norms the folder's 1 + w in F32; A_log a value whose exp,
+// rounded to F32, is the file's −ssm_a (how many are the checkpoint's own is logged).
 func TestGGUFNextTensorsAsTheHub(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(root, "engine", "testdata", "qwen3next-gguf", "qwen3next-f32.gguf")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%v: tools/fixtures/make_qwen3next_gguf.py writes it with llama.cpp's converter", err)
-	}
-	g, err := openGGUF(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
 	folder, err := safetensors.Open(filepath.Join(root, "engine", "testdata", "oracle", "qwen3next"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer folder.Close()
 	hub := safetensorsCheckpoint{folder}
-	var aLogs, aLogsExact int
-	for _, name := range folder.Names() {
-		want, _, err := hub.tensor(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok, err := g.tensor(name)
-		switch {
-		case err != nil:
-			t.Fatalf("%s: %v", name, err)
-		case !ok:
-			t.Fatalf("%s: the GGUF file has no %s", name, g.fileName(name))
-		case !slices.Equal(got.shape, want.shape) || got.dtype != want.dtype:
-			t.Fatalf("%s: GGUF %v %v, the folder %v %v", name, got.dtype, got.shape, want.dtype, want.shape)
-		}
-		if isNextNorm(name) {
-			if want, err = plusOne(want); err != nil {
-				t.Fatal(err)
+	for _, dtype := range []string{"f32", "f16", "q8_0"} {
+		t.Run(dtype, func(t *testing.T) {
+			path := filepath.Join(root, "engine", "testdata", "qwen3next-gguf", "qwen3next-"+dtype+".gguf")
+			if _, err := os.Stat(path); err != nil {
+				t.Skipf("%v: tools/fixtures/make_qwen3next_gguf.py writes it with llama.cpp's converter", err)
 			}
-		}
-		if strings.HasSuffix(name, ".A_log") {
-			ssmA, _, err := g.plainTensor(nextMTPLayerName(name, g.cfg.Layers))
+			g, err := openGGUF(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := range len(got.data) / 4 {
-				x := math.Float32frombits(binary.LittleEndian.Uint32(got.data[4*i:]))
-				a := math.Float32frombits(binary.LittleEndian.Uint32(ssmA.data[4*i:]))
-				w := math.Float32frombits(binary.LittleEndian.Uint32(want.data[4*i:]))
-				if float32(math.Exp(float64(x))) != -a {
-					t.Errorf("%s[%d]: exp(%v) is %v, the file's −ssm_a %v", name, i, x, math.Exp(float64(x)), -a)
+			defer g.close()
+			types := map[compute.DType]int{}
+			for _, name := range folder.Names() {
+				want, _, err := hub.tensor(name)
+				if err != nil {
+					t.Fatal(err)
 				}
-				aLogs++
-				if x == w {
-					aLogsExact++
-				} else {
-					t.Logf("%s[%d]: read back as %v, the checkpoint's %v (whose exp rounds to %v)", name, i, x, w, float32(math.Exp(float64(w))))
+				got, ok, err := g.tensor(name)
+				switch {
+				case err != nil:
+					t.Fatalf("%s: %v", name, err)
+				case !ok:
+					t.Fatalf("%s: the GGUF file has no %s", name, g.fileName(name))
+				case !slices.Equal(got.shape, want.shape):
+					t.Fatalf("%s: GGUF's shape %v, the folder's %v", name, got.shape, want.shape)
+				}
+				types[got.dtype]++
+				if strings.HasSuffix(name, ".A_log") {
+					checkALog(t, g, name, got, want)
+					continue
+				}
+				if isNextNorm(name) {
+					if want, err = plusOne(want); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wantData := want.data
+				switch {
+				case got.dtype.Quantized():
+					wantData = quantizeTensor(want, got.dtype)
+				case got.dtype != want.dtype:
+					wantData = convertFloats(want.data, want.dtype, got.dtype)
+				}
+				if !bytes.Equal(got.data, wantData) {
+					t.Errorf("%s: GGUF's %s (%v) is not the folder's tensor in %v", name, g.fileName(name), got.dtype, got.dtype)
 				}
 			}
-			continue
+			t.Logf("tensors by type: %v", types)
+		})
+	}
+}
+
+// checkALog checks A_log read from a GGUF file (got) against the file's ssm_a and the folder's
+// A_log (want).
+func checkALog(t *testing.T, g *ggufCheckpoint, name string, got, want stored) {
+	t.Helper()
+	ssmA, _, err := g.plainTensor(nextMTPLayerName(name, g.cfg.Layers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f32 := func(b []byte, i int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])) }
+	for i := range len(got.data) / 4 {
+		x, a, w := f32(got.data, i), f32(ssmA.data, i), f32(want.data, i)
+		if float32(math.Exp(float64(x))) != -a {
+			t.Errorf("%s[%d]: exp(%v) is %v, the file's −ssm_a %v", name, i, x, math.Exp(float64(x)), -a)
 		}
-		if !bytes.Equal(got.data, want.data) {
-			t.Errorf("%s: GGUF's %s differs from the folder's", name, g.fileName(name))
+		if x != w {
+			t.Logf("%s[%d]: read back as %v, the checkpoint's %v (whose exp rounds to %v, the file's A %v)", name, i, x, w, float32(math.Exp(float64(w))), -a)
 		}
 	}
-	t.Logf("A_log: %d of %d values read back bit for bit", aLogsExact, aLogs)
 }

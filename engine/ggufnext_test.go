@@ -2,15 +2,22 @@ package engine_test
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"tfd/batch"
+	"tfd/compute"
 	"tfd/engine"
 	"tfd/engine/enginetest"
+	"tfd/engine/gguf"
+	"tfd/engine/safetensors"
 )
 
 // nextGGUF returns the path of the Qwen3-Next fixture written as GGUF of dtype by llama.cpp's
@@ -100,4 +107,124 @@ func promptDrafts(t *testing.T, m *engine.Model, prompt []int32) []float32 {
 		t.Fatal(err)
 	}
 	return slices.Clone(logits)
+}
+
+// nextF16Experts writes the GGUF file at path again with every stack of experts in F16, converted
+// from the fixture's folder (tfd runs no quantized experts; llama.cpp's Q8_0 file quantizes the
+// gate and up stacks), and returns the new file's path.
+func nextF16Experts(t *testing.T, path string) string {
+	t.Helper()
+	folder, err := safetensors.Open(filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "qwen3next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer folder.Close()
+	return rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+		backbone := int(kv["qwen3next.block_count"].Any().(uint32) - kv["qwen3next.nextn_predict_layers"].Any().(uint32))
+		for name, te := range ts {
+			rest, isExps := strings.CutSuffix(strings.TrimPrefix(name, "blk."), "_exps.weight")
+			if !isExps || te.typ == gguf.F16 {
+				continue
+			}
+			layer, proj, _ := strings.Cut(rest, ".ffn_")
+			n, err := strconv.Atoi(layer)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			prefix := fmt.Sprintf("model.layers.%d.", n)
+			if n >= backbone {
+				prefix = fmt.Sprintf("mtp.layers.%d.", n-backbone)
+			}
+			var data []byte
+			for e := range te.shape[0] {
+				hf := fmt.Sprintf("%smlp.experts.%d.%s_proj.weight", prefix, e, proj)
+				tn, ok := folder.Tensor(hf)
+				if !ok || tn.DType != "F32" {
+					t.Fatalf("the folder has no F32 %s", hf)
+				}
+				data = append(data, engine.ConvertFloats(tn.Data, compute.F32, compute.F16)...)
+			}
+			ts[name] = tensorEdit{gguf.F16, te.shape, data}
+		}
+	})
+}
+
+// TestGGUFQwen3NextQ8_0: llama.cpp's Q8_0 file of the fixture (Q8_0 matrices whose rows the loader
+// moves: in_proj_qkvz's halves, in_proj_ba, q_proj's queries and gates, the MTP fc's halves) runs
+// once its experts are F16, head included; its 64-token greedy runs are compared with the
+// oracle's as far as they agree (quantizing flips routing decisions the fixture keeps only 0.002
+// apart, so they part).
+func TestGGUFQwen3NextQ8_0(t *testing.T) {
+	o := enginetest.Read(t, "qwen3next")
+	m := load(t, openCPU(t), engine.Source{Dir: nextF16Experts(t, nextGGUF(t, "q8_0"))})
+	var agreed []int
+	for _, c := range o.Cases {
+		got := enginetest.Greedy(t, m, c.Prompt, len(c.Greedy))
+		n := 0
+		for n < len(got) && got[n] == c.Greedy[n] {
+			n++
+		}
+		agreed = append(agreed, n)
+		for _, d := range promptDrafts(t, m, c.Prompt) {
+			if math.IsNaN(float64(d)) || math.IsInf(float64(d), 0) {
+				t.Fatalf("a draft logit is %v", d)
+			}
+		}
+	}
+	t.Logf("Q8_0 (experts F16): greedy runs agree with the oracle's for the first %v of %d tokens", agreed, len(o.Cases[0].Greedy))
+}
+
+// TestGGUFQwen3NextRefusals: what tfd does not run in a qwen3next file is refused, naming the
+// tensor or key.
+func TestGGUFQwen3NextRefusals(t *testing.T) {
+	b := openCPU(t)
+	q8 := nextGGUF(t, "q8_0")
+	path := nextF16Experts(t, q8)
+	if _, err := engine.Load(context.Background(), engine.Source{Dir: path}, b, engine.Options{Context: 64}); err != nil {
+		t.Fatalf("the file the cases edit does not load: %v", err)
+	}
+	edit := func(f func(kv map[string]gguf.Value, ts map[string]tensorEdit)) string { return rewrite(t, path, f) }
+	for _, tt := range []struct {
+		name string
+		path string
+		want string
+	}{
+		{"quantized experts", q8, "tensor blk.0.ffn_gate_exps.weight[0] is Q8_0; tfd runs a mixture's experts in F32, F16 or BF16 only"},
+		{"an MTP head alone", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			delete(ts, "blk.0.attn_norm.weight")
+		}), "an MTP head alone (convert_hf_to_gguf.py --mtp) is no model to serve"},
+		{"no model beside the head", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			kv["qwen3next.nextn_predict_layers"] = gguf.Uint32(5)
+		}), "qwen3next.nextn_predict_layers is 5 of qwen3next.block_count 5"},
+		{"half of in_proj_qkvz", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			delete(ts, "blk.1.attn_gate.weight")
+		}), "has blk.1.attn_qkv.weight but no blk.1.attn_gate.weight"},
+		{"a positive ssm_a", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			a := ts["blk.2.ssm_a"]
+			data := slices.Clone(a.data)
+			binary.LittleEndian.PutUint32(data, math.Float32bits(0.5))
+			ts["blk.2.ssm_a"] = tensorEdit{a.typ, a.shape, data}
+		}), "tensor blk.2.ssm_a: ssm_a[0] is 0.5; −exp(A_log) is negative and finite"},
+		{"odd rotary dimensions", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			kv["qwen3next.rope.dimension_count"] = gguf.Uint32(3)
+		}), "qwen3next.rope.dimension_count is 3; tfd wants an even number of rotary dimensions up to the head size 16"},
+		{"a missing ssm key", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			delete(kv, "qwen3next.ssm.inner_size")
+		}), "the metadata has no qwen3next.ssm.inner_size"},
+		{"the head's own embeddings", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			ts["blk.4.nextn.embed_tokens.weight"] = tensorEdit{gguf.F32, []int{512, 64}, make([]byte, 512*64*4)}
+		}), "holds tensors that qwen3next does not have (blk.4.nextn.embed_tokens.weight)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := engine.Load(context.Background(), engine.Source{Dir: tt.path}, b, engine.Options{Context: 64})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load = %v\nwant an error saying %q", err, tt.want)
+			}
+		})
+	}
+	var buf strings.Builder
+	err := engine.ExportGGUF(engine.Source{Dir: filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "qwen3next")}, compute.F32, &buf)
+	if err == nil || !strings.Contains(err.Error(), "convert_hf_to_gguf.py") {
+		t.Errorf("ExportGGUF of a Qwen3-Next folder = %v; want a refusal naming llama.cpp's converter", err)
+	}
 }

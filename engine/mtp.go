@@ -64,15 +64,22 @@ func loadMTP(u *uploader, c Config) (*mtpWeights, error) {
 }
 
 // splitColumns cuts a [rows, 2·half] matrix into its left and right [rows, half] halves.
+// A row of GGUF's quantized types splits between whole blocks, which half columns must end on.
 func splitColumns(t stored, half int) (left, right stored, err error) {
-	if t.mlx != nil || t.dtype.Size() == 0 {
-		return left, right, fmt.Errorf("engine: tensor %s is quantized; tfd splits only an F32, F16 or BF16 MTP fc", t.name)
+	if t.mlx != nil || t.bytes {
+		return left, right, fmt.Errorf("engine: tensor %s is quantized by MLX; tfd splits an MTP fc in F32, F16, BF16 or GGUF's quantized types", t.name)
 	}
 	if len(t.shape) != 2 || t.shape[1] != 2*half {
 		return left, right, fmt.Errorf("engine: tensor %s has shape %v, want [%d, %d]", t.name, t.shape, half, 2*half)
 	}
-	rowBytes := half * t.dtype.Size()
 	rows := t.shape[0]
+	rowBytes, err := t.dtype.Bytes([]int{1, half})
+	if err != nil {
+		return left, right, fmt.Errorf("engine: tensor %s: its halves of %d columns are not whole %v blocks: %w", t.name, half, t.dtype, err)
+	}
+	if 2*rowBytes*rows != len(t.data) {
+		return left, right, fmt.Errorf("engine: tensor %s holds %d bytes; %d rows of %v [%d] hold %d", t.name, len(t.data), rows, t.dtype, 2*half, 2*rowBytes*rows)
+	}
 	l, r := make([]byte, 0, rows*rowBytes), make([]byte, 0, rows*rowBytes)
 	for i := range rows {
 		row := t.data[2*i*rowBytes : 2*(i+1)*rowBytes]

@@ -254,8 +254,9 @@ func headRows(heads int, perm []int) []int {
 	return rows
 }
 
-// stored returns the named tensor as the checkpoint holds it, checked against shape; a tensor
-// quantized by MLX is refused, since its rows cannot be moved one by one.
+// stored returns the named tensor as the checkpoint holds it, checked against shape. Its rows
+// can be moved one by one in a float type and in GGUF's quantized ones, whose rows are whole
+// blocks; a tensor quantized by MLX is refused, since its scales and biases lie apart.
 func (u *uploader) stored(name string, shape ...int) (stored, error) {
 	t, ok, err := u.ckpt.tensor(name)
 	switch {
@@ -263,14 +264,10 @@ func (u *uploader) stored(name string, shape ...int) (stored, error) {
 		return t, err
 	case !ok:
 		return t, fmt.Errorf("engine: the checkpoint has no tensor %s", u.ckpt.fileName(name))
-	case t.mlx != nil || t.dtype.Size() == 0:
-		return t, fmt.Errorf("engine: tensor %s is quantized; tfd rearranges Qwen3-Next's projections only in F32, F16 or BF16", t.name)
+	case t.mlx != nil || t.bytes:
+		return t, fmt.Errorf("engine: tensor %s is quantized by MLX; tfd rearranges Qwen3-Next's projections in F32, F16, BF16 or GGUF's quantized types", t.name)
 	}
-	want := 1
-	for _, d := range shape {
-		want *= d
-	}
-	if got := len(t.data) / t.dtype.Size(); got != want || !sameDims(t.shape, shape) {
+	if n, err := t.dtype.Bytes(shape); err != nil || n != len(t.data) || !sameDims(t.shape, shape) {
 		return t, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
 	}
 	return t, nil
@@ -289,11 +286,9 @@ func sameDims(a, b []int) bool {
 }
 
 // pickRows returns the rows of t (a matrix, or a vector's elements) in the order rows lists them.
+// A row is its share of the bytes, whatever their encoding (GGUF's quantized rows are whole blocks).
 func pickRows(t stored, rows []int, what string) stored {
-	rowBytes := t.dtype.Size()
-	for _, d := range t.shape[1:] {
-		rowBytes *= d
-	}
+	rowBytes := len(t.data) / t.shape[0]
 	data := make([]byte, 0, len(rows)*rowBytes)
 	for _, r := range rows {
 		data = append(data, t.data[r*rowBytes:(r+1)*rowBytes]...)

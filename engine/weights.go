@@ -157,6 +157,9 @@ func (u *uploader) stacked(n int, name func(i int) string, shape ...int) (comput
 			return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", u.ckpt.fileName(name(i)))
 		case t.mlx != nil:
 			return nil, fmt.Errorf("engine: tensor %s is quantized by MLX; tfd runs a mixture's experts in F32, F16 or BF16 only", t.name)
+		case t.dtype.Quantized():
+			// No backend's ExpertMatMul reads GGUF's blocks yet (GPT-OSS's MXFP4 has a loader of its own).
+			return nil, fmt.Errorf("engine: tensor %s is %v; tfd runs a mixture's experts in F32, F16 or BF16 only: serve a file whose experts are F16 (llama-quantize --tensor-type ffn_gate_exps=f16 and so on for up and down)", t.name, t.dtype)
 		case !slices.Equal(t.shape, shape):
 			return nil, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
 		case i == 0:
