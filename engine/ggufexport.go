@@ -38,8 +38,10 @@ import (
 // make the head Q6_K, which tfd does not run), and a matrix whose rows are not whole blocks stays
 // in its checkpoint dtype (the converter would write F16), so that the file loads into exactly the
 // weights the folder loads into under model.quantize. An MTP head is left out: GGUF's
-// llama, qwen2 and qwen3 have no names for it, so the file's model has none. It is for tests and
-// comparisons with llama.cpp (tools/gguf); tfd serves what it writes the way it serves the folder.
+// llama, qwen2 and qwen3 have no names for it, so the file's model has none. Qwen3-Next is
+// refused: tfd reads llama.cpp's qwen3next (ggufnext.go) but writes none, its files coming from
+// llama.cpp's converter. It is for tests and comparisons with llama.cpp (tools/gguf); tfd serves
+// what it writes the way it serves the folder.
 func ExportGGUF(src Source, dtype compute.DType, out io.Writer) error {
 	// general.file_type is llama.cpp's llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0,
 	// MOSTLY_Q4_K_M, MOSTLY_Q6_K, MOSTLY_BF16.

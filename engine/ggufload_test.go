@@ -360,7 +360,7 @@ func TestGGUFRefusals(t *testing.T) {
 		}), "tensor blk.0.ffn_down.weight is Q5_K, which this build of tfd does not run (it runs F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K, and MXFP4 for gpt-oss's experts)"},
 		{"another architecture", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			kv["general.architecture"] = gguf.String("phi3")
-		}), `architecture "phi3" (general.architecture) is not one tfd runs; it runs gemma3, gpt-oss, llama, qwen2, qwen3, qwen3moe`},
+		}), `architecture "phi3" (general.architecture) is not one tfd runs; it runs gemma3, gpt-oss, llama, qwen2, qwen3, qwen3moe, qwen3next`},
 		{"a tensor qwen3 lacks", rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			ts["cls_out.weight"] = tensorEdit{gguf.F32, []int{2, 384}, make([]byte, 2*384*4)}
 		}), "holds tensors that qwen3 does not have (cls_out.weight)"},
