@@ -184,6 +184,20 @@ func TestGGUFQwen3NextRefusals(t *testing.T) {
 		t.Fatalf("the file the cases edit does not load: %v", err)
 	}
 	edit := func(f func(kv map[string]gguf.Value, ts map[string]tensorEdit)) string { return rewrite(t, path, f) }
+	// attention.recurrent_layers, where a file has it, says which layers are DeltaNet layers
+	// before full_attention_interval does, as llama.cpp reads it.
+	listed := edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+		kv["qwen3next.attention.recurrent_layers"] = gguf.Bools([]bool{true, true, true, false, false})
+		kv["qwen3next.full_attention_interval"] = gguf.Uint32(2)
+	})
+	if m, err := engine.Load(context.Background(), engine.Source{Dir: listed}, b, engine.Options{Context: 64}); err != nil {
+		t.Errorf("a file listing its recurrent layers: %v", err)
+	} else {
+		if got := m.Config().Next.Linear; !slices.Equal(got, []bool{true, true, true, false}) {
+			t.Errorf("recurrent_layers read as %v", got)
+		}
+		m.Close()
+	}
 	for _, tt := range []struct {
 		name string
 		path string
@@ -208,6 +222,12 @@ func TestGGUFQwen3NextRefusals(t *testing.T) {
 		{"odd rotary dimensions", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			kv["qwen3next.rope.dimension_count"] = gguf.Uint32(3)
 		}), "qwen3next.rope.dimension_count is 3; tfd wants an even number of rotary dimensions up to the head size 16"},
+		{"an MTP block marked recurrent", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			kv["qwen3next.attention.recurrent_layers"] = gguf.Bools([]bool{true, true, true, false, true})
+		}), "qwen3next.attention.recurrent_layers marks an MTP block recurrent"},
+		{"layer kinds of the wrong count", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+			kv["qwen3next.attention.recurrent_layers"] = gguf.Bools([]bool{true, true, true, false})
+		}), "qwen3next.attention.recurrent_layers is"},
 		{"a missing ssm key", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			delete(kv, "qwen3next.ssm.inner_size")
 		}), "the metadata has no qwen3next.ssm.inner_size"},

@@ -220,8 +220,9 @@ func Uint64(x uint64) Value   { return Value{typ: TypeUint64, v: x} }
 func Int64(x int64) Value     { return Value{typ: TypeInt64, v: x} }
 func Float64(x float64) Value { return Value{typ: TypeFloat64, v: x} }
 
-// Strings, Int32s, Uint32s and Float32s make arrays; the Value keeps the slice.
+// Strings, Int32s, Uint32s, Float32s and Bools make arrays; the Value keeps the slice.
 func Strings(x []string) Value   { return Value{typ: TypeArray, elem: TypeString, v: x} }
+func Bools(x []bool) Value       { return Value{typ: TypeArray, elem: TypeBool, v: x} }
 func Int32s(x []int32) Value     { return Value{typ: TypeArray, elem: TypeInt32, v: x} }
 func Uint32s(x []uint32) Value   { return Value{typ: TypeArray, elem: TypeUint32, v: x} }
 func Float32s(x []float32) Value { return Value{typ: TypeArray, elem: TypeFloat32, v: x} }
