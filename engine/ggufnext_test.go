@@ -248,3 +248,40 @@ func TestGGUFQwen3NextRefusals(t *testing.T) {
 		t.Errorf("ExportGGUF of a Qwen3-Next folder = %v; want a refusal naming llama.cpp's converter", err)
 	}
 }
+
+// TestGGUFQwen3NextLegacySSMIn: files from llama.cpp's converter before it split in_proj_qkvz hold
+// it whole as ssm_in, in the Hub's order; the F32 fixture with its attn_qkv and attn_gate replaced
+// by the folder's in_proj_qkvz as ssm_in gives the same logits bit for bit.
+func TestGGUFQwen3NextLegacySSMIn(t *testing.T) {
+	path := nextGGUF(t, "f32")
+	folder, err := safetensors.Open(filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "qwen3next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer folder.Close()
+	legacy := rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
+		for i := range 3 { // the DeltaNet layers
+			blk := fmt.Sprintf("blk.%d.", i)
+			qkvz, ok := folder.Tensor(fmt.Sprintf("model.layers.%d.linear_attn.in_proj_qkvz.weight", i))
+			if !ok || ts[blk+"attn_qkv.weight"].data == nil {
+				t.Fatalf("layer %d is no DeltaNet layer of the fixture", i)
+			}
+			delete(ts, blk+"attn_qkv.weight")
+			delete(ts, blk+"attn_gate.weight")
+			ts[blk+"ssm_in.weight"] = tensorEdit{gguf.F32, qkvz.Shape, qkvz.Data}
+		}
+	})
+	b := openCPU(t)
+	o := enginetest.Read(t, "qwen3next")
+	var prompts [][]int32
+	for _, c := range o.Cases {
+		prompts = append(prompts, c.Prompt)
+	}
+	w := allLogits(t, load(t, b, engine.Source{Dir: path}), prompts)
+	g := allLogits(t, load(t, b, engine.Source{Dir: legacy}), prompts)
+	for i := range w {
+		if !slices.EqualFunc(w[i], g[i], func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+			t.Fatalf("case %d: the file with ssm_in gives other logits than the one with attn_qkv and attn_gate", i)
+		}
+	}
+}
