@@ -55,10 +55,23 @@ func MatMulsLaunch(rows int, outs [3]int) Launch {
 	return launch(mmaNames[s], tiles, ceilDiv(rows, 8*s))
 }
 
+// MatMulsPackedLaunch is MatMulsLaunch for matrices stored in the matrix unit's packed order
+// (PackMMA): matmul_mma_packed_bf16_S, with the same arguments, tiles and bits.
+func MatMulsPackedLaunch(rows int, outs [3]int) Launch {
+	l := MatMulsLaunch(rows, outs)
+	for s, name := range mmaNames {
+		if name == l.Kernel {
+			l.Kernel = mmaPackedNames[s]
+		}
+	}
+	return l
+}
+
 // The kernels' names, made once: a backend records a matmul without allocating.
 var (
-	mmaNames    = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
-	matmulNames = func() map[string][len(MatMulRows)]string {
+	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
+	mmaPackedNames = [...]string{1: "matmul_mma_packed_bf16_1", 2: "matmul_mma_packed_bf16_2", 4: "matmul_mma_packed_bf16_4"}
+	matmulNames    = func() map[string][len(MatMulRows)]string {
 		m := map[string][len(MatMulRows)]string{}
 		for _, w := range []string{"bf16", "f16", "f32"} {
 			var names [len(MatMulRows)]string
@@ -97,6 +110,12 @@ const rowBlock = 256
 // w: a thread per element, rows along x.
 func EmbedLaunch(w string, rows, dim int) Launch {
 	return launch("embed_"+w, rows, ceilDiv(dim, rowBlock))
+}
+
+// EmbedPackedLaunch is EmbedLaunch for a BF16 table stored in the matrix unit's packed order
+// (PackMMA), dim a multiple of MMAChunk: embed_packed_bf16, the same grid.
+func EmbedPackedLaunch(rows, dim int) Launch {
+	return launch("embed_packed_bf16", rows, ceilDiv(dim, rowBlock))
 }
 
 // GatherLaunch is the launch of Gather for rows rows of width elements: a thread per element.

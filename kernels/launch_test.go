@@ -81,6 +81,14 @@ func TestLaunches(t *testing.T) {
 		if l := add(MatMulLaunch("bf16", c.rows, 4096, c.out)); l.Kernel != c.kernel || l.Groups != c.groups {
 			t.Errorf("MatMulLaunch(bf16, %d, 4096, %d) = %+v, want %s on %v", c.rows, c.out, l, c.kernel, c.groups)
 		}
+		// Packed matrices: the same tiles, on the packed kernel of the same S.
+		packed := strings.Replace(c.kernel, "mma_", "mma_packed_", 1)
+		if l := add(MatMulsPackedLaunch(c.rows, [3]int{c.out})); l.Kernel != packed || l.Groups != c.groups {
+			t.Errorf("MatMulsPackedLaunch(%d, {%d}) = %+v, want %s on %v", c.rows, c.out, l, packed, c.groups)
+		}
+	}
+	if add(EmbedPackedLaunch(7, 320)).Groups != [2]int{7, 2} {
+		t.Errorf("EmbedPackedLaunch: %+v", EmbedPackedLaunch(7, 320))
 	}
 	for _, c := range []struct {
 		l      Launch

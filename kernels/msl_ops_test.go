@@ -57,11 +57,21 @@ func TestMSLRuns(t *testing.T) {
 			for _, rows := range []int{3, 40} {
 				check(fmt.Sprint("matmul_mma three matrices ", rows), func(o *op) { o.matMuls(rows) })
 			}
+			// Packed weights (matmul_mma_packed_bf16_S): the row-major kernel's bits, for every S;
+			// 2,080 and 1,056 elements make each SIMD group's ring of chunks wrap (S = 1 and 2).
+			for _, c := range []struct{ in, rows int }{{32, 1}, {160, 9}, {384, 40}, {2080, 3}, {1056, 20}} {
+				check(fmt.Sprint("matmul_mma_packed ", c.in, c.rows), func(o *op) { o.matMulsPacked(c.in, c.rows) })
+			}
 		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
 			check(fmt.Sprint("embed ", dt, s.vocab, s.dim), func(o *op) { o.embed(dt, s.vocab, s.dim, -1) })
 		}
 		check(fmt.Sprint("embed ", dt, " bad token"), func(o *op) { o.embed(dt, 10, 8, 10) })
+		if dt == compute.BF16 {
+			for _, s := range []struct{ vocab, dim, bad int }{{50, 64, -1}, {20, 288, -1}, {9, 32, 9}} {
+				check(fmt.Sprint("embed packed ", s), func(o *op) { o.embedPacked(s.vocab, s.dim, s.bad) })
+			}
+		}
 	}
 	for _, s := range []struct{ n, width, rows, bad int }{{9, 72, 4, -1}, {3, 1, 7, -1}, {5, 257, 3, -1}, {4, 8, 3, 2}} {
 		check(fmt.Sprint("gather ", s), func(o *op) { o.gather(s.n, s.width, s.rows, s.bad) })
@@ -241,6 +251,57 @@ func (o *op) matMuls(rows int) {
 			int32(rows), int32(in), int32(out), int32(0), int32(0), hasBias)
 		computetest.SameBits(o.t, fmt.Sprintf("matrix %d of three against alone", m), floats(dsts[m]), floats(alone))
 	}
+}
+
+// matMulsPacked runs three BF16 matrices of 37, 16 and 50 outputs (the second with a bias) in
+// the packed order against one x in one launch, and checks each against the row-major kernel's
+// launch of the same matrices, bit for bit; each packed matrix is a buffer of its whole bands, so
+// a read past them faults.
+func (o *op) matMulsPacked(in, rows int) {
+	outs := [3]int{37, 16, 50}
+	mx := &mbuf{computetest.F32Bytes(computetest.Randn(1, rows*in))}
+	bias := &mbuf{computetest.F32Bytes(computetest.Randn(2, outs[1]))}
+	var ws, packed, got, want [3]*mbuf
+	for m, out := range outs {
+		ws[m] = &mbuf{computetest.Encode(compute.BF16, computetest.Randn(uint64(3+m), out*in))}
+		packed[m] = &mbuf{make([]byte, 2*kernels.MMAPackedLen(out, in))}
+		kernels.PackMMA(packed[m].b, ws[m].b, out, in)
+		got[m], want[m] = &mbuf{make([]byte, 4*rows*out)}, &mbuf{make([]byte, 4*rows*out)}
+	}
+	args := func(w [3]*mbuf, dst [3]*mbuf) []any {
+		return []any{dst[0], dst[1], dst[2], mx, w[0], w[1], w[2], &mbuf{}, bias, &mbuf{},
+			int32(rows), int32(in), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2)}
+	}
+	o.launch(kernels.MatMulsPackedLaunch(rows, outs), args(packed, got)...)
+	o.launch(kernels.MatMulsLaunch(rows, outs), args(ws, want)...)
+	for m := range outs {
+		computetest.SameBits(o.t, fmt.Sprintf("matrix %d packed against row-major", m), floats(got[m]), floats(want[m]))
+	}
+}
+
+// embedPacked checks embed_packed_bf16 on a packed table against the cpu backend's Embed of the
+// row-major one, bit for bit, and its error word.
+func (o *op) embedPacked(vocab, dim, badToken int) {
+	rng := rand.New(rand.NewPCG(uint64(vocab), uint64(dim)))
+	ids := make([]int32, 9)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(vocab))
+	}
+	if badToken >= 0 {
+		ids[4] = int32(badToken)
+	}
+	tb := computetest.Encode(compute.BF16, computetest.Randn(4, vocab*dim))
+	x := o.upload(compute.F32, make([]byte, 4*len(ids)*dim), len(ids), dim)
+	o.cpu.Embed(x, o.upload(compute.BF16, tb, vocab, dim), o.upload(compute.I32, computetest.I32Bytes(ids), len(ids)), len(ids))
+	cpuErr := o.cpu.Sync()
+	want := o.read(x, len(ids)*dim)
+
+	packed := make([]byte, 2*kernels.MMAPackedLen(vocab, dim))
+	kernels.PackMMA(packed, tb, vocab, dim)
+	mx, errWord := &mbuf{make([]byte, 4*len(ids)*dim)}, &mbuf{make([]byte, 16)}
+	o.launch(kernels.EmbedPackedLaunch(len(ids), dim), mx, &mbuf{packed}, &mbuf{computetest.I32Bytes(ids)}, int32(vocab), int32(dim), errWord)
+	computetest.SameBits(o.t, "x", floats(mx), want)
+	o.checkError(errWord, cpuErr, badToken >= 0, 1, 4, badToken) // ERR_EMBED, row 4
 }
 
 func (o *op) embed(dt compute.DType, vocab, dim, badToken int) {

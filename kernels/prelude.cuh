@@ -107,23 +107,62 @@ FUNC uint tfd_bf16_pair(float a, float b) {
 	return d;
 }
 
+// tfd_mma_x is a lane's share of 8 rows of 32 floats of x as loaded, before the split: elements
+// 8t … 8t+7 of row g. A kernel that keeps chunks on the way holds them so, and splits each just
+// before its MMAs (tfd_mma_b_of), so that the split never waits for a load.
+struct tfd_mma_x {
+	float v[8];
+};
+
+// tfd_mma_load_x loads 8 rows of 32 floats of x (row stride ldx); rows from nx on are zeros and
+// are not read.
+FUNC void tfd_mma_load_x(tfd_mma_x& xv, const float* x, int ldx, int nx) {
+	int g = LANE >> 2, t = LANE & 3;
+	if (g < nx) {
+		float4 p = VLOAD(float4, x + (ulong)g * ldx + 8 * t), q = VLOAD(float4, x + (ulong)g * ldx + 8 * t + 4);
+		xv.v[0] = p.x, xv.v[1] = p.y, xv.v[2] = p.z, xv.v[3] = p.w, xv.v[4] = q.x, xv.v[5] = q.y, xv.v[6] = q.z, xv.v[7] = q.w;
+	} else {
+		UNROLL
+		for (int i = 0; i < 8; i++) xv.v[i] = 0.0f;
+	}
+}
+
+// tfd_mma_b_of splits a lane's x into the hi and lo BF16 pairs of the B operand.
+FUNC void tfd_mma_b_of(tfd_mma_b& b, const tfd_mma_x& xv) {
+	UNROLL
+	for (int i = 0; i < 4; i++) {
+		uint hi = tfd_bf16_pair(xv.v[2 * i], xv.v[2 * i + 1]);
+		b.hi[i] = hi;
+		b.lo[i] = tfd_bf16_pair(__fsub_rn(xv.v[2 * i], __uint_as_float(hi << 16)), __fsub_rn(xv.v[2 * i + 1], __uint_as_float(hi & 0xffff0000u)));
+	}
+}
+
 // tfd_mma_load_b loads 8 rows of 32 floats of x (row stride ldx) and splits each into hi and lo;
 // rows from nx on are zeros and are not read.
 FUNC void tfd_mma_load_b(tfd_mma_b& b, const float* x, int ldx, int nx) {
-	int g = LANE >> 2, t = LANE & 3;
-	float v[8];
-	if (g < nx) {
-		float4 p = VLOAD(float4, x + (ulong)g * ldx + 8 * t), q = VLOAD(float4, x + (ulong)g * ldx + 8 * t + 4);
-		v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w, v[4] = q.x, v[5] = q.y, v[6] = q.z, v[7] = q.w;
+	tfd_mma_x xv;
+	tfd_mma_load_x(xv, x, ldx, nx);
+	tfd_mma_b_of(b, xv);
+}
+
+// tfd_ld_stream loads 16 bytes of weights through the read-only path without a place in L1: each
+// weight is read once, and L1 is better kept for x.
+FUNC uint4 tfd_ld_stream(const ushort* p) {
+	uint4 v;
+	asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+	return v;
+}
+
+// tfd_mma_load_a_packed loads the chunk of 16 weight rows at w, stored in the packed order
+// (kernels.PackMMA: lane l's 16 bytes of rows g and g+8 at elements 8l and 256 + 8l), into the
+// registers tfd_mma_load_a fills from the row-major matrix, with two fully coalesced 512-byte
+// loads. If nw <= 0 the band is past the matrix: zeros, and w is not read.
+FUNC void tfd_mma_load_a_packed(tfd_mma_a& a, const ushort* w, int nw) {
+	if (nw > 0) {
+		a.w[0] = tfd_ld_stream(w + 8 * LANE);
+		a.w[1] = tfd_ld_stream(w + 256 + 8 * LANE);
 	} else {
-		UNROLL
-		for (int i = 0; i < 8; i++) v[i] = 0.0f;
-	}
-	UNROLL
-	for (int i = 0; i < 4; i++) {
-		uint hi = tfd_bf16_pair(v[2 * i], v[2 * i + 1]);
-		b.hi[i] = hi;
-		b.lo[i] = tfd_bf16_pair(__fsub_rn(v[2 * i], __uint_as_float(hi << 16)), __fsub_rn(v[2 * i + 1], __uint_as_float(hi & 0xffff0000u)));
+		a.w[0] = a.w[1] = make_uint4(0, 0, 0, 0);
 	}
 }
 
@@ -157,3 +196,7 @@ FUNC void tfd_mma_store(const tfd_mma_acc& a, float* s) {
 #define MMA_LOAD_B(b, x, ldx, nx, stage) tfd_mma_load_b(b, x, ldx, nx)
 #define MMA_STEP(acc, a, b) tfd_mma_step(acc, a, b)
 #define MMA_STORE(acc, s) tfd_mma_store(acc, s)
+#define MMA_X tfd_mma_x
+#define MMA_LOAD_X(xv, x, ldx, nx) tfd_mma_load_x(xv, x, ldx, nx)
+#define MMA_B_OF(b, xv, stage) tfd_mma_b_of(b, xv)
+#define MMA_LOAD_A_PACKED(a, w, nw, stage) tfd_mma_load_a_packed(a, w, nw)

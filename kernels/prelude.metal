@@ -103,18 +103,17 @@ FUNC void tfd_mma_zero(thread tfd_mma_acc& a) {
 	a.m[1] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
 }
 
-// tfd_mma_load_a loads 16 weight rows of 32 BF16 from w (row stride ldw elements), widened, as
-// s[row][k]; rows from nw on are zeros and are not read.
-// The stage's type (threadgroup float*) is a template parameter in these functions only so that
-// the MSL checks' clang, which cannot spell a threadgroup parameter, compiles them.
+// tfd_mma_stage_a widens a lane's 8 BF16 of rows g and g+8 (at p0 and p1; t = lane%4 says which
+// 8 of the chunk) into the stage as s[row][k], then loads the matrices. A row without has is zeros
+// and is not read.
 template <typename Stage>
-FUNC void tfd_mma_load_a(thread tfd_mma_a& a, const device ushort* w, int ldw, int nw, Stage s, int lane) {
+FUNC void tfd_mma_stage_a(thread tfd_mma_a& a, const device ushort* p0, const device ushort* p1, bool has0, bool has1, Stage s, int lane) {
 	int g = lane >> 2, t = lane & 3;
 	for (int h = 0; h < 2; h++) {
 		int r = g + 8 * h;
 		float v[8];
-		if (r < nw) {
-			uint4 u = VLOAD(uint4, w + (ulong)r * ldw + 8 * t);
+		if (h == 0 ? has0 : has1) {
+			uint4 u = VLOAD(uint4, h == 0 ? p0 : p1);
 			v[0] = AS_FLOAT(u.x << 16), v[1] = AS_FLOAT(u.x & 0xffff0000u), v[2] = AS_FLOAT(u.y << 16), v[3] = AS_FLOAT(u.y & 0xffff0000u);
 			v[4] = AS_FLOAT(u.z << 16), v[5] = AS_FLOAT(u.z & 0xffff0000u), v[6] = AS_FLOAT(u.w << 16), v[7] = AS_FLOAT(u.w & 0xffff0000u);
 		} else {
@@ -129,15 +128,56 @@ FUNC void tfd_mma_load_a(thread tfd_mma_a& a, const device ushort* w, int ldw, i
 	simdgroup_barrier(mem_flags::mem_threadgroup); // the stage is free again
 }
 
-// tfd_mma_load_b loads 8 rows of 32 floats of x (row stride ldx) as s[k][row], so that each
-// 8×8 block of K loads as the matrix [k][row]; rows from nx on are zeros and are not read.
+// tfd_mma_load_a loads 16 weight rows of 32 BF16 from w (row stride ldw elements), widened, as
+// s[row][k]; rows from nw on are zeros and are not read.
+// The stage's type (threadgroup float*) is a template parameter in these functions only so that
+// the MSL checks' clang, which cannot spell a threadgroup parameter, compiles them.
 template <typename Stage>
-FUNC void tfd_mma_load_b(thread tfd_mma_b& b, const device float* x, int ldx, int nx, Stage s, int lane) {
+FUNC void tfd_mma_load_a(thread tfd_mma_a& a, const device ushort* w, int ldw, int nw, Stage s, int lane) {
 	int g = lane >> 2, t = lane & 3;
-	for (int i = 0; i < 8; i++) s[(8 * t + i) * 8 + g] = g < nx ? x[(ulong)g * ldx + 8 * t + i] : 0.0f;
+	tfd_mma_stage_a(a, w + (ulong)g * ldw + 8 * t, w + (ulong)(g + 8) * ldw + 8 * t, g < nw, g + 8 < nw, s, lane);
+}
+
+// tfd_mma_load_a_packed loads the chunk of 16 weight rows at w, stored in the packed order
+// (kernels.PackMMA: lane l's 8 BF16 of rows g and g+8 at elements 8l and 256 + 8l), as
+// tfd_mma_load_a does from the row-major matrix. If nw <= 0 the band is past the matrix: zeros,
+// and w is not read. (The Metal backend keeps its matrices row-major; the packed kernels are
+// here so that both backends compile every kernel and the MSL checks run them.)
+template <typename Stage>
+FUNC void tfd_mma_load_a_packed(thread tfd_mma_a& a, const device ushort* w, int nw, Stage s, int lane) {
+	tfd_mma_stage_a(a, w + 8 * lane, w + 256 + 8 * lane, nw > 0, nw > 0, s, lane);
+}
+
+// tfd_mma_x is a lane's share of 8 rows of 32 floats of x as loaded: elements 8t … 8t+7 of row g.
+struct tfd_mma_x {
+	float v[8];
+};
+
+// tfd_mma_load_x loads 8 rows of 32 floats of x (row stride ldx); rows from nx on are zeros and
+// are not read.
+FUNC void tfd_mma_load_x(thread tfd_mma_x& xv, const device float* x, int ldx, int nx, int lane) {
+	int g = lane >> 2, t = lane & 3;
+	for (int i = 0; i < 8; i++) xv.v[i] = g < nx ? x[(ulong)g * ldx + 8 * t + i] : 0.0f;
+}
+
+// tfd_mma_b_of stages a lane's x as s[k][row], so that each 8×8 block of K loads as the matrix
+// [k][row].
+template <typename Stage>
+FUNC void tfd_mma_b_of(thread tfd_mma_b& b, thread tfd_mma_x& xv, Stage s, int lane) {
+	int g = lane >> 2, t = lane & 3;
+	for (int i = 0; i < 8; i++) s[(8 * t + i) * 8 + g] = xv.v[i];
 	simdgroup_barrier(mem_flags::mem_threadgroup);
 	for (int k = 0; k < 4; k++) simdgroup_load(b.m[k], s + k * 64, 8);
 	simdgroup_barrier(mem_flags::mem_threadgroup);
+}
+
+// tfd_mma_load_b loads 8 rows of 32 floats of x (row stride ldx) as s[k][row]; rows from nx on are
+// zeros and are not read.
+template <typename Stage>
+FUNC void tfd_mma_load_b(thread tfd_mma_b& b, const device float* x, int ldx, int nx, Stage s, int lane) {
+	tfd_mma_x xv;
+	tfd_mma_load_x(xv, x, ldx, nx, lane);
+	tfd_mma_b_of(b, xv, s, lane);
 }
 
 FUNC void tfd_mma_step(thread tfd_mma_acc& d, thread tfd_mma_a& a, thread tfd_mma_b& b) {
@@ -160,3 +200,7 @@ FUNC void tfd_mma_store(thread tfd_mma_acc& a, Stage s) {
 #define MMA_LOAD_B(b, x, ldx, nx, stage) tfd_mma_load_b(b, x, ldx, nx, stage, LANE)
 #define MMA_STEP(acc, a, b) tfd_mma_step(acc, a, b)
 #define MMA_STORE(acc, s) tfd_mma_store(acc, s)
+#define MMA_X tfd_mma_x
+#define MMA_LOAD_X(xv, x, ldx, nx) tfd_mma_load_x(xv, x, ldx, nx, LANE)
+#define MMA_B_OF(b, xv, stage) tfd_mma_b_of(b, xv, stage, LANE)
+#define MMA_LOAD_A_PACKED(a, w, nw, stage) tfd_mma_load_a_packed(a, w, nw, stage, LANE)
