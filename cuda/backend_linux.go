@@ -29,12 +29,15 @@ type backend struct {
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
 	// same time: the worker touches them only while the backend's goroutine waits.
-	errWord devPtr     // [4]int32 on the device: the kernels' error word (kernels/common.h)
-	hostErr *[4]int32  // pinned copy of the error word, refreshed at every sync
-	arena   []byte     // pinned staging for WriteInt32, reset at every sync
-	arenaAt int        // bytes of arena in use
-	stage   []byte     // pinned staging for ReadFloat32
-	async   asyncReads // slots for ReadInt32Async (async_linux.go)
+	errWord devPtr    // [4]int32 on the device: the kernels' error word (kernels/common.h)
+	hostErr *[4]int32 // pinned copy of the error word, refreshed at every sync
+	arena   []byte    // pinned staging for WriteInt32, reset at every sync
+	arenaAt int       // bytes of arena in use
+	stage   []byte    // pinned staging for ReadFloat32
+	// packStage is the pinned staging of Upload's packing (pack_linux.go), nil until the first
+	// matrix packed; the worker alone touches it.
+	packStage [2][]byte
+	async     asyncReads // slots for ReadInt32Async (async_linux.go)
 
 	// attnPart is the attention kernels' scratch for the partial results of a row's key splits,
 	// grown when a launch needs more (kernels.AttentionLaunch); nil until the first Attention.
@@ -258,12 +261,12 @@ func (b *backend) release() error {
 	if b.errWord != 0 {
 		keep("cuMemFree", cuMemFree(b.errWord))
 	}
-	for _, p := range []unsafe.Pointer{unsafe.Pointer(b.hostErr), sliceData(b.arena), sliceData(b.stage)} {
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(b.hostErr), sliceData(b.arena), sliceData(b.stage), sliceData(b.packStage[0]), sliceData(b.packStage[1])} {
 		if p != nil {
 			keep("cuMemFreeHost", cuMemFreeHost(p))
 		}
 	}
-	b.errWord, b.hostErr, b.arena, b.stage = 0, nil, nil, nil
+	b.errWord, b.hostErr, b.arena, b.stage, b.packStage = 0, nil, nil, nil, [2][]byte{}
 	b.releaseAsync(keep)
 	if b.module != 0 {
 		keep("cuModuleUnload", cuModuleUnload(b.module))

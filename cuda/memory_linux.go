@@ -18,6 +18,10 @@ type tensor struct {
 	dtype compute.DType
 	shape []int
 	n     int
+	// packed says that a BF16 matrix is stored in the matrix unit's packed order
+	// (kernels.PackMMA), as Upload stores them when the tensor cores are on: n elements, held in
+	// kernels.MMAPackedLen of them (whole bands of 16 rows).
+	packed bool
 }
 
 func (t *tensor) DType() compute.DType { return t.dtype }
@@ -68,9 +72,16 @@ func ptrOf(t any) devPtr {
 // Upload copies data to the device. 2-D and larger F16 and BF16 tensors (weight matrices,
 // embedding tables) stay 16-bit; 1-D ones (norm weights, biases) are widened to F32 exactly; F32
 // and I32 stay as they are, and quantized matrices keep their format's bytes (quant_linux.go; for
-// MXFP4 its codes, then its scales). It waits until the copy is done, so data may be reused at
-// once.
+// MXFP4 its codes, then its scales). With the tensor cores on, a BF16 matrix whose rows the
+// matrix unit takes (kernels.UsesMMA) is stored in its packed order (pack_linux.go), which
+// MatMul and Embed read. It waits until the copy is done, so data may be reused at once.
 func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
+	pack := b.mma && dtype == compute.BF16 && len(shape) == 2 && kernels.UsesMMA("bf16", shape[1])
+	return b.upload(dtype, shape, data, pack)
+}
+
+// upload is Upload, with the choice of the packed order made by the caller.
+func (b *backend) upload(dtype compute.DType, shape []int, data []byte, pack bool) (compute.Tensor, error) {
 	n, err := compute.CheckUpload(dtype, shape, data)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -82,11 +93,19 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 	if (dtype == compute.F16 || dtype == compute.BF16) && len(shape) < 2 {
 		data, dtype = compute.WidenToF32(dtype, data), compute.F32
 	}
-	t := &tensor{b: b, dtype: dtype, shape: append([]int(nil), shape...), n: n}
+	t := &tensor{b: b, dtype: dtype, shape: append([]int(nil), shape...), n: n, packed: pack}
 	if n == 0 {
 		return t, nil
 	}
 	err = b.w.wait(false, func() error {
+		if pack {
+			p, err := deviceAlloc(2 * kernels.MMAPackedLen(shape[0], shape[1]))
+			if err != nil {
+				return err
+			}
+			t.ptr = p
+			return b.uploadPacked(p, data, shape[0], shape[1])
+		}
 		p, err := deviceAlloc(len(data))
 		if err != nil {
 			return err

@@ -1,8 +1,10 @@
 package cuda
 
 import (
+	"fmt"
 	"testing"
 
+	"tfd/compute"
 	"tfd/compute/computetest"
 	"tfd/engine/enginetest"
 	"tfd/scheduler/schedulertest"
@@ -58,4 +60,80 @@ func TestTensorCoresMoveBits(t *testing.T) {
 	if same {
 		t.Fatal("TFD_CUDA_MMA=1 gives the bits of the lanes' kernel: the tensor cores did not run")
 	}
+}
+
+// TestPackedWeightsKeepBits checks that BF16 matrices stored in the matrix unit's packed order,
+// as Upload stores them with the tensor cores on, give the bits of the same matrices kept
+// row-major, for every tile size (1, 7: S = 1; 16: S = 2; 33, 256: S = 4), with a ragged last
+// band and three matrices in one launch, one with a bias; and that a packed table embeds as the
+// row-major one does (a tied embedding).
+func TestPackedWeightsKeepBits(t *testing.T) {
+	onTensorCores(t)
+	b := openCUDA(t).(*backend)
+	const in = 4096
+	outs := [3]int{1000, 256, 40} // 1000 and 40: bands of 8 and 8 rows past the matrix
+	var packed, rowMajor [3]compute.Tensor
+	for m, out := range outs {
+		data := computetest.Encode(compute.BF16, computetest.Randn(uint64(10+m), out*in))
+		p, err := b.Upload(compute.BF16, []int{out, in}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.upload(compute.BF16, []int{out, in}, data, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.(*tensor).packed || r.(*tensor).packed {
+			t.Fatal("Upload with the tensor cores on did not pack the matrix, or upload(…, false) did")
+		}
+		packed[m], rowMajor[m] = p, r
+	}
+	bias := computetest.UploadF32(t, b, computetest.Randn(3, outs[1]), outs[1])
+	for _, rows := range []int{1, 7, 16, 33, 256} {
+		x := computetest.UploadF32(t, b, computetest.Randn(uint64(rows), rows*in), rows, in)
+		run := func(w [3]compute.Tensor) [3][]float32 {
+			var dst [3]compute.Tensor
+			for m, out := range outs {
+				d, err := b.Alloc(compute.F32, rows, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst[m] = d
+			}
+			b.MatMuls(dst, x, w, [3]compute.Tensor{nil, bias, nil}, rows)
+			var got [3][]float32
+			for m, out := range outs {
+				got[m] = make([]float32, rows*out)
+				if err := b.ReadFloat32(dst[m], got[m]); err != nil {
+					t.Fatal(err)
+				}
+				b.Free(dst[m])
+			}
+			return got
+		}
+		got, want := run(packed), run(rowMajor)
+		for m := range outs {
+			computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d packed against row-major", rows, m), got[m], want[m])
+		}
+		b.Free(x)
+	}
+	tokens := []int32{0, 999, 17, 504, 8}
+	ids, err := b.Alloc(compute.I32, len(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WriteInt32(ids, tokens)
+	embed := func(table compute.Tensor) []float32 {
+		x, err := b.Alloc(compute.F32, len(tokens), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Embed(x, table, ids, len(tokens))
+		got := make([]float32, len(tokens)*in)
+		if err := b.ReadFloat32(x, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	computetest.SameBits(t, "rows embedded from the packed table against the row-major one", embed(packed[0]), embed(rowMajor[0]))
 }

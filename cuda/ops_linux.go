@@ -28,7 +28,11 @@ func (b *backend) Embed(x, table, tokens compute.Tensor, rows int) {
 	vocab, dim := tt.shape[0], tt.shape[1]
 	xt := b.tensorOf(x, "Embed", "x", compute.F32, rows*dim)
 	ids := b.tensorOf(tokens, "Embed", "tokens", compute.I32, rows)
-	b.launchAs(kernels.EmbedLaunch(weightSuffix[wi], rows, dim), ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim), uint64(b.errWord))
+	l := kernels.EmbedLaunch(weightSuffix[wi], rows, dim)
+	if tt.packed { // a tied table, packed for the tensor cores
+		l = kernels.EmbedPackedLaunch(rows, dim)
+	}
+	b.launchAs(l, ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim), uint64(b.errWord))
 }
 
 // Gather writes dst[i] = src[index[i]] for i < rows, whole rows of src's row length. An index
@@ -74,8 +78,9 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
 // F16 or BF16, or quantized (quant_linux.go); bias is nil or [out]. dst must not overlap x. With
 // TFD_CUDA_MMA=1, BF16 weights whose rows are a multiple of 32 long run on the tensor cores
-// (kernels.MatMulLaunch), the others on the lanes of each warp; either way the kernel follows the
-// weights alone, and its tiles change no bits (kernels/src/mma.kern, matmul.kern).
+// (kernels.MatMulLaunch; stored in their packed order, kernels.MatMulsPackedLaunch), the others
+// on the lanes of each warp; either way the kernel follows the weights alone, and its tiles and
+// the weights' order change no bits (kernels/src/mma.kern, matmul.kern).
 func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	b.MatMuls([3]compute.Tensor{dst}, x, [3]compute.Tensor{w}, [3]compute.Tensor{bias}, rows)
 }
@@ -85,7 +90,7 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
 	var wts [3]*tensor
 	var outs [3]int
-	in, mma := -1, b.mma
+	in, mma, packed, rowMajor := -1, b.mma, true, true
 	for m := range w {
 		if w[m] == nil {
 			continue
@@ -103,6 +108,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		}
 		outs[m], in = wts[m].shape[0], wts[m].shape[1]
 		mma = mma && kernels.UsesMMA(weightSuffix[weightIndex(wts[m].dtype)], in)
+		packed, rowMajor = packed && wts[m].packed, rowMajor && !wts[m].packed
 	}
 	var xp uint64
 	var dps, wps, bps [3]uint64
@@ -120,8 +126,8 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 			hasBias |= 1 << m
 		}
 	}
-	if mma {
-		b.launchAs(kernels.MatMulsLaunch(rows, outs), dps[0], dps[1], dps[2], xp, wps[0], wps[1], wps[2],
+	if mma && (packed || rowMajor) {
+		b.launchAs(mmaLaunch(packed, rows, outs), dps[0], dps[1], dps[2], xp, wps[0], wps[1], wps[2],
 			bps[0], bps[1], bps[2], i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
 		return
 	}
@@ -132,13 +138,22 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		case wt.dtype.Quantized():
 			b.matmulQuant(dst[m], x, wt, bias[m], rows)
 		case b.mma && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
-			b.launchAs(kernels.MatMulsLaunch(rows, [3]int{outs[m]}), dps[m], 0, 0, xp, wps[m], 0, 0,
+			b.launchAs(mmaLaunch(wt.packed, rows, [3]int{outs[m]}), dps[m], 0, 0, xp, wps[m], 0, 0,
 				bps[m], 0, 0, i32(rows), i32(in), i32(outs[m]), 0, 0, hasBias>>m&1)
 		default:
 			b.launchAs(kernels.MatMulLanesLaunch(weightSuffix[weightIndex(wt.dtype)], rows, outs[m]),
 				dps[m], xp, wps[m], bps[m], i32(rows), i32(in), i32(outs[m]), hasBias>>m&1)
 		}
 	}
+}
+
+// mmaLaunch is the tensor cores' launch for matrices stored packed or row-major: the same tiles
+// and bits either way.
+func mmaLaunch(packed bool, rows int, outs [3]int) kernels.Launch {
+	if packed {
+		return kernels.MatMulsPackedLaunch(rows, outs)
+	}
+	return kernels.MatMulsLaunch(rows, outs)
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with

@@ -38,17 +38,16 @@ func PackMMA(dst, src []byte, n, k int) {
 	}
 	chunks := k / MMAChunk
 	for band := range (n + MMABandRows - 1) / MMABandRows {
-		for c := range chunks {
-			at := (band*chunks + c) * 1024
-			for slot := range 64 { // h = slot/32, lane = slot%32
-				row := band*MMABandRows + slot/32*8 + slot%32/4
-				d := dst[at+16*slot : at+16*slot+16]
+		for r := range MMABandRows {
+			row, slot := band*MMABandRows+r, r/8*32+r%8*4 // lane slot%32 of half slot/32 holds row r's
+			for c := range chunks {
+				at := (band*chunks+c)*1024 + 16*slot
+				d := dst[at : at+64 : at+64] // the row's 32 elements: its four lanes' 16 bytes, side by side
 				if row >= n {
 					clear(d)
 					continue
 				}
-				from := 2 * (row*k + c*MMAChunk + slot%4*8)
-				copy(d, src[from:from+16])
+				copy(d, src[2*(row*k+c*MMAChunk):])
 			}
 		}
 	}
