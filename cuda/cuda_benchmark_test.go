@@ -184,39 +184,71 @@ func BenchmarkPrefill(b *testing.B) {
 	enginetest.BenchPrefill(b, m, 256)
 }
 
-// BenchmarkMatVec multiplies an 8192×8192 BF16 matrix by one row, the decode case, and reports
-// the weights' bytes read per second. The run ends with one Sync, so launches overlap.
-func BenchmarkMatVec(b *testing.B) { benchMatMul(b, compute.BF16, 8192, 8192, 1) }
+// BenchmarkMatVec multiplies an 8192×8192 BF16 matrix by one row, the decode case, on the CUDA
+// cores (TFD_CUDA_MMA=0), and reports the weights' bytes read per second. The run ends with one
+// Sync, so launches overlap.
+func BenchmarkMatVec(b *testing.B) { benchMatMul(b, lanes, compute.BF16, 8192, 8192, 1) }
 
 // BenchmarkMatMul16 and BenchmarkMatMul256 are the same matrix against 16 and 256 rows, and
 // BenchmarkMatMul4096 a 4096×4096 one against 4,096 rows (an 8B model's prefill of q or o).
-func BenchmarkMatMul16(b *testing.B)   { benchMatMul(b, compute.BF16, 8192, 8192, 16) }
-func BenchmarkMatMul256(b *testing.B)  { benchMatMul(b, compute.BF16, 8192, 8192, 256) }
-func BenchmarkMatMul4096(b *testing.B) { benchMatMul(b, compute.BF16, 4096, 4096, 4096) }
+func BenchmarkMatMul16(b *testing.B)   { benchMatMul(b, lanes, compute.BF16, 8192, 8192, 16) }
+func BenchmarkMatMul256(b *testing.B)  { benchMatMul(b, lanes, compute.BF16, 8192, 8192, 256) }
+func BenchmarkMatMul4096(b *testing.B) { benchMatMul(b, lanes, compute.BF16, 4096, 4096, 4096) }
 
 // BenchmarkMatVecKV is an 8B model's k or v projection for one row (1024×4096), a matrix too
 // small to fill the GPU on its own.
-func BenchmarkMatVecKV(b *testing.B) { benchMatMul(b, compute.BF16, 1024, 4096, 1) }
+func BenchmarkMatVecKV(b *testing.B) { benchMatMul(b, lanes, compute.BF16, 1024, 4096, 1) }
 
-// The MMA benchmarks run the same shapes on the tensor cores (TFD_CUDA_MMA=1).
-func BenchmarkMatVecMMA(b *testing.B)     { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatVec(b) }
-func BenchmarkMatVecKVMMA(b *testing.B)   { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatVecKV(b) }
-func BenchmarkMatMul16MMA(b *testing.B)   { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatMul16(b) }
-func BenchmarkMatMul256MMA(b *testing.B)  { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatMul256(b) }
-func BenchmarkMatMul4096MMA(b *testing.B) { b.Setenv("TFD_CUDA_MMA", "1"); BenchmarkMatMul4096(b) }
+// The MMA benchmarks run the same shapes on the tensor cores (TFD_CUDA_MMA=1) with the weights
+// packed as Upload then packs them; the MMARowMajor ones on the tensor cores from row-major
+// weights (matmul_mma_bf16_S, the kernel before the packed order).
+func BenchmarkMatVecMMA(b *testing.B)     { benchMatMul(b, packed, compute.BF16, 8192, 8192, 1) }
+func BenchmarkMatVecKVMMA(b *testing.B)   { benchMatMul(b, packed, compute.BF16, 1024, 4096, 1) }
+func BenchmarkMatMul16MMA(b *testing.B)   { benchMatMul(b, packed, compute.BF16, 8192, 8192, 16) }
+func BenchmarkMatMul256MMA(b *testing.B)  { benchMatMul(b, packed, compute.BF16, 8192, 8192, 256) }
+func BenchmarkMatMul4096MMA(b *testing.B) { benchMatMul(b, packed, compute.BF16, 4096, 4096, 4096) }
+
+func BenchmarkMatVecMMARowMajor(b *testing.B) { benchMatMul(b, rowMajor, compute.BF16, 8192, 8192, 1) }
+func BenchmarkMatVecKVMMARowMajor(b *testing.B) {
+	benchMatMul(b, rowMajor, compute.BF16, 1024, 4096, 1)
+}
+func BenchmarkMatMul16MMARowMajor(b *testing.B) {
+	benchMatMul(b, rowMajor, compute.BF16, 8192, 8192, 16)
+}
+func BenchmarkMatMul256MMARowMajor(b *testing.B) {
+	benchMatMul(b, rowMajor, compute.BF16, 8192, 8192, 256)
+}
+func BenchmarkMatMul4096MMARowMajor(b *testing.B) {
+	benchMatMul(b, rowMajor, compute.BF16, 4096, 4096, 4096)
+}
+
+// matmulPath is where benchMatMul runs: the CUDA cores, or the tensor cores on packed or
+// row-major weights.
+type matmulPath int
+
+const (
+	lanes matmulPath = iota
+	packed
+	rowMajor
+)
 
 // benchWeights caches the encoded random weights of each shape: making them takes longer than
 // the benchmark, which runs several times.
 var benchWeights = map[[3]int][]byte{}
 
-func benchMatMul(b *testing.B, dt compute.DType, out, in, rows int) {
+func benchMatMul(b *testing.B, path matmulPath, dt compute.DType, out, in, rows int) {
+	if path == lanes {
+		b.Setenv("TFD_CUDA_MMA", "0")
+	} else {
+		b.Setenv("TFD_CUDA_MMA", "1")
+	}
 	g := openCUDA(b)
 	setGraphs(g, false) // the kernel's own speed: b.N launches with no sync between
 	key := [3]int{int(dt), out, in}
 	if benchWeights[key] == nil {
 		benchWeights[key] = computetest.Encode(dt, computetest.Randn(1, out*in))
 	}
-	w, err := g.Upload(dt, []int{out, in}, benchWeights[key])
+	w, err := uploadAs(g, dt, []int{out, in}, benchWeights[key], path == packed)
 	if err != nil {
 		b.Fatal(err)
 	}

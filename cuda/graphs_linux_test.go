@@ -12,3 +12,12 @@ func setGraphs(b compute.Backend, on bool) { b.(*backend).setGraphs(on) }
 func graphState(b compute.Backend) (on bool, captures, replays int, err error) {
 	return b.(*backend).graphState()
 }
+
+// uploadAs uploads as Upload does, with the weights stored in the matrix unit's packed order or
+// row-major as pack says, whatever the backend's setting (pack_linux.go).
+func uploadAs(b compute.Backend, dt compute.DType, shape []int, data []byte, pack bool) (compute.Tensor, error) {
+	return b.(*backend).upload(dt, shape, data, pack)
+}
+
+// isPacked says whether a tensor of the cuda backend is stored in the packed order.
+func isPacked(t compute.Tensor) bool { return t.(*tensor).packed }

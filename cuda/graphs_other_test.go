@@ -11,3 +11,9 @@ func setGraphs(b compute.Backend, on bool) {}
 func graphState(b compute.Backend) (on bool, captures, replays int, err error) {
 	return false, 0, 0, nil
 }
+
+func uploadAs(b compute.Backend, dt compute.DType, shape []int, data []byte, pack bool) (compute.Tensor, error) {
+	return b.Upload(dt, shape, data)
+}
+
+func isPacked(t compute.Tensor) bool { return false }

@@ -69,7 +69,7 @@ func TestTensorCoresMoveBits(t *testing.T) {
 // row-major one does (a tied embedding).
 func TestPackedWeightsKeepBits(t *testing.T) {
 	onTensorCores(t)
-	b := openCUDA(t).(*backend)
+	b := openCUDA(t)
 	const in = 4096
 	outs := [3]int{1000, 256, 40} // 1000 and 40: bands of 8 and 8 rows past the matrix
 	var packed, rowMajor [3]compute.Tensor
@@ -79,11 +79,11 @@ func TestPackedWeightsKeepBits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := b.upload(compute.BF16, []int{out, in}, data, false)
+		r, err := uploadAs(b, compute.BF16, []int{out, in}, data, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !p.(*tensor).packed || r.(*tensor).packed {
+		if !isPacked(p) || isPacked(r) {
 			t.Fatal("Upload with the tensor cores on did not pack the matrix, or upload(…, false) did")
 		}
 		packed[m], rowMajor[m] = p, r
@@ -100,7 +100,7 @@ func TestPackedWeightsKeepBits(t *testing.T) {
 				}
 				dst[m] = d
 			}
-			b.MatMuls(dst, x, w, [3]compute.Tensor{nil, bias, nil}, rows)
+			b.(compute.MultiMatMul).MatMuls(dst, x, w, [3]compute.Tensor{nil, bias, nil}, rows)
 			var got [3][]float32
 			for m, out := range outs {
 				got[m] = make([]float32, rows*out)
