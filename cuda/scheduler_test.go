@@ -15,7 +15,8 @@ func TestSharedAndDraftedEqualSoloOnCUDA(t *testing.T) {
 
 // TestLoneDraftedEqualsSoloOnCUDA: on the GPU, a reply alone on the lone driver with MTP chains
 // of depth 1 to 4, with and without n-gram copies, greedy (on drafted chains on the device) and
-// sampled, equals the same request run without drafts.
+// sampled, and handed to shared rounds mid-chain, equals the same request run without drafts;
+// each depth is checked to have run drafted, its greedy chains on the device at that depth.
 func TestLoneDraftedEqualsSoloOnCUDA(t *testing.T) {
 	schedulertest.CheckLoneDrafted(t, openCUDA(t))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tfd/batch"
+	"tfd/compute"
 	"tfd/scheduler"
 	"tfd/scheduler/schedulertest"
 )
@@ -72,6 +73,22 @@ func TestMTPChainsEqualUndrafted(t *testing.T) {
 			t.Errorf("depth %d: the lone greedy stream ran no drafted chain step on the device", depth)
 		}
 	}
+}
+
+// TestLoneDraftedEqualsSoloOnCPU: a reply alone on the lone driver with MTP chains of depth 1 to
+// 4, with and without n-gram copies, greedy (on drafted chains) and sampled, and handed to shared
+// rounds mid-chain, equals the same request run without drafts, each depth checked to have run
+// drafted (the check every backend runs, schedulertest.CheckLoneDrafted).
+func TestLoneDraftedEqualsSoloOnCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the bundled model; skipped with -short")
+	}
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	schedulertest.CheckLoneDrafted(t, b)
 }
 
 // countedDraftChains counts the drafted chain steps a host enqueues.

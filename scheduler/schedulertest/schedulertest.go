@@ -29,10 +29,11 @@ func Equip(m *engine.Model, opts scheduler.SharedOptions) scheduler.SharedOption
 // CheckSharedAndDrafted runs four replies (two greedy, two sampled with seeds) on the bundled
 // model on b, once one at a time on the serial host without drafts and once together on a shared
 // host with MTP chains of 3 and n-gram drafts, and demands the same tokens: the scheduler's exactness on a
-// backend.
+// backend. The shared host prices rounds on a still clock, so that it drafts whatever the
+// machine's load, and every reply must have had drafts land.
 func CheckSharedAndDrafted(t *testing.T, b compute.Backend) {
 	m := enginetest.Load(t, b, "models/gopher", engine.Options{Context: 512, MaxRows: 64, Slots: 4 * 512})
-	checkShared(t, m, scheduler.Drafts{MTP: 3, NGram: 4})
+	checkShared(t, m, scheduler.Drafts{MTP: 3, NGram: 4}, true)
 }
 
 // CheckSharedEqualsSolo is CheckSharedAndDrafted for the model folder dir (relative to the
@@ -44,12 +45,13 @@ func CheckSharedEqualsSolo(t *testing.T, b compute.Backend, dir string) {
 	if m.MTP() != nil {
 		drafts.MTP = 3
 	}
-	checkShared(t, m, drafts)
+	checkShared(t, m, drafts, false)
 }
 
 // checkShared runs the four replies on m alone and undrafted, then together with drafts, and
-// demands the same tokens.
-func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts) {
+// demands the same tokens; with mustLand, also that each reply had drafts land (a model that
+// predicts its own text, as the bundled one does; the tiny random checkpoints' drafts may all miss).
+func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts, mustLand bool) {
 	texts := []string{"package main\n\nimport \"fmt\"\n\nfunc main() {\n", "// Reverse returns", "func (b *Buffer) Write(p []byte) (n int, err error) {\n\t", "type Reader interface {\n"}
 	var reqs []scheduler.Request
 	for i, text := range texts {
@@ -59,6 +61,7 @@ func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts) {
 		}
 		reqs = append(reqs, req)
 	}
+	landed := make([]int, len(reqs))
 	run := func(h scheduler.Host, drafts scheduler.Drafts, together bool) [][]int32 {
 		out := make([][]int32, len(reqs))
 		var wg sync.WaitGroup
@@ -73,6 +76,7 @@ func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts) {
 					if !ev.Done {
 						out[i] = append(out[i], ev.Token)
 					}
+					landed[i] = ev.Accepted // the end's count
 				}
 			}
 			if together {
@@ -92,7 +96,7 @@ func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts) {
 		}
 	}
 	serial.Close(context.Background())
-	shared, err := scheduler.NewShared(m, Equip(m, scheduler.SharedOptions{Layout: []int{512, 512, 512, 512}}))
+	shared, err := scheduler.NewShared(m, Equip(m, scheduler.SharedOptions{Layout: []int{512, 512, 512, 512}, Clock: StillClock()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +105,9 @@ func checkShared(t *testing.T, m *engine.Model, drafts scheduler.Drafts) {
 	for i := range reqs {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("request %d: shared and drafted %v\nsolo and undrafted %v", i, got[i], want[i])
+		}
+		if mustLand && landed[i] == 0 {
+			t.Errorf("request %d: no draft landed in its shared and drafted run", i)
 		}
 	}
 }
