@@ -9,8 +9,15 @@ on the GPU, each tensor from a seed of its own, and written --jobs shards at a t
 memory stays near that many shards. The output means nothing: it exists to be timed
 (docs/performance.md). make_30b_a3b.py writes the mixture-of-experts shape with the same code.
 
+With --mtp it also writes an MTP head in the layout tfd loads for the bundled model (Qwen3-Next's:
+mtp.fc, mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, one decoder layer under
+mtp.layers.0., mtp.norm; config.json's mtp_num_hidden_layers = 1), random like the rest: its drafts
+exist to time the drafted paths, and they land about as often as a guess of a random model's
+argmax does, which is rarely.
+
     python3 tools/bench/make_8b.py --out /tmp/q8b          # on the GPU machine: ~16.4 GB
-    python3 tools/bench/make_8b.py --tiny --out /tmp/tiny  # anywhere, no torch: a format check
+    python3 tools/bench/make_8b.py --mtp --out /tmp/q8b    # the same with an MTP head: ~16.8 GB
+    python3 tools/bench/make_8b.py --tiny --mtp --out /tmp/tiny  # anywhere, no torch: a format check
 """
 
 import argparse
@@ -31,38 +38,53 @@ TINY = dict(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, intermediate=
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
-def parse_args(argv=None, doc=None):
+def parse_args(argv=None, doc=None, mtp=False):
+    """The writer's flags; with mtp, --mtp too (make_8b.py's, not make_30b_a3b.py's)."""
     p = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="folder to write (created; existing files replaced)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--std", type=float, default=0.02)
     p.add_argument("--shard-gb", type=float, default=4.0, help="largest shard, in GB")
     p.add_argument("--jobs", type=int, default=4, help="shards made and written at once")
+    if mtp:
+        p.add_argument("--mtp", action="store_true", help="append a random MTP head (mtp.*) and declare it in config.json")
     p.add_argument("--tiny", action="store_true",
                    help="tiny shapes, weights from Python's random module: checks the format without torch")
     return p.parse_args(argv)
 
 
-def tensors(s):
-    """The checkpoint's tensors in file order: (name, shape, init), init 'normal' or 'ones'."""
+def layer(p, s):
+    """One decoder layer's tensors under the prefix p: (name, shape, init)."""
     h, q, kv, inter = s["hidden"], s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"], s["intermediate"]
+    return [
+        (p + "input_layernorm.weight", (h,), "ones"),
+        (p + "self_attn.q_proj.weight", (q, h), "normal"),
+        (p + "self_attn.k_proj.weight", (kv, h), "normal"),
+        (p + "self_attn.v_proj.weight", (kv, h), "normal"),
+        (p + "self_attn.q_norm.weight", (s["head_dim"],), "ones"),
+        (p + "self_attn.k_norm.weight", (s["head_dim"],), "ones"),
+        (p + "self_attn.o_proj.weight", (h, q), "normal"),
+        (p + "post_attention_layernorm.weight", (h,), "ones"),
+        (p + "mlp.gate_proj.weight", (inter, h), "normal"),
+        (p + "mlp.up_proj.weight", (inter, h), "normal"),
+        (p + "mlp.down_proj.weight", (h, inter), "normal"),
+    ]
+
+
+def tensors(s, mtp=False):
+    """The checkpoint's tensors in file order: (name, shape, init), init 'normal' or 'ones'. With
+    mtp, the MTP head's last, named as engine/mtp.go reads them."""
+    h = s["hidden"]
     out = [("model.embed_tokens.weight", (s["vocab"], h), "normal")]
     for i in range(s["layers"]):
-        p = f"model.layers.{i}."
-        out += [
-            (p + "input_layernorm.weight", (h,), "ones"),
-            (p + "self_attn.q_proj.weight", (q, h), "normal"),
-            (p + "self_attn.k_proj.weight", (kv, h), "normal"),
-            (p + "self_attn.v_proj.weight", (kv, h), "normal"),
-            (p + "self_attn.q_norm.weight", (s["head_dim"],), "ones"),
-            (p + "self_attn.k_norm.weight", (s["head_dim"],), "ones"),
-            (p + "self_attn.o_proj.weight", (h, q), "normal"),
-            (p + "post_attention_layernorm.weight", (h,), "ones"),
-            (p + "mlp.gate_proj.weight", (inter, h), "normal"),
-            (p + "mlp.up_proj.weight", (inter, h), "normal"),
-            (p + "mlp.down_proj.weight", (h, inter), "normal"),
-        ]
+        out += layer(f"model.layers.{i}.", s)
     out += [("model.norm.weight", (h,), "ones"), ("lm_head.weight", (s["vocab"], h), "normal")]
+    if mtp:
+        out += [("mtp.fc.weight", (h, 2 * h), "normal"),
+                ("mtp.pre_fc_norm_embedding.weight", (h,), "ones"),
+                ("mtp.pre_fc_norm_hidden.weight", (h,), "ones")]
+        out += layer("mtp.layers.0.", s)
+        out += [("mtp.norm.weight", (h,), "ones")]
     return out
 
 
@@ -89,8 +111,8 @@ def shards(ts, max_bytes):
     return groups
 
 
-def config(s):
-    return {
+def config(s, mtp=False):
+    c = {
         "architectures": ["Qwen3ForCausalLM"],
         "model_type": "qwen3",
         "hidden_size": s["hidden"],
@@ -117,6 +139,9 @@ def config(s):
         "eos_token_id": special_ids(s["vocab"])[2],
         "torch_dtype": "bfloat16",
     }
+    if mtp:
+        c["mtp_num_hidden_layers"] = 1
+    return c
 
 
 def special_ids(vocab):
@@ -255,9 +280,9 @@ def write_checkpoint(a, s, ts, cfg, tag):
 
 
 def main(argv=None):
-    a = parse_args(argv)
+    a = parse_args(argv, mtp=True)
     s = TINY if a.tiny else QWEN3_8B
-    return write_checkpoint(a, s, tensors(s), config(s), "make_8b")
+    return write_checkpoint(a, s, tensors(s, a.mtp), config(s, a.mtp), "make_8b")
 
 
 if __name__ == "__main__":
