@@ -35,6 +35,14 @@ type active struct {
 	admitted  time.Time
 	lone      bool // its newest forward ran on the lone driver
 
+	// How deep the MTP head may chain next (paceHead), and after a refusal the priced rounds it
+	// waits before it tries one deeper and how long it waited last.
+	headCap, headWait, headBackoff int
+	headRefused                    bool // pricing refused the head's next draft in its last priced round
+	// headOff: the head's first draft did not pay for this stream alone on the lone driver, so the
+	// head is neither fed nor asked for drafts for the rest of its reply (loneDrafted).
+	headOff bool
+
 	constrained *constrained // the request's Constraint and where it stands, or nil
 }
 
@@ -53,6 +61,7 @@ func newActive(st *stream, sess *session, h *Shared, kept int) *active {
 		sess:     sess,
 		admitted: time.Now(),
 		granted:  maxDepth, // nothing priced yet: the MTP head may chain as deep as asked
+		headCap:  maxDepth,
 		tokens:   append(make([]int32, 0, len(st.req.Prompt)+min(st.req.MaxTokens, 4096)), st.req.Prompt...),
 	}
 	if st.req.Constraint != nil {

@@ -66,6 +66,7 @@ func (l *laneState) calibrate() (Priced, error) {
 		}
 	}
 	l.pricer.seed()
+	l.costs.head = p.MTP.Seconds()
 	return p, nil
 }
 

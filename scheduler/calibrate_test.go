@@ -45,7 +45,7 @@ func TestCalibrateSeedsThePricer(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer closeHost(t, h)
-		fixed, perRow := h.lane.pricer.line() // the lane has run no round: only NewShared wrote it
+		fixed, perRow, _ := h.lane.pricer.line() // the lane has run no round: only NewShared wrote it
 		if math.Abs(fixed-0.001) > 1e-9 || math.Abs(perRow-0.0001) > 1e-9 {
 			t.Errorf("the pricer starts at %v s + %v s a row, want the timed 1 ms + 0.1 ms", fixed, perRow)
 		}

@@ -49,7 +49,7 @@ func TestMTPDepthsFeedLanding(t *testing.T) {
 	for range events {
 	}
 	h.Close(context.Background()) // the lane has returned: its figures can be read
-	x := &h.lane.landing
+	x := &h.lane.landing[0]       // the greedy streams'
 	// Floors under what the chain lands wired right, above what it landed miswired.
 	floor := [4]float64{0.6, 0.4, 0.3, 0.3}
 	for j := range 4 {

@@ -33,7 +33,8 @@ type laneState struct {
 	chainer  batch.Chainer      // the model's greedy chains, or nil
 	drafts   batch.DraftChainer // the model's drafted chains, or nil
 	pricer   pricer             // what a round of r rows takes, timed at start and refined by the rounds run
-	landing  landing            // how often drafts land at each depth
+	landing  [2]landing         // how often drafts land at each depth, for greedy streams and sampled ones (picks)
+	costs    hostCosts          // what the host spends on a draft beyond its row, timed as rounds run
 	decoding []*active          // this round's decoding streams, while plan builds it
 	depth    []int              // their draft depths, while price weighs them
 	gain     []float64          // the chance that each one's next draft lands

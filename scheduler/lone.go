@@ -71,9 +71,9 @@ func (l *laneState) lone(a *active) bool {
 }
 
 // drafted reports whether a stream has drafts to propose: n-gram copies, or an MTP chain from a
-// model that has a head.
+// model that has a head, unless the head stopped for it (headOff).
 func (l *laneState) drafted(a *active) bool {
-	return a.req.Drafts.NGram > 0 || a.req.Drafts.MTP > 0 && l.drafter != nil
+	return a.req.Drafts.NGram > 0 || a.req.Drafts.MTP > 0 && l.drafter != nil && !a.headOff
 }
 
 // driveLone runs a stream that is alone on the host without building rounds: token by token, by
@@ -140,7 +140,14 @@ func (l *laneState) loneDrafted(a *active) {
 		a.drafts = a.constrained.cut(a.drafts, a.req.StopTokens)
 	}
 	l.decoding = append(l.decoding[:0], a)
-	l.price(l.decoding, spare)
+	l.price(l.decoding, spare, false)
+	if a.headRefused && a.granted == 0 {
+		// The head's first draft does not pay for this stream alone (a sampled stream on a GPU,
+		// whose head call waits for the device and whose picks run here): stop feeding the head
+		// too, whose steps would cost every forward for nothing, and draft only by copies, or
+		// not at all (greedy streams then run undrafted chains on the device).
+		a.headOff = true
+	}
 	l.rows = append(l.rows[:0], batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true})
 	for i, tok := range a.drafts {
 		l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: len(a.tokens) + i, Token: tok, Logits: true})

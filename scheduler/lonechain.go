@@ -14,13 +14,13 @@ import "tfd/batch"
 // step. The depth is the head's drafts that pricing grants, as for a drafted forward of the
 // stream alone; it holds for the chain.
 func (l *laneState) draftChainDepth(a *active) int {
-	if l.drafts == nil || a.req.Drafts.MTP <= 0 || !rawArgmax(a) || len(a.mtpDrafts) == 0 || copying(a) {
+	if l.drafts == nil || a.req.Drafts.MTP <= 0 || a.headOff || !rawArgmax(a) || len(a.mtpDrafts) == 0 || copying(a) {
 		return 0
 	}
 	spare := l.h.model.MaxRows() - 1
 	l.propose(a, spare)
 	l.decoding = append(l.decoding[:0], a)
-	l.price(l.decoding, spare)
+	l.price(l.decoding, spare, true)
 	depth := min(len(a.drafts), a.fromHead)
 	if depth == 0 || !l.draftStepFits(a, 0, depth) {
 		return 0
@@ -107,6 +107,6 @@ func (l *laneState) takeVerdict(a *active, depth int, accepted, next []int32) {
 		}
 		break
 	}
-	l.landing.note(verified, landed)
+	l.landing[0].note(verified, landed)
 	a.mtpDrafts = append(a.mtpDrafts[:0], next...)
 }

@@ -53,8 +53,9 @@ func (p *pricer) fit() (fixed, perRow float64, ok bool) {
 	return (p.st - perRow*p.sr) / p.w, perRow, true
 }
 
-// line returns the fixed cost of a round and cost of a row.
-func (p *pricer) line() (fixed, perRow float64) {
+// line returns the fixed cost of a round and cost of a row, and whether they are timings in
+// seconds rather than the guess or the line that grants every draft.
+func (p *pricer) line() (fixed, perRow float64, timed bool) {
 	fixed, perRow, ok := p.fit()
 	switch {
 	case ok && p.w >= 4:
@@ -62,12 +63,12 @@ func (p *pricer) line() (fixed, perRow float64) {
 	case p.known: // too few rounds, or sizes that vary too little: the last line fitted
 		fixed, perRow = p.last[0], p.last[1]
 	default:
-		return 10, 1
+		return 10, 1, false
 	}
 	if perRow <= 0 {
-		return 1, 1e-9 // rows come free: grant every draft proposed
+		return 1, 1e-9, false // rows come free: grant every draft proposed
 	}
-	return math.Max(fixed, 0), perRow
+	return math.Max(fixed, 0), perRow, true
 }
 
 // maxDepth bounds the draft depths landing keeps figures for; deeper drafts count as the deepest.
@@ -106,34 +107,63 @@ func (x *landing) chance(j int) float64 {
 
 // price trims the decoding streams' proposed drafts to the depths that make the round yield the
 // most tokens per unit of time within budget rows. Drafts are granted one at a time to the
-// stream whose next draft is likeliest to land (the product of the chances up to its depth),
-// while that chance per row's cost beats the round's tokens per unit of time.
-func (l *laneState) price(decoding []*active, budget int) {
-	fixed, perRow := l.pricer.line()
+// stream whose next draft yields the most per cost (its chance to land, the product of the
+// chances up to its depth, over the row it adds and, unless onDevice, what the host spends on it:
+// hostCosts), while that chance per cost beats the round's tokens per unit of time. onDevice says
+// the streams' drafts are made and verified on the device (a drafted chain), where the host
+// spends nothing per draft. It sets each stream's grant and how deep its head chains next
+// (paceHead).
+func (l *laneState) price(decoding []*active, budget int, onDevice bool) {
+	fixed, perRow, timed := l.pricer.line()
+	var host hostCosts
+	if timed && !onDevice { // host costs are seconds: only a timed line is in those units
+		host = l.costs
+	}
 	tokens := float64(len(decoding))
 	elapsed := fixed + perRow*tokens
+	var heads [maxDepth]float64 // the streams with a draft of the head at each depth, which share its call
 	l.depth = l.depth[:0]
 	l.gain = l.gain[:0]
-	for range decoding {
+	for _, a := range decoding {
+		elapsed += host.pick[picks(a)]
+		for j := range min(a.fromHead, maxDepth) {
+			heads[j]++
+		}
 		l.depth = append(l.depth, 0)
-		l.gain = append(l.gain, l.landing.chance(0))
+		l.gain = append(l.gain, l.landing[picks(a)].chance(0))
+	}
+	// cost is what stream i's next draft adds to the round: its row, the pick of the row after it
+	// if it lands, and for a draft of the head its share of the head's call and its own pick.
+	cost := func(i int) float64 {
+		a, j := decoding[i], l.depth[i]
+		pick := host.pick[picks(a)]
+		c := perRow + l.gain[i]*pick
+		if j < a.fromHead {
+			c += host.head/heads[min(j, maxDepth-1)] + pick
+		}
+		return c
 	}
 	for ; budget > 0; budget-- {
-		best := -1
+		best, bestYield := -1, 0.0
 		for i, a := range decoding {
-			if l.depth[i] < len(a.drafts) && (best < 0 || l.gain[i] > l.gain[best]) {
-				best = i
+			if l.depth[i] < len(a.drafts) {
+				if y := l.gain[i] / cost(i); best < 0 || y > bestYield {
+					best, bestYield = i, y
+				}
 			}
 		}
-		if best < 0 || l.gain[best]*elapsed <= tokens*perRow {
+		if best < 0 || l.gain[best]*elapsed <= tokens*cost(best) {
 			break
 		}
-		tokens, elapsed = tokens+l.gain[best], elapsed+perRow
+		tokens, elapsed = tokens+l.gain[best], elapsed+cost(best)
 		l.depth[best]++
-		l.gain[best] *= l.landing.chance(l.depth[best])
+		l.gain[best] *= l.landing[picks(decoding[best])].chance(l.depth[best])
 	}
 	for i, a := range decoding {
+		// Refused by its price, not by the budget: the head's next draft would not pay.
+		refused := l.depth[i] < a.fromHead && l.gain[i]*elapsed <= tokens*cost(i)
 		a.drafts = a.drafts[:l.depth[i]]
 		a.granted = l.depth[i]
+		a.paceHead(refused)
 	}
 }

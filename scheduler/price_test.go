@@ -8,14 +8,14 @@ import (
 
 func TestPricerFitsALine(t *testing.T) {
 	var p pricer
-	if f, r := p.line(); f != 10 || r != 1 {
+	if f, r, _ := p.line(); f != 10 || r != 1 {
 		t.Fatalf("with no rounds seen: fixed %v, per row %v; want the 10:1 assumption", f, r)
 	}
 	for i := range 40 {
 		rows := 1 + i%16
 		p.observe(rows, time.Duration(2000+150*rows)*time.Microsecond)
 	}
-	f, r := p.line()
+	f, r, _ := p.line()
 	if math.Abs(f-0.002) > 1e-6 || math.Abs(r-0.00015) > 1e-8 {
 		t.Fatalf("fit fixed %v s, per row %v s; the rounds took 2 ms + 0.15 ms a row", f, r)
 	}
@@ -55,17 +55,17 @@ func TestLandingForgetsDepthsNotReached(t *testing.T) {
 // draft run is granted whole; with rows as dear as the round, none is.
 func TestPriceGrantsDraftsWhereTheyPay(t *testing.T) {
 	streams := func() []*active {
-		return []*active{{drafts: []int32{1, 2, 3, 4}}, {drafts: []int32{5, 6}}}
+		return []*active{{stream: &stream{}, drafts: []int32{1, 2, 3, 4}}, {stream: &stream{}, drafts: []int32{5, 6}}}
 	}
 	var l laneState
 	for range 50 {
-		l.landing.note(4, 4)
+		l.landing[0].note(4, 4)
 	}
 	for i := range 40 { // cheap rows: 5 ms a round, 0.01 ms a row
 		l.pricer.observe(1+i%20, time.Duration(5000+10*(1+i%20))*time.Microsecond)
 	}
 	cheap := streams()
-	l.price(cheap, 64)
+	l.price(cheap, 64, false)
 	if len(cheap[0].drafts) != 4 || len(cheap[1].drafts) != 2 {
 		t.Errorf("cheap rows: drafts kept %d and %d of 4 and 2", len(cheap[0].drafts), len(cheap[1].drafts))
 	}
@@ -74,13 +74,13 @@ func TestPriceGrantsDraftsWhereTheyPay(t *testing.T) {
 		l.pricer.observe(1+i%20, time.Duration(1000*(1+i%20))*time.Microsecond)
 	}
 	dear := streams()
-	l.price(dear, 64)
+	l.price(dear, 64, false)
 	if len(dear[0].drafts) != 0 || len(dear[1].drafts) != 0 {
 		t.Errorf("dear rows: drafts kept %d and %d, want none", len(dear[0].drafts), len(dear[1].drafts))
 	}
 	budget := streams()
 	l.pricer = pricer{}
-	l.price(budget, 3) // the 10:1 assumption grants all it can; the budget stops it
+	l.price(budget, 3, false) // the 10:1 assumption grants all it can; the budget stops it
 	if n := len(budget[0].drafts) + len(budget[1].drafts); n != 3 {
 		t.Errorf("a budget of 3 rows granted %d drafts", n)
 	}
@@ -95,14 +95,14 @@ func TestPricerKeepsItsLineWhileRoundsDoNotVary(t *testing.T) {
 		p.observe(r, time.Duration(1000+100*r)*time.Microsecond)
 	}
 	p.seed()
-	if f, r := p.line(); math.Abs(f-0.001) > 1e-9 || math.Abs(r-0.0001) > 1e-9 {
+	if f, r, _ := p.line(); math.Abs(f-0.001) > 1e-9 || math.Abs(r-0.0001) > 1e-9 {
 		t.Fatalf("seeded: fixed %v s, per row %v s; want the timed 1 ms + 0.1 ms", f, r)
 	}
 	for i := range 1000 { // the machine turns out slower per row
 		rows := 1 + i%8
 		p.observe(rows, time.Duration(1000+200*rows)*time.Microsecond)
 	}
-	if _, r := p.line(); math.Abs(r-0.0002) > 0.00001 {
+	if _, r, _ := p.line(); math.Abs(r-0.0002) > 0.00001 {
 		t.Errorf("after rounds at 0.2 ms a row, the pricer still says %v s a row", r)
 	}
 	for range 3000 { // one stream decoding alone: every round one row
@@ -112,7 +112,69 @@ func TestPricerKeepsItsLineWhileRoundsDoNotVary(t *testing.T) {
 	if _, _, ok := p.fit(); ok {
 		t.Fatal("3000 rounds of one row still fit a line of their own")
 	}
-	if f, r := p.line(); math.Abs(f-0.001) > 0.00002 || math.Abs(r-0.0002) > 0.00002 {
+	if f, r, _ := p.line(); math.Abs(f-0.001) > 0.00002 || math.Abs(r-0.0002) > 0.00002 {
 		t.Errorf("after rounds of one size: fixed %v s, per row %v s; want the last line, 1 ms + 0.2 ms", f, r)
+	}
+}
+
+// TestPriceCountsTheHostsCosts: where drafts are made and verified on the host, a draft of the
+// MTP head costs a call of the head and picks besides its row. With the head's call as dear as a
+// forward, a sampled stream is granted copies but no draft of the head, and pricing says it
+// refused the head; the same drafts verified on the device (a greedy drafted chain) cost only
+// their rows and are all granted.
+func TestPriceCountsTheHostsCosts(t *testing.T) {
+	var l laneState
+	for range 50 {
+		l.landing[0].note(4, 4)
+		l.landing[1].note(4, 3)
+	}
+	for i := range 40 { // 5 ms a forward, 0.01 ms a row
+		l.pricer.observe(1+i%20, time.Duration(5000+10*(1+i%20))*time.Microsecond)
+	}
+	l.costs = hostCosts{head: 0.005, pick: [2]float64{0.00001, 0.0005}}
+	sampled := func() *active {
+		return &active{stream: &stream{req: Request{Sampling: Sampling{Temperature: 0.8, Seed: 1}}},
+			drafts: []int32{1, 2, 3, 4}, fromHead: 2}
+	}
+	a := sampled()
+	l.price([]*active{a}, 64, false)
+	if a.granted != 0 || !a.headRefused || a.headCap != 0 {
+		t.Errorf("sampled, head dear: granted %d, refused %v, head chains %d; want nothing granted and the head refused", a.granted, a.headRefused, a.headCap)
+	}
+	a = sampled()
+	a.fromHead = 0 // the same four drafts as copies: each costs its row and a pick
+	l.price([]*active{a}, 64, false)
+	if a.granted != 4 || a.headRefused {
+		t.Errorf("sampled copies: granted %d of 4, refused %v", a.granted, a.headRefused)
+	}
+	greedy := &active{stream: &stream{}, drafts: []int32{1, 2, 3, 4}, fromHead: 4}
+	l.price([]*active{greedy}, 64, true)
+	if greedy.granted != 4 || greedy.headCap != 5 {
+		t.Errorf("greedy on the device: granted %d of 4, head chains %d next; want all and one deeper", greedy.granted, greedy.headCap)
+	}
+}
+
+// TestPaceHeadBacksOff: after pricing refuses the head's next draft, the head chains no deeper
+// than it was granted for 1, then 3, 7 … rounds, up to maxHeadWait, before it tries one more.
+func TestPaceHeadBacksOff(t *testing.T) {
+	a := &active{granted: 1}
+	tries := 0
+	for round := range 300 {
+		refused := false
+		if a.headCap > a.granted { // it tries one deeper: refused again
+			tries++
+			refused = true
+		}
+		if round == 0 {
+			refused = true
+		}
+		a.paceHead(refused)
+		if a.headCap < a.granted {
+			t.Fatalf("round %d: the head chains %d, under the %d granted", round, a.headCap, a.granted)
+		}
+	}
+	// Waits of 1, 3, 7, 15, 31, then 64 each: 300 rounds hold about 9 tries.
+	if tries < 5 || tries > 10 {
+		t.Errorf("%d tries in 300 rounds of refusals", tries)
 	}
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"time"
 
 	"tfd/batch"
 )
@@ -50,7 +51,7 @@ func (l *laneState) plan() {
 			a.drafts = a.constrained.cut(a.drafts, a.req.StopTokens)
 		}
 	}
-	l.price(decoding, budget)
+	l.price(decoding, budget, false)
 	for _, a := range decoding {
 		l.add(a, 1)
 		budget -= len(a.drafts)
@@ -123,7 +124,10 @@ func (l *laneState) conclude(logits []float32) {
 			continue
 		}
 		s.a.feed(s.n - 1) // the rows before the newest; verify accepts what follows them
-		l.landing.note(s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context))
+		start := l.now()
+		verified, landed := s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context)
+		note(&l.costs.pick[picks(s.a)], l.now().Sub(start)/time.Duration(verified+1))
+		l.landing[picks(s.a)].note(verified, landed)
 		l.offerFed(s.a)
 	}
 	if l.drafter != nil {
@@ -142,7 +146,7 @@ func (l *laneState) draftMTP() {
 	for _, s := range l.shares {
 		a := s.a
 		a.mtpDrafts = a.mtpDrafts[:0]
-		if a.done || a.req.Drafts.MTP <= 0 {
+		if a.done || a.req.Drafts.MTP <= 0 || a.headOff {
 			continue
 		}
 		for t := s.first; t < a.fed; t++ {
@@ -154,10 +158,14 @@ func (l *laneState) draftMTP() {
 		}
 	}
 	for len(l.draftRows) > 0 {
+		start := l.now()
 		logits, err := l.drafter.Draft(l.h.hostCtx, l.draftRows)
 		if err != nil {
 			l.report("draft", err) // a draft is only a guess: without one the streams decode one token a round
 			return
+		}
+		if len(l.drafting) > 0 { // a call that asks for no logits does not wait for the device
+			note(&l.costs.head, l.now().Sub(start))
 		}
 		vocab := l.h.model.Vocab()
 		l.draftRows = l.draftRows[:0]
@@ -179,9 +187,9 @@ func (l *laneState) draftMTP() {
 // chainDepth returns how many tokens the MTP head may draft for a after its newest: its MTP
 // depth, as far as the stream may use them (its token limit, its reader's room), its session holds
 // the head's keys and values (a draft for position p writes them at p-2) and the context reaches,
-// and one deeper than pricing granted last time: a step of the chain costs a call of the head, a
-// good part of a forward on a small model, for a draft pricing would drop; the one more lets the
-// grant grow back. A stream that copies (n-gram drafts on) chains none while its context has a
+// and as deep as paceHead allows: one deeper than pricing granted last time, or no deeper while
+// the head's next draft did not pay. A step of the chain costs a call of the head, a good part of
+// a forward on a small model, for a draft pricing would drop; the one more lets the grant grow back. A stream that copies (n-gram drafts on) chains none while its context has a
 // copy to propose: there a copy lands about as often as the head's guess and costs no step of the
 // head (those steps ran a lone stream of the bundled model with MTP and copies at 54 to 70% of the
 // speed of copies alone, on the H200). The head is kept for what copying cannot guess, and still
@@ -191,7 +199,7 @@ func (l *laneState) chainDepth(a *active) int {
 		return 0
 	}
 	n := len(a.tokens)
-	return max(0, min(a.req.Drafts.MTP, a.granted+1, a.req.MaxTokens-a.produced-1, a.room()-1,
+	return max(0, min(a.req.Drafts.MTP, a.headCap, a.req.MaxTokens-a.produced-1, a.room()-1,
 		a.sess.capacity-n+2, l.h.model.Context()-n))
 }
 
