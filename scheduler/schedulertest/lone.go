@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -64,6 +66,10 @@ type loneTally struct {
 // decoding forward, so 1 + len tokens a forward) and fwd (decoding forwards, a chain's steps
 // included). Its metrics are two ratios of tok/s, each a geometric mean: auto/parallel1 over
 // every prompt and way, and default/off on code over the layouts.
+//
+// TFD_BENCH_PROMPTS and TFD_BENCH_WAYS, when set, name the prompts and ways to run (comma
+// separated: code,prose,edit; off,ngram,mtp1,mtp2,mtp3,default), so that a large model's run fits
+// in a call; the first named prompt and way then stand for code and off in the ratio.
 func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 	src := engine.Source{Dir: absDir(b, dir)}
 	auto, err := autoPlan(src, cb)
@@ -84,11 +90,19 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 	}{{"parallel1", batch.Layout{auto.Context}}, {"auto", auto.Layout}}
 	var ways []loneWay
 	for _, w := range loneWays() {
-		if !w.mtp || m.MTP() != nil {
+		if (!w.mtp || m.MTP() != nil) && named("TFD_BENCH_WAYS", w.name) {
 			ways = append(ways, w)
 		}
 	}
-	prompts := lonePrompts(m)
+	var prompts []lonePrompt
+	for _, p := range lonePrompts(m) {
+		if named("TFD_BENCH_PROMPTS", p.name) {
+			prompts = append(prompts, p)
+		}
+	}
+	if len(ways) == 0 || len(prompts) == 0 {
+		b.Fatal("TFD_BENCH_WAYS or TFD_BENCH_PROMPTS names none of the ways or prompts")
+	}
 	c := &counted{Model: m, chainer: m.Chains()}
 	tallies := make([]loneTally, len(prompts)*len(layouts)*len(ways))
 	tally := func(p, l, w int) *loneTally { return &tallies[(p*len(layouts)+l)*len(ways)+w] }
@@ -166,8 +180,12 @@ func BenchLone(b *testing.B, cb compute.Backend, dir string) {
 	}
 	tw.Flush()
 	// The table goes to standard output: a benchmark's log is cut at ten lines.
-	fmt.Printf("%s: %s on %s; prompts of %d (code), %d (prose) and %d (edit) tokens; replies of 512 tokens, %d of each\n%s",
-		b.Name(), dir, cb.Name(), len(prompts[0].tokens), len(prompts[1].tokens), len(prompts[2].tokens), b.N, table.String())
+	var lengths []string
+	for _, p := range prompts {
+		lengths = append(lengths, fmt.Sprintf("%d (%s)", len(p.tokens), p.name))
+	}
+	fmt.Printf("%s: %s on %s; prompts of %s tokens; replies of 512 tokens, %d of each\n%s",
+		b.Name(), dir, cb.Name(), strings.Join(lengths, ", "), b.N, table.String())
 	var autoRatio, codeRatio float64
 	for p := range prompts {
 		for w := range ways {
@@ -198,6 +216,13 @@ func autoPlan(src engine.Source, cb compute.Backend) (engine.Plan, error) {
 	return engine.MakePlan(engine.PlanInput{Model: mcfg, WeightBytes: info.Bytes, DeviceMemory: cb.Memory(), WorkingSet: workingSet,
 		LoadLimitGB: cfg.Memory.LoadLimitGB, MarginGB: cfg.Memory.MarginGB, Context: cfg.Model.Context, Grow: cfg.Sessions.Grow,
 		PromptCacheGiB: cfg.PromptCache.GiB})
+}
+
+// named reports whether the environment variable env, a comma-separated list, names name, or is
+// unset or empty.
+func named(env, name string) bool {
+	list := os.Getenv(env)
+	return list == "" || slices.Contains(strings.Split(list, ","), name)
 }
 
 // rate returns the tally's tokens per second.

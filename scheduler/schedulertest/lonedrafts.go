@@ -2,6 +2,7 @@ package schedulertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 // BenchLoneDrafts runs one stream alone (the lone driver) making 512 tokens of the bundled model
 // on backend b, greedy and sampled, under each way of drafting: off, n-gram copies, MTP chains of
-// depth 1, 2 and 3. The ways are interleaved within each iteration, so a busy machine slows them
+// depth 1, 2 and 3, and the default config's (MTP chains up to 3 and copies). The ways are interleaved within each iteration, so a busy machine slows them
 // alike. Per way it reports tok/s (prefill included), acc% (drafts that landed) and tok/fwd
 // (tokens per decoding forward of the target: 1 plus the mean accepted length; a greedy chain
 // counts each of its forwards).
@@ -28,12 +29,15 @@ func BenchLoneDrafts(b *testing.B, cb compute.Backend) {
 		{"mtp1", scheduler.Drafts{MTP: 1}},
 		{"mtp2", scheduler.Drafts{MTP: 2}},
 		{"mtp3", scheduler.Drafts{MTP: 3}},
+		{"default", scheduler.Drafts{MTP: 3, NGram: 4}}, // configs/tfd.toml's drafts
 	}
 	m := enginetest.Load(b, cb, "models/gopher", engine.Options{Context: 1024, MaxRows: 64, Slots: 1024})
 	for _, sampled := range []bool{false, true} {
 		b.Run(map[bool]string{false: "greedy", true: "sampled"}[sampled], func(b *testing.B) {
 			c := &counted{Model: m}
-			opts := Equip(m, scheduler.SharedOptions{Layout: []int{1024}})
+			// Calibrated at start as the daemon's hosts are: what only a first call pays (a head
+			// step's first launch) stays out of the timings that price the drafts.
+			opts := Equip(m, scheduler.SharedOptions{Layout: []int{1024}, Calibrate: true})
 			if opts.Chainer != nil {
 				c.chainer = opts.Chainer
 				opts.Chainer = c
@@ -44,6 +48,7 @@ func BenchLoneDrafts(b *testing.B, cb compute.Backend) {
 				b.Fatal(err)
 			}
 			defer h.Close(context.Background())
+			fmt.Printf("%s: priced rounds %s, a step of the head %v\n", b.Name(), h.Priced(), h.Priced().MTP)
 			req := scheduler.Request{
 				Prompt:    m.Tokenizer().Encode("<|im_start|>user\nWrite a function that sums a slice.<|im_end|>\n<|im_start|>assistant\n"),
 				MaxTokens: 512,
