@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -12,12 +11,11 @@ import (
 	"tfd/scheduler/schedulertest"
 )
 
-// TestDearHeadIsDroppedForALoneSampledStream: on a clock where a call of the MTP head costs as
-// much as a forward (as on a GPU, where the host waits for it), a sampled stream alone with MTP
-// drafts stops drafting from the head at its first priced forward and runs as it would with
-// drafts off, while a greedy stream on the same host still drafts on the device's drafted
-// chains, whose head steps the host does not wait for. Both replies equal their undrafted selves.
-func TestDearHeadIsDroppedForALoneSampledStream(t *testing.T) {
+// TestDearHeadIsDropped: on a clock where a call of the MTP head costs as much as a forward, a
+// stream alone with MTP drafts, sampled or greedy, drops the head at its first priced forward
+// (no draft is fed) and runs as with drafts off, the greedy one as undrafted chains on the
+// device; both replies equal their undrafted selves.
+func TestDearHeadIsDropped(t *testing.T) {
 	m := loadBundled(t, 512)
 	reqs := requests(m, 2) // one greedy, one sampled
 	for i := range reqs {
@@ -28,13 +26,16 @@ func TestDearHeadIsDroppedForALoneSampledStream(t *testing.T) {
 	opts := schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, Clock: clock.now, Calibrate: true})
 	clock.head = opts.Drafter
 	opts.Drafter = clock
+	chains := &countedChains{Chainer: opts.Chainer}
+	opts.Chainer = chains
 	h, err := scheduler.NewShared(clock, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close(context.Background())
-	for i, req := range slices.Backward(reqs) { // the sampled one first, on a host that has landed nothing
+	for i, req := range reqs {
 		req.Drafts = scheduler.Drafts{MTP: 2}
+		steps := chains.steps
 		events, err := h.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
@@ -42,14 +43,26 @@ func TestDearHeadIsDroppedForALoneSampledStream(t *testing.T) {
 		r := drain(events)
 		name := map[bool]string{true: "greedy", false: "sampled"}[req.Sampling.Greedy()]
 		sameReply(t, name, r, want[i])
-		t.Logf("%s: %d drafts proposed, %d landed", name, r.end.Drafted, r.end.Accepted)
-		switch greedy := req.Sampling.Greedy(); {
-		case !greedy && r.end.Drafted > 2:
-			t.Errorf("sampled: %d drafts proposed; want the head dropped at once (at most the 2 it made before its first forward)", r.end.Drafted)
-		case greedy && r.end.Accepted == 0:
-			t.Errorf("greedy: no draft landed; want the drafted chains, whose head the host does not wait for")
+		t.Logf("%s: %d drafts fed, %d landed, %d undrafted chain steps", name, r.end.Drafted, r.end.Accepted, chains.steps-steps)
+		if r.end.Drafted != 0 {
+			t.Errorf("%s: %d drafts fed; want the head dropped before its drafts were fed", name, r.end.Drafted)
+		}
+		if req.Sampling.Greedy() && chains.steps-steps < len(r.tokens)/2 {
+			t.Errorf("greedy: %d undrafted chain steps for %d tokens; want most tokens from chains", chains.steps-steps, len(r.tokens))
 		}
 	}
+}
+
+// countedChains counts the undrafted chain steps a host enqueues; the test reads the count
+// between replies.
+type countedChains struct {
+	batch.Chainer
+	steps int
+}
+
+func (c *countedChains) Step() error {
+	c.steps++
+	return c.Chainer.Step()
 }
 
 // dearHead is a model on a clock of its own: a forward moves it by 5 ms and 10 µs a row, a call
@@ -71,3 +84,33 @@ func (d *dearHead) Draft(ctx context.Context, rows []batch.DraftRow) ([]float32,
 }
 
 func (d *dearHead) now() time.Time { return d.at }
+
+// TestCopyingStreamChainsWhileItHasNoCopy: a greedy stream alone that drafts only by n-gram copies
+// drafts a forward at a time while its context has a copy to propose and runs undrafted chains on
+// the device while it has none, whose steps read back a token, not every row's logits. Its reply
+// is its undrafted self.
+func TestCopyingStreamChainsWhileItHasNoCopy(t *testing.T) {
+	m := loadBundled(t, 512)
+	req := requests(m, 1)[0]
+	req.MaxTokens, req.StopTokens = 96, nil
+	want := solo(t, m, []scheduler.Request{req})[0]
+	opts := schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, Clock: schedulertest.StillClock()})
+	chains := &countedChains{Chainer: opts.Chainer}
+	opts.Chainer = chains
+	h, err := scheduler.NewShared(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	req.Drafts = scheduler.Drafts{NGram: 4}
+	events, err := h.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := drain(events)
+	sameReply(t, "greedy, copies", r, want)
+	t.Logf("%d copies fed, %d landed; %d undrafted chain steps for %d tokens", r.end.Drafted, r.end.Accepted, chains.steps, len(r.tokens))
+	if r.end.Accepted == 0 || chains.steps == 0 || chains.steps == len(r.tokens) {
+		t.Errorf("%d copies landed, %d undrafted chain steps for %d tokens: want both ways", r.end.Accepted, chains.steps, len(r.tokens))
+	}
+}

@@ -70,10 +70,12 @@ func (l *laneState) lone(a *active) bool {
 	return a.decoding() && !a.needsRoom() && a.canEmit()
 }
 
-// drafted reports whether a stream has drafts to propose: n-gram copies, or an MTP chain from a
-// model that has a head, unless the head stopped for it (headOff).
+// drafted reports whether a stream has drafts to propose now: an MTP chain from a model that has
+// a head (unless the head stopped for it, headOff), or n-gram copies while its context has one to
+// propose. A greedy stream that copies runs undrafted chains on the device while it has none,
+// whose forwards read back a token where a drafted forward reads back every row's logits.
 func (l *laneState) drafted(a *active) bool {
-	return a.req.Drafts.NGram > 0 || a.req.Drafts.MTP > 0 && l.drafter != nil && !a.headOff
+	return a.req.Drafts.MTP > 0 && l.drafter != nil && !a.headOff || copying(a)
 }
 
 // driveLone runs a stream that is alone on the host without building rounds: token by token, by

@@ -324,3 +324,61 @@ func TestCloseEndsAChainingStream(t *testing.T) {
 		})
 	}
 }
+
+// missingDrafts is draftDeviceToy with an MTP head that is always wrong: each step's next drafts
+// are the toy's continuation plus one, so no draft after the chain's first step lands.
+type missingDrafts struct{ *draftDeviceToy }
+
+func (m missingDrafts) Step() error {
+	if err := m.draftDeviceToy.Step(); err != nil {
+		return err
+	}
+	for i := range m.drafts {
+		m.drafts[i] = (m.drafts[i] + 1) % int32(m.vocab)
+	}
+	v := &m.verdicts[len(m.verdicts)-1]
+	v.next = slices.Clone(m.drafts)
+	return nil
+}
+
+// TestChainEndsWhenDraftsStopLanding: a greedy stream alone whose MTP head's drafts never land
+// starts a drafted chain (nothing has missed yet), and ends it once pricing, which takes each
+// step's verdict, no longer grants the drafts: the stream drops the head and makes the rest of
+// its reply on undrafted chains. Its reply is its undrafted self.
+func TestChainEndsWhenDraftsStopLanding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		toy := &draftDeviceToy{deviceToy: &deviceToy{toyModel: newToy(32, 2048)}}
+		m := missingDrafts{toy}
+		h, err := NewShared(toy, SharedOptions{Layout: []int{1024}, Chainer: toy.deviceToy, Drafter: toy, DraftChainer: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := Request{Prompt: []int32{1, 2, 3}, MaxTokens: 300, Drafts: Drafts{MTP: 3}}
+		events, err := h.Submit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, end := collect(t, events)
+		closeHost(t, h)
+
+		serial := NewSerial(newToy(32, 2048), SharedOptions{})
+		req.Drafts = Drafts{}
+		events, err = serial.Submit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := collect(t, events)
+		closeHost(t, serial)
+		if !slices.Equal(got, want) {
+			t.Errorf("the reply\n %v\nundrafted\n %v", got, want)
+		}
+		t.Logf("%d drafts fed, %d landed; %d drafted chain steps, %d undrafted", end.Drafted, end.Accepted, len(toy.draftSteps), len(toy.steps))
+		if len(toy.draftSteps) == 0 {
+			t.Fatal("no drafted chain step ran: the test's premise failed")
+		}
+		if end.Drafted > 60 || len(toy.steps) < 250 {
+			t.Errorf("%d drafts fed, %d undrafted chain steps for %d tokens: want the drafted chain ended after a few misses",
+				end.Drafted, len(toy.steps), len(got))
+		}
+	})
+}

@@ -17,15 +17,21 @@ func (l *laneState) draftChainDepth(a *active) int {
 	if l.drafts == nil || a.req.Drafts.MTP <= 0 || a.headOff || !rawArgmax(a) || len(a.mtpDrafts) == 0 || copying(a) {
 		return 0
 	}
-	spare := l.h.model.MaxRows() - 1
-	l.propose(a, spare)
-	l.decoding = append(l.decoding[:0], a)
-	l.price(l.decoding, spare, true)
-	depth := min(len(a.drafts), a.fromHead)
+	depth := l.pricedChainDepth(a)
 	if depth == 0 || !l.draftStepFits(a, 0, depth) {
 		return 0
 	}
 	return depth
+}
+
+// pricedChainDepth returns how many of the MTP head's drafts for a pricing grants a step of a
+// drafted chain of the stream alone, by the landing figures as they stand.
+func (l *laneState) pricedChainDepth(a *active) int {
+	spare := l.h.model.MaxRows() - 1
+	l.propose(a, spare)
+	l.decoding = append(l.decoding[:0], a)
+	l.price(l.decoding, spare, true)
+	return min(len(a.drafts), a.fromHead)
 }
 
 // copying reports whether a stream that copies n-grams has a copy to propose. Copies are proposed
@@ -50,8 +56,10 @@ func (l *laneState) draftStepFits(a *active, ahead, depth int) bool {
 
 // draftChain runs a greedy lone stream's drafted forwards as a chain on the device, depth drafts
 // a step, as chain runs greedy steps: it keeps batch.ChainAhead steps enqueued while the stream
-// has room for them, has no copy to propose, and the lane is not interrupted, and takes each step's verdict as a round's
-// verified tokens (takeVerdict). A newcomer waits for the step running when it arrives and at
+// has room for them, has no copy to propose, pricing still grants depth drafts by the verdicts
+// taken so far (drafts that stop landing end the chain, and the driver prices again), and the
+// lane is not interrupted, and takes each step's verdict as a round's verified tokens
+// (takeVerdict). A newcomer waits for the step running when it arrives and at
 // most one more. After a stop token or a cancelled request the rest are dropped; the slots they
 // wrote are past the stream's tokens and never read. It reports whether the lane was interrupted.
 func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
@@ -62,7 +70,7 @@ func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
 	}
 	ahead := 0 // steps enqueued whose verdicts are not taken
 	for !a.done && a.live.Err() == nil {
-		for !interrupted && ahead < batch.ChainAhead && l.draftStepFits(a, ahead, depth) && !copying(a) {
+		for !interrupted && ahead < batch.ChainAhead && l.draftStepFits(a, ahead, depth) && !copying(a) && l.pricedChainDepth(a) >= depth {
 			if err := l.drafts.Step(); err != nil {
 				a.endCancelledOrFailed(err)
 				return interrupted

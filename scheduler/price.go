@@ -108,16 +108,21 @@ func (x *landing) chance(j int) float64 {
 // price trims the decoding streams' proposed drafts to the depths that make the round yield the
 // most tokens per unit of time within budget rows. Drafts are granted one at a time to the
 // stream whose next draft yields the most per cost (its chance to land, the product of the
-// chances up to its depth, over the row it adds and, unless onDevice, what the host spends on it:
-// hostCosts), while that chance per cost beats the round's tokens per unit of time. onDevice says
-// the streams' drafts are made and verified on the device (a drafted chain), where the host
-// spends nothing per draft. It sets each stream's grant and how deep its head chains next
-// (paceHead).
+// chances up to its depth, over the row it adds and what else it costs: hostCosts), while that
+// chance per cost beats the round's tokens per unit of time. onDevice says the streams' drafts
+// are made and verified on the device (a drafted chain): there the host picks nothing, and a
+// draft of the head costs a step of the head that the device runs and the host does not wait
+// for; it is priced as the host's call of the head, which is more (the wait and the logits read
+// back on top), so the estimate errs toward fewer drafts. It sets each stream's grant and how
+// deep its head chains next (paceHead).
 func (l *laneState) price(decoding []*active, budget int, onDevice bool) {
 	fixed, perRow, timed := l.pricer.line()
 	var host hostCosts
-	if timed && !onDevice { // host costs are seconds: only a timed line is in those units
+	if timed { // host costs are seconds: only a timed line is in those units
 		host = l.costs
+		if onDevice {
+			host.pick = [2]float64{}
+		}
 	}
 	tokens := float64(len(decoding))
 	elapsed := fixed + perRow*tokens

@@ -117,21 +117,23 @@ func TestPricerKeepsItsLineWhileRoundsDoNotVary(t *testing.T) {
 	}
 }
 
-// TestPriceCountsTheHostsCosts: where drafts are made and verified on the host, a draft of the
-// MTP head costs a call of the head and picks besides its row. With the head's call as dear as a
-// forward, a sampled stream is granted copies but no draft of the head, and pricing says it
-// refused the head; the same drafts verified on the device (a greedy drafted chain) cost only
-// their rows and are all granted.
+// TestPriceCountsTheHostsCosts: where drafts are made and verified on the host, a draft costs
+// the picks of its rows besides its row, and a draft of the MTP head a call of the head too. With
+// sampled picks of 3 ms (a large vocabulary) beside forwards of 5 ms, a sampled stream whose
+// drafts land half the time is granted copies but no draft of the head, and pricing says it
+// refused the head; a greedy stream's drafts verified on the device (a drafted chain) cost their
+// rows and the head's steps, no picks, and are all granted.
 func TestPriceCountsTheHostsCosts(t *testing.T) {
 	var l laneState
 	for range 50 {
 		l.landing[0].note(4, 4)
-		l.landing[1].note(4, 3)
+		l.landing[1].note(1, 0)
+		l.landing[1].note(2, 1)
 	}
 	for i := range 40 { // 5 ms a forward, 0.01 ms a row
 		l.pricer.observe(1+i%20, time.Duration(5000+10*(1+i%20))*time.Microsecond)
 	}
-	l.costs = hostCosts{head: 0.005, pick: [2]float64{0.00001, 0.0005}}
+	l.costs = hostCosts{head: 0.001, pick: [2]float64{0.00001, 0.003}}
 	sampled := func() *active {
 		return &active{stream: &stream{req: Request{Sampling: Sampling{Temperature: 0.8, Seed: 1}}},
 			drafts: []int32{1, 2, 3, 4}, fromHead: 2}
@@ -139,18 +141,24 @@ func TestPriceCountsTheHostsCosts(t *testing.T) {
 	a := sampled()
 	l.price([]*active{a}, 64, false)
 	if a.granted != 0 || !a.headRefused || a.headCap != 0 {
-		t.Errorf("sampled, head dear: granted %d, refused %v, head chains %d; want nothing granted and the head refused", a.granted, a.headRefused, a.headCap)
+		t.Errorf("sampled, picks dear: granted %d, refused %v, head chains %d; want nothing granted and the head refused", a.granted, a.headRefused, a.headCap)
 	}
 	a = sampled()
-	a.fromHead = 0 // the same four drafts as copies: each costs its row and a pick
+	a.fromHead = 0 // the same four drafts as copies: each costs its row and a pick if it lands
 	l.price([]*active{a}, 64, false)
-	if a.granted != 4 || a.headRefused {
-		t.Errorf("sampled copies: granted %d of 4, refused %v", a.granted, a.headRefused)
+	if a.granted == 0 || a.headRefused {
+		t.Errorf("sampled copies: granted %d of 4, refused %v; want some granted", a.granted, a.headRefused)
 	}
 	greedy := &active{stream: &stream{}, drafts: []int32{1, 2, 3, 4}, fromHead: 4}
 	l.price([]*active{greedy}, 64, true)
 	if greedy.granted != 4 || greedy.headCap != 5 {
 		t.Errorf("greedy on the device: granted %d of 4, head chains %d next; want all and one deeper", greedy.granted, greedy.headCap)
+	}
+	l.costs.head = 0.006 // a step of the head dearer than a forward: no draft of it pays
+	greedy = &active{stream: &stream{}, drafts: []int32{1, 2, 3, 4}, fromHead: 4}
+	l.price([]*active{greedy}, 64, true)
+	if greedy.granted != 0 || !greedy.headRefused {
+		t.Errorf("greedy on the device, head dear: granted %d of 4, refused %v; want none and the head refused", greedy.granted, greedy.headRefused)
 	}
 }
 

@@ -18,6 +18,8 @@ func (l *laneState) round() bool {
 	}
 	start := l.now()
 	logits, err := l.h.model.Forward(l.h.hostCtx, l.rows)
+	// The forward alone prices rows: the picks and the head's calls after it are hostCosts.
+	took := l.now().Sub(start)
 	if err != nil {
 		l.lastWork = l.now()
 		for _, s := range l.shares {
@@ -27,7 +29,7 @@ func (l *laneState) round() bool {
 	}
 	l.conclude(logits)
 	l.lastWork = l.now()
-	l.pricer.observe(len(l.rows), l.lastWork.Sub(start))
+	l.pricer.observe(len(l.rows), took)
 	return true
 }
 

@@ -74,8 +74,12 @@ func CheckLoneDrafted(t *testing.T, b compute.Backend) {
 					if steps == 0 {
 						t.Errorf("%s: the greedy reply ran no drafted chain step of depth %d on the device", name(), depth)
 					}
-					if other := sum(now) - sum(before) - steps; other != 0 {
-						t.Errorf("%s: %d drafted chain steps of another depth than %d", name(), other, depth)
+					var deeper int64 // shallower ones may end a reply, where fewer drafts fit
+					for d := depth + 1; d < len(now); d++ {
+						deeper += now[d] - before[d]
+					}
+					if deeper != 0 {
+						t.Errorf("%s: %d drafted chain steps deeper than %d", name(), deeper, depth)
 					}
 				}
 			}
