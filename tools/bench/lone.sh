@@ -8,9 +8,11 @@
 #   OUT=/tmp/out bash tools/bench/lone.sh
 #
 # Stages, each bounded by timeout so that a late failure keeps the earlier numbers: the CUDA tests
-# of the chain, graph and scheduler paths while make_8b.py writes the 8B checkpoint; greedy chains
-# (and BASE's); BenchmarkLoneOnCUDA on the bundled model; the same on the 8B checkpoint. All of
-# it goes to $OUT/log.txt.
+# of the chain, graph and scheduler paths while make_8b.py writes the 8B checkpoint (with a random
+# MTP head, --mtp); greedy chains (and BASE's); BenchmarkLoneDraftsOnCUDA, greedy and sampled;
+# BenchmarkLoneOnCUDA on the bundled model; the same on the 8B checkpoint, on the prompts
+# PROMPTS8B names (default code: all three take about three times as long). All of it goes to
+# $OUT/log.txt.
 set -u
 OUT=${OUT:-/tmp/tfd-lone}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
@@ -27,9 +29,9 @@ stage machine
 } 2>&1 | tee -a "$L"
 
 stage "make_8b in the background; CUDA tests"
-(timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
+(timeout 120 python3 tools/bench/make_8b.py --mtp --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 maker=$!
-timeout 70 "$T" -test.v -test.run 'Chain|Lone|Graph|Flushed|Scheduler|Shared|EngineMatchesOracle' -test.timeout 65s 2>&1 |
+timeout 110 "$T" -test.v -test.run 'Chain|Lone|Graph|Flushed|Scheduler|Shared|EngineMatchesOracle' -test.timeout 105s 2>&1 |
 	grep -v 'ptxas info' >>"$L"
 grep -E '^(--- FAIL|FAIL|ok|PASS|panic)|Newcomer|TestGraphsKeepBits' "$L" | tail -20
 wait $maker
@@ -46,9 +48,12 @@ if [ -n "${BASE:-}" ]; then
 	chains "$BASE"
 fi
 
+stage "lone drafts, greedy and sampled"
+timeout 60 "$T" -test.run '^$' -test.bench 'LoneDraftsOnCUDA' -test.benchtime 1x 2>&1 | tee -a "$L"
+
 stage "lone stream, bundled model"
 timeout 60 "$T" -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 55s 2>&1 | tee -a "$L"
 
 stage "lone stream, 8B checkpoint"
-TFD_BENCH_MODEL=$M timeout 240 "$T" -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 235s 2>&1 | tee -a "$L"
+TFD_BENCH_MODEL=$M TFD_BENCH_PROMPTS=${PROMPTS8B:-code} timeout 240 "$T" -test.run '^$' -test.bench 'LoneOnCUDA' -test.benchtime 1x -test.timeout 235s 2>&1 | tee -a "$L"
 stage done
