@@ -20,6 +20,15 @@ type Drafter interface {
 	Draft(ctx context.Context, rows []DraftRow) ([]float32, error)
 }
 
+// StepSharer is a Drafter that knows what a step of its head reads against a forward of one
+// row: StepShare returns the share, the head's weights and the output head over every weight a
+// forward reads. Decoding reads each weight once a row, so where reading weights is the work a
+// step costs the device about that share of a forward; pricing weighs the head's steps in a
+// drafted chain on the device by it.
+type StepSharer interface {
+	StepShare() float64
+}
+
 // Chainer runs a greedy stream's forwards as a chain on the device: each forward's argmax is the
 // next forward's token without the host choosing it. The caller commits to one forward at a time:
 // it enqueues a step (Step), takes the token of the oldest step not yet taken (Token), and may stop

@@ -70,6 +70,7 @@ type Model struct {
 
 	w        weights
 	mtp      *mtpWeights // nil without an MTP head
+	mtpShare float64     // what a step of the head reads against a forward of one row (MTPHead.StepShare)
 	uploaded []compute.Tensor
 	ckpt     checkpoint // open while uploaded tensors use its bytes in place (compute.InPlaceUploader); nil otherwise
 	invFreq  compute.Tensor
@@ -140,8 +141,12 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 	}
 	m.identity = identity(config, ckpt, backend.Name(), opts.Quantize)
 	m.w, err = loadWeights(u, m.cfg, func(done, total int) { progress("weights", done, total) })
+	body := len(u.uploaded)
 	if err == nil {
 		m.mtp, err = loadMTP(u, m.cfg)
+	}
+	if err == nil && m.mtp != nil {
+		m.mtpShare = stepShare(m.w, u.uploaded[:body], u.uploaded[body:])
 	}
 	if err == nil {
 		err = ckpt.done()

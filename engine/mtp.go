@@ -94,6 +94,33 @@ func splitColumns(t stored, half int) (left, right stored, err error) {
 // is not safe for concurrent use, nor for use concurrent with the model's.
 type MTPHead struct{ m *Model }
 
+// StepShare returns what a step of the head reads against a forward of one row
+// (batch.StepSharer): the MTP module's weights and the output head over the weights of every
+// layer and the output head. Weights are counted by their elements, whatever their type.
+func (h *MTPHead) StepShare() float64 { return h.m.mtpShare }
+
+// stepShare returns the elements of the MTP module's tensors (mtp) and the output head over
+// those a forward of one row reads: every tensor loaded for the body but the embeddings, of
+// which it reads a row, and the output head where it is the embeddings.
+func stepShare(w weights, body, mtp []compute.Tensor) float64 {
+	count := func(ts ...compute.Tensor) float64 {
+		n := 0.0
+		for _, t := range ts {
+			elems := 1.0
+			for _, d := range t.Shape() {
+				elems *= float64(d)
+			}
+			n += elems
+		}
+		return n
+	}
+	head, forward := count(w.head), count(body...)-count(w.embed)
+	if w.head == w.embed {
+		forward += head
+	}
+	return (count(mtp...) + head) / forward
+}
+
 // MTP returns the model's MTP head, or nil when the checkpoint has none.
 func (m *Model) MTP() batch.Drafter {
 	if m.mtp == nil {

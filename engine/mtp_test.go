@@ -161,3 +161,21 @@ func TestDraftChainRefusesWhatItCannotRun(t *testing.T) {
 		t.Error("a step that could reach position 128: no error")
 	}
 }
+
+// TestStepShareCountsTheHeadsWeights: the bundled model's head reads one decoder layer, the fc
+// joining embedding and hidden state, three norms and the (tied) output head in a step, against
+// eight layers, the final norm and the output head in a forward of one row; StepShare, counted
+// from the tensors loaded, equals that count from the config.
+func TestStepShareCountsTheHeadsWeights(t *testing.T) {
+	m, d := bundledMTP(t)
+	c := m.Config()
+	h, q, kv := c.Hidden, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	layer := h*q + 2*h*kv + q*h + 2*c.HeadDim + 3*h*c.Intermediate + 2*h // q, k, v, o, q and k norms, mlp, two norms
+	head := c.Vocab * h
+	want := float64(layer+2*h*h+3*h+head) / float64(c.Layers*layer+h+head)
+	got := d.(batch.StepSharer).StepShare()
+	if math.Abs(got-want) > 1e-12 {
+		t.Errorf("StepShare %v, the config's count %v", got, want)
+	}
+	t.Logf("a step of the head reads %.3f of a forward's weights", got)
+}

@@ -30,14 +30,17 @@ type laneState struct {
 	lastWork time.Time        // when the lane last ran a forward
 	now      func() time.Time // the clock that times forwards: time.Now but in tests
 
-	chainer  batch.Chainer      // the model's greedy chains, or nil
-	drafts   batch.DraftChainer // the model's drafted chains, or nil
-	pricer   pricer             // what a round of r rows takes, timed at start and refined by the rounds run
-	landing  [2]landing         // how often drafts land at each depth, for greedy streams and sampled ones (picks)
-	costs    hostCosts          // what the host spends on a draft beyond its row, timed as rounds run
-	decoding []*active          // this round's decoding streams, while plan builds it
-	depth    []int              // their draft depths, while price weighs them
-	gain     []float64          // the chance that each one's next draft lands
+	chainer batch.Chainer      // the model's greedy chains, or nil
+	drafts  batch.DraftChainer // the model's drafted chains, or nil
+	pricer  pricer             // what a round of r rows takes, timed at start and refined by the rounds run
+	landing [2]landing         // how often drafts land at each depth, for greedy streams and sampled ones (picks)
+	costs   hostCosts          // what the host spends on a draft beyond its row, timed as rounds run
+	// headShare is what a step of the MTP head reads against a forward of one row (the drafter's
+	// batch.StepSharer), or 0 where it does not say.
+	headShare float64
+	decoding  []*active // this round's decoding streams, while plan builds it
+	depth     []int     // their draft depths, while price weighs them
+	gain      []float64 // the chance that each one's next draft lands
 
 	reportTo func(where string, err error) // SharedOptions.Report, or nil
 	logger   *slog.Logger                  // SharedOptions.Logger, or nil
@@ -69,6 +72,9 @@ func (l *laneState) init(h *Shared, opts SharedOptions) {
 	}
 	if l.drafter != nil {
 		l.drafts = opts.DraftChainer
+	}
+	if s, ok := l.drafter.(batch.StepSharer); ok {
+		l.headShare = s.StepShare()
 	}
 	l.now = opts.Clock
 	if l.now == nil {

@@ -112,9 +112,10 @@ func (x *landing) chance(j int) float64 {
 // chance per cost beats the round's tokens per unit of time. onDevice says the streams' drafts
 // are made and verified on the device (a drafted chain): there the host picks nothing, and a
 // draft of the head costs a step of the head that the device runs and the host does not wait
-// for; it is priced as the host's call of the head, which is more (the wait and the logits read
-// back on top), so the estimate errs toward fewer drafts. It sets each stream's grant and how
-// deep its head chains next (paceHead).
+// for: the head's share of a forward's weights (batch.StepSharer) of a forward of one row, or,
+// from a head that does not say, the host's call of the head, which is more (the wait and the
+// logits read back on top). It sets each stream's grant and how deep its head chains next
+// (paceHead).
 func (l *laneState) price(decoding []*active, budget int, onDevice bool) {
 	fixed, perRow, timed := l.pricer.line()
 	var host hostCosts
@@ -122,6 +123,9 @@ func (l *laneState) price(decoding []*active, budget int, onDevice bool) {
 		host = l.costs
 		if onDevice {
 			host.pick = [2]float64{}
+			if l.headShare > 0 {
+				host.head = l.headShare * (fixed + perRow)
+			}
 		}
 	}
 	tokens := float64(len(decoding))

@@ -122,7 +122,8 @@ func TestPricerKeepsItsLineWhileRoundsDoNotVary(t *testing.T) {
 // sampled picks of 3 ms (a large vocabulary) beside forwards of 5 ms, a sampled stream whose
 // drafts land half the time is granted copies but no draft of the head, and pricing says it
 // refused the head; a greedy stream's drafts verified on the device (a drafted chain) cost their
-// rows and the head's steps, no picks, and are all granted.
+// rows and the head's steps, no picks, and are all granted. A step of the head on the device is
+// priced as the host's call of it, or as its share of a forward's weights where the head says.
 func TestPriceCountsTheHostsCosts(t *testing.T) {
 	var l laneState
 	for range 50 {
@@ -159,6 +160,12 @@ func TestPriceCountsTheHostsCosts(t *testing.T) {
 	l.price([]*active{greedy}, 64, true)
 	if greedy.granted != 0 || !greedy.headRefused {
 		t.Errorf("greedy on the device, head dear: granted %d of 4, refused %v; want none and the head refused", greedy.granted, greedy.headRefused)
+	}
+	l.headShare = 0.1 // a head that reads a tenth of a forward's weights: its steps on the device cost that
+	greedy = &active{stream: &stream{}, drafts: []int32{1, 2, 3, 4}, fromHead: 4}
+	l.price([]*active{greedy}, 64, true)
+	if greedy.granted != 4 {
+		t.Errorf("greedy on the device, a tenth of a forward a step: granted %d of 4, want all", greedy.granted)
 	}
 }
 
