@@ -113,6 +113,9 @@ func (l *laneState) driveLone(a *active) {
 			return
 		}
 		a.step(&l.smp, logits[:vocab], context)
+		// A hybrid model's block carries the DeltaNet state at its end, which its session keeps
+		// only for its newest positions: offered now, as a round offers, not only at the end.
+		l.offerFed(a)
 	}
 }
 
@@ -143,11 +146,11 @@ func (l *laneState) loneDrafted(a *active) {
 	}
 	l.decoding = append(l.decoding[:0], a)
 	l.price(l.decoding, spare, false)
-	if a.headRefused && a.granted == 0 {
+	if a.headRefused && a.granted == 0 && !l.chainsDrafts(a) {
 		// The head's first draft does not pay for this stream alone (a sampled stream on a GPU,
 		// whose head call waits for the device and whose picks run here): stop feeding the head
 		// too, whose steps would cost every forward for nothing, and draft only by copies, or
-		// not at all (greedy streams then run undrafted chains on the device).
+		// not at all. A stream whose head drafts on the device is judged there (draftChainDepth).
 		a.headOff = true
 	}
 	l.rows = append(l.rows[:0], batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true})

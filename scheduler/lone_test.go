@@ -344,7 +344,8 @@ func (m missingDrafts) Step() error {
 // TestChainEndsWhenDraftsStopLanding: a greedy stream alone whose MTP head's drafts never land
 // starts a drafted chain (nothing has missed yet), and ends it once pricing, which takes each
 // step's verdict, no longer grants the drafts: the stream drops the head and makes the rest of
-// its reply on undrafted chains. Its reply is its undrafted self.
+// its reply on undrafted chains (without pricing each step again it ran 299 drafted steps). Its
+// reply is its undrafted self.
 func TestChainEndsWhenDraftsStopLanding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		toy := &draftDeviceToy{deviceToy: &deviceToy{toyModel: newToy(32, 2048)}}
@@ -376,9 +377,11 @@ func TestChainEndsWhenDraftsStopLanding(t *testing.T) {
 		if len(toy.draftSteps) == 0 {
 			t.Fatal("no drafted chain step ran: the test's premise failed")
 		}
-		if end.Drafted > 60 || len(toy.steps) < 250 {
-			t.Errorf("%d drafts fed, %d undrafted chain steps for %d tokens: want the drafted chain ended after a few misses",
-				end.Drafted, len(toy.steps), len(got))
+		// Unclocked, pricing takes a draft's row for a tenth of a forward's cost, and a depth never
+		// seen for 3 in 4 to land: the head's first draft stops paying after 30 misses.
+		if len(toy.draftSteps) > 40 || len(toy.steps) < 250 {
+			t.Errorf("%d drafted chain steps, %d undrafted for %d tokens: want the drafted chain ended after about 30 misses",
+				len(toy.draftSteps), len(toy.steps), len(got))
 		}
 	})
 }

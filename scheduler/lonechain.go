@@ -12,16 +12,26 @@ import "tfd/batch"
 // argmax (rawArgmax), its context has a copy to propose (copying), the MTP head has no drafts for
 // it yet, pricing grants a round of one stream none of them, or its session has no room for one
 // step. The depth is the head's drafts that pricing grants, as for a drafted forward of the
-// stream alone; it holds for the chain.
+// stream alone; the chain keeps it while pricing does. Where pricing refuses even the head's
+// first draft on the device, the cheapest place it drafts, the stream drops the head (headOff).
 func (l *laneState) draftChainDepth(a *active) int {
-	if l.drafts == nil || a.req.Drafts.MTP <= 0 || a.headOff || !rawArgmax(a) || len(a.mtpDrafts) == 0 || copying(a) {
+	if !l.chainsDrafts(a) || a.req.Drafts.MTP <= 0 || a.headOff || len(a.mtpDrafts) == 0 || copying(a) {
 		return 0
 	}
 	depth := l.pricedChainDepth(a)
+	if depth == 0 && a.headRefused {
+		a.headOff = true
+	}
 	if depth == 0 || !l.draftStepFits(a, 0, depth) {
 		return 0
 	}
 	return depth
+}
+
+// chainsDrafts reports whether a's drafts from the MTP head can run as drafted chains on the
+// device: the model runs them and the stream's tokens are the raw argmax.
+func (l *laneState) chainsDrafts(a *active) bool {
+	return l.drafts != nil && rawArgmax(a)
 }
 
 // pricedChainDepth returns how many of the MTP head's drafts for a pricing grants a step of a

@@ -23,8 +23,8 @@ func TestPricerFitsALine(t *testing.T) {
 
 func TestLandingCountsRuns(t *testing.T) {
 	var x landing
-	if c := x.chance(0); c != 0.5 {
-		t.Fatalf("an unseen depth has chance %v, want even odds", c)
+	if c := x.chance(0); c != 0.75 {
+		t.Fatalf("an unseen depth has chance %v, want 3 in 4", c)
 	}
 	for range 100 {
 		x.note(4, 4) // four drafts, all landed
@@ -35,19 +35,20 @@ func TestLandingCountsRuns(t *testing.T) {
 	}
 }
 
-// TestLandingForgetsDepthsNotReached: a depth that missed its first few drafts and then went
-// untried (pricing no longer grants it) drifts back toward even odds, so it is tried again.
+// TestLandingForgetsDepthsNotReached: a depth that missed its first drafts and then went
+// untried (pricing no longer grants it) drifts back toward the odds of a depth never seen, so it
+// is tried again.
 func TestLandingForgetsDepthsNotReached(t *testing.T) {
 	var x landing
-	for range 4 {
+	for range 12 {
 		x.note(2, 1) // depth 1 reached and missed
 	}
 	early := x.chance(1)
 	for range 500 {
 		x.note(1, 1) // only depth 0 drafted from now on
 	}
-	if late := x.chance(1); early > 0.2 || late < 0.4 {
-		t.Fatalf("depth 1 after 4 misses: chance %v; after 500 notes without it: %v, want it back near even odds", early, late)
+	if late := x.chance(1); early > 0.2 || late < 0.6 {
+		t.Fatalf("depth 1 after 12 misses: chance %v; after 500 notes without it: %v, want it back near 3 in 4", early, late)
 	}
 }
 

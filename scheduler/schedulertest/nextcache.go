@@ -1,6 +1,7 @@
 package schedulertest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // The second turns reply the same tokens, with the same bits of each logprob, as a host without a
 // cache gives them: resumed from the blocks in memory (a single session, which the other
 // conversation took in between, so only the cache holds their prefix), and after a restart, from
-// the spill folder. Drafts run on the cached host, so that rejected drafts pass block boundaries.
+// the spill folder. The cached host runs them drafted, so that rejected drafts pass block
+// boundaries, and undrafted.
 // The first replies cross more block boundaries than a session keeps snapshots of (MaxRows 64:
 // two), so their blocks are cached only if each is offered as soon as it is fed.
 func CheckHybridPromptCache(t *testing.T, b compute.Backend, dir string) {
@@ -44,7 +46,7 @@ func CheckHybridPromptCache(t *testing.T, b compute.Backend, dir string) {
 	want := runEach(t, serial, seconds)
 	serial.Close(t.Context())
 
-	check := func(pass string, reqs []scheduler.Request, got, want []result, restored bool) {
+	check := func(t *testing.T, pass string, reqs []scheduler.Request, got, want []result, restored bool) {
 		t.Helper()
 		for i := range reqs {
 			if !slices.Equal(got[i].tokens, want[i].tokens) || !slices.Equal(got[i].logprobs, want[i].logprobs) || got[i].end.Reason != want[i].end.Reason {
@@ -57,14 +59,27 @@ func CheckHybridPromptCache(t *testing.T, b compute.Backend, dir string) {
 			}
 		}
 	}
+	// Drafted, and undrafted (a forward a token on the lone driver): each offers its blocks as it
+	// feeds them.
+	for _, drafts := range []scheduler.Drafts{{MTP: 3, NGram: 4}, {}} {
+		t.Run(fmt.Sprintf("%+v", drafts), func(t *testing.T) {
+			for i := range firsts {
+				firsts[i].Drafts, seconds[i].Drafts = drafts, drafts
+			}
+			checkHybridCached(t, m, firsts, seconds, check, wantFirst, want)
+		})
+	}
+}
+
+// checkHybridCached runs CheckHybridPromptCache's cached passes: the first turns, the second
+// turns from the cache's memory, and after a restart from its spill folder.
+func checkHybridCached(t *testing.T, m *engine.Model, firsts, seconds []scheduler.Request,
+	check func(t *testing.T, pass string, reqs []scheduler.Request, got, want []result, restored bool), wantFirst, want []result) {
 	spill := t.TempDir()
 	opts := Equip(m, scheduler.SharedOptions{Layout: []int{512}})
-	for i := range firsts {
-		firsts[i].Drafts, seconds[i].Drafts = scheduler.Drafts{MTP: 3, NGram: 4}, scheduler.Drafts{MTP: 3, NGram: 4}
-	}
 	h, c, _, stop := StartCached(t, m, opts, 16, spill)
-	check("first turns", firsts, runEach(t, h, firsts), wantFirst, false)
-	check("second turns from memory", seconds, runEach(t, h, seconds), want, true)
+	check(t, "first turns", firsts, runEach(t, h, firsts), wantFirst, false)
+	check(t, "second turns from memory", seconds, runEach(t, h, seconds), want, true)
 	if st := c.Stats(); st.TokensReused == 0 || st.Errors != 0 {
 		t.Errorf("the cache restored nothing, or failed: %+v", st)
 	}
@@ -72,7 +87,7 @@ func CheckHybridPromptCache(t *testing.T, b compute.Backend, dir string) {
 
 	h, c, disk, stop := StartCached(t, m, opts, 16, spill)
 	defer stop()
-	check("second turns after a restart", seconds, runEach(t, h, seconds), want, true)
+	check(t, "second turns after a restart", seconds, runEach(t, h, seconds), want, true)
 	if st := disk.Stats(); st.Reads == 0 || c.Stats().Errors != 0 {
 		t.Errorf("after a restart nothing was read from the spill folder, or the cache failed: %+v (cache %+v)", st, c.Stats())
 	}
