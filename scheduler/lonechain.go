@@ -66,11 +66,11 @@ func (l *laneState) draftStepFits(a *active, ahead, depth int) bool {
 
 // draftChain runs a greedy lone stream's drafted forwards as a chain on the device, depth drafts
 // a step, as chain runs greedy steps: it keeps batch.ChainAhead steps enqueued while the stream
-// has room for them, has no copy to propose, pricing still grants depth drafts by the verdicts
-// taken so far (drafts that stop landing end the chain, and the driver prices again), and the
-// lane is not interrupted, and takes each step's verdict as a round's verified tokens
-// (takeVerdict). A newcomer waits for the step running when it arrives and at
-// most one more. After a stop token or a cancelled request the rest are dropped; the slots they
+// has room for them, has no copy to propose, pricing has not refused depth drafts for
+// chainPatience verdicts in a row (drafts that stop landing end the chain, and the driver prices
+// again), and the lane is not interrupted, and takes each step's verdict as a round's verified
+// tokens (takeVerdict). A newcomer waits for the step running when it arrives and at most one
+// more. After a stop token or a cancelled request the rest are dropped; the slots they
 // wrote are past the stream's tokens and never read. It reports whether the lane was interrupted.
 func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
 	row := batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true}
@@ -78,9 +78,10 @@ func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
 		a.endCancelledOrFailed(err)
 		return false
 	}
-	ahead := 0 // steps enqueued whose verdicts are not taken
+	ahead := 0   // steps enqueued whose verdicts are not taken
+	refused := 0 // verdicts in a row after which pricing granted fewer than depth drafts
 	for !a.done && a.live.Err() == nil {
-		for !interrupted && ahead < batch.ChainAhead && l.draftStepFits(a, ahead, depth) && !copying(a) && l.pricedChainDepth(a) >= depth {
+		for !interrupted && ahead < batch.ChainAhead && l.draftStepFits(a, ahead, depth) && !copying(a) && refused < chainPatience {
 			if err := l.drafts.Step(); err != nil {
 				a.endCancelledOrFailed(err)
 				return interrupted
@@ -98,10 +99,20 @@ func (l *laneState) draftChain(a *active, depth int) (interrupted bool) {
 			break
 		}
 		l.takeVerdict(a, depth, accepted, next)
+		if l.pricedChainDepth(a) < depth {
+			refused++
+		} else {
+			refused = 0
+		}
 		interrupted = interrupted || l.interrupted()
 	}
 	return interrupted
 }
+
+// chainPatience is how many verdicts in a row pricing must grant a drafted chain fewer drafts
+// than its depth before the chain ends: a chain's depth only shrinks within a reply, so a few
+// misses in a row, which move the landing figures for a step or two, must not end it.
+const chainPatience = 4
 
 // takeVerdict sends a step's accepted tokens (its landed drafts, then the target's own) as verify
 // would have from the step's logits, counts its drafts, and keeps the head's next drafts as the
