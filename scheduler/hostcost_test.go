@@ -114,3 +114,37 @@ func TestCopyingStreamChainsWhileItHasNoCopy(t *testing.T) {
 		t.Errorf("%d copies landed, %d undrafted chain steps for %d tokens: want both ways", r.end.Accepted, chains.steps, len(r.tokens))
 	}
 }
+
+// TestDefaultDraftsCopyAndChain: a greedy stream alone with the default drafts (MTP chains and
+// copies) copies where its context has a copy, a forward at a time, and runs drafted chains on the
+// device where it has none: both kinds of draft are fed, and both ways run. Its reply is its
+// undrafted self.
+func TestDefaultDraftsCopyAndChain(t *testing.T) {
+	m := loadBundled(t, 512)
+	req := requests(m, 1)[0]
+	req.MaxTokens, req.StopTokens = 200, nil
+	want := solo(t, m, []scheduler.Request{req})[0]
+	opts := schedulertest.Equip(m, scheduler.SharedOptions{Layout: []int{512}, Clock: schedulertest.StillClock()})
+	chains := &countedDraftChains{DraftChainer: opts.DraftChainer}
+	opts.DraftChainer = chains
+	h, err := scheduler.NewShared(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	req.Drafts = scheduler.Drafts{MTP: 3, NGram: 4}
+	events, err := h.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := drain(events)
+	sameReply(t, "greedy, MTP and copies", r, want)
+	fed := map[string]uint64{}
+	for _, c := range h.Stats().Drafts {
+		fed[c.Source] += c.Proposed
+	}
+	t.Logf("drafts fed %v, %d landed; %d drafted chain steps", fed, r.end.Accepted, chains.steps)
+	if fed["ngram"] == 0 || fed["mtp"] == 0 || chains.steps == 0 {
+		t.Errorf("drafts fed %v, %d drafted chain steps: want copies, the head's drafts and chains", fed, chains.steps)
+	}
+}

@@ -35,10 +35,15 @@ func (l *laneState) chainsDrafts(a *active) bool {
 }
 
 // pricedChainDepth returns how many of the MTP head's drafts for a pricing grants a step of a
-// drafted chain of the stream alone, by the landing figures as they stand.
+// drafted chain of the stream alone, by the landing figures as they stand. It weighs the head's
+// drafts alone: a chain runs only while there is no copy, and asking the n-gram index for one
+// with the head's drafts after the newest token would index that token's n-grams, after which
+// the index finds no earlier copy there (copying).
 func (l *laneState) pricedChainDepth(a *active) int {
 	spare := l.h.model.MaxRows() - 1
-	l.propose(a, spare)
+	k := max(l.draftRoom(a, spare), 0)
+	a.drafts = append(a.drafts[:0], a.mtpDrafts[:min(len(a.mtpDrafts), k)]...)
+	a.fromHead = len(a.drafts)
 	l.decoding = append(l.decoding[:0], a)
 	l.price(l.decoding, spare, true)
 	return min(len(a.drafts), a.fromHead)

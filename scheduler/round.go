@@ -78,6 +78,17 @@ func (l *laneState) propose(a *active, spare int) {
 	if a.req.Drafts.max() <= 0 {
 		return
 	}
+	k := l.draftRoom(a, spare)
+	// The MTP head's chain first, then what copying says follows it.
+	chain := a.mtpDrafts[:min(len(a.mtpDrafts), max(k, 0))]
+	a.copied = a.ngram.propose(a.copied, a.tokens, chain, min(k-len(chain), a.req.Drafts.NGram))
+	a.drafts, a.fromHead = append(append(a.drafts[:0], chain...), a.copied...), len(chain)
+}
+
+// draftRoom returns how many drafts a may propose this round: at most its drafts' limit and
+// spare rows, and no more than its session, the context, its token limit and its reader's room
+// allow (it may be 0 or less).
+func (l *laneState) draftRoom(a *active, spare int) int {
 	k := min(a.req.Drafts.max(), spare,
 		a.sess.capacity-len(a.tokens), // rows at positions up to len(tokens)-1+k
 		l.h.model.Context()-len(a.tokens),
@@ -87,10 +98,7 @@ func (l *laneState) propose(a *active, spare int) {
 		// The newest token's state must outlive a rejection of every draft after it.
 		k = min(k, l.states.StateDepth()-1)
 	}
-	// The MTP head's chain first, then what copying says follows it.
-	chain := a.mtpDrafts[:min(len(a.mtpDrafts), max(k, 0))]
-	a.copied = a.ngram.propose(a.copied, a.tokens, chain, min(k-len(chain), a.req.Drafts.NGram))
-	a.drafts, a.fromHead = append(append(a.drafts[:0], chain...), a.copied...), len(chain)
+	return k
 }
 
 // add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its
