@@ -98,11 +98,11 @@ func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q8x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
+func q8x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q4x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
+func q4x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 

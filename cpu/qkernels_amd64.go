@@ -37,13 +37,15 @@ func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
 func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
 
 // q8x4VNNI and q4x4VNNI (qtile_amd64.s) are the VNNI kernels of four rows, the rows one after the
-// other at act as for two: res[4r+c] gets the dot product of row r with column c.
+// other at act as for two, against ng groups of weights, one after the other at w: the dot
+// product of row r with column c of group g goes to dst + r·stride bytes + 4(4g+c). nb and ng are
+// positive.
 
 //go:noescape
-func q8x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
+func q8x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
 
 //go:noescape
-func q4x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
+func q4x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
 
 // quantizeActsAVX2 quantizes nb blocks of activations at x into dst as quantizeBlock does, bit
 // for bit. It needs AVX2.

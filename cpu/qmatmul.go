@@ -113,11 +113,19 @@ func (t *qmatmulTask) run(s *scratch, lo, hi int) {
 			// Rows outside: four rows' activations stay in the L1 cache while the item's groups
 			// of weights pass by, which moves less from the L2 cache than the other way round
 			// (a block of activations takes 128 bytes, of Q8_0 weights 34).
+			// Groups whose four columns are all in the matrix, without a bias, go straight to
+			// dst in one call; the others through res.
+			direct := g0
+			if t.bias == nil {
+				direct = max(g0, min(g1, t.out/4))
+			}
 			for ; r+4 <= r1; r += 4 {
 				act := t.act[r*nb : (r+4)*nb]
-				for g := g0; g < g1; g++ {
-					w, _ := t.w.group(g)
-					qdots4(res, t.w, w, act, nb)
+				if direct > g0 {
+					qdots4(t.dst[r*t.out+4*g0:], t.out, t.w, g0, direct, act, nb)
+				}
+				for g := direct; g < g1; g++ {
+					qdots4(res[:], 4, t.w, g, g+1, act, nb)
 					for k := range 4 {
 						t.store(r+k, g, res[4*k:4*k+4])
 					}
@@ -202,15 +210,20 @@ func hasFourRowKernel(q *qweights) bool {
 	return useVNNI && (q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0)
 }
 
-// qdots4 is qdots for four rows (nb > 0), where hasFourRowKernel: res[4r+c] gets the dot product
-// of row r with column c, the same bits as qdots gives each row.
-func qdots4(res *[16]float32, q *qweights, w []byte, act []actBlock, nb int) {
-	if q.in != nb*quant.BlockSize || len(w) < q.units*q.unit || len(act) < 4*nb {
+// qdots4 is qdots for four rows (nb > 0) against groups g0 … g1−1 of q (g0 < g1), where
+// hasFourRowKernel: the dot product of row r with column c of group g goes to
+// dst[r·stride + 4(g−g0) + c], with the same bits as qdots gives each row.
+func qdots4(dst []float32, stride int, q *qweights, g0, g1 int, act []actBlock, nb int) {
+	ng := g1 - g0
+	if q.in != nb*quant.BlockSize || g0 < 0 || ng <= 0 || g1 > q.groups() || len(act) < 4*nb ||
+		stride < 4*ng || len(dst) < 3*stride+4*ng {
 		panic("cpu: qdots4 out of bounds")
 	}
+	n := q.units * q.unit
+	w := q.data[g0*n : g1*n]
 	if q.dtype == compute.Q8_0 {
-		q8x4VNNI(res, &w[0], &act[0], nb)
+		q8x4VNNI(&dst[0], 4*stride, &w[0], &act[0], nb, ng)
 	} else {
-		q4x4VNNI(res, &w[0], &act[0], nb)
+		q4x4VNNI(&dst[0], 4*stride, &w[0], &act[0], nb, ng)
 	}
 }

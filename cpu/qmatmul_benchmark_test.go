@@ -121,7 +121,7 @@ func BenchmarkQDots(b *testing.B) {
 					var res [16]float32
 					for b.Loop() {
 						if nr == 4 {
-							qdots4(&res, q, w, act, in/32)
+							qdots4(res[:], 4, q, 0, 1, act, in/32)
 						} else {
 							qdots((*[8]float32)(res[:8]), q, w, sb, act, in/32, nr)
 						}

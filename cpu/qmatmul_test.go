@@ -179,6 +179,9 @@ func TestQuantMatMulMatchesReference(t *testing.T) {
 					dst := ften(t, b, nil, c.rows, c.out)
 					b.MatMul(dst, ften(t, b, xs, c.rows, c.in), w, ften(t, b, bias, c.out), c.rows)
 					computetest.SameBits(t, "MatMul", dst.f, m.want(xs, bias, c.rows))
+					// Without a bias, whole groups of four rows go straight to dst.
+					b.MatMul(dst, ften(t, b, xs, c.rows, c.in), w, nil, c.rows)
+					computetest.SameBits(t, "MatMul without a bias", dst.f, m.want(xs, nil, c.rows))
 				})
 			}
 		}

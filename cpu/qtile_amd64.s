@@ -1,8 +1,8 @@
 #include "textflag.h"
 #include "hsum_amd64.h"
 
-// Kernels of four activation rows against a group of four Q8_0 or Q4_0 weight rows, with AVX-512
-// VNNI on YMM registers (qkernels_amd64.go states the contract). They are the two-row VNNI
+// Kernels of four activation rows against groups of four Q8_0 or Q4_0 weight rows, one group after
+// the other, with AVX-512 VNNI on YMM registers (qkernels_amd64.go states the contract). They are the two-row VNNI
 // kernels of qkernels_amd64.s widened to four rows: each column's weights are loaded once and used
 // by four rows, which halves the weight loads per product that bound the two-row kernels on
 // prompts. Every (row, column) pair accumulates its eight lanes block by block exactly as the
@@ -19,7 +19,8 @@
 //
 // Registers: DI the weight unit, SI, BX, R10, R11 the activation blocks of rows 0–3, CX the blocks
 // left, DX the blocks left whose scales are still to compute, R12 the ring slot being written, R13
-// the slot being read, R9 res. Accumulators: row 0 in Y0–Y3, row 1 in Y4–Y7, row 2 in Y24–Y27,
+// the slot being read, R9 the group's four results of row 0 (R14 bytes on to each next row), AX
+// the groups left, R8 a scratch. Accumulators: row 0 in Y0–Y3, row 1 in Y4–Y7, row 2 in Y24–Y27,
 // row 3 in Y28–Y31 (columns 0–3). Y16–Y19 the rows' quants, Y20–Y23 their corrections, Y10 a
 // column's unsigned weights, Y8, Y9, Y12, Y13 one product each row, X14 the four weight scales,
 // Y11 the nibble mask (Q4_0), Y15 the sign bits (Q8_0); the other of X11 and X15 a scale being
@@ -107,11 +108,11 @@ label: \
 	TROW(Y18, Y22, Y12, o2, a2); \
 	TROW(Y19, Y23, Y13, o3, a3)
 
-#define TARGS \
-	MOVQ    res+0(FP), R9; \
-	MOVQ    w+8(FP), DI; \
-	MOVQ    act+16(FP), SI; \
-	MOVQ    nb+24(FP), CX; \
+// TSTART sets up one group: the activation rows from act, the blocks from nb, the accumulators
+// zeroed, the ring at its start.
+#define TSTART \
+	MOVQ    act+24(FP), SI; \
+	MOVQ    nb+32(FP), CX; \
 	MOVQ    CX, R8; \
 	SHLQ    $7, R8; \
 	LEAQ    (SI)(R8*1), BX; \
@@ -137,13 +138,19 @@ label: \
 	MOVQ    $(ringAhead*64), R12; \
 	XORQ    R13, R13
 
+#define TARGS \
+	MOVQ    dst+0(FP), R9; \
+	MOVQ    stride+8(FP), R14; \
+	MOVQ    w+16(FP), DI; \
+	MOVQ    ng+40(FP), AX
+
 #define TNEXT \
 	ADDQ $128, SI; \
 	ADDQ $128, BX; \
 	ADDQ $128, R10; \
 	ADDQ $128, R11
 
-// TSTORE reduces the sixteen accumulators with HSUM4 and writes res[4r+c].
+// TSTORE reduces the sixteen accumulators with HSUM4 and writes row r's four at R9 + r·R14.
 #define TSTORE \
 	HSUM4(Y0, Y1, Y2, Y3, X0, X2); \
 	HSUM4(Y4, Y5, Y6, Y7, X4, X6); \
@@ -158,14 +165,17 @@ label: \
 	VMOVDQA32 Y31, Y15; \
 	HSUM4(Y12, Y13, Y14, Y15, X12, X14); \
 	VMOVUPS X0, (R9); \
-	VMOVUPS X4, 16(R9); \
-	VMOVUPS X8, 32(R9); \
-	VMOVUPS X12, 48(R9); \
-	VZEROUPPER
+	VMOVUPS X4, (R9)(R14*1); \
+	LEAQ    (R9)(R14*2), R8; \
+	VMOVUPS X8, (R8); \
+	VMOVUPS X12, (R8)(R14*1)
 
-// func q8x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
-TEXT ·q8x4VNNI(SB), NOSPLIT, $512-32
+// func q8x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
+TEXT ·q8x4VNNI(SB), NOSPLIT, $512-48
 	TARGS
+
+q8x4vgroup:
+	TSTART
 	TFIRST(0, (DI), X11, q8x4vfirst)
 	TFIRST(1, 136(DI), X11, q8x4vfirst)
 	TFIRST(2, 272(DI), X11, q8x4vfirst)
@@ -191,6 +201,10 @@ q8x4v:
 	JNZ       q8x4v
 
 	TSTORE
+	ADDQ      $16, R9
+	DECQ      AX
+	JNZ       q8x4vgroup
+	VZEROUPPER
 	RET
 
 // T4LO and T4HI: column c's nibbles of a unit's first or second block, as 32 unsigned bytes in
@@ -223,9 +237,12 @@ q8x4v:
 	T4HI(112); \
 	TCOL(12, 28, 44, 60, Y3, Y7, Y27, Y31)
 
-// func q4x4VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
-TEXT ·q4x4VNNI(SB), NOSPLIT, $512-32
+// func q4x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
+TEXT ·q4x4VNNI(SB), NOSPLIT, $512-48
 	TARGS
+
+q4x4vgroup:
+	TSTART
 	TFIRST(0, (DI), X15, q4x4vfirst)
 	TFIRST(1, 8(DI), X15, q4x4vfirst)
 	TFIRST(2, 144(DI), X15, q4x4vfirst)
@@ -251,7 +268,12 @@ q4x4vtail:
 	CMPQ    CX, $-1 // one block left
 	JNE     q4x4vdone
 	T4BLOCKLO
+	ADDQ    $144, DI // the next group's units
 
 q4x4vdone:
 	TSTORE
+	ADDQ    $16, R9
+	DECQ    AX
+	JNZ     q4x4vgroup
+	VZEROUPPER
 	RET
