@@ -78,6 +78,8 @@ type backend struct {
 	experts expertBuffers // ExpertMatMul's gathered rows and tiles, kept between calls
 
 	qact []actBlock // the quantized activations of MatMul with quantized weights, grown as needed
+
+	angles ropeAngles // the last RoPE call's cos and sin, which the next call at the same positions reuses
 }
 
 func newBackend() *backend {

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -160,6 +161,35 @@ func testRoPE(t *testing.T, hd, rows int) {
 		}
 	}
 	check(t, "x", x.f, want, mag, tol)
+}
+
+// TestRoPEReusesAnglesOnlyWhenSame checks that a RoPE call taking the previous call's cos and sin
+// (same positions, same frequencies) gives the bits a fresh backend gives, and that positions or
+// frequencies changed in place, in the same tensors, are noticed.
+func TestRoPEReusesAnglesOnlyWhenSame(t *testing.T) {
+	const rows, heads, hd = 5, 2, 8
+	b := newTest(t)
+	pos := iten(t, b, []int32{0, 3, 9, 27, 81}, rows)
+	freqs := ften(t, b, []float32{1, 0.1, 0.01, 0.001}, hd/2)
+	rotate := func(b *backend, pos, freqs *tensor, seed uint64) []float32 {
+		x := ften(t, b, computetest.Randn(seed, rows*heads*hd), rows, heads*hd)
+		b.RoPE(x, pos, freqs, rows, heads)
+		return x.f
+	}
+	alone := func(seed uint64) []float32 {
+		f := newTest(t)
+		return rotate(f, iten(t, f, pos.i, rows), ften(t, f, freqs.f, hd/2), seed)
+	}
+	for i, change := range []func(){
+		func() {},                   // the same angles: reused
+		func() { pos.i[2] = 10 },    // a position changed in place
+		func() { freqs.f[1] = 0.2 }, // a frequency changed in place
+		func() {},
+	} {
+		change()
+		seed := uint64(i + 1)
+		computetest.SameBits(t, fmt.Sprintf("call %d", i), rotate(b, pos, freqs, seed), alone(seed))
+	}
 }
 
 func TestElementwise(t *testing.T) {
