@@ -247,7 +247,9 @@ type Ops interface {
 	// projection). n bounds the pairs (a < n). Each element is one dot product in an order fixed by
 	// its length (MatMul's, except where a GPU backend runs MatMul on its matrix unit), so a
 	// pair's bits depend neither on the pairs that share its expert nor
-	// on where it sits among them. Rows of dst whose pair is in no run are left alone.
+	// on where it sits among them. With quantized w (GGUF's and MLX's dtypes) a pair's row is
+	// MatMul's of its expert's matrix on its x row, activations quantized and all. Rows of dst
+	// whose pair is in no run are left alone.
 	ExpertMatMul(dst, x, w, bias, groups Tensor, n, share int)
 	// CombineExperts writes dst[r] = Σ_j weights[r·k+j]·x[r·k+j] for r < rows: each row's
 	// expert outputs summed by rank, j = 0 … k−1, each product rounded before it is added (from

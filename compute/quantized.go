@@ -22,8 +22,13 @@ import (
 //   - MXFP4 is GPT-OSS's (package quant has the format): the codes of every row (in/2 bytes a
 //     row, openai's `_blocks`), then the E8M0 scales of every row (in/32 bytes a row, `_scales`).
 //
-// Only matrix products (MatMul) and embedding lookups (Embed) read the GGUF and MLX dtypes; see
-// Ops.MatMul for the arithmetic a backend must reproduce. Only ExpertMatMul reads MXFP4, with F32
+// A stack of experts' matrices, [experts, out, in], is laid out as one matrix of experts·out rows
+// (ExpertData gives one expert's).
+//
+// Only matrix products (MatMul, and ExpertMatMul for a stack of experts) and embedding lookups
+// (Embed) read the GGUF and MLX dtypes; see Ops.MatMul for the arithmetic a backend must
+// reproduce: an expert's pair is, bit for bit, MatMul of that expert's matrix on the pair's row.
+// Only ExpertMatMul reads MXFP4, with F32
 // activations: its weights are exact in F32, so its products are those of the F32 weights, bit
 // for bit.
 const (
@@ -154,4 +159,25 @@ func (d DType) quantizedString() string {
 		return fmt.Sprintf("AFFINE%d_G%d_%v", f.Bits, f.GroupSize, scales)
 	}
 	return ""
+}
+
+// ExpertData returns expert e's matrix, [out, in] as Upload takes it, of a quantized stack of
+// experts' matrices of shape [experts, out, in] and its data (data's size checked by
+// CheckUpload). A block format's matrices lie one after the other, so it is a part of data; an
+// affine stack keeps every expert's codes, then every expert's scales, then every expert's
+// biases, so its matrix is a new slice of the three parts.
+func (d DType) ExpertData(shape []int, data []byte, e int) []byte {
+	experts := shape[0]
+	per := len(data) / max(experts, 1)
+	f, scales, affine := d.AffineParams()
+	if !affine {
+		return data[e*per : (e+1)*per]
+	}
+	rows, in := shape[1], shape[2]
+	codes, sb := rows*f.RowBytes(in), rows*f.Groups(in)*scales.Size()
+	biases := data[experts*(codes+sb):]
+	m := make([]byte, 0, codes+2*sb)
+	m = append(m, data[e*codes:(e+1)*codes]...)
+	m = append(m, data[experts*codes+e*sb:][:sb]...)
+	return append(m, biases[e*sb:(e+1)*sb]...)
 }

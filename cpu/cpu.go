@@ -22,7 +22,8 @@
 //   - The attention output: Σ_j p_j·v_j per element, in position order.
 //   - A mixture of experts: a row's chosen weights summed in pick order to renormalise them; each
 //     pair of a row and an expert through the expert's matrices as MatMul's rows (gathered by
-//     expert, which changes no bits); a row's expert outputs summed by rank, each product rounded.
+//     expert, which changes no bits), quantized experts' as quantized MatMul's rows; a row's
+//     expert outputs summed by rank, each product rounded.
 //   - A dot product with quantized weights: package quant's order (exact integer sums of each
 //     block's lanes, a fused multiply-add per block and lane, the tree above), with the row's
 //     activations quantized first; here every kernel, Go, AVX2, AVX-512 VNNI and arm64's NEON
@@ -72,6 +73,7 @@ type backend struct {
 
 	route   routeTask
 	expert  expertTask
+	qexpert qexpertTask
 	combine combineTask
 	conv    convTask
 	delta   deltaTask

@@ -124,6 +124,7 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 // in run order into a block of inputs, each run is cut into tiles of MatMul's row blocks, the
 // tiles go through MatMul's blocks against their expert's matrix, and the outputs are scattered
 // back to their pairs' rows. A bias is added to each finished dot product, as MatMul adds its.
+// Quantized experts run MatMul's quantized kernels instead (expertMatMulQuant).
 func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := asTensor(w, "ExpertMatMul", "w")
 	if len(wt.shape) != 3 {
@@ -164,6 +165,17 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 		r := int(a) / share
 		copy(xg[p*in:(p+1)*in], xs[r*in:(r+1)*in])
 	}
+	if wt.qe != nil {
+		var bt []float32
+		if bias != nil {
+			bt = f32(bias, "ExpertMatMul", "bias", experts*out)
+		}
+		b.expertMatMulQuant(dg, xg, wt.qe, bt, starts, longest)
+		for p, a := range order[:listed] {
+			copy(d[int(a)*out:(int(a)+1)*out], dg[p*out:(p+1)*out])
+		}
+		return
+	}
 	t := &b.expert
 	*t = expertTask{mm: matmulTask{dst: dg, x: xg, wdt: wt.dtype, rows: longest, in: in, out: out}}
 	if wt.dtype == compute.MXFP4 {
@@ -193,6 +205,70 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	*t = expertTask{}
 	for p, a := range order[:listed] {
 		copy(d[int(a)*out:(int(a)+1)*out], dg[p*out:(p+1)*out])
+	}
+}
+
+// expertMatMulQuant computes the gathered pairs' rows xg (in run order; starts are the runs, the
+// longest of them longest rows) through their experts' quantized matrices qe into dg, adding
+// bias ([experts, out]) when it is not nil. The rows are quantized as MatMul quantizes its rows
+// (one row's blocks depend on that row alone), and each run is cut into tiles of qRowBlock rows
+// that go through qmatmulTask's items over their expert's matrix, so a pair's row is, bit for
+// bit, MatMul's of its expert's matrix on that row.
+func (b *backend) expertMatMulQuant(dg, xg []float32, qe []*qweights, bias []float32, starts []int32, longest int) {
+	in, out := qe[0].in, qe[0].out
+	listed, nb := int(starts[len(qe)]), in/quant.BlockSize
+	if cap(b.qact) < listed*nb {
+		b.qact = make([]actBlock, listed*nb)
+	}
+	act := b.qact[:listed*nb]
+	qa := &b.qacts
+	*qa = quantizeActs{dst: act, x: xg, in: in}
+	b.run(qa, listed, 1, parFor(listed*in*16))
+	*qa = quantizeActs{}
+
+	// Column blocks as MatMul sizes them for the longest run's rows.
+	groups, columnBytes := qe[0].groups(), qColumnBytes
+	if longest >= qPanelFromRows {
+		columnBytes = qPanelBytes
+	}
+	t := &b.qexpert
+	*t = qexpertTask{dst: dg, bias: bias, experts: qe, act: act, cg: min(groups, max(1, columnBytes/max(qe[0].units*qe[0].unit, 1)))}
+	t.ncg = (groups + t.cg - 1) / t.cg
+	t.tiles = b.experts.tiles[:0]
+	for e := range qe {
+		for s := int(starts[e]); s < int(starts[e+1]); s += qRowBlock {
+			t.tiles = append(t.tiles, expertTile{expert: e, start: s, rows: min(qRowBlock, int(starts[e+1])-s)})
+		}
+	}
+	b.experts.tiles = t.tiles
+	b.run(t, len(t.tiles)*t.ncg, 1, parFor(listed*out*in))
+	*t = qexpertTask{}
+}
+
+// qexpertTask runs qmatmulTask's items over the tiles of gathered pairs, each against its
+// expert's matrix: item i is tile i/ncg by column block i%ncg (cg groups of four columns). act
+// holds the gathered rows' quantized activations, dst their outputs; bias is nil or every
+// expert's, [experts, out].
+type qexpertTask struct {
+	dst, bias []float32
+	experts   []*qweights
+	act       []actBlock
+	tiles     []expertTile
+	cg, ncg   int
+}
+
+func (t *qexpertTask) run(s *scratch, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		tile := t.tiles[i/t.ncg]
+		w := t.experts[tile.expert]
+		nb := w.in / quant.BlockSize
+		// The tile as a MatMul of its own: one row block, the column blocks of the expert.
+		v := qmatmulTask{dst: t.dst[tile.start*w.out:], w: w, act: t.act[tile.start*nb:],
+			rows: tile.rows, out: w.out, rb: tile.rows, cg: t.cg, nrb: 1}
+		if t.bias != nil {
+			v.bias = t.bias[tile.expert*w.out : (tile.expert+1)*w.out]
+		}
+		v.run(s, i%t.ncg, i%t.ncg+1)
 	}
 }
 

@@ -255,3 +255,81 @@ func testExpertMatMulMXFP4(t *testing.T, in, out, pairs, experts, share int) {
 		t.Fatal(err)
 	}
 }
+
+// TestQuantExpertMatMulIsMatMul: with quantized experts of every format, each pair's row is, bit
+// for bit, quantized MatMul of its x row and its expert's matrix uploaded alone (and its expert's
+// bias, in the cases with one), with every quantized kernel, whatever GOMAXPROCS; runs longer
+// than a tile of rows and shorter, columns that leave a partial group of four.
+func TestQuantExpertMatMulIsMatMul(t *testing.T) {
+	forQuantKernels(t, func(t *testing.T) {
+		for _, dt := range computetest.QuantDTypes(t) {
+			unit := computetest.QuantUnit(dt)
+			for _, c := range []struct {
+				in, out, pairs, experts, share int
+				bias                           bool
+			}{
+				{unit, 7, 9, 4, 3, false}, {2 * unit, 13, 70, 2, 1, true}, {4 * unit, 8, 24, 8, 8, true},
+			} {
+				t.Run(fmt.Sprint(dt, c), func(t *testing.T) {
+					testQuantExpertMatMulIsMatMul(t, dt, c.in, c.out, c.pairs, c.experts, c.share, c.bias)
+				})
+			}
+		}
+	})
+}
+
+func testQuantExpertMatMulIsMatMul(t *testing.T, dt compute.DType, in, out, pairs, experts, share int, withBias bool) {
+	b := newTest(t)
+	ids := make([]int32, pairs)
+	for a := range ids {
+		ids[a] = int32((a*5 + a/3) % experts)
+	}
+	groups := iten(t, b, nil, experts+1+pairs)
+	b.GroupByExpert(groups, iten(t, b, ids, pairs), pairs, experts)
+	xrows := (pairs + share - 1) / share
+	x := ften(t, b, computetest.Randn(1, xrows*in), xrows, in)
+	stack, each := computetest.QuantizedExperts(t, dt, experts, out, in, 2)
+	w, err := b.Upload(dt, []int{experts, out, in}, stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bias compute.Tensor
+	var bs []float32
+	if withBias {
+		bs = computetest.Randn(3, experts*out)
+		bias = ften(t, b, bs, experts, out)
+	}
+	for _, procs := range procsToTry {
+		withProcs(procs, func() {
+			dst := ften(t, b, nil, pairs, out)
+			b.ExpertMatMul(dst, x, w, bias, groups, pairs, share)
+			for e := range experts {
+				we, err := b.Upload(dt, []int{out, in}, each[e])
+				if err != nil {
+					t.Fatal(err)
+				}
+				var be compute.Tensor
+				if withBias {
+					be = ften(t, b, bs[e*out:(e+1)*out], out)
+				}
+				mm := ften(t, b, nil, xrows, out)
+				b.MatMul(mm, x, we, be, xrows)
+				for a, id := range ids {
+					if int(id) == e {
+						r := a / share
+						computetest.SameBits(t, name("pair", a, "procs", procs), dst.f[a*out:(a+1)*out], mm.f[r*out:(r+1)*out])
+					}
+				}
+			}
+		})
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQuantExpertsMatchCPU runs computetest's check of quantized experts with the cpu backend on
+// both sides: its premise (uploads, groups, the pair in no run) holds here, before a GPU runs it.
+func TestQuantExpertsMatchCPU(t *testing.T) {
+	computetest.CheckQuantExpertMatMul(t, computetest.NewPair(t, newTest(t), newTest(t)))
+}

@@ -11,7 +11,8 @@ import (
 
 // tensor is the CPU backend's compute.Tensor, row-major: F32 elements in f, I32 elements in i,
 // the raw bits of F16 or BF16 elements in h (weight matrices and tables, which the ops that read
-// them widen to F32 element by element), or a quantized matrix in q.
+// them widen to F32 element by element), a quantized matrix in q, or a quantized stack of
+// experts' matrices ([experts, out, in], ExpertMatMul's) in qe, one matrix an expert.
 type tensor struct {
 	dtype compute.DType // F32, I32, F16, BF16 or a quantized dtype
 	shape []int
@@ -19,6 +20,7 @@ type tensor struct {
 	i     []int32
 	h     []uint16
 	q     *qweights
+	qe    []*qweights
 	mx    []byte // MXFP4: every row's codes, then every row's scales (compute.MXFP4)
 }
 
@@ -61,6 +63,15 @@ func (b *backend) Upload(dtype compute.DType, shape []int, data []byte) (compute
 	if dtype == compute.MXFP4 {
 		// Kept as stored; ExpertMatMul dequantizes each expert's rows as its blocks need them.
 		t.dtype, t.mx = dtype, append([]byte(nil), data...)
+		return t, nil
+	}
+	if dtype.Quantized() && len(shape) == 3 {
+		// A stack of experts' matrices: each laid out alone, as MatMul's weights of that expert
+		// would be, so that ExpertMatMul runs MatMul's kernels on it.
+		t.dtype, t.qe = dtype, make([]*qweights, shape[0])
+		for e := range t.qe {
+			t.qe[e] = newQWeights(dtype, shape[1:], dtype.ExpertData(shape, data, e))
+		}
 		return t, nil
 	}
 	if dtype.Quantized() {
@@ -181,7 +192,7 @@ func (b *backend) Free(t compute.Tensor) {
 		return
 	}
 	x := asTensor(t, "Free", "t")
-	x.f, x.i, x.h, x.q = nil, nil, nil, nil
+	x.f, x.i, x.h, x.q, x.qe = nil, nil, nil, nil, nil
 }
 
 // FreeKV drops the backend's references to a KV pool, as Free does for a tensor.

@@ -2,6 +2,7 @@ package computetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"tfd/compute"
@@ -162,4 +163,80 @@ func CheckQuantEmbed(t *testing.T, p *Pair) {
 			})
 		})
 	}
+}
+
+// QuantizedExperts returns a stack of experts random matrices of out×in weights quantized to
+// dtype, in the layout Upload takes for [experts, out, in], and each expert's matrix alone as
+// Upload takes [out, in] (QuantizedWeights of its own seed). The stack is put together here from
+// the matrices, by the layout compute.Q8_0 describes, rather than split by the code under test:
+// a block format's matrices one after the other, an affine format's codes of every expert, then
+// their scales, then their biases.
+func QuantizedExperts(t testing.TB, dtype compute.DType, experts, out, in int, seed uint64) (stack []byte, each [][]byte) {
+	t.Helper()
+	for e := range experts {
+		each = append(each, QuantizedWeights(t, dtype, out, in, seed+uint64(e)))
+	}
+	f, scales, affine := dtype.AffineParams()
+	if !affine {
+		return slices.Concat(each...), each
+	}
+	codes, sb := out*f.RowBytes(in), out*f.Groups(in)*scales.Size()
+	for _, part := range []struct{ at, n int }{{0, codes}, {codes, sb}, {codes + sb, sb}} {
+		for _, m := range each {
+			stack = append(stack, m[part.at:part.at+part.n]...)
+		}
+	}
+	return stack, each
+}
+
+// CheckQuantExpertMatMul: ExpertMatMul with quantized experts of every QuantDTypes, with and
+// without bias, bit for bit equal to the cpu backend's, whose pairs' rows are its quantized
+// MatMul's of each expert's matrix (its own tests check that). Pairs per expert take every row
+// group of a GPU's kernels and a ragged one past 16; columns leave partial groups; pair 0's id is
+// no expert, so its row must stay as it was; QuantBatchLen's rows run both loops of the kernels.
+func CheckQuantExpertMatMul(t *testing.T, p *Pair) {
+	for _, dt := range QuantDTypes(t) {
+		unit := QuantUnit(dt)
+		for _, c := range []struct {
+			in, out, pairs, experts, share int
+			bias                           bool
+		}{
+			{unit, 5, 3, 2, 1, false}, {3 * unit, 37, 24, 8, 2, true}, {QuantBatchLen(dt), 20, 130, 4, 1, true},
+			{QuantBatchLen(dt), 18, 40, 16, 8, false},
+		} {
+			t.Run(fmt.Sprint(dt, c), func(t *testing.T) {
+				p.T = t
+				testQuantExpertMatMul(t, p, dt, c.in, c.out, c.pairs, c.experts, c.share, c.bias)
+			})
+		}
+	}
+}
+
+func testQuantExpertMatMul(t *testing.T, p *Pair, dt compute.DType, in, out, pairs, experts, share int, withBias bool) {
+	ids := expertIDs(uint64(in+pairs), pairs, experts)
+	ids[0] = int32(experts)
+	cpu := p.Backends[1]
+	groups := UploadI32(t, cpu, make([]int32, experts+1+pairs))
+	cpu.GroupByExpert(groups, UploadI32(t, cpu, ids), pairs, experts)
+	if err := cpu.Sync(); err == nil {
+		t.Fatalf("GroupByExpert of expert %d of %d: no error", experts, experts)
+	}
+	g := readI32(t, cpu, groups, experts+1+pairs)
+	xrows := (pairs + share - 1) / share
+	xs, before := Randn(6, xrows*in), Randn(8, pairs*out)
+	for i := range min(32, in) {
+		xs[i] = 0 // a block of zeros: a zero scale
+	}
+	stack, _ := QuantizedExperts(t, dt, experts, out, in, uint64(out))
+	w := p.Upload(dt, stack, experts, out, in)
+	x, gt := p.F32(xs, xrows, in), p.I32(g, len(g))
+	dst := p.F32(before, pairs, out)
+	var bias [2]compute.Tensor
+	if withBias {
+		bias = p.F32(Randn(9, experts*out), experts, out)
+	}
+	p.Do(func(b compute.Backend, i int) { b.ExpertMatMul(dst[i], x[i], w[i], bias[i], gt[i], pairs, share) })
+	got, want := p.Read(dst, pairs*out)
+	SameBits(t, "the row of the pair in no run", got[:out], before[:out])
+	SameBits(t, "dst", got, want)
 }
