@@ -189,3 +189,44 @@ FUNC uint affine_codes4(const GLOBAL ushort* row, int e, int bits) {
 	for (int i = 0; i < 4; i++) c |= ((uint)(v >> (sh + i * bits)) & m) << (8 * i);
 	return c;
 }
+
+// qstep_F is one block of a lane of expert_qmatmul_F_R (src/experts.kern): lane k's share of block
+// b of weight row `row` of a stack of `rows` rows of kdim elements (an affine format's bits and
+// group size in bits and gsize; the parameters a format does not read are left unnamed), loaded
+// as qmatmul_F_R loads it and added against a block of activations (xq, dx) with its step, so a
+// lane's sums are qmatmul_F_R's. The weights come whole from these arguments, so a kernel calls
+// it once for each row that shares them, with the same loads (which the compiler may share).
+FUNC float qstep_q8_0(float acc, const GLOBAL ushort* w, ulong row, ulong /* rows */, int kdim, int b, int k, int /* bits */, int /* gsize */, uint xq, float dx) {
+	const GLOBAL ushort* wr = w + row * (ulong)(kdim >> 5) * 17;
+	return qdot_step(acc, q8_0_scale(wr, b), q8_0_word(wr, b, k), xq, dx);
+}
+
+FUNC float qstep_q4_0(float acc, const GLOBAL ushort* w, ulong row, ulong /* rows */, int kdim, int b, int k, int /* bits */, int /* gsize */, uint xq, float dx) {
+	const GLOBAL ushort* wr = w + row * (ulong)(kdim >> 5) * 9;
+	return q4_0_step(acc, q4_0_scale(wr, b), q4_0_word(wr, b, k), xq, dx);
+}
+
+FUNC float qstep_q4_k(float acc, const GLOBAL ushort* w, ulong row, ulong /* rows */, int kdim, int b, int k, int /* bits */, int /* gsize */, uint xq, float dx) {
+	const GLOBAL ushort* sb = w + (row * (ulong)(kdim >> 8) + (ulong)(b >> 3)) * 72;
+	return q4_k_step(acc, f16_to_f32(sb[0]), f16_to_f32(sb[1]), q4_k_scale_min(sb, b & 7), q4_k_word(sb, b & 7, k), xq, dx);
+}
+
+FUNC float qstep_q6_k(float acc, const GLOBAL ushort* w, ulong row, ulong /* rows */, int kdim, int b, int k, int /* bits */, int /* gsize */, uint xq, float dx) {
+	const GLOBAL ushort* sb = w + (row * (ulong)(kdim >> 8) + (ulong)(b >> 3)) * 105;
+	return q6_k_step(acc, f16_to_f32(sb[104]), q6_k_scale(sb, b & 7, k), q6_k_word(sb, b & 7, k), xq, dx);
+}
+
+// An affine stack keeps every row's codes, then every row's scales, then every row's biases.
+#define QSTEP_AFFINE(S)                                                                                   \
+	FUNC float qstep_affine_##S(float acc, const GLOBAL ushort* w, ulong row, ulong rows, int kdim, int b, \
+			int k, int bits, int gsize, uint xq, float dx) {                                          \
+		ulong rowWords = (ulong)(kdim * bits / 16);                                                       \
+		ulong groups = (ulong)(kdim / gsize);                                                             \
+		const GLOBAL ushort* scales = w + rows * rowWords;                                                \
+		ulong g = row * groups + (ulong)((b * 32) / gsize);                                               \
+		uint wq = affine_codes4(w + row * rowWords, b * 32 + 4 * k, bits) ^ 0x80808080u;                  \
+		return affine_step(acc, affine_scale_##S(scales, g), affine_scale_##S(scales, rows * groups + g), wq, xq, dx); \
+	}
+QSTEP_AFFINE(bf16)
+QSTEP_AFFINE(f16)
+QSTEP_AFFINE(f32)

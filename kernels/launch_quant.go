@@ -19,6 +19,19 @@ var qmatmulNames = func() map[string][len(MatMulRows)]string {
 	return m
 }()
 
+// expertQMatMulNames is qmatmulNames for the expert kernels (expert_qmatmul_F_R).
+var expertQMatMulNames = func() map[string][len(MatMulRows)]string {
+	m := map[string][len(MatMulRows)]string{}
+	for _, f := range quantFormats {
+		var names [len(MatMulRows)]string
+		for i, r := range MatMulRows {
+			names[i] = fmt.Sprintf("expert_qmatmul_%s_%d", f, r)
+		}
+		m[f] = names
+	}
+	return m
+}()
+
 // QuantizeActLaunch is the launch that quantizes the activations of a MatMul with quantized
 // weights (quantize_act): blocks blocks of 32 values (rows·in/32), one per SIMD group, four per
 // group. It writes blocks·8 words of quants and blocks F32 scales, which QMatMulLaunch's kernel
@@ -49,4 +62,26 @@ func QMatMulLaunch(format string, rows, out int) Launch {
 // QMatMulLaunch names it) for rows tokens of dim elements: a thread per element, rows along x.
 func QEmbedLaunch(format string, rows, dim int) Launch {
 	return launch("qembed_"+format, rows, ceilDiv(dim, rowBlock))
+}
+
+// ExpertQMatMulLaunch is the launch of ExpertMatMul with quantized weights of the given format
+// (as QMatMulLaunch names it) for pairs pairs among experts experts, out output columns, after
+// QuantizeActLaunch has quantized the rows of x: sixteen columns per group (four per SIMD group,
+// eight lanes each), a row of groups per expert, each walking its expert's pairs in row groups of
+// the smallest R that holds as many pairs as an expert has on average, or 16, as
+// ExpertMatMulLaunch. R changes no bits.
+func ExpertQMatMulLaunch(format string, pairs, experts, out int) Launch {
+	per := ceilDiv(pairs, max(experts, 1))
+	g := len(MatMulRows) - 1
+	for i, n := range MatMulRows {
+		if n >= per {
+			g = i
+			break
+		}
+	}
+	names, ok := expertQMatMulNames[format]
+	if !ok {
+		panic("kernels: no quantized format " + format)
+	}
+	return launch(names[g], ceilDiv(out, 16), experts)
 }

@@ -27,6 +27,23 @@ func checkQuantLaunches(t *testing.T, add func(Launch) Launch) {
 				t.Errorf("QMatMulLaunch(%s, %d, %d) = %+v, want %s on %v", f, c.rows, c.out, l, want, c.groups)
 			}
 		}
+		for _, c := range []struct {
+			pairs, experts, out int
+			r                   string
+			groups              [2]int
+		}{
+			{1, 8, 5, "1", [2]int{1, 8}},
+			{16, 8, 17, "2", [2]int{2, 8}},
+			{60, 128, 768, "1", [2]int{48, 128}},
+			{30, 8, 64, "4", [2]int{4, 8}},
+			{40, 8, 33, "8", [2]int{3, 8}},
+			{2048, 16, 2048, "16", [2]int{128, 16}},
+		} {
+			want := "expert_qmatmul_" + f + "_" + c.r
+			if l := add(ExpertQMatMulLaunch(f, c.pairs, c.experts, c.out)); l.Kernel != want || l.Groups != c.groups {
+				t.Errorf("ExpertQMatMulLaunch(%s, %d, %d, %d) = %+v, want %s on %v", f, c.pairs, c.experts, c.out, l, want, c.groups)
+			}
+		}
 		if l := add(QEmbedLaunch(f, 7, 300)); l.Kernel != "qembed_"+f || l.Groups != [2]int{7, 2} {
 			t.Errorf("QEmbedLaunch(%s, 7, 300) = %+v", f, l)
 		}

@@ -29,6 +29,11 @@ func quantChecks(t *testing.T, check func(name string, f func(o *op))) {
 		}
 		check(fmt.Sprint("qmatmul ", dt, " three groups"), func(o *op) { o.quantMatMul(dt, 3*unit, 5, 2, false) })
 		check(fmt.Sprint("qembed ", dt), func(o *op) { o.quantEmbed(dt, 3*unit, -1) })
+		// Pairs among 8 experts pick every row group R (1, 2, 4, 8, 16); share: x rows per token
+		// (2 pairs each) and per pair.
+		for i, c := range []struct{ in, out, pairs, share int }{{unit, 5, 8, 2}, {in, 37, 16, 1}, {3 * unit, 9, 20, 2}, {unit, 18, 60, 1}, {unit, 3, 100, 2}} {
+			check(fmt.Sprint("expert_qmatmul ", dt, c), func(o *op) { o.expertQMatMul(dt, c.in, c.out, c.pairs, 8, c.share, i%2 == 1) })
+		}
 	}
 	check("qembed bad token", func(o *op) { o.quantEmbed(compute.Q4_0, 64, 50) })
 }
@@ -119,4 +124,42 @@ func (o *op) quantEmbed(dt compute.DType, dim, badToken int) {
 	o.launch(kernels.QEmbedLaunch(format, len(ids), dim), append(args, errWord)...)
 	computetest.SameBits(o.t, "x", floats(mx), want)
 	o.checkError(errWord, cpuErr, badToken >= 0, 1, 4, badToken) // ERR_EMBED, row 4
+}
+
+// expertQMatMul runs expert_qmatmul on pairs pairs among experts with quantized weights (pair 0's
+// id is no expert: its row stays as it was), share pairs to an x row, after quantize_act, and
+// compares it with the cpu backend's ExpertMatMul, whose rows are its quantized MatMul's: bit for
+// bit.
+func (o *op) expertQMatMul(dt compute.DType, in, out, pairs, experts, share int, withBias bool) {
+	ids := randomIDs(uint64(pairs+in), pairs, experts, 0)
+	groups, _ := o.cpuGroups(ids, experts)
+	xrows := (pairs + share - 1) / share
+	xs := computetest.Randn(13, xrows*in)
+	for i := range 32 {
+		xs[i] = 0 // a block of zeros: a zero scale
+	}
+	stack, _ := computetest.QuantizedExperts(o.t, dt, experts, out, in, uint64(out))
+	before := computetest.Randn(15, pairs*out)
+	dst := o.upload(compute.F32, computetest.F32Bytes(before), pairs, out)
+	var bias compute.Tensor
+	mb, hasBias := &mbuf{}, int32(0)
+	if withBias {
+		bs := computetest.Randn(19, experts*out)
+		bias, mb, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), experts, out), &mbuf{computetest.F32Bytes(bs)}, 1
+	}
+	o.cpu.ExpertMatMul(dst, o.upload(compute.F32, computetest.F32Bytes(xs), xrows, in), o.upload(dt, stack, experts, out, in), bias,
+		o.upload(compute.I32, computetest.I32Bytes(groups), len(groups)), pairs, share)
+	want := o.read(dst, pairs*out)
+
+	blocks := xrows * in / quant.BlockSize
+	qx, dx := &mbuf{make([]byte, 32*blocks)}, &mbuf{make([]byte, 4*blocks)}
+	o.launch(kernels.QuantizeActLaunch(blocks), qx, dx, &mbuf{computetest.F32Bytes(xs)}, int32(blocks))
+	format, bits, group := quantFormat(dt)
+	md := &mbuf{computetest.F32Bytes(before)}
+	l := kernels.ExpertQMatMulLaunch(format, pairs, experts, out)
+	o.launch(l, md, qx, dx, &mbuf{stack}, mb, &mbuf{computetest.I32Bytes(groups)},
+		int32(pairs), int32(share), int32(in), int32(out), int32(experts), hasBias, int32(bits), int32(group))
+	got := floats(md)
+	computetest.SameBits(o.t, "the row of the pair in no run", got[:out], before[:out])
+	computetest.SameBits(o.t, l.Kernel, got, want)
 }
