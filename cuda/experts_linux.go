@@ -43,12 +43,15 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 
 // ExpertMatMul runs each listed pair through its expert's matrix: a row of blocks per expert,
 // each walking its run in row groups sized for an expert's average share of the pairs (the size
-// changes no bits). A bias is added to each finished dot product.
+// changes no bits). A bias is added to each finished dot product. Quantized experts take two
+// launches, as MatMul's (quant_linux.go): the rows of x quantized, then quant's dot products of
+// each pair, so a pair's bits are the cpu backend's.
 func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := b.asTensor(w, "ExpertMatMul", "w")
 	wi := weightIndex(wt.dtype)
-	if len(wt.shape) != 3 || wi < 0 && wt.dtype != compute.MXFP4 {
-		panic(fmt.Sprintf("cuda: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16, BF16 or MXFP4", wt.dtype, wt.shape))
+	format, bits, group, quantized := kernels.QuantFormat(wt.dtype)
+	if len(wt.shape) != 3 || wi < 0 && wt.dtype != compute.MXFP4 && !quantized {
+		panic(fmt.Sprintf("cuda: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16, BF16, MXFP4 or a quantized format", wt.dtype, wt.shape))
 	}
 	if share <= 0 {
 		panic(fmt.Sprintf("cuda: ExpertMatMul: share %d, want 1 or more", share))
@@ -60,6 +63,21 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	var bp, hasBias uint64
 	if bias != nil {
 		bp, hasBias = ptr(b.tensorOf(bias, "ExpertMatMul", "bias", compute.F32, experts*out)), 1
+	}
+	if quantized {
+		// The rows of x quantized as MatMul quantizes its own, then quant's dot products.
+		blocks := (n + share - 1) / share * in / quant.BlockSize
+		if n <= 0 || blocks == 0 {
+			return
+		}
+		qx, dx, ok := b.quantScratch(blocks)
+		if !ok {
+			return
+		}
+		b.launchAs(kernels.QuantizeActLaunch(blocks), qx, dx, ptr(xt), i32(blocks))
+		b.launchAs(kernels.ExpertQMatMulLaunch(format, n, experts, out), ptr(dt), qx, dx, ptr(wt), bp, ptr(gt),
+			i32(n), i32(share), i32(in), i32(out), i32(experts), hasBias, i32(bits), i32(group))
+		return
 	}
 	if wt.dtype == compute.MXFP4 {
 		// The codes of every row, then the scales from this word on (compute.MXFP4).

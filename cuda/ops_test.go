@@ -26,6 +26,7 @@ func TestDeltaNetMatchesCPU(t *testing.T)    { computetest.CheckDeltaNet(t, newP
 func TestDataErrors(t *testing.T)            { computetest.CheckDataErrors(t, openCUDA(t)) }
 func TestQuantMatMulMatchesCPU(t *testing.T) { computetest.CheckQuantMatMul(t, newPair(t)) }
 func TestQuantEmbedMatchesCPU(t *testing.T)  { computetest.CheckQuantEmbed(t, newPair(t)) }
+func TestQuantExpertsMatchCPU(t *testing.T)  { computetest.CheckQuantExpertMatMul(t, newPair(t)) }
 
 // TestRecordingAllocatesNothing checks that recording ops allocates nothing in steady state.
 func TestRecordingAllocatesNothing(t *testing.T) {

@@ -39,15 +39,18 @@ func (b *backend) GroupByExpert(groups, ids compute.Tensor, n, experts int) {
 }
 
 // ExpertMatMul runs each listed pair through its expert's matrix: a row of threadgroups per
-// expert, each walking its run in row groups (whose size changes no bits).
+// expert, each walking its run in row groups (whose size changes no bits). Quantized experts take
+// two dispatches, as MatMul's (quant_darwin.go): the rows of x quantized, then quant's dot
+// products of each pair, so a pair's bits are the cpu backend's.
 func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
 	wt := b.asTensor(w, "ExpertMatMul", "w")
 	ws := weightSuffix(wt.dtype)
 	if wt.dtype == compute.MXFP4 {
 		ws = "mxfp4"
 	}
-	if len(wt.shape) != 3 || ws == "" {
-		panic(fmt.Sprintf("metal: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16, BF16 or MXFP4", wt.dtype, wt.shape))
+	format, bits, group, quantized := kernels.QuantFormat(wt.dtype)
+	if len(wt.shape) != 3 || ws == "" && !quantized {
+		panic(fmt.Sprintf("metal: ExpertMatMul: w is %v %v, want [experts, out, in] of F32, F16, BF16, MXFP4 or a quantized format", wt.dtype, wt.shape))
 	}
 	if share <= 0 {
 		panic(fmt.Sprintf("metal: ExpertMatMul: share %d, want 1 or more", share))
@@ -60,6 +63,23 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	hasBias := 0
 	if bias != nil {
 		bt, hasBias = bufArg(b.tensorOf(bias, "ExpertMatMul", "bias", compute.F32, experts*out)), 1
+	}
+	if quantized {
+		// The rows of x quantized as MatMul quantizes its own, then quant's dot products.
+		blocks := (n + share - 1) / share * in / quant.BlockSize
+		if n <= 0 || blocks == 0 {
+			return
+		}
+		act := b.quantScratch(blocks)
+		if act == nil {
+			return
+		}
+		// The quants (eight words a block), then the scales: offsets of 32 bytes a block.
+		qx, dx := bufArg(act), arg{buf: act.buf, off: uint64(32 * blocks)}
+		b.dispatch(kernels.QuantizeActLaunch(blocks), qx, dx, bufArg(xt), i32(blocks))
+		b.dispatch(kernels.ExpertQMatMulLaunch(format, n, experts, out), bufArg(dt), qx, dx, bufArg(wt), bt, bufArg(gt),
+			i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias), i32(bits), i32(group))
+		return
 	}
 	l := kernels.ExpertMatMulLaunch(ws, n, experts, out)
 	if wt.dtype == compute.MXFP4 {

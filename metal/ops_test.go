@@ -29,3 +29,4 @@ func TestDeltaNetMatchesCPU(t *testing.T)    { computetest.CheckDeltaNet(t, newP
 func TestDataErrors(t *testing.T)            { computetest.CheckDataErrors(t, openMetal(t)) }
 func TestQuantMatMulMatchesCPU(t *testing.T) { computetest.CheckQuantMatMul(t, newPair(t)) }
 func TestQuantEmbedMatchesCPU(t *testing.T)  { computetest.CheckQuantEmbed(t, newPair(t)) }
+func TestQuantExpertsMatchCPU(t *testing.T)  { computetest.CheckQuantExpertMatMul(t, newPair(t)) }
