@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"tfd/batch"
 	"tfd/compute"
+	"tfd/compute/computetest"
 	"tfd/engine"
 	"tfd/engine/enginetest"
 	"tfd/engine/gguf"
@@ -109,54 +109,30 @@ func promptDrafts(t *testing.T, m *engine.Model, prompt []int32) []float32 {
 	return slices.Clone(logits)
 }
 
-// nextF16Experts writes the GGUF file at path again with every stack of experts in F16, converted
-// from the fixture's folder (tfd runs no quantized experts; llama.cpp's Q8_0 file quantizes the
-// gate and up stacks), and returns the new file's path.
-func nextF16Experts(t *testing.T, path string) string {
-	t.Helper()
-	folder, err := safetensors.Open(filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "qwen3next"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer folder.Close()
-	return rewrite(t, path, func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
-		backbone := int(kv["qwen3next.block_count"].Any().(uint32) - kv["qwen3next.nextn_predict_layers"].Any().(uint32))
-		for name, te := range ts {
-			rest, isExps := strings.CutSuffix(strings.TrimPrefix(name, "blk."), "_exps.weight")
-			if !isExps || te.typ == gguf.F16 {
-				continue
-			}
-			layer, proj, _ := strings.Cut(rest, ".ffn_")
-			n, err := strconv.Atoi(layer)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			prefix := fmt.Sprintf("model.layers.%d.", n)
-			if n >= backbone {
-				prefix = fmt.Sprintf("mtp.layers.%d.", n-backbone)
-			}
-			var data []byte
-			for e := range te.shape[0] {
-				hf := fmt.Sprintf("%smlp.experts.%d.%s_proj.weight", prefix, e, proj)
-				tn, ok := folder.Tensor(hf)
-				if !ok || tn.DType != "F32" {
-					t.Fatalf("the folder has no F32 %s", hf)
-				}
-				data = append(data, engine.ConvertFloats(tn.Data, compute.F32, compute.F16)...)
-			}
-			ts[name] = tensorEdit{gguf.F16, te.shape, data}
-		}
-	})
-}
-
 // TestGGUFQwen3NextQ8_0: llama.cpp's Q8_0 file of the fixture (Q8_0 matrices whose rows the loader
-// moves: in_proj_qkvz's halves, in_proj_ba, q_proj's queries and gates, the MTP fc's halves) runs
-// once its experts are F16, head included; its 64-token greedy runs are compared with the
-// oracle's as far as they agree (quantizing flips routing decisions the fixture keeps only 0.002
-// apart, so they part).
+// moves: in_proj_qkvz's halves, in_proj_ba, q_proj's queries and gates, the MTP fc's halves; the
+// experts' gate and up stacks in Q8_0, their down stacks, of rows of 48, in F16) runs, head
+// included, and every position's logits are, bit for bit, those of the same file on a backend
+// that computes each quantized product, the experts' a pair at a time, with package quant's
+// reference; its 64-token greedy runs are compared with the oracle's as far as they agree
+// (quantizing flips routing decisions the fixture keeps only 0.002 apart, so they part).
 func TestGGUFQwen3NextQ8_0(t *testing.T) {
 	o := enginetest.Read(t, "qwen3next")
-	m := load(t, openCPU(t), engine.Source{Dir: nextF16Experts(t, nextGGUF(t, "q8_0"))})
+	path := nextGGUF(t, "q8_0")
+	m := load(t, openCPU(t), engine.Source{Dir: path})
+	ref := newRefBackend(t)
+	mr := load(t, deltaRefBackend{ref, ref.Backend.(compute.DeltaNet)}, engine.Source{Dir: path})
+	if len(ref.experts) != 5*2 {
+		t.Errorf("%d stacks of experts are quantized, want the gate and up stacks of 4 layers and the MTP block", len(ref.experts))
+	}
+	var prompts [][]int32
+	for _, c := range o.Cases {
+		prompts = append(prompts, c.Prompt)
+	}
+	got, want := allLogits(t, m, prompts), allLogits(t, mr, prompts)
+	for i := range got {
+		computetest.SameBits(t, fmt.Sprintf("case %d's logits against quant's reference", i), got[i], want[i])
+	}
 	var agreed []int
 	for _, c := range o.Cases {
 		got := enginetest.Greedy(t, m, c.Prompt, len(c.Greedy))
@@ -171,15 +147,20 @@ func TestGGUFQwen3NextQ8_0(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("Q8_0 (experts F16): greedy runs agree with the oracle's for the first %v of %d tokens", agreed, len(o.Cases[0].Greedy))
+	t.Logf("Q8_0: greedy runs agree with the oracle's for the first %v of %d tokens", agreed, len(o.Cases[0].Greedy))
+}
+
+// deltaRefBackend is refBackend with the cpu backend's DeltaNet ops, for a hybrid model.
+type deltaRefBackend struct {
+	*refBackend
+	compute.DeltaNet
 }
 
 // TestGGUFQwen3NextRefusals: what tfd does not run in a qwen3next file is refused, naming the
 // tensor or key.
 func TestGGUFQwen3NextRefusals(t *testing.T) {
 	b := openCPU(t)
-	q8 := nextGGUF(t, "q8_0")
-	path := nextF16Experts(t, q8)
+	path := nextGGUF(t, "q8_0")
 	if _, err := engine.Load(context.Background(), engine.Source{Dir: path}, b, engine.Options{Context: 64}); err != nil {
 		t.Fatalf("the file the cases edit does not load: %v", err)
 	}
@@ -203,7 +184,6 @@ func TestGGUFQwen3NextRefusals(t *testing.T) {
 		path string
 		want string
 	}{
-		{"quantized experts", q8, "tensor blk.0.ffn_gate_exps.weight[0] is Q8_0; tfd runs a mixture's experts in F32, F16 or BF16 only"},
 		{"an MTP head alone", edit(func(kv map[string]gguf.Value, ts map[string]tensorEdit) {
 			delete(ts, "blk.0.attn_norm.weight")
 		}), "an MTP head alone (convert_hf_to_gguf.py --mtp) is no model to serve"},

@@ -35,15 +35,17 @@ func ParseQuantization(s string) (Quantization, error) {
 	return "", fmt.Errorf(`engine: model.quantize %q: want "" (the checkpoint's dtypes), "q8" or "q4"`, s)
 }
 
-// dtypeFor returns the dtype a checkpoint tensor, by its Hugging Face name, is quantized to at
-// load, or false when it loads as it is: under q, every F32, F16 or BF16 weight matrix
-// ("….weight", two dimensions, rows a multiple of 32 elements) but a mixture's router. A
-// mixture's experts (three dimensions, stacked at load) stay as they are too: ExpertMatMul has no
-// quantized kernels yet. The router is small and decides which experts run, as llama.cpp keeps
-// its ffn_gate_inp unquantized.
+// dtypeFor returns the dtype a checkpoint tensor, by its Hugging Face name (or a GGUF file's), is
+// quantized to at load, or false when it loads as it is: under q, every F32, F16 or BF16 weight
+// matrix ("….weight", rows a multiple of 32 elements) but a mixture's router. A matrix has two
+// dimensions, or three for a stack of a mixture's experts ([experts, out, in]: a GGUF file's
+// stacks, and a folder's experts, one by one as stored and stacked at load), which ExpertMatMul
+// runs quantized as MatMul runs a matrix. The router is small and decides which experts run, as
+// llama.cpp keeps its ffn_gate_inp unquantized.
 func (q Quantization) dtypeFor(name string, dtype compute.DType, shape []int) (compute.DType, bool) {
-	if q == NoQuantization || len(shape) != 2 || shape[1]%quant.BlockSize != 0 || !isWeight(name) ||
-		strings.HasSuffix(name, ".mlp.gate.weight") || strings.HasSuffix(name, ".mlp.router.weight") {
+	if q == NoQuantization || len(shape) != 2 && len(shape) != 3 || shape[len(shape)-1]%quant.BlockSize != 0 || !isWeight(name) ||
+		strings.HasSuffix(name, ".mlp.gate.weight") || strings.HasSuffix(name, ".mlp.router.weight") ||
+		strings.HasSuffix(name, ".ffn_gate_inp.weight") {
 		return 0, false
 	}
 	if dtype != compute.F32 && dtype != compute.F16 && dtype != compute.BF16 {
@@ -61,11 +63,15 @@ func isWeight(name string) bool {
 	return strings.HasSuffix(name, ".weight") || strings.Contains(name, ".weight[")
 }
 
-// quantizeTensor returns the rows of t, an F32, F16 or BF16 matrix, quantized to dtype (Q8_0,
-// Q4_0, or for ExportGGUF Q4_K and Q6_K) as Upload takes them, the rows spread over the machine's
-// cores.
+// quantizeTensor returns the rows of t, an F32, F16 or BF16 matrix or stack of experts' matrices
+// (every dimension but the last is rows), quantized to dtype (Q8_0, Q4_0, or for ExportGGUF Q4_K
+// and Q6_K) as Upload takes them, the rows spread over the machine's cores.
 func quantizeTensor(t stored, dtype compute.DType) []byte {
-	rows, in := t.shape[0], t.shape[1]
+	in := t.shape[len(t.shape)-1]
+	rows := 1
+	for _, d := range t.shape[:len(t.shape)-1] {
+		rows *= d
+	}
 	rowBytes := quant.RowBytesQ8_0(in)
 	quantize := quant.QuantizeQ8_0
 	switch dtype {

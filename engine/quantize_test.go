@@ -28,7 +28,8 @@ import (
 // quantized arithmetic, against which the cpu kernels' whole forward is compared bit for bit.
 type refBackend struct {
 	compute.Backend
-	refs map[compute.Tensor]refMatrix
+	refs    map[compute.Tensor]refMatrix
+	experts map[compute.Tensor][]refMatrix // a quantized stack of experts' matrices, each apart
 }
 
 type refMatrix struct {
@@ -38,12 +39,20 @@ type refMatrix struct {
 }
 
 func newRefBackend(t testing.TB) *refBackend {
-	return &refBackend{Backend: openCPU(t), refs: map[compute.Tensor]refMatrix{}}
+	return &refBackend{Backend: openCPU(t), refs: map[compute.Tensor]refMatrix{}, experts: map[compute.Tensor][]refMatrix{}}
 }
 
 func (b *refBackend) Upload(dtype compute.DType, shape []int, data []byte) (compute.Tensor, error) {
 	w, err := b.Backend.Upload(dtype, shape, data)
-	if err == nil && dtype.Quantized() {
+	switch {
+	case err != nil || !dtype.Quantized():
+	case len(shape) == 3:
+		// model.quantize makes Q8_0 and Q4_0, whose experts' matrices lie one after the other.
+		per := len(data) / shape[0]
+		for e := range shape[0] {
+			b.experts[w] = append(b.experts[w], refMatrix{dtype, shape[1], shape[2], bytes.Clone(data[e*per : (e+1)*per])})
+		}
+	default:
 		b.refs[w] = refMatrix{dtype, shape[0], shape[1], bytes.Clone(data)}
 	}
 	return w, err
@@ -123,6 +132,53 @@ func (b *refBackend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 	index, err := b.Backend.Upload(compute.I32, []int{rows}, computetest.I32Bytes(idx))
 	must(err)
 	b.Backend.Gather(dst, src, index, rows)
+	b.Backend.Free(src)
+	b.Backend.Free(index)
+}
+
+// ExpertMatMul computes each listed pair's product with its expert's quantized matrix with quant,
+// as MatMul does, and copies the result into dst with Gather; the rows of pairs in no run keep
+// what dst held. Other products go to the cpu backend.
+func (b *refBackend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share int) {
+	ms, ok := b.experts[w]
+	if !ok {
+		b.Backend.ExpertMatMul(dst, x, w, bias, groups, n, share)
+		return
+	}
+	experts, out, in := len(ms), ms[0].out, ms[0].in
+	xs, res := make([]float32, (n+share-1)/share*in), make([]float32, n*out)
+	must(b.Backend.ReadFloat32(x, xs))
+	must(b.Backend.ReadFloat32(dst, res))
+	var bs []float32
+	if bias != nil {
+		bs = make([]float32, experts*out)
+		must(b.Backend.ReadFloat32(bias, bs))
+	}
+	g := make([]int32, experts+1+n)
+	must(b.Backend.ReadInt32(groups, g))
+	var a quant.Activation
+	for e := range experts {
+		for _, p := range g[experts+1+int(g[e]) : experts+1+int(g[e+1])] {
+			r := int(p) / share
+			a.Quantize(xs[r*in : (r+1)*in])
+			for o := range out {
+				v := ms[e].dot(o, &a)
+				if bs != nil {
+					v += bs[e*out+o]
+				}
+				res[int(p)*out+o] = v
+			}
+		}
+	}
+	src, err := b.Backend.Upload(compute.F32, []int{n, out}, computetest.F32Bytes(res))
+	must(err)
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	index, err := b.Backend.Upload(compute.I32, []int{n}, computetest.I32Bytes(idx))
+	must(err)
+	b.Backend.Gather(dst, src, index, n)
 	b.Backend.Free(src)
 	b.Backend.Free(index)
 }
@@ -435,24 +491,30 @@ func TestQuantizedGGUF(t *testing.T) {
 	}
 }
 
-// TestQuantizedMoE: quantized at load, a mixture-of-experts model keeps its routers and experts
-// as they are (ExpertMatMul has no quantized kernels; the router decides which experts run) and
-// quantizes the rest, and its logits are still exactly the reference's.
+// TestQuantizedMoE: quantized at load, a mixture-of-experts model keeps its routers as they are
+// (the router decides which experts run) and quantizes the rest, its experts' stacks among them
+// where their rows are whole blocks, and its logits are still exactly the reference's, with the
+// experts' products computed by quant a pair at a time.
 func TestQuantizedMoE(t *testing.T) {
 	const dir = "engine/testdata/oracle/qwen3moe"
-	opts := engine.Options{MaxRows: 16, Quantize: engine.QuantizeQ8}
-	m := enginetest.Load(t, openCPU(t), dir, opts)
-	ref := newRefBackend(t)
-	mr := enginetest.Load(t, ref, dir, opts)
-	// 4 layers of q, k, v and o; the one dense layer's gate, up and down; the embedding table
-	// and the untied head.
-	if len(ref.refs) != 4*4+3+2 {
-		t.Errorf("%d matrices quantized, want 21: the routers and experts stay as they are", len(ref.refs))
-	}
-	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
-	got, want := runLogits(t, m, tokens, 7), runLogits(t, mr, tokens, 7)
-	for i := range got {
-		computetest.SameBits(t, fmt.Sprintf("row %d's logits", i), got[i], want[i])
+	for _, q := range []engine.Quantization{engine.QuantizeQ8, engine.QuantizeQ4} {
+		t.Run(string(q), func(t *testing.T) {
+			opts := engine.Options{MaxRows: 16, Quantize: q}
+			m := enginetest.Load(t, openCPU(t), dir, opts)
+			ref := newRefBackend(t)
+			mr := enginetest.Load(t, ref, dir, opts)
+			// 4 layers of q, k, v and o; the one dense layer's gate, up and down; the embedding
+			// table and the untied head; and the three sparse layers' gate and up stacks (their
+			// down stacks' rows are the experts' 48 elements, no whole number of blocks).
+			if len(ref.refs) != 4*4+3+2 || len(ref.experts) != 3*2 {
+				t.Errorf("%d matrices and %d stacks of experts quantized, want 21 and 6", len(ref.refs), len(ref.experts))
+			}
+			tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
+			got, want := runLogits(t, m, tokens, 7), runLogits(t, mr, tokens, 7)
+			for i := range got {
+				computetest.SameBits(t, fmt.Sprintf("row %d's logits", i), got[i], want[i])
+			}
+		})
 	}
 }
 

@@ -145,7 +145,9 @@ func (u *uploader) upload(hf string, t stored, shape []int) (compute.Tensor, err
 }
 
 // stacked uploads the n tensors named name(0) … name(n-1), each of the given shape and all of one
-// dtype, as one tensor of [n, shape…]: a mixture's experts, which checkpoints store one by one.
+// dtype, as one tensor of [n, shape…]: a mixture's experts, which checkpoints store one by one. A
+// GGUF file's quantized experts stack as they are (a quantized row is whole blocks of its own
+// elements), in the layout compute.Q8_0 gives a stack.
 func (u *uploader) stacked(n int, name func(i int) string, shape ...int) (compute.Tensor, error) {
 	var all stored
 	for i := range n {
@@ -156,10 +158,9 @@ func (u *uploader) stacked(n int, name func(i int) string, shape ...int) (comput
 		case !ok:
 			return nil, fmt.Errorf("engine: the checkpoint has no tensor %s", u.ckpt.fileName(name(i)))
 		case t.mlx != nil:
-			return nil, fmt.Errorf("engine: tensor %s is quantized by MLX; tfd runs a mixture's experts in F32, F16 or BF16 only", t.name)
-		case t.dtype.Quantized():
-			// No backend's ExpertMatMul reads GGUF's blocks yet (GPT-OSS's MXFP4 has a loader of its own).
-			return nil, fmt.Errorf("engine: tensor %s is %v; tfd runs a mixture's experts in F32, F16 or BF16 only: serve a file whose experts are F16 (llama-quantize --tensor-type ffn_gate_exps=f16 and so on for up and down)", t.name, t.dtype)
+			// mlx-lm stacks a mixture's experts in switch_mlp tensors, which tfd does not read;
+			// an expert quantized alone is no checkpoint it writes.
+			return nil, fmt.Errorf("engine: tensor %s is quantized by MLX; tfd runs a mixture's experts in F32, F16 or BF16 from a folder, quantized from a GGUF file (Q8_0, Q4_0, Q4_K, Q6_K)", t.name)
 		case !slices.Equal(t.shape, shape):
 			return nil, fmt.Errorf("engine: tensor %s has shape %v, %s implies %v", t.name, t.shape, u.ckpt.configName(), shape)
 		case i == 0:

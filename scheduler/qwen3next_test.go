@@ -30,6 +30,18 @@ func TestSharedEqualsSoloOnQwen3Next(t *testing.T) {
 	schedulertest.CheckSharedEqualsSolo(t, b, "engine/testdata/oracle/qwen3next")
 }
 
+// TestSharedEqualsSoloOnQwen3NextQ8_0: the same on llama.cpp's Q8_0 file of the fixture, whose
+// experts' gate and up stacks are Q8_0: rows that share a forward share their quantized experts,
+// and no reply changes for it.
+func TestSharedEqualsSoloOnQwen3NextQ8_0(t *testing.T) {
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	schedulertest.CheckSharedEqualsSolo(t, b, "engine/testdata/qwen3next-gguf/qwen3next-q8_0.gguf")
+}
+
 // loadNext loads the Qwen3-Next fixture with a KV pool of slots and sessions keeping depth
 // positions' states.
 func loadNext(t *testing.T, slots, depth int) *engine.Model {
