@@ -91,7 +91,7 @@ func writeSparseCheckpoint(t *testing.T, dir, config string, c Config) {
 // checkpoint on an H200, from config.json and the safetensors headers alone: the weights are all
 // 128 experts of all 48 layers (30.5B parameters in BF16), a token's KV is that of the 48
 // attention layers' 4 KV heads of 128 (7.5 GiB a session of the whole context), and the scratch
-// holds the experts' pairs.
+// holds the experts' pairs. Quantized at load, the experts count at their quantized size.
 func TestPlanQwen3MoE30BShaped(t *testing.T) {
 	dir := t.TempDir()
 	c, err := ParseConfig([]byte(qwen3MoE30B))
@@ -134,6 +134,32 @@ func TestPlanQwen3MoE30BShaped(t *testing.T) {
 		"all 128 experts of each of the 48 sparse layers (8 run for each token)"} {
 		if !strings.Contains(p.String(), line) {
 			t.Errorf("the plan does not say %q", line)
+		}
+	}
+	// Quantized at load, the experts with the other matrices (experts and attention in Q4_0 under
+	// q4, the embeddings and the head in Q8_0), the routers and the norms as they are.
+	const tables, matrices, kept = 2 * 151936 * 2048, 48 * (18_874_368 + 128*4_718_592), 2048 + 48*(4352+262_144)
+	for _, c := range []struct {
+		q     Quantization
+		bytes int64
+		line  string
+	}{
+		{QuantizeQ8, (tables+matrices)/32*34 + 2*kept, "weights     30.2 GiB"},
+		{QuantizeQ4, tables/32*34 + matrices/32*18 + 2*kept, "weights     16.3 GiB"},
+	} {
+		_, info, err := Inspect(Source{Dir: dir}, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Bytes != c.bytes {
+			t.Errorf("%s: Inspect counts %d bytes as loaded, want %d", c.q, info.Bytes, c.bytes)
+		}
+		p, err := MakePlan(PlanInput{Model: cfg, WeightBytes: info.Bytes, Quantize: c.q, DeviceMemory: h200, MarginGB: 1, MaxRows: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(p.String(), c.line) || !strings.Contains(p.String(), "quantized at load (model.quantize = "+string(c.q)+")") {
+			t.Errorf("%s: the plan does not say %q and how it quantizes:\n%s", c.q, c.line, p)
 		}
 	}
 }
