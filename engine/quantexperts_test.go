@@ -2,14 +2,9 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 
 	"tfd/compute"
@@ -17,7 +12,6 @@ import (
 	"tfd/engine"
 	"tfd/engine/enginetest"
 	"tfd/engine/gguf"
-	"tfd/engine/safetensors"
 )
 
 // TestQuantizedExpertsGGUF: the Qwen3-MoE fixture written as a GGUF file in Q8_0 and Q4_0
@@ -94,7 +88,7 @@ func loadOpts(t testing.TB, b compute.Backend, src engine.Source, opts engine.Op
 // bundled model's MLP. Measured: 1.94% (q8), 12.6% (q4), 5.1% (Q4_K), 1.98% (Q6_K).
 var expertsNearF32 = map[string]float64{"q8": 0.03, "q4": 0.2, "Q4_K": 0.08, "Q6_K": 0.03}
 
-// TestQuantizedExpertsNearF32: a Qwen3-MoE checkpoint made of the bundled model (gopherMoE: each
+// TestQuantizedExpertsNearF32: a Qwen3-MoE checkpoint made of the bundled model (GopherMoE: each
 // layer's MLP as 4 experts, top 2), quantized at load with its experts, gives logits within
 // expertsNearF32 of the same checkpoint unquantized, at every position of three prompts (every
 // layer's three stacks of experts quantized, as a backend that records its uploads counts). Its
@@ -104,7 +98,7 @@ var expertsNearF32 = map[string]float64{"q8": 0.03, "q4": 0.2, "Q4_K": 0.08, "Q6
 func TestQuantizedExpertsNearF32(t *testing.T) {
 	skipShort(t)
 	b := openCPU(t)
-	dir := gopherMoE(t, 4)
+	dir := enginetest.GopherMoE(t, 4)
 	m := loadOpts(t, b, engine.Source{Dir: dir}, engine.Options{MaxRows: 64})
 	var prompts [][]int32
 	for _, p := range ggufPrompts {
@@ -166,92 +160,4 @@ func TestQuantizedExpertsNearF32(t *testing.T) {
 			}
 		})
 	}
-}
-
-// gopherMoE writes the bundled model as a Qwen3-MoE checkpoint into a temporary folder and returns
-// it: each layer's MLP becomes experts experts, expert e the MLP with its intermediate rows in an
-// order of its own (gate's and up's rows and down's columns permuted alike: the same function, but
-// matrices, and so blocks, of its own), and a router of small random weights picks 2 of them. The
-// weights are normalised, so the mixture is the MLP but for the rounding of the sums; the MTP
-// head is left out (Qwen3-MoE has none).
-func gopherMoE(t *testing.T, experts int) string {
-	t.Helper()
-	src := filepath.Join(enginetest.RepoRoot(t), "models", "gopher")
-	ckpt, err := safetensors.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ckpt.Close()
-	var config map[string]any
-	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &config); err != nil {
-		t.Fatal(err)
-	}
-	hidden, inter := int(config["hidden_size"].(float64)), int(config["intermediate_size"].(float64))
-	var out []safetensors.Tensor
-	for _, name := range ckpt.Names() {
-		w, _ := ckpt.Tensor(name)
-		prefix, proj, isMLP := strings.Cut(name, ".mlp.")
-		switch {
-		case strings.HasPrefix(name, "mtp."):
-		case !isMLP:
-			out = append(out, safetensors.Tensor{Name: name, DType: w.DType, Shape: w.Shape, Data: w.Data})
-		case proj == "gate_proj.weight":
-			router := computetest.Randn(uint64(len(out)), experts*hidden)
-			for i := range router {
-				router[i] *= 0.05
-			}
-			out = append(out, safetensors.Tensor{Name: prefix + ".mlp.gate.weight", DType: "BF16", Shape: []int{experts, hidden},
-				Data: computetest.Encode(compute.BF16, router)})
-			fallthrough
-		default:
-			for e := range experts {
-				perm := rand.New(rand.NewPCG(uint64(e), 9)).Perm(inter)
-				if e == 0 {
-					perm = nil // the MLP as it is
-				}
-				data := slices.Clone(w.Data)
-				if perm != nil {
-					rows, cols := w.Shape[0], w.Shape[1]
-					for r := range rows {
-						for c := range cols {
-							from := r*cols + c
-							if proj == "down_proj.weight" {
-								from = r*cols + perm[c] // down's columns are the intermediate
-							} else {
-								from = perm[r]*cols + c
-							}
-							copy(data[2*(r*cols+c):2*(r*cols+c)+2], w.Data[2*from:2*from+2])
-						}
-					}
-				}
-				out = append(out, safetensors.Tensor{Name: fmt.Sprintf("%s.mlp.experts.%d.%s", prefix, e, proj), DType: w.DType, Shape: w.Shape, Data: data})
-			}
-		}
-	}
-	dir := t.TempDir()
-	writeSafetensors(t, filepath.Join(dir, safetensors.SingleFile), out)
-	config["architectures"] = []string{"Qwen3MoeForCausalLM"}
-	config["model_type"] = "qwen3_moe"
-	config["num_experts"], config["num_experts_per_tok"], config["moe_intermediate_size"] = experts, 2, inter
-	config["norm_topk_prob"], config["decoder_sparse_step"], config["mlp_only_layers"] = true, 1, []int{}
-	delete(config, "mtp_num_hidden_layers")
-	if raw, err = json.Marshal(config); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{"config.json": raw}
-	for _, name := range []string{"tokenizer.json", "generation_config.json"} {
-		if files[name], err = os.ReadFile(filepath.Join(src, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }

@@ -35,7 +35,9 @@ const QuantizedLogitsBound = 0.02
 //     agree on from the start are logged (a tie broken the other way may part them).
 //
 // GGUF files in Q4_K and Q6_K (which model.quantize does not make) are compared with the cpu in
-// the same two ways.
+// the same two ways. A mixture made of the bundled model (GopherMoE), quantized at load with its
+// experts, is held to the same bound against the cpu, and to CheckBatchInvariance on b; and its
+// Q4_K file (the experts' down stacks Q4_K, their gate and up Q8_0) is compared with the cpu.
 func CheckQuantized(t *testing.T, b, cpu compute.Backend) {
 	o := Read(t, "gopher")
 	for _, c := range []struct {
@@ -61,6 +63,30 @@ func CheckQuantized(t *testing.T, b, cpu compute.Backend) {
 			CheckBatchInvariance(t, Load(t, b, o.Model, engine.Options{MaxRows: 48, Slots: 600, Quantize: c.q}))
 		})
 	}
+	moe := GopherMoE(t, 4)
+	for _, q := range []engine.Quantization{engine.QuantizeQ8, engine.QuantizeQ4} {
+		t.Run("moe/"+string(q), func(t *testing.T) {
+			opts := engine.Options{MaxRows: 64, Quantize: q}
+			m, mc := loadSource(t, b, engine.Source{Dir: moe}, opts), loadSource(t, cpu, engine.Source{Dir: moe}, opts)
+			worst := checkQuantizedLogits(t, m, mc, o)
+			t.Logf("a mixture quantized at load (%s) on %s against cpu: logits worst max|Δ|/max|logit| %.3g; greedy runs of %d tokens agree for the first %v tokens",
+				q, b.Name(), worst, len(o.Cases[0].Greedy), greedyAgreement(t, m, mc, o))
+			CheckBatchInvariance(t, loadSource(t, b, engine.Source{Dir: moe}, engine.Options{MaxRows: 48, Slots: 600, Quantize: q}))
+		})
+	}
+	t.Run("moe/Q4_K", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := engine.ExportGGUF(engine.Source{Dir: moe}, compute.Q4_K, &buf); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "moe-q4_k.gguf")
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		opts := engine.Options{MaxRows: 64}
+		m, mc := loadSource(t, b, engine.Source{Dir: path}, opts), loadSource(t, cpu, engine.Source{Dir: path}, opts)
+		t.Logf("a mixture's Q4_K file on %s against cpu: logits worst max|Δ|/max|logit| %.3g", b.Name(), checkQuantizedLogits(t, m, mc, o))
+	})
 	for _, dt := range []compute.DType{compute.Q4_K, compute.Q6_K} {
 		t.Run(dt.String(), func(t *testing.T) {
 			opts := engine.Options{MaxRows: 64}
@@ -124,6 +150,17 @@ func promptLogits(t testing.TB, m *engine.Model, prompt []int32) []float32 {
 		t.Fatal(err)
 	}
 	return slices.Clone(logits)
+}
+
+// loadSource loads src on b; the model is closed when the test ends.
+func loadSource(t testing.TB, b compute.Backend, src engine.Source, opts engine.Options) *engine.Model {
+	t.Helper()
+	m, err := engine.Load(context.Background(), src, b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
 }
 
 // loadGGUF writes the model folder dir (relative to the repository root) as a GGUF file of
