@@ -396,22 +396,14 @@ func exportTensor(name, gname, arch string, c Config, ckpt *safetensors.Checkpoi
 	}
 	var data []byte
 	typ := ggufTypes[dtype]
-	switch q := exportQuantization[dtype]; {
+	switch {
 	case len(t.Shape) <= 1 || strings.HasSuffix(gname, "_norm.weight"):
 		data, typ = convertFloats(t.Data, from, compute.F32), gguf.F32
 		if arch == "gemma3" && strings.HasSuffix(gname, "norm.weight") {
 			data = plusOneF32(data) // the converter's shift (ggufgemma3.go)
 		}
-	case dtype == compute.Q4_K || dtype == compute.Q6_K:
-		qdt := exportKQuant(dtype, name, t.Shape)
-		data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
-	case q != NoQuantization:
-		qdt, ok := q.dtypeFor(name, from, t.Shape)
-		if !ok {
-			data, typ = t.Data, ggufTypes[from] // rows that are not whole blocks
-			break
-		}
-		data, typ = quantizeTensor(stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, qdt), ggufTypes[qdt]
+	case dtype.Quantized():
+		data, typ = exportQuantized(name, stored{name: name, dtype: from, shape: t.Shape, data: t.Data}, dtype)
 	default:
 		data = convertFloats(t.Data, from, dtype)
 	}
@@ -422,6 +414,22 @@ func exportTensor(name, gname, arch string, c Config, ckpt *safetensors.Checkpoi
 		}
 	}
 	return data, typ, t.Shape, nil
+}
+
+// exportQuantized returns the matrix (or stack of experts' matrices) t, named name, as ExportGGUF
+// writes it in a quantized dtype: Q4_K and Q6_K by exportKQuant, Q8_0 and Q4_0 by model.quantize's
+// rule (Quantization.dtypeFor), a matrix whose rows are not whole blocks in its checkpoint dtype;
+// its bytes and GGUF type.
+func exportQuantized(name string, t stored, dtype compute.DType) ([]byte, gguf.Type) {
+	if dtype == compute.Q4_K || dtype == compute.Q6_K {
+		qdt := exportKQuant(dtype, name, t.shape)
+		return quantizeTensor(t, qdt), ggufTypes[qdt]
+	}
+	qdt, ok := exportQuantization[dtype].dtypeFor(name, t.dtype, t.shape)
+	if !ok {
+		return t.data, ggufTypes[t.dtype] // rows that are not whole blocks
+	}
+	return quantizeTensor(t, qdt), ggufTypes[qdt]
 }
 
 // ggufTypes maps the dtypes ExportGGUF writes to GGUF's types.

@@ -104,11 +104,9 @@ func exportGptOssConfig(w *gguf.Writer, key func(string) string, c Config) error
 
 // exportGptOssExperts writes a GPT-OSS layer's experts, named by its prefix
 // ("model.layers.N."), in llama.cpp's form: gate, up and down apart, [experts, out, in], in dtype
-// (a float type) or, from an MXFP4 checkpoint, as ggml's MXFP4; their biases in F32.
+// (a float type, or a quantized one by ExportGGUF's rule for any matrix) or, from an MXFP4
+// checkpoint, as ggml's MXFP4; their biases in F32.
 func exportGptOssExperts(w *gguf.Writer, layer int, c Config, ckpt *safetensors.Checkpoint, dtype compute.DType) error {
-	if dtype != compute.F32 && dtype != compute.F16 && dtype != compute.BF16 {
-		return fmt.Errorf("engine: export GGUF: GPT-OSS's experts in %v; write F32, F16 or BF16 (MXFP4 experts stay MXFP4)", dtype)
-	}
 	u := &uploader{ckpt: safetensorsCheckpoint{ckpt}}
 	e, inter, hidden := c.MoE.Experts, c.MoE.Intermediate, c.Hidden
 	name := func(s string) string { return fmt.Sprintf("model.layers.%d.mlp.experts.%s", layer, s) }
@@ -161,6 +159,11 @@ func exportGptOssExperts(w *gguf.Writer, layer int, c Config, ckpt *safetensors.
 			}
 			fallthrough
 		default:
+			if dtype.Quantized() {
+				data, typ := exportQuantized(blk(s.gname), s.t, dtype)
+				w.AddTensor(blk(s.gname), typ, s.t.shape, data)
+				continue
+			}
 			w.AddTensor(blk(s.gname), ggufTypes[dtype], s.t.shape, convertFloats(s.t.data, s.t.dtype, dtype))
 		}
 	}

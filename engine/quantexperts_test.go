@@ -161,3 +161,46 @@ func TestQuantizedExpertsNearF32(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizedExpertsGptOss: the GPT-OSS fixture (experts in transformers' form, with biases)
+// written as a GGUF file in Q8_0 and Q4_0 has its experts' stacks quantized, loads, and gives
+// every position's logits, bit for bit, of the same file on a backend that computes each quantized
+// product, the experts' a pair at a time with their biases, with package quant's reference; a
+// forward that mixes sessions gives each row its solo bits.
+func TestQuantizedExpertsGptOss(t *testing.T) {
+	b := openCPU(t)
+	src := engine.Source{Dir: filepath.Join(enginetest.RepoRoot(t), "engine", "testdata", "oracle", "gptoss")}
+	for _, c := range []struct {
+		dt  compute.DType
+		typ gguf.Type
+	}{{compute.Q8_0, gguf.Q8_0}, {compute.Q4_0, gguf.Q4_0}} {
+		t.Run(c.dt.String(), func(t *testing.T) {
+			path := exportGGUF(t, src, c.dt)
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"blk.0.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight", "blk.2.ffn_down_exps.weight"} {
+				if w, ok := f.Tensor(name); !ok || w.Type != c.typ {
+					t.Errorf("%s is %v (there: %v), want %v", name, w.Type, ok, c.typ)
+				}
+			}
+			f.Close()
+			m := load(t, b, engine.Source{Dir: path})
+			ref := newRefBackend(t)
+			mr := load(t, ref, engine.Source{Dir: path})
+			if want := 3 * m.Config().Layers; len(ref.experts) != want {
+				t.Errorf("%d stacks of experts quantized, want %d", len(ref.experts), want)
+			}
+			var prompts [][]int32
+			for _, p := range ggufPrompts {
+				prompts = append(prompts, m.Tokenizer().Encode(p))
+			}
+			got, want := allLogits(t, m, prompts), allLogits(t, mr, prompts)
+			for i := range got {
+				computetest.SameBits(t, fmt.Sprintf("prompt %d's logits against quant's reference", i), got[i], want[i])
+			}
+			enginetest.CheckBatchInvariance(t, loadOpts(t, b, engine.Source{Dir: path}, engine.Options{MaxRows: 48, Slots: 600}))
+		})
+	}
+}
