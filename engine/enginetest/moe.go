@@ -19,11 +19,13 @@ import (
 // GopherMoE writes the bundled model as a Qwen3-MoE checkpoint into a temporary folder and returns
 // the folder: each layer's MLP becomes experts experts, expert e the MLP with its intermediate rows
 // in an order of its own (gate's and up's rows and down's columns permuted alike: the same
-// function, but matrices, and so quantized blocks, of its own), and a router of small random
-// weights picks 2 of them. The two weights are normalised, so the mixture is the MLP but for the
-// rounding of its sums: a mixture with trained weights, whose logits show what quantizing its
-// experts costs (the oracle's Qwen3-MoE, of random weights, moves as far as its logits' size at
-// any rounding). The MTP head is left out (Qwen3-MoE has none).
+// function in matrices of its own), and a router of small random weights picks 2 of them. The
+// two weights are normalised, so the mixture is the MLP but for the rounding of its sums: a
+// mixture with trained weights, whose logits show what quantizing its experts costs (the oracle's
+// Qwen3-MoE, of random weights, moves as far as its logits' size at any rounding). The
+// permutations move whole blocks (blockPerm), so each expert quantizes to the same values in
+// GGUF's types, and a router that picks another expert on another backend changes only the
+// rounding. The MTP head is left out (Qwen3-MoE has none).
 func GopherMoE(t testing.TB, experts int) string {
 	t.Helper()
 	src := filepath.Join(RepoRoot(t), "models", "gopher")
@@ -41,6 +43,9 @@ func GopherMoE(t testing.TB, experts int) string {
 		t.Fatal(err)
 	}
 	hidden, inter := int(config["hidden_size"].(float64)), int(config["intermediate_size"].(float64))
+	if inter%256 != 0 {
+		t.Fatalf("GopherMoE: the bundled model's intermediate size %d is no whole number of super-blocks", inter)
+	}
 	var out []safetensors.Tensor
 	for _, name := range ckpt.Names() {
 		w, _ := ckpt.Tensor(name)
@@ -89,13 +94,13 @@ func GopherMoE(t testing.TB, experts int) string {
 }
 
 // permuted returns the 16-bit matrix w with its n intermediate rows (or, for a down projection,
-// its columns) in the order of a permutation drawn from seed; seed 0 keeps them as they are.
+// its columns) in the order of a blockPerm drawn from seed; seed 0 keeps them as they are.
 func permuted(w safetensors.Tensor, columns bool, seed uint64, n int) []byte {
 	data := slices.Clone(w.Data)
 	if seed == 0 {
 		return data
 	}
-	perm := rand.New(rand.NewPCG(seed, 9)).Perm(n)
+	perm := blockPerm(rand.New(rand.NewPCG(seed, 9)), n)
 	rows, cols := w.Shape[0], w.Shape[1]
 	for r := range rows {
 		for c := range cols {
@@ -107,6 +112,25 @@ func permuted(w safetensors.Tensor, columns bool, seed uint64, n int) []byte {
 		}
 	}
 	return data
+}
+
+// blockPerm returns a permutation of n indices (a multiple of 256) that moves whole super-blocks
+// of 256, whole blocks of 32 within a super-block and elements within each half block of 16: a
+// row permuted by it holds, in every Q8_0 or Q4_0 block, Q4_K super-block and sub-block and Q6_K
+// group of 16, the elements of one such unit of the row as it was, so it quantizes to the same
+// values in another order.
+func blockPerm(r *rand.Rand, n int) []int {
+	perm := make([]int, 0, n)
+	for _, sb := range r.Perm(n / 256) {
+		for _, b := range r.Perm(8) {
+			for h := range 2 {
+				for _, j := range r.Perm(16) {
+					perm = append(perm, sb*256+b*32+h*16+j)
+				}
+			}
+		}
+	}
+	return perm
 }
 
 // writeSafetensors writes tensors as one safetensors file: the header's length, the JSON header,
