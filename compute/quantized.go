@@ -28,9 +28,8 @@ import (
 // Only matrix products (MatMul, and ExpertMatMul for a stack of experts) and embedding lookups
 // (Embed) read the GGUF and MLX dtypes; see Ops.MatMul for the arithmetic a backend must
 // reproduce: an expert's pair is, bit for bit, MatMul of that expert's matrix on the pair's row.
-// Only ExpertMatMul reads MXFP4, with F32
-// activations: its weights are exact in F32, so its products are those of the F32 weights, bit
-// for bit.
+// Only ExpertMatMul reads MXFP4, with F32 activations: its weights are exact in F32, so its
+// products are those of the F32 weights, bit for bit.
 const (
 	Q8_0 DType = iota + 5
 	Q4_0

@@ -43,8 +43,8 @@ func ParseQuantization(s string) (Quantization, error) {
 // runs quantized as MatMul runs a matrix. The router is small and decides which experts run, as
 // llama.cpp keeps its ffn_gate_inp unquantized.
 func (q Quantization) dtypeFor(name string, dtype compute.DType, shape []int) (compute.DType, bool) {
-	if q == NoQuantization || len(shape) != 2 && len(shape) != 3 || shape[len(shape)-1]%quant.BlockSize != 0 || !isWeight(name) ||
-		strings.HasSuffix(name, ".mlp.gate.weight") || strings.HasSuffix(name, ".mlp.router.weight") ||
+	if q == NoQuantization || len(shape) != 2 && len(shape) != 3 || shape[len(shape)-1]%quant.BlockSize != 0 ||
+		!isWeight(name) || strings.HasSuffix(name, ".mlp.gate.weight") || strings.HasSuffix(name, ".mlp.router.weight") ||
 		strings.HasSuffix(name, ".ffn_gate_inp.weight") {
 		return 0, false
 	}
