@@ -166,6 +166,15 @@ type InPlaceUploader interface {
 	UploadInPlace(dtype DType, shape []int, data []byte) (Tensor, error)
 }
 
+// Arithmetic is implemented by a backend that can compute a model's numbers in more than one way
+// chosen at open (the cuda backend's BF16 matmuls on the CUDA cores, or on the tensor cores with
+// TFD_CUDA_MMA=1): each way gives its own bits. Arithmetic names the way this backend computes, so
+// that the prompt cache keeps the blocks of one way from a load that computes the other
+// (engine's Model.Identity hashes it beside the backend's name).
+type Arithmetic interface {
+	Arithmetic() string
+}
+
 // Ops is the op set of a forward pass. All float math is F32 with F32 accumulation whatever the
 // weight dtype. Vectors are packed back to back: a row's stride is the op's natural length (in,
 // out, dim, heads×headDim), not the tensor's last dimension, so scratch tensors need only enough

@@ -291,6 +291,15 @@ var (
 
 func (b *backend) Name() string { return "cuda" }
 
+// Arithmetic says whether BF16 matmuls run on the tensor cores or the CUDA cores: the two give
+// different bits, so a cached block of one is not the other's (compute.Arithmetic).
+func (b *backend) Arithmetic() string {
+	if b.mma {
+		return "tensor cores"
+	}
+	return "cuda cores"
+}
+
 // Memory returns the device's memory in bytes (cuDeviceTotalMem).
 func (b *backend) Memory() uint64 { return b.total }
 

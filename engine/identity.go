@@ -16,8 +16,9 @@ const identityPrefix = 4 << 10
 
 // Identity returns a hex SHA-256 over what makes the model's cached state (its keys and values
 // at some positions) valid: config.json's bytes (a GGUF file's header); every tensor's name, dtype,
-// shape and first 4 KiB of data; the quantization at load (model.quantize); the backend's name;
-// and kernels.Version, which names the backends' arithmetic; and whether the sessions keep
+// shape and first 4 KiB of data; the quantization at load (model.quantize); the backend's name
+// and, where it computes in more than one way, which (compute.Arithmetic); and kernels.Version,
+// which names the backends' arithmetic; and whether the sessions keep
 // their sliding layers in rings, and whether its blocks carry DeltaNet states, which lay a cached
 // block out otherwise.
 // Two loads that agree on it compute the same bits for the same tokens. It is computed at load.

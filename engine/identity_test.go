@@ -20,9 +20,17 @@ type renamed struct{ compute.Backend }
 
 func (renamed) Name() string { return "renamed" }
 
+// computingAs is a backend that says it computes in the named way (compute.Arithmetic).
+type computingAs struct {
+	compute.Backend
+	way string
+}
+
+func (c computingAs) Arithmetic() string { return c.way }
+
 // TestIdentity: two loads of the bundled model agree on its identity, from the embedded folder
-// and from a copy on disk; one weight byte changed, another backend name, or quantizing at load
-// changes it.
+// and from a copy on disk; one weight byte changed, another backend name or way of computing, or
+// quantizing at load changes it.
 func TestIdentity(t *testing.T) {
 	b := openCPU(t)
 	quantize := engine.NoQuantization
@@ -49,6 +57,10 @@ func TestIdentity(t *testing.T) {
 	}
 	if got := identity(bundled, renamed{b}); got == want {
 		t.Error("another backend name left the identity unchanged")
+	}
+	one, other := identity(bundled, computingAs{b, "one way"}), identity(bundled, computingAs{b, "another"})
+	if one == want || other == want || one == other {
+		t.Error("a backend's way of computing (compute.Arithmetic) left the identity unchanged")
 	}
 	for _, quantize = range []engine.Quantization{engine.QuantizeQ8, engine.QuantizeQ4} {
 		if got := identity(bundled, b); got == want {

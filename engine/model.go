@@ -139,7 +139,11 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		m.Close()
 		return nil, err
 	}
-	m.identity = identity(config, ckpt, backend.Name(), opts.Quantize)
+	arithmetic := backend.Name()
+	if a, ok := backend.(compute.Arithmetic); ok {
+		arithmetic += " " + a.Arithmetic()
+	}
+	m.identity = identity(config, ckpt, arithmetic, opts.Quantize)
 	m.w, err = loadWeights(u, m.cfg, func(done, total int) { progress("weights", done, total) })
 	body := len(u.uploaded)
 	if err == nil {
