@@ -66,15 +66,10 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	}
 	if quantized {
 		// The rows of x quantized as MatMul quantizes its own, then quant's dot products.
-		blocks := (n + share - 1) / share * in / quant.BlockSize
-		if n <= 0 || blocks == 0 {
-			return
-		}
-		qx, dx, ok := b.quantScratch(blocks)
+		qx, dx, ok := b.quantizeActivations(xt, (n+share-1)/share*in/quant.BlockSize)
 		if !ok {
 			return
 		}
-		b.launchAs(kernels.QuantizeActLaunch(blocks), qx, dx, ptr(xt), i32(blocks))
 		b.launchAs(kernels.ExpertQMatMulLaunch(format, n, experts, out), ptr(dt), qx, dx, ptr(wt), bp, ptr(gt),
 			i32(n), i32(share), i32(in), i32(out), i32(experts), hasBias, i32(bits), i32(group))
 		return

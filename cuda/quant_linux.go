@@ -42,15 +42,10 @@ func (b *backend) matmulQuant(dst, x compute.Tensor, wt *tensor, bias compute.Te
 	if bias != nil {
 		bp, hasBias = ptr(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
 	}
-	blocks := rows * in / quant.BlockSize
-	if rows <= 0 || blocks == 0 {
-		return
-	}
-	qx, dx, ok := b.quantScratch(blocks)
+	qx, dx, ok := b.quantizeActivations(xt, rows*in/quant.BlockSize)
 	if !ok {
 		return
 	}
-	b.launchAs(kernels.QuantizeActLaunch(blocks), qx, dx, ptr(xt), i32(blocks))
 	// An array, not a slice literal grown by append: recording allocates nothing.
 	args := [11]uint64{ptr(dt), qx, dx, ptr(wt), bp, i32(rows), i32(in), i32(out), hasBias, extra[0], extra[1]}
 	b.launchAs(kernels.QMatMulLaunch(format, rows, out), args[:9+ne]...)
@@ -65,6 +60,20 @@ func (b *backend) embedQuant(x compute.Tensor, tt *tensor, tokens compute.Tensor
 	args := [8]uint64{ptr(xt), ptr(tt), ptr(ids), i32(vocab), i32(dim), extra[0], extra[1]}
 	args[5+ne] = uint64(b.errWord) // the error word follows an affine format's two arguments
 	b.launchAs(kernels.QEmbedLaunch(format, rows, dim), args[:6+ne]...)
+}
+
+// quantizeActivations enqueues the quantization of the first blocks blocks of 32 of xt's rows as
+// package quant quantizes them, for quant's dot products that follow, and returns where the
+// quants and the scales lie; false if there are none, or, with the error kept for the next Sync,
+// if the device has no room for them.
+func (b *backend) quantizeActivations(xt *tensor, blocks int) (qx, dx uint64, ok bool) {
+	if blocks <= 0 {
+		return 0, 0, false
+	}
+	if qx, dx, ok = b.quantScratch(blocks); ok {
+		b.launchAs(kernels.QuantizeActLaunch(blocks), qx, dx, ptr(xt), i32(blocks))
+	}
+	return qx, dx, ok
 }
 
 // quantScratch returns the addresses of the quantized activations for blocks blocks of 32 (eight

@@ -66,17 +66,10 @@ func (b *backend) ExpertMatMul(dst, x, w, bias, groups compute.Tensor, n, share 
 	}
 	if quantized {
 		// The rows of x quantized as MatMul quantizes its own, then quant's dot products.
-		blocks := (n + share - 1) / share * in / quant.BlockSize
-		if n <= 0 || blocks == 0 {
+		qx, dx, ok := b.quantizeActivations(xt, (n+share-1)/share*in/quant.BlockSize)
+		if !ok {
 			return
 		}
-		act := b.quantScratch(blocks)
-		if act == nil {
-			return
-		}
-		// The quants (eight words a block), then the scales: offsets of 32 bytes a block.
-		qx, dx := bufArg(act), arg{buf: act.buf, off: uint64(32 * blocks)}
-		b.dispatch(kernels.QuantizeActLaunch(blocks), qx, dx, bufArg(xt), i32(blocks))
 		b.dispatch(kernels.ExpertQMatMulLaunch(format, n, experts, out), bufArg(dt), qx, dx, bufArg(wt), bt, bufArg(gt),
 			i32(n), i32(share), i32(in), i32(out), i32(experts), i32(hasBias), i32(bits), i32(group))
 		return

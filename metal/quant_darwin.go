@@ -43,17 +43,10 @@ func (b *backend) matmulQuant(dst, x compute.Tensor, wt *tensor, bias compute.Te
 	if bias != nil {
 		bt, hasBias = bufArg(b.tensorOf(bias, "MatMul", "bias", compute.F32, out)), 1
 	}
-	blocks := rows * in / quant.BlockSize
-	if rows <= 0 || blocks == 0 {
+	qx, dx, ok := b.quantizeActivations(xt, rows*in/quant.BlockSize)
+	if !ok {
 		return
 	}
-	act := b.quantScratch(blocks)
-	if act == nil {
-		return
-	}
-	// The quants (eight words a block), then the scales: offsets of 32 bytes a block.
-	qx, dx := bufArg(act), arg{buf: act.buf, off: uint64(32 * blocks)}
-	b.dispatch(kernels.QuantizeActLaunch(blocks), qx, dx, bufArg(xt), i32(blocks))
 	args := [11]arg{bufArg(dt), qx, dx, bufArg(wt), bt, i32(rows), i32(in), i32(out), i32(hasBias), extra[0], extra[1]}
 	b.dispatch(kernels.QMatMulLaunch(format, rows, out), args[:9+ne]...)
 }
@@ -67,6 +60,24 @@ func (b *backend) embedQuant(x compute.Tensor, tt *tensor, tokens compute.Tensor
 	args := [8]arg{bufArg(xt), bufArg(tt), bufArg(ids), i32(vocab), i32(dim), extra[0], extra[1]}
 	args[5+ne] = b.errArg() // the error word follows an affine format's two arguments
 	b.dispatch(kernels.QEmbedLaunch(format, rows, dim), args[:6+ne]...)
+}
+
+// quantizeActivations dispatches the quantization of the first blocks blocks of 32 of xt's rows
+// as package quant quantizes them, for quant's dot products that follow, and returns where the
+// quants and the scales lie; false if there are none, or, with the error kept for the next Sync,
+// if there is no room for them.
+func (b *backend) quantizeActivations(xt *tensor, blocks int) (qx, dx arg, ok bool) {
+	if blocks <= 0 {
+		return arg{}, arg{}, false
+	}
+	act := b.quantScratch(blocks)
+	if act == nil {
+		return arg{}, arg{}, false
+	}
+	// The quants (eight words a block), then the scales: offsets of 32 bytes a block.
+	qx, dx = bufArg(act), arg{buf: act.buf, off: uint64(32 * blocks)}
+	b.dispatch(kernels.QuantizeActLaunch(blocks), qx, dx, bufArg(xt), i32(blocks))
+	return qx, dx, true
 }
 
 // quantScratch returns the scratch for the quantized activations of blocks blocks of 32 (eight
