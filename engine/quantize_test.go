@@ -338,7 +338,7 @@ func writeMLXCheckpoint(t *testing.T) string {
 			safetensors.Tensor{Name: base + ".scales", DType: "BF16", Shape: []int{rows, f.Groups(in)}, Data: scales},
 			safetensors.Tensor{Name: base + ".biases", DType: "BF16", Shape: []int{rows, f.Groups(in)}, Data: biases})
 	}
-	writeSafetensors(t, filepath.Join(dir, safetensors.SingleFile), out)
+	enginetest.WriteSafetensors(t, filepath.Join(dir, safetensors.SingleFile), out)
 
 	var config map[string]any
 	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
@@ -364,27 +364,6 @@ func writeMLXCheckpoint(t *testing.T) string {
 		}
 	}
 	return dir
-}
-
-// writeSafetensors writes tensors as one safetensors file: the header's length, the JSON header,
-// the data back to back.
-func writeSafetensors(t *testing.T, path string, tensors []safetensors.Tensor) {
-	t.Helper()
-	header := map[string]any{}
-	var data []byte
-	for _, w := range tensors {
-		header[w.Name] = map[string]any{"dtype": w.DType, "shape": w.Shape, "data_offsets": []int{len(data), len(data) + len(w.Data)}}
-		data = append(data, w.Data...)
-	}
-	h, err := json.Marshal(header)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
-	file = append(append(file, h...), data...)
-	if err := os.WriteFile(path, file, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestMLXCheckpoint: a checkpoint in MLX's affine format (the bundled model quantized with 4, 6

@@ -70,7 +70,7 @@ func GopherMoE(t testing.TB, experts int) string {
 		}
 	}
 	dir := t.TempDir()
-	writeSafetensors(t, filepath.Join(dir, safetensors.SingleFile), out)
+	WriteSafetensors(t, filepath.Join(dir, safetensors.SingleFile), out)
 	config["architectures"] = []string{"Qwen3MoeForCausalLM"}
 	config["model_type"] = "qwen3_moe"
 	config["num_experts"], config["num_experts_per_tok"], config["moe_intermediate_size"] = experts, 2, inter
@@ -133,9 +133,9 @@ func blockPerm(r *rand.Rand, n int) []int {
 	return perm
 }
 
-// writeSafetensors writes tensors as one safetensors file: the header's length, the JSON header,
+// WriteSafetensors writes tensors as one safetensors file: the header's length, the JSON header,
 // the data back to back.
-func writeSafetensors(t testing.TB, path string, tensors []safetensors.Tensor) {
+func WriteSafetensors(t testing.TB, path string, tensors []safetensors.Tensor) {
 	t.Helper()
 	header := map[string]any{}
 	var data []byte
