@@ -221,11 +221,10 @@ func (o *op) expertMatMulMXFP4(in, out, pairs, experts, share int, withBias bool
 		quant.DequantizeMXFP4(ws[r*in:(r+1)*in], codes[r*quant.MXFP4RowCodes(in):], scales[r*quant.MXFP4RowScales(in):])
 	}
 	wb := append(append([]byte(nil), codes...), scales...)
-	bs := make([]float32, experts*out)
 	var bias compute.Tensor
 	mb, hasBias := &mbuf{}, int32(0)
 	if withBias {
-		bs = computetest.Randn(19, experts*out)
+		bs := computetest.Randn(19, experts*out)
 		bias, mb, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), experts, out), &mbuf{computetest.F32Bytes(bs)}, 1
 	}
 	before := computetest.Randn(15, pairs*out)

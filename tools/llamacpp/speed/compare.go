@@ -264,7 +264,7 @@ func report(runs []run, names []string, threads []int, c config) error {
 			stalled[fmt.Sprintf("%s/%s_t%d_%s", r.Model, r.Format, r.Threads, sideKey[r.Side])]++
 		}
 	}
-	table := fmt.Sprintf("| model | format | threads | figure | tfd | llama.cpp | tfd / llama.cpp |\n| --- | --- | ---: | --- | ---: | ---: | ---: |\n")
+	table := "| model | format | threads | figure | tfd | llama.cpp | tfd / llama.cpp |\n| --- | --- | ---: | --- | ---: | ---: | ---: |\n"
 	for _, name := range names {
 		medians[name], summary[name] = map[string]float64{}, map[string]float64{}
 		for _, f := range formats {
