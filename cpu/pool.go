@@ -53,6 +53,7 @@ type pool struct {
 	job   task
 	n     int
 	grain int
+	procs int // goroutines running the task: the helpers and the submitter
 
 	need int // floats of scratch every goroutine gets before the next task; see reserve
 
@@ -101,14 +102,26 @@ func (p *pool) serve(w *worker) {
 }
 
 // work claims chunks of the current task until none are left.
+//
+// A claim takes a share of what is left (guided self-scheduling) rather than one grain: the first
+// claims take long runs of items, so a goroutine streams through contiguous memory, which the
+// hardware prefetchers follow, and two goroutines meet on the counter a few times a task rather
+// than once an item; the claims shrink to one grain towards the end, which evens out a goroutine
+// that started late or was descheduled. Which goroutine runs which items still depends on timing,
+// so an item's result must depend only on the item (see task).
 func (p *pool) work(s *scratch) {
-	grain := int64(p.grain)
+	n, grain := int64(p.n), int64(p.grain)
+	share := 2 * int64(p.procs)
 	for {
-		lo := p.next.Add(grain) - grain
-		if lo >= int64(p.n) {
+		lo := p.next.Load()
+		if lo >= n {
 			return
 		}
-		p.job.run(s, int(lo), int(min(lo+grain, int64(p.n))))
+		size := max(grain, (n-lo)/share/grain*grain)
+		if !p.next.CompareAndSwap(lo, lo+size) {
+			continue
+		}
+		p.job.run(s, int(lo), int(min(lo+size, n)))
 	}
 }
 
@@ -137,7 +150,7 @@ func (p *pool) run(t task, n, grain, par int) {
 	for _, w := range p.workers[:helpers] {
 		w.s.reserve(need) // the worker is idle: its scratch is ours to touch
 	}
-	p.job, p.n, p.grain = t, n, grain
+	p.job, p.n, p.grain, p.procs = t, n, grain, helpers+1
 	p.next.Store(0)
 	p.left.Store(int32(helpers))
 	for _, w := range p.workers[:helpers] {
