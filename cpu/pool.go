@@ -51,21 +51,31 @@ type pool struct {
 	// The current task. Written by run before it signals workers and read by them afterwards;
 	// the signal orders the two.
 	job   task
-	n     int
 	grain int
 	procs int // goroutines running the task: the helpers and the submitter
 
 	need int // floats of scratch every goroutine gets before the next task; see reserve
 
-	_    [64]byte     // the counters below change while workers read the fields above
-	next atomic.Int64 // the first item not yet claimed
+	// spans[0] is the submitter's share of the current task, spans[i+1] workers[i]'s; see work.
+	spans []*span
+
+	_    [64]byte     // the counter below changes while workers read the fields above
 	left atomic.Int32 // signalled workers that have not finished the current task
 }
 
 type worker struct {
 	start waiter
 	s     scratch
+	id    int      // the worker's span: p.spans[id]
 	_     [64]byte // keep the waiter, polled by this worker, off other workers' cache lines
+}
+
+// A span is one goroutine's share of a task's items, [next, end) of it not yet claimed. Its owner
+// claims from it, and so do goroutines that have finished their own.
+type span struct {
+	next atomic.Int64
+	end  int64
+	_    [48]byte // spans are claimed from by different goroutines: one to a cache line
 }
 
 // poll is how long a waiter polls before it parks: longer than the gap between two ops of a
@@ -74,7 +84,7 @@ const poll = 50 * time.Microsecond
 
 // newPool returns a pool able to run tasks on procs goroutines (procs-1 workers and the caller).
 func newPool(procs int) *pool {
-	p := &pool{done: newWaiter()}
+	p := &pool{done: newWaiter(), spans: []*span{new(span)}}
 	p.grow(procs - 1)
 	return p
 }
@@ -82,8 +92,9 @@ func newPool(procs int) *pool {
 // grow starts workers until there are at least n.
 func (p *pool) grow(n int) {
 	for len(p.workers) < n {
-		w := &worker{start: newWaiter()}
+		w := &worker{start: newWaiter(), id: len(p.spans)}
 		p.workers = append(p.workers, w)
+		p.spans = append(p.spans, new(span))
 		go p.serve(w)
 	}
 }
@@ -94,34 +105,34 @@ func (p *pool) serve(w *worker) {
 		if p.closed.Load() {
 			return
 		}
-		p.work(&w.s)
+		p.work(&w.s, w.id)
 		if p.left.Add(-1) == 0 {
 			p.done.signal()
 		}
 	}
 }
 
-// work claims chunks of the current task until none are left.
+// work runs the current task's items as goroutine id: first its own span, a grain at a time,
+// then what is left of the others' spans, each from where its owner has got to.
 //
-// A claim takes a share of what is left (guided self-scheduling) rather than one grain: the first
-// claims take long runs of items, so a goroutine streams through contiguous memory, which the
-// hardware prefetchers follow, and two goroutines meet on the counter a few times a task rather
-// than once an item; the claims shrink to one grain towards the end, which evens out a goroutine
-// that started late or was descheduled. Which goroutine runs which items still depends on timing,
-// so an item's result must depend only on the item (see task).
-func (p *pool) work(s *scratch) {
-	n, grain := int64(p.n), int64(p.grain)
-	share := 2 * int64(p.procs)
-	for {
-		lo := p.next.Load()
-		if lo >= n {
-			return
+// Each goroutine starts on a contiguous share of the items rather than all claiming from one
+// counter: at decode an item is a small block of a matrix (16 KiB), and goroutines that took
+// items alternately would each read the weights in strides, which the hardware prefetchers do not
+// follow, and would contend for the counter on every item. Taking from the others' spans once its
+// own is done evens out a goroutine that started late or was descheduled. Which goroutine runs
+// which items still depends on timing, so an item's result must depend only on the item (see
+// task).
+func (p *pool) work(s *scratch, id int) {
+	grain := int64(p.grain)
+	for k := range p.procs {
+		sp := p.spans[(id+k)%p.procs]
+		for {
+			lo := sp.next.Add(grain) - grain
+			if lo >= sp.end {
+				break
+			}
+			p.job.run(s, int(lo), int(min(lo+grain, sp.end)))
 		}
-		size := max(grain, (n-lo)/share/grain*grain)
-		if !p.next.CompareAndSwap(lo, lo+size) {
-			continue
-		}
-		p.job.run(s, int(lo), int(min(lo+size, n)))
 	}
 }
 
@@ -150,13 +161,18 @@ func (p *pool) run(t task, n, grain, par int) {
 	for _, w := range p.workers[:helpers] {
 		w.s.reserve(need) // the worker is idle: its scratch is ours to touch
 	}
-	p.job, p.n, p.grain, p.procs = t, n, grain, helpers+1
-	p.next.Store(0)
+	p.job, p.grain, p.procs = t, grain, helpers+1
+	// Spans of whole grains, as equal as they can be.
+	chunks := (n + grain - 1) / grain
+	for k, sp := range p.spans[:p.procs] {
+		sp.next.Store(int64(min(n, chunks*k/p.procs*grain)))
+		sp.end = int64(min(n, chunks*(k+1)/p.procs*grain))
+	}
 	p.left.Store(int32(helpers))
 	for _, w := range p.workers[:helpers] {
 		w.start.signal()
 	}
-	p.work(&p.self)
+	p.work(&p.self, 0)
 	p.done.wait()
 	p.job = nil
 }
