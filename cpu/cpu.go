@@ -64,6 +64,7 @@ type backend struct {
 	// nothing (a pointer in an interface does not escape to a new allocation).
 	mm    matmulTask
 	qmm   qmatmulTask
+	qmms  qmatmulsTask
 	qacts quantizeActs
 	att   attentionTask
 	norm  normTask

@@ -79,17 +79,30 @@ const (
 
 // matmulQuant is MatMul with quantized weights.
 func (b *backend) matmulQuant(dst, x []float32, w *qweights, bias []float32, rows int) {
-	nb := w.in / quant.BlockSize
+	act := b.quantizeActs(x, w.in, rows)
+	t := &b.qmm
+	t.plan(dst, bias, w, act, rows)
+	b.run(t, t.items(), 1, parFor(rows*w.out*w.in))
+	*t = qmatmulTask{}
+}
+
+// quantizeActs quantizes rows of x (in floats each) into the backend's activation blocks, which
+// stay valid until the next call.
+func (b *backend) quantizeActs(x []float32, in, rows int) []actBlock {
+	nb := in / quant.BlockSize
 	if cap(b.qact) < rows*nb {
 		b.qact = make([]actBlock, rows*nb)
 	}
 	act := b.qact[:rows*nb]
 	qa := &b.qacts
-	*qa = quantizeActs{dst: act, x: x, in: w.in}
-	b.run(qa, rows, 1, parFor(rows*w.in*16))
+	*qa = quantizeActs{dst: act, x: x, in: in}
+	b.run(qa, rows, 1, parFor(rows*in*16))
 	*qa = quantizeActs{}
+	return act
+}
 
-	t := &b.qmm
+// plan sets t up to compute dst = x·wᵀ + bias from x's quantized rows act.
+func (t *qmatmulTask) plan(dst, bias []float32, w *qweights, act []actBlock, rows int) {
 	groups, columnBytes := w.groups(), qColumnBytes
 	if rows >= qPanelFromRows {
 		columnBytes = qPanelBytes
@@ -97,9 +110,78 @@ func (b *backend) matmulQuant(dst, x []float32, w *qweights, bias []float32, row
 	*t = qmatmulTask{dst: dst, bias: bias, w: w, act: act, rows: rows, out: w.out,
 		rb: min(rows, qRowBlock), cg: min(groups, max(1, columnBytes/(w.units*w.unit)))}
 	t.nrb = (rows + t.rb - 1) / t.rb
-	ncg := (groups + t.cg - 1) / t.cg
-	b.run(t, t.nrb*ncg, 1, parFor(rows*w.out*w.in))
-	*t = qmatmulTask{}
+}
+
+// items returns the number of t's items.
+func (t *qmatmulTask) items() int {
+	return t.nrb * ((t.w.groups() + t.cg - 1) / t.cg)
+}
+
+// qmatmulsTask runs up to three qmatmulTasks of one x as one task (MatMuls): items [0, ends[0])
+// are the first's, [ends[0], ends[1]) the second's, and so on; a matrix that is absent has none.
+type qmatmulsTask struct {
+	parts [3]qmatmulTask
+	ends  [3]int
+}
+
+func (t *qmatmulsTask) run(s *scratch, lo, hi int) {
+	start := 0
+	for m := range t.parts {
+		if l, h := max(lo, start), min(hi, t.ends[m]); l < h {
+			t.parts[m].run(s, l-start, h-start)
+		}
+		start = t.ends[m]
+	}
+}
+
+// MatMuls implements compute.MultiMatMul. Where every matrix given is quantized it quantizes x
+// once and hands the workers one task for all of them, which at decode saves two handoffs a
+// layer on q, k and v and one on gate and up; otherwise it runs MatMul on each. Every item is the
+// one MatMul would run, on the same quantized activations, so each dst gets MatMul's bits.
+func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
+	var qs [3]*qweights
+	in := -1
+	for m, wm := range w {
+		if wm == nil {
+			continue
+		}
+		wt := asTensor(wm, "MatMuls", "w")
+		if wt.q == nil || len(wt.shape) != 2 || (in >= 0 && wt.shape[1] != in) {
+			b.matMulEach(dst, x, w, bias, rows)
+			return
+		}
+		qs[m], in = wt.q, wt.shape[1]
+	}
+	if in < 0 || rows <= 0 {
+		return
+	}
+	xs := f32(x, "MatMuls", "x", rows*in)
+	act := b.quantizeActs(xs, in, rows)
+	t := &b.qmms
+	work, items := 0, 0
+	for m, q := range qs {
+		if q != nil && q.out > 0 {
+			var bt []float32
+			if bias[m] != nil {
+				bt = f32(bias[m], "MatMuls", "bias", q.out)
+			}
+			t.parts[m].plan(f32(dst[m], "MatMuls", "dst", rows*q.out), bt, q, act, rows)
+			items += t.parts[m].items()
+			work += rows * q.out * q.in
+		}
+		t.ends[m] = items
+	}
+	b.run(t, items, 1, parFor(work))
+	*t = qmatmulsTask{}
+}
+
+// matMulEach runs MatMul for each matrix of MatMuls that is present.
+func (b *backend) matMulEach(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
+	for m := range w {
+		if w[m] != nil {
+			b.MatMul(dst[m], x, w[m], bias[m], rows)
+		}
+	}
 }
 
 func (t *qmatmulTask) run(s *scratch, lo, hi int) {

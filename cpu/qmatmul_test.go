@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -292,4 +293,50 @@ func TestQuantizeActs(t *testing.T) {
 			t.Errorf("block %d (%v…):\n got d %g q %v m8 %v\nwant d %g q %v m8 %v", b, x[32*b:32*b+4], g.d, g.q, g.m8, w.d, w.q, w.m8)
 		}
 	}
+}
+
+// TestQuantMatMulsMatchMatMul checks that MatMuls gives each matrix MatMul's bits, with every
+// kernel: three quantized matrices of different widths (one with a bias, one absent in turn), and
+// a set that mixes in an F32 matrix, which MatMuls runs one by one.
+func TestQuantMatMulsMatchMatMul(t *testing.T) {
+	forQuantKernels(t, func(t *testing.T) {
+		for _, dt := range quantDTypes(t) {
+			const in = 256
+			outs := [3]int{37, 8, 130}
+			b := newTest(t)
+			var w [3]compute.Tensor
+			for m, out := range outs {
+				w[m] = quantized(t, dt, out, in, uint64(10+m)).upload(t, b)
+			}
+			f32w := computetest.UploadF32(t, b, computetest.Randn(20, outs[2]*in), outs[2], in)
+			bias := [3]compute.Tensor{nil, ften(t, b, computetest.Randn(21, outs[1]), outs[1]), nil}
+			for _, c := range []struct {
+				name string
+				w    [3]compute.Tensor
+			}{
+				{"all", w},
+				{"no k", [3]compute.Tensor{w[0], nil, w[2]}},
+				{"gate and up", [3]compute.Tensor{w[0], w[1], nil}},
+				{"with F32", [3]compute.Tensor{w[0], w[1], f32w}},
+			} {
+				for _, rows := range []int{1, 5, 17} {
+					t.Run(fmt.Sprintf("%v/%s/%d rows", dt, c.name, rows), func(t *testing.T) {
+						x := ften(t, b, computetest.Randn(uint64(rows), rows*in), rows, in)
+						var got, want [3]*tensor
+						for m, out := range outs {
+							got[m], want[m] = ften(t, b, nil, rows, out), ften(t, b, nil, rows, out)
+						}
+						b.MatMuls([3]compute.Tensor{got[0], got[1], got[2]}, x, c.w, bias, rows)
+						for m := range outs {
+							if c.w[m] == nil {
+								continue
+							}
+							b.MatMul(want[m], x, c.w[m], bias[m], rows)
+							computetest.SameBits(t, fmt.Sprintf("matrix %d", m), got[m].f, want[m].f)
+						}
+					})
+				}
+			}
+		}
+	})
 }
