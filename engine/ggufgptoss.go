@@ -108,36 +108,9 @@ func exportGptOssConfig(w *gguf.Writer, key func(string) string, c Config) error
 // checkpoint, as ggml's MXFP4; their biases in F32.
 func exportGptOssExperts(w *gguf.Writer, layer int, c Config, ckpt *safetensors.Checkpoint, dtype compute.DType) error {
 	u := &uploader{ckpt: safetensorsCheckpoint{ckpt}}
-	e, inter, hidden := c.MoE.Experts, c.MoE.Intermediate, c.Hidden
 	name := func(s string) string { return fmt.Sprintf("model.layers.%d.mlp.experts.%s", layer, s) }
 	blk := func(s string) string { return fmt.Sprintf("blk.%d.%s", layer, s) }
-	var gate, up, down stored
-	if c.MoE.MXFP4 {
-		gu, err := mxfp4Experts(u, name("gate_up_proj"), e, 2*inter, hidden)
-		if err != nil {
-			return err
-		}
-		d, err := mxfp4Experts(u, name("down_proj"), e, hidden, inter)
-		if err != nil {
-			return err
-		}
-		gate, up, down = gu.rows(0, 2), gu.rows(1, 2), d.rows(0, 1)
-	} else {
-		gu, err := need(u, name("gate_up_proj"), e, hidden, 2*inter)
-		if err != nil {
-			return err
-		}
-		d, err := need(u, name("down_proj"), e, inter, hidden)
-		if err != nil {
-			return err
-		}
-		gate, up, down = transposeColumns(gu, 0, 2), transposeColumns(gu, 1, 2), transposeColumns(d, 0, 1)
-	}
-	guBias, err := need(u, name("gate_up_proj_bias"), e, 2*inter)
-	if err != nil {
-		return err
-	}
-	downBias, err := need(u, name("down_proj_bias"), e, hidden)
+	x, err := readGptOssExperts(u, c, name)
 	if err != nil {
 		return err
 	}
@@ -145,9 +118,8 @@ func exportGptOssExperts(w *gguf.Writer, layer int, c Config, ckpt *safetensors.
 		gname string
 		t     stored
 	}{
-		{"ffn_gate_exps.weight", gate}, {"ffn_up_exps.weight", up}, {"ffn_down_exps.weight", down},
-		{"ffn_gate_exps.bias", f32Columns(guBias, 0, 2)}, {"ffn_up_exps.bias", f32Columns(guBias, 1, 2)},
-		{"ffn_down_exps.bias", f32Columns(downBias, 0, 1)},
+		{"ffn_gate_exps.weight", x.gate}, {"ffn_up_exps.weight", x.up}, {"ffn_down_exps.weight", x.down},
+		{"ffn_gate_exps.bias", x.gateBias}, {"ffn_up_exps.bias", x.upBias}, {"ffn_down_exps.bias", x.downBias},
 	} {
 		switch s.t.dtype {
 		case compute.MXFP4:

@@ -31,33 +31,7 @@ func loadGptOssExperts(u *uploader, c Config, prefix string, l *layerWeights) er
 	} else if ok {
 		return loadSplitExperts(u, c, prefix, l, t)
 	}
-	var gate, up, down stored
-	if c.MoE.MXFP4 {
-		gu, err := mxfp4Experts(u, name("gate_up_proj"), e, 2*inter, hidden)
-		if err != nil {
-			return err
-		}
-		d, err := mxfp4Experts(u, name("down_proj"), e, hidden, inter)
-		if err != nil {
-			return err
-		}
-		gate, up, down = gu.rows(0, 2), gu.rows(1, 2), d.rows(0, 1)
-	} else {
-		gu, err := need(u, name("gate_up_proj"), e, hidden, 2*inter)
-		if err != nil {
-			return err
-		}
-		d, err := need(u, name("down_proj"), e, inter, hidden)
-		if err != nil {
-			return err
-		}
-		gate, up, down = transposeColumns(gu, 0, 2), transposeColumns(gu, 1, 2), transposeColumns(d, 0, 1)
-	}
-	guBias, err := need(u, name("gate_up_proj_bias"), e, 2*inter)
-	if err != nil {
-		return err
-	}
-	downBias, err := need(u, name("down_proj_bias"), e, hidden)
+	x, err := readGptOssExperts(u, c, name)
 	if err != nil {
 		return err
 	}
@@ -66,12 +40,12 @@ func loadGptOssExperts(u *uploader, c Config, prefix string, l *layerWeights) er
 		t     stored
 		shape []int
 	}{
-		{&l.expertGate, gate, []int{e, inter, hidden}},
-		{&l.expertUp, up, []int{e, inter, hidden}},
-		{&l.expertDown, down, []int{e, hidden, inter}},
-		{&l.expertGateBias, f32Columns(guBias, 0, 2), []int{e, inter}},
-		{&l.expertUpBias, f32Columns(guBias, 1, 2), []int{e, inter}},
-		{&l.expertDownBias, f32Columns(downBias, 0, 1), []int{e, hidden}},
+		{&l.expertGate, x.gate, []int{e, inter, hidden}},
+		{&l.expertUp, x.up, []int{e, inter, hidden}},
+		{&l.expertDown, x.down, []int{e, hidden, inter}},
+		{&l.expertGateBias, x.gateBias, []int{e, inter}},
+		{&l.expertUpBias, x.upBias, []int{e, inter}},
+		{&l.expertDownBias, x.downBias, []int{e, hidden}},
 	} {
 		ct, err := u.upload(s.t.name, s.t, s.shape)
 		if err != nil {
@@ -80,6 +54,50 @@ func loadGptOssExperts(u *uploader, c Config, prefix string, l *layerWeights) er
 		*s.dst = ct
 	}
 	return nil
+}
+
+// gptOssExperts are a GPT-OSS layer's experts as the engine runs them: gate, up and down apart,
+// [experts, out, in] (MXFP4 as stored, other types transposed from the checkpoint's [in, out]),
+// and their biases apart, F32 [experts, out].
+type gptOssExperts struct{ gate, up, down, gateBias, upBias, downBias stored }
+
+// readGptOssExperts reads a layer's fused expert tensors as transformers or openai store them
+// (gate and up interleaved in gate_up_proj; name gives each tensor's full name) for the loader
+// and for ExportGGUF alike.
+func readGptOssExperts(u *uploader, c Config, name func(string) string) (gptOssExperts, error) {
+	e, inter, hidden := c.MoE.Experts, c.MoE.Intermediate, c.Hidden
+	var x gptOssExperts
+	if c.MoE.MXFP4 {
+		gu, err := mxfp4Experts(u, name("gate_up_proj"), e, 2*inter, hidden)
+		if err != nil {
+			return x, err
+		}
+		d, err := mxfp4Experts(u, name("down_proj"), e, hidden, inter)
+		if err != nil {
+			return x, err
+		}
+		x.gate, x.up, x.down = gu.rows(0, 2), gu.rows(1, 2), d.rows(0, 1)
+	} else {
+		gu, err := need(u, name("gate_up_proj"), e, hidden, 2*inter)
+		if err != nil {
+			return x, err
+		}
+		d, err := need(u, name("down_proj"), e, inter, hidden)
+		if err != nil {
+			return x, err
+		}
+		x.gate, x.up, x.down = transposeColumns(gu, 0, 2), transposeColumns(gu, 1, 2), transposeColumns(d, 0, 1)
+	}
+	guBias, err := need(u, name("gate_up_proj_bias"), e, 2*inter)
+	if err != nil {
+		return x, err
+	}
+	downBias, err := need(u, name("down_proj_bias"), e, hidden)
+	if err != nil {
+		return x, err
+	}
+	x.gateBias, x.upBias, x.downBias = f32Columns(guBias, 0, 2), f32Columns(guBias, 1, 2), f32Columns(downBias, 0, 1)
+	return x, nil
 }
 
 // loadSplitExperts uploads a GPT-OSS layer's experts in llama.cpp's form (a GGUF file's), gate,

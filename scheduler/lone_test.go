@@ -209,6 +209,8 @@ func (m *draftDeviceToy) Step() error {
 	return nil
 }
 
+// Verdict waits, on synctest's clock (every test of the toy runs in a bubble), until the step
+// that made it is done on the toy's device, as a real device's read of the verdict would.
 func (m *draftDeviceToy) Verdict() ([]int32, []int32, error) {
 	v := m.verdicts[0]
 	m.verdicts = m.verdicts[1:]
