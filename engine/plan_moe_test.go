@@ -1,11 +1,7 @@
 package engine
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,29 +20,12 @@ const qwen3MoE30B = `{
   "use_cache": true, "use_sliding_window": false, "vocab_size": 151936
 }`
 
-// writeSparseCheckpoint writes config and a model.safetensors whose header lists the tensors of a
-// model of that config (BF16) and whose data is a hole: the file has its full size, but nothing
-// past the header is written, so it takes no room on disk and the plan reads only the header.
+// writeSparseCheckpoint writes config and the sparse checkpoint (sparseCheckpoint: the header
+// alone, its data a hole) of a Qwen3-MoE model of that config.
 func writeSparseCheckpoint(t *testing.T, dir, config string, c Config) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	type entry struct {
-		DType       string   `json:"dtype"`
-		Shape       []int    `json:"shape"`
-		DataOffsets [2]int64 `json:"data_offsets"`
-	}
-	header := map[string]entry{}
-	var at int64
-	add := func(name string, shape ...int) {
-		n := int64(2)
-		for _, d := range shape {
-			n *= int64(d)
-		}
-		header[name] = entry{"BF16", shape, [2]int64{at, at + n}}
-		at += n
-	}
+	var s sparseCheckpoint
+	add := s.add
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	add("model.embed_tokens.weight", c.Vocab, c.Hidden)
 	add("lm_head.weight", c.Vocab, c.Hidden)
@@ -68,23 +47,7 @@ func writeSparseCheckpoint(t *testing.T, dir, config string, c Config) {
 			add(fmt.Sprintf("%smlp.experts.%d.down_proj.weight", p, e), c.Hidden, c.MoE.Intermediate)
 		}
 	}
-	js, err := json.Marshal(header)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
-	if _, err := f.Write(append(n[:], js...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(int64(8+len(js)) + at); err != nil {
-		t.Fatal(err)
-	}
+	s.write(t, dir, config)
 }
 
 // TestPlanQwen3MoE30BShaped: the memory plan (what `tfd plan` prints) of a Qwen3-30B-A3B-shaped

@@ -1,11 +1,7 @@
 package engine
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,27 +22,11 @@ const qwen3Next80B = `{
 
 // writeNextCheckpoint writes config and a model.safetensors whose header lists the BF16 tensors
 // of a Qwen3-Next model of that config, MTP head included, and whose data is a hole (see
-// writeSparseCheckpoint).
+// sparseCheckpoint).
 func writeNextCheckpoint(t *testing.T, dir, config string, c Config) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	type entry struct {
-		DType       string   `json:"dtype"`
-		Shape       []int    `json:"shape"`
-		DataOffsets [2]int64 `json:"data_offsets"`
-	}
-	header := map[string]entry{}
-	var at int64
-	add := func(name string, shape ...int) {
-		n := int64(2)
-		for _, d := range shape {
-			n *= int64(d)
-		}
-		header[name] = entry{"BF16", shape, [2]int64{at, at + n}}
-		at += n
-	}
+	var s sparseCheckpoint
+	add := s.add
 	n := c.Next
 	h, q, kv, vd := c.Hidden, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim, n.VHeads*n.VDim
 	layer := func(p string, linear bool) {
@@ -90,23 +70,7 @@ func writeNextCheckpoint(t *testing.T, dir, config string, c Config) {
 	add("mtp.pre_fc_norm_hidden.weight", h)
 	add("mtp.norm.weight", h)
 	layer("mtp.layers.0.", false)
-	js, err := json.Marshal(header)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var size [8]byte
-	binary.LittleEndian.PutUint64(size[:], uint64(len(js)))
-	if _, err := f.Write(append(size[:], js...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(int64(8+len(js)) + at); err != nil {
-		t.Fatal(err)
-	}
+	s.write(t, dir, config)
 }
 
 // TestPlanQwen3Next80BShaped: the memory plan (what `tfd plan` prints) of a

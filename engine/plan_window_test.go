@@ -1,11 +1,7 @@
 package engine
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,27 +30,11 @@ func gemma3Params(c Config) int64 {
 }
 
 // writeGemma3Checkpoint writes config and a model.safetensors whose header lists the BF16 tensors
-// of a Gemma 3 text model of that config, and whose data is a hole (as writeSparseCheckpoint).
+// of a Gemma 3 text model of that config, and whose data is a hole (see sparseCheckpoint).
 func writeGemma3Checkpoint(t *testing.T, dir, config string, c Config) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	type entry struct {
-		DType       string   `json:"dtype"`
-		Shape       []int    `json:"shape"`
-		DataOffsets [2]int64 `json:"data_offsets"`
-	}
-	header := map[string]entry{}
-	var at int64
-	add := func(name string, shape ...int) {
-		n := int64(2)
-		for _, d := range shape {
-			n *= int64(d)
-		}
-		header[name] = entry{"BF16", shape, [2]int64{at, at + n}}
-		at += n
-	}
+	var s sparseCheckpoint
+	add := s.add
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	add("model.embed_tokens.weight", c.Vocab, c.Hidden)
 	add("model.norm.weight", c.Hidden)
@@ -73,23 +53,7 @@ func writeGemma3Checkpoint(t *testing.T, dir, config string, c Config) {
 		add(p+"mlp.up_proj.weight", c.Intermediate, c.Hidden)
 		add(p+"mlp.down_proj.weight", c.Hidden, c.Intermediate)
 	}
-	js, err := json.Marshal(header)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
-	if _, err := f.Write(append(n[:], js...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(int64(8+len(js)) + at); err != nil {
-		t.Fatal(err)
-	}
+	s.write(t, dir, config)
 }
 
 // TestPlanGemma3_27BShaped: the memory plan (what `tfd plan` prints) of a Gemma-3-27B-shaped
