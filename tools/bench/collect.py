@@ -4,8 +4,8 @@ log (name, iterations, each metric by unit), the PyTorch peer's results, and a s
 issue's goals: each ratio tfd / peer on the 8B checkpoint (single stream, 1, 8, 32 and 64
 streams, a 4,096-token prefill) and single-stream decode as a share of the bandwidth limit (the
 weight bytes a token reads at LIMIT_TB_S), each null where either side is missing; the same
-again under "tensor_cores" for the run with TFD_CUDA_MMA=1 (benchmarks named mma/…). A log of
-BenchmarkMoE (moe.sh, the Qwen3-30B-A3B-shaped checkpoint) is summarised from it instead.
+again under "alt" for run.sh's last stage, the other matmul path (benchmarks named alt/…, the
+setting it ran under in "alt_env"). A log of BenchmarkMoE (moe.sh, the Qwen3-30B-A3B-shaped checkpoint) is summarised from it instead.
 
     python3 tools/bench/collect.py LOG PEER_JSON > results.json
 """
@@ -14,7 +14,8 @@ import json
 import re
 import sys
 
-LINE = re.compile(r"^((?:mma/)?Benchmark\S+)\s+(\d+)\s+(.*)$")  # mma/: TFD_CUDA_MMA=1 (run.sh)
+LINE = re.compile(r"^((?:alt/)?Benchmark\S+)\s+(\d+)\s+(.*)$")  # alt/: run.sh's ALT stage
+ALT = re.compile(r"^=== 8B checkpoint under (\S+)")
 
 
 def go_benchmarks(log):
@@ -76,7 +77,8 @@ def main(argv):
         s = summary(go, peer, bench="BenchmarkMoE")
     else:
         s = summary(go, peer)
-        s["tensor_cores"] = summary(go, peer, "mma/")  # TFD_CUDA_MMA=1
+        s["alt"] = summary(go, peer, "alt/")
+        s["alt_env"] = next((m.group(1) for m in map(ALT.match, open(argv[1], errors="replace")) if m), None)
     json.dump({"summary": s, "go": go, "peer": peer}, sys.stdout, indent=1)
     print()
 
