@@ -5,7 +5,8 @@ issue's goals: each ratio tfd / peer on the 8B checkpoint (single stream, 1, 8, 
 streams, a 4,096-token prefill) and single-stream decode as a share of the bandwidth limit (the
 weight bytes a token reads at LIMIT_TB_S), each null where either side is missing; the same
 again under "alt" for run.sh's last stage, the other matmul path (benchmarks named alt/…, the
-setting it ran under in "alt_env"). A log of BenchmarkMoE (moe.sh, the Qwen3-30B-A3B-shaped checkpoint) is summarised from it instead.
+setting it ran under in "alt_env"). A log of BenchmarkMoE (moe.sh, the Qwen3-30B-A3B-shaped
+checkpoint) is summarised from it instead.
 
     python3 tools/bench/collect.py LOG PEER_JSON > results.json
 """
