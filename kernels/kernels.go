@@ -177,7 +177,7 @@ var metalThreadArgs = []struct {
 	{regexp.MustCompile(`\bGROUP_[XY]\b`), "uint3 tfd_group [[threadgroup_position_in_grid]]"},
 	{regexp.MustCompile(`\bLOCAL_X\b`), "uint3 tfd_local [[thread_position_in_threadgroup]]"},
 	{regexp.MustCompile(`\bGROUP_SIZE_X\b`), "uint3 tfd_size [[threads_per_threadgroup]]"},
-	{regexp.MustCompile(`\b(LANE|MMA_LOAD_[ABX]|MMA_LOAD_A_PACKED|MMA_B_OF)\b`), "ushort tfd_lane [[thread_index_in_simdgroup]]"}, // the matrix unit's loads pass LANE
+	{regexp.MustCompile(`\b(LANE|MMA_LOAD_[ABX]|MMA_LOAD_A_PACKED|MMA_B_OF|MMA_FETCH_A_PACKED|MMA_FETCH_X|MMA_[AX]_OF)\b`), "ushort tfd_lane [[thread_index_in_simdgroup]]"}, // the matrix unit's loads pass LANE
 	{regexp.MustCompile(`\bWARP\b`), "ushort tfd_simd [[simdgroup_index_in_threadgroup]]"},
 }
 

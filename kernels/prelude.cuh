@@ -166,6 +166,61 @@ FUNC void tfd_mma_load_a_packed(tfd_mma_a& a, const ushort* w, int nw) {
 	}
 }
 
+// The ring: a kernel that streams weights keeps each SIMD group's next chunks on the way in SHARED
+// memory, fetched by cp.async, and waits for the oldest by count (cp.async.wait_group), which the
+// hardware tracks in order; loads into registers are waited for by scoreboards, of which a warp has
+// six and ptxas merges a ring's loads onto one or two, so that each wait drains them all. Each
+// lane fetches exactly the bytes it later reads, so a lane's own wait is the only synchronisation.
+// A slot is 64 uint4 (1,024 bytes): a chunk of 16 packed weight rows (lane l's at l and 32 + l),
+// or 8 rows of 32 floats of x (lane l = 4g + t: elements 8t … 8t+3 of row g at l, 8t+4 … 8t+7 at
+// 32 + l). Bytes not fetched (past the matrix, or past rows) are zeros (the copy's src-size 0).
+#define MMA_RING_DEPTH(d, s) (d)
+
+// tfd_shared_addr is p's address in the shared window, as cp.async takes it.
+FUNC uint tfd_shared_addr(const void* p) {
+	uint a;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+	return a;
+}
+
+// tfd_cp16 copies 16 bytes from global src to shared dst by cp.async, bypassing L1 (.cg: weights
+// are read once) or keeping them there (.ca: x is read by every group); n = 0 writes zeros and
+// reads nothing.
+FUNC void tfd_cp16_cg(uint4* dst, const void* src, int n) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tfd_shared_addr(dst)), "l"(src), "r"(n) : "memory");
+}
+FUNC void tfd_cp16_ca(uint4* dst, const void* src, int n) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(tfd_shared_addr(dst)), "l"(src), "r"(n) : "memory");
+}
+
+// tfd_mma_fetch_a_packed starts the copy of the packed chunk at w into slot; zeros if nw <= 0.
+FUNC void tfd_mma_fetch_a_packed(uint4* slot, const ushort* w, int nw) {
+	int n = nw > 0 ? 16 : 0;
+	tfd_cp16_cg(slot + LANE, n ? w + 8 * LANE : w, n);
+	tfd_cp16_cg(slot + 32 + LANE, n ? w + 256 + 8 * LANE : w, n);
+}
+
+// tfd_mma_fetch_x starts the copy of 8 rows of 32 floats of x (row stride ldx) into slot; rows from
+// nx on are zeros and are not read.
+FUNC void tfd_mma_fetch_x(uint4* slot, const float* x, int ldx, int nx) {
+	int g = LANE >> 2, t = LANE & 3;
+	int n = g < nx ? 16 : 0;
+	const float* p = n ? x + (ulong)g * ldx + 8 * t : x;
+	tfd_cp16_ca(slot + LANE, p, n);
+	tfd_cp16_ca(slot + 32 + LANE, n ? p + 4 : x, n);
+}
+
+// tfd_mma_a_of and tfd_mma_x_of read a lane's share of a fetched slot.
+FUNC void tfd_mma_a_of(tfd_mma_a& a, const uint4* slot) {
+	a.w[0] = slot[LANE];
+	a.w[1] = slot[32 + LANE];
+}
+FUNC void tfd_mma_x_of(tfd_mma_x& xv, const uint4* slot) {
+	uint4 p = slot[LANE], q = slot[32 + LANE];
+	xv.v[0] = __uint_as_float(p.x), xv.v[1] = __uint_as_float(p.y), xv.v[2] = __uint_as_float(p.z), xv.v[3] = __uint_as_float(p.w);
+	xv.v[4] = __uint_as_float(q.x), xv.v[5] = __uint_as_float(q.y), xv.v[6] = __uint_as_float(q.z), xv.v[7] = __uint_as_float(q.w);
+}
+
 FUNC void tfd_mma16816(tfd_mma_acc& d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
 	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
 	    : "+f"(d.c[0]), "+f"(d.c[1]), "+f"(d.c[2]), "+f"(d.c[3])
@@ -200,3 +255,13 @@ FUNC void tfd_mma_store(const tfd_mma_acc& a, float* s) {
 #define MMA_LOAD_X(xv, x, ldx, nx) tfd_mma_load_x(xv, x, ldx, nx)
 #define MMA_B_OF(b, xv, stage) tfd_mma_b_of(b, xv)
 #define MMA_LOAD_A_PACKED(a, w, nw, stage) tfd_mma_load_a_packed(a, w, nw)
+// The ring (see above): MMA_SLOT is the SHARED element type of a ring (a slot is 64 of them);
+// MMA_COMMIT closes the group of fetches this lane started since the last; MMA_WAIT(n) waits until
+// at most n groups are still on the way (n a constant).
+#define MMA_SLOT uint4
+#define MMA_FETCH_A_PACKED(slot, w, nw) tfd_mma_fetch_a_packed(slot, w, nw)
+#define MMA_FETCH_X(slot, x, ldx, nx) tfd_mma_fetch_x(slot, x, ldx, nx)
+#define MMA_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define MMA_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
+#define MMA_A_OF(a, slot, stage) tfd_mma_a_of(a, slot)
+#define MMA_X_OF(xv, slot) tfd_mma_x_of(xv, slot)

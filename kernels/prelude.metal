@@ -103,22 +103,17 @@ FUNC void tfd_mma_zero(thread tfd_mma_acc& a) {
 	a.m[1] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
 }
 
-// tfd_mma_stage_a widens a lane's 8 BF16 of rows g and g+8 (at p0 and p1; t = lane%4 says which
-// 8 of the chunk) into the stage as s[row][k], then loads the matrices. A row without has is zeros
-// and is not read.
+// tfd_mma_stage_words widens a lane's 8 BF16 of rows g and g+8 (u0 and u1; t = lane%4 says which
+// 8 of the chunk) into the stage as s[row][k], then loads the matrices.
 template <typename Stage>
-FUNC void tfd_mma_stage_a(thread tfd_mma_a& a, const device ushort* p0, const device ushort* p1, bool has0, bool has1, Stage s, int lane) {
+FUNC void tfd_mma_stage_words(thread tfd_mma_a& a, uint4 u0, uint4 u1, Stage s, int lane) {
 	int g = lane >> 2, t = lane & 3;
 	for (int h = 0; h < 2; h++) {
 		int r = g + 8 * h;
+		uint4 u = h == 0 ? u0 : u1;
 		float v[8];
-		if (h == 0 ? has0 : has1) {
-			uint4 u = VLOAD(uint4, h == 0 ? p0 : p1);
-			v[0] = AS_FLOAT(u.x << 16), v[1] = AS_FLOAT(u.x & 0xffff0000u), v[2] = AS_FLOAT(u.y << 16), v[3] = AS_FLOAT(u.y & 0xffff0000u);
-			v[4] = AS_FLOAT(u.z << 16), v[5] = AS_FLOAT(u.z & 0xffff0000u), v[6] = AS_FLOAT(u.w << 16), v[7] = AS_FLOAT(u.w & 0xffff0000u);
-		} else {
-			for (int i = 0; i < 8; i++) v[i] = 0.0f;
-		}
+		v[0] = AS_FLOAT(u.x << 16), v[1] = AS_FLOAT(u.x & 0xffff0000u), v[2] = AS_FLOAT(u.y << 16), v[3] = AS_FLOAT(u.y & 0xffff0000u);
+		v[4] = AS_FLOAT(u.z << 16), v[5] = AS_FLOAT(u.z & 0xffff0000u), v[6] = AS_FLOAT(u.w << 16), v[7] = AS_FLOAT(u.w & 0xffff0000u);
 		for (int i = 0; i < 8; i++) s[r * 32 + 8 * t + i] = v[i];
 	}
 	simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -126,6 +121,19 @@ FUNC void tfd_mma_stage_a(thread tfd_mma_a& a, const device ushort* p0, const de
 		for (int k = 0; k < 4; k++) simdgroup_load(a.m[h][k], s + h * 256 + k * 8, 32);
 	}
 	simdgroup_barrier(mem_flags::mem_threadgroup); // the stage is free again
+}
+
+// tfd_zero4 is four zero words.
+FUNC uint4 tfd_zero4() {
+	uint4 z = 0u;
+	return z;
+}
+
+// tfd_mma_stage_a widens a lane's 8 BF16 of rows g and g+8 (at p0 and p1) as tfd_mma_stage_words
+// does. A row without has is zeros and is not read.
+template <typename Stage>
+FUNC void tfd_mma_stage_a(thread tfd_mma_a& a, const device ushort* p0, const device ushort* p1, bool has0, bool has1, Stage s, int lane) {
+	tfd_mma_stage_words(a, has0 ? VLOAD(uint4, p0) : tfd_zero4(), has1 ? VLOAD(uint4, p1) : tfd_zero4(), s, lane);
 }
 
 // tfd_mma_load_a loads 16 weight rows of 32 BF16 from w (row stride ldw elements), widened, as
@@ -204,3 +212,38 @@ FUNC void tfd_mma_store(thread tfd_mma_acc& a, Stage s) {
 #define MMA_LOAD_X(xv, x, ldx, nx) tfd_mma_load_x(xv, x, ldx, nx, LANE)
 #define MMA_B_OF(b, xv, stage) tfd_mma_b_of(b, xv, stage, LANE)
 #define MMA_LOAD_A_PACKED(a, w, nw, stage) tfd_mma_load_a_packed(a, w, nw, stage, LANE)
+
+// The ring (prelude.cuh says what it is for): here a fetch is a plain copy, done when called, so
+// MMA_COMMIT and MMA_WAIT have nothing to do; a lane reads back only what it copied. Two slots a
+// SIMD group for S = 1 (so that the checks still turn the ring), one for more, within the
+// threadgroup memory of an Apple GPU.
+#define MMA_RING_DEPTH(d, s) ((s) == 1 ? 2 : 1)
+#define MMA_SLOT uint4
+template <typename Slot>
+FUNC void tfd_mma_fetch_a_packed(Slot slot, const device ushort* w, int nw, int lane) {
+	slot[lane] = nw > 0 ? VLOAD(uint4, w + 8 * lane) : tfd_zero4();
+	slot[32 + lane] = nw > 0 ? VLOAD(uint4, w + 256 + 8 * lane) : tfd_zero4();
+}
+template <typename Slot>
+FUNC void tfd_mma_fetch_x(Slot slot, const device float* x, int ldx, int nx, int lane) {
+	int g = lane >> 2, t = lane & 3;
+	const device float* p = x + (ulong)(g < nx ? g : 0) * ldx + 8 * t;
+	slot[lane] = g < nx ? as_type<uint4>(VLOAD(float4, p)) : tfd_zero4();
+	slot[32 + lane] = g < nx ? as_type<uint4>(VLOAD(float4, p + 4)) : tfd_zero4();
+}
+template <typename Slot, typename Stage>
+FUNC void tfd_mma_a_of(thread tfd_mma_a& a, Slot slot, Stage s, int lane) {
+	tfd_mma_stage_words(a, slot[lane], slot[32 + lane], s, lane);
+}
+template <typename Slot>
+FUNC void tfd_mma_x_of(thread tfd_mma_x& xv, Slot slot, int lane) {
+	uint4 p = slot[lane], q = slot[32 + lane];
+	xv.v[0] = AS_FLOAT(p.x), xv.v[1] = AS_FLOAT(p.y), xv.v[2] = AS_FLOAT(p.z), xv.v[3] = AS_FLOAT(p.w);
+	xv.v[4] = AS_FLOAT(q.x), xv.v[5] = AS_FLOAT(q.y), xv.v[6] = AS_FLOAT(q.z), xv.v[7] = AS_FLOAT(q.w);
+}
+#define MMA_FETCH_A_PACKED(slot, w, nw) tfd_mma_fetch_a_packed(slot, w, nw, LANE)
+#define MMA_FETCH_X(slot, x, ldx, nx) tfd_mma_fetch_x(slot, x, ldx, nx, LANE)
+#define MMA_COMMIT() ((void)0)
+#define MMA_WAIT(n) ((void)(n))
+#define MMA_A_OF(a, slot, stage) tfd_mma_a_of(a, slot, stage, LANE)
+#define MMA_X_OF(xv, slot) tfd_mma_x_of(xv, slot, LANE)
