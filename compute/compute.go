@@ -167,8 +167,8 @@ type InPlaceUploader interface {
 }
 
 // Arithmetic is implemented by a backend that can compute a model's numbers in more than one way
-// chosen at open (the cuda backend's BF16 matmuls on the CUDA cores, or on the tensor cores with
-// TFD_CUDA_MMA=1): each way gives its own bits. Arithmetic names the way this backend computes, so
+// chosen at open (the cuda backend's BF16 matmuls on the tensor cores, or on the CUDA cores with
+// TFD_CUDA_MMA=0): each way gives its own bits. Arithmetic names the way this backend computes, so
 // that the prompt cache keeps the blocks of one way from a load that computes the other
 // (engine's Model.Identity hashes it beside the backend's name).
 type Arithmetic interface {

@@ -25,7 +25,7 @@ type backend struct {
 	sms          int
 	total        uint64
 	k            kernelSet
-	mma          bool // TFD_CUDA_MMA=1: BF16 matmuls on the tensor cores (ops_linux.go, MatMuls)
+	mma          bool // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (ops_linux.go, MatMuls)
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
 	// same time: the worker touches them only while the backend's goroutine waits.
@@ -195,12 +195,11 @@ func (b *backend) init() (err error) {
 	// Graphs are on unless TFD_CUDA_GRAPHS=0 or the driver lacks them (graph_linux.go).
 	b.w.g.allowed = graphsAvailable() && os.Getenv("TFD_CUDA_GRAPHS") != "0"
 	b.w.g.on = b.w.g.allowed
-	// BF16 matmuls run on the tensor cores only with TFD_CUDA_MMA=1: on the H200 that is 2.6 to
-	// 6 times the aggregate of 8 to 64 streams and 4.7 times the prefill of an 8B model, but 19%
-	// less single-stream decode (docs/performance.md), and a slower path stays off by default. The
-	// bits differ between the two, so a prompt cache spilled under one setting must not be read
-	// under the other.
-	b.mma = os.Getenv("TFD_CUDA_MMA") == "1"
+	// BF16 matmuls run on the tensor cores unless TFD_CUDA_MMA=0: on the H200 that is 1.2 times
+	// the CUDA cores' single-stream decode of an 8B model, 3.8 to 6 times the aggregate of 8 to 64
+	// streams and 4.7 times the prefill (docs/performance.md). The bits differ between the two, so
+	// a prompt cache spilled under one setting must not be read under the other.
+	b.mma = os.Getenv("TFD_CUDA_MMA") != "0"
 	return nil
 }
 

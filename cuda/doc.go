@@ -14,9 +14,9 @@
 // kernel launches that repeats (a decode step) is captured once as a CUDA graph and replayed;
 // TFD_CUDA_GRAPHS=0 turns that off.
 //
-// Matmuls run on CUDA cores, or, with TFD_CUDA_MMA=1, those with BF16 weights whose rows are a
-// multiple of 32 long on the tensor cores (mma.sync, kernels/src/mma.kern): much faster for many
-// rows, slower for one (docs/performance.md), so off by default.
+// Matmuls with BF16 weights whose rows are a multiple of 32 long run on the tensor cores
+// (mma.sync, kernels/src/mma.kern), faster than the CUDA cores for every row count
+// (docs/performance.md); TFD_CUDA_MMA=0 puts them on the CUDA cores, as every other matmul.
 //
 // Memory: 2-D F16 and BF16 weights stay F16 and BF16 on the device; F32 weights stay F32; 1-D
 // tensors (norm weights, biases) are widened to F32 when uploaded. Activations are F32 and the KV

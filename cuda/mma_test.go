@@ -10,65 +10,67 @@ import (
 	"tfd/scheduler/schedulertest"
 )
 
-// The tensor-core matmuls (TFD_CUDA_MMA=1, off by default): the matmul checks, the engine against
-// the oracle and shared rounds against solo replies, each with the backend opened under it.
+// BF16 matmuls run on the tensor cores by default, so every other test of this package checks
+// them; these run the matmul checks, the engine against the oracle and shared rounds against solo
+// replies on the CUDA cores (TFD_CUDA_MMA=0), each with the backend opened under it.
 
-// onTensorCores sets TFD_CUDA_MMA=1 for the rest of the test, so that the backends it opens run
-// BF16 matmuls on the tensor cores.
-func onTensorCores(t *testing.T) { t.Setenv("TFD_CUDA_MMA", "1") }
+// onCUDACores sets TFD_CUDA_MMA=0 for the rest of the test, so that the backends it opens run
+// BF16 matmuls on the CUDA cores (matmul_bf16_R).
+func onCUDACores(t *testing.T) { t.Setenv("TFD_CUDA_MMA", "0") }
 
-func TestMatMulMatchesCPUOnTensorCores(t *testing.T) {
-	onTensorCores(t)
+func TestMatMulMatchesCPUOnCUDACores(t *testing.T) {
+	onCUDACores(t)
 	computetest.CheckMatMul(t, newPair(t))
 }
 
-func TestMatMulIsBatchInvariantOnTensorCores(t *testing.T) {
-	onTensorCores(t)
+func TestMatMulIsBatchInvariantOnCUDACores(t *testing.T) {
+	onCUDACores(t)
 	computetest.CheckMatMulBatchInvariance(t, openCUDA(t))
 }
 
-func TestMatMulRowGroupsAgreeOnTensorCores(t *testing.T) {
-	onTensorCores(t)
+func TestMatMulRowGroupsAgreeOnCUDACores(t *testing.T) {
+	onCUDACores(t)
 	computetest.CheckMatMulRowGroups(t, openCUDA(t))
 }
 
-func TestMatMulsEqualMatMulOnTensorCores(t *testing.T) {
-	onTensorCores(t)
+func TestMatMulsEqualMatMulOnCUDACores(t *testing.T) {
+	onCUDACores(t)
 	computetest.CheckMultiMatMul(t, openCUDA(t))
 }
 
-func TestEngineMatchesOracleOnTensorCores(t *testing.T) {
-	onTensorCores(t)
+func TestEngineMatchesOracleOnCUDACores(t *testing.T) {
+	onCUDACores(t)
 	enginetest.CheckBackend(t, openCUDA(t))
 }
 
-func TestSharedAndDraftedEqualSoloOnTensorCores(t *testing.T) {
-	onTensorCores(t)
+func TestSharedAndDraftedEqualSoloOnCUDACores(t *testing.T) {
+	onCUDACores(t)
 	schedulertest.CheckSharedAndDrafted(t, openCUDA(t))
 }
 
-// TestTensorCoresMoveBits checks the premise of the tests above: with TFD_CUDA_MMA=1 a BF16
-// matmul runs another kernel, whose bits differ from the lanes' on random data.
+// TestTensorCoresMoveBits checks the premise of the tests above and of the rest: by default a
+// BF16 matmul runs on the tensor cores, and with TFD_CUDA_MMA=0 on another kernel, whose bits
+// differ on random data.
 func TestTensorCoresMoveBits(t *testing.T) {
-	lanes := computetest.MatMulOnce(t, openCUDA(t))
-	onTensorCores(t)
 	mma := computetest.MatMulOnce(t, openCUDA(t))
+	onCUDACores(t)
+	lanes := computetest.MatMulOnce(t, openCUDA(t))
 	same := true
 	for i := range lanes {
 		same = same && lanes[i] == mma[i]
 	}
 	if same {
-		t.Fatal("TFD_CUDA_MMA=1 gives the bits of the lanes' kernel: the tensor cores did not run")
+		t.Fatal("the default and TFD_CUDA_MMA=0 give the same bits: one of them did not run its kernel")
 	}
 }
 
 // TestPackedWeightsKeepBits checks that BF16 matrices stored in the matrix unit's packed order,
 // as Upload stores them with the tensor cores on, give the bits of the same matrices kept
-// row-major, for every tile size (1, 7: S = 1; 16: S = 2; 33, 256: S = 4), with a ragged last
-// band and three matrices in one launch, one with a bias; and that a packed table embeds as the
-// row-major one does (a tied embedding).
+// row-major, for every tile size (1, 7: S = 1; 16: S = 2; 33, 256: S = 4) and so both ways of
+// streaming them (the SHARED ring for S = 1 and 2, registers for 4), with a ragged last band and
+// three matrices in one launch, one with a bias; and that a packed table embeds as the row-major
+// one does (a tied embedding).
 func TestPackedWeightsKeepBits(t *testing.T) {
-	onTensorCores(t)
 	b := openCUDA(t)
 	const in = 4096
 	outs := [3]int{1000, 256, 40} // 1000 and 40: bands of 8 and 8 rows past the matrix

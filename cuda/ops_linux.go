@@ -76,8 +76,8 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
-// F16 or BF16, or quantized (quant_linux.go); bias is nil or [out]. dst must not overlap x. With
-// TFD_CUDA_MMA=1, BF16 weights whose rows are a multiple of 32 long run on the tensor cores
+// F16 or BF16, or quantized (quant_linux.go); bias is nil or [out]. dst must not overlap x. Unless
+// TFD_CUDA_MMA=0, BF16 weights whose rows are a multiple of 32 long run on the tensor cores
 // (kernels.MatMulLaunch; stored in their packed order, kernels.MatMulsPackedLaunch), the others
 // on the lanes of each warp; either way the kernel follows the weights alone, and its tiles and
 // the weights' order change no bits (kernels/src/mma.kern, matmul.kern).

@@ -16,7 +16,7 @@ set -u
 OUT=${OUT:-/tmp/tfd-bench}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
 BIN=${BIN:-./bin/cuda.test}
-ALT=${ALT:-TFD_CUDA_MMA=1}
+ALT=${ALT:-TFD_CUDA_MMA=0} # the CUDA cores; the tensor cores are the default
 L=$OUT/log.txt
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
