@@ -196,8 +196,8 @@ func (b *backend) init() (err error) {
 	b.w.g.allowed = graphsAvailable() && os.Getenv("TFD_CUDA_GRAPHS") != "0"
 	b.w.g.on = b.w.g.allowed
 	// BF16 matmuls run on the tensor cores unless TFD_CUDA_MMA=0: on the H200 that is 1.2 times
-	// the CUDA cores' single-stream decode of an 8B model, 3.8 to 6 times the aggregate of 8 to 64
-	// streams and 4.7 times the prefill (docs/performance.md). The bits differ between the two, so
+	// the CUDA cores' single-stream decode of an 8B model, 3.6 to 6.4 times the aggregate of 8 to
+	// 64 streams and 4.8 times the prefill (docs/performance.md). The bits differ between the two, so
 	// a prompt cache spilled under one setting must not be read under the other.
 	b.mma = os.Getenv("TFD_CUDA_MMA") != "0"
 	return nil

@@ -15,8 +15,9 @@
 // TFD_CUDA_GRAPHS=0 turns that off.
 //
 // Matmuls with BF16 weights whose rows are a multiple of 32 long run on the tensor cores
-// (mma.sync, kernels/src/mma.kern), faster than the CUDA cores for every row count
-// (docs/performance.md); TFD_CUDA_MMA=0 puts them on the CUDA cores, as every other matmul.
+// (mma.sync, kernels/src/mma.kern), faster than the CUDA cores in an 8B model's forward at every
+// row count measured (docs/performance.md); TFD_CUDA_MMA=0 puts them on the CUDA cores, as every
+// other matmul.
 //
 // Memory: 2-D F16 and BF16 weights stay F16 and BF16 on the device; F32 weights stay F32; 1-D
 // tensors (norm weights, biases) are widened to F32 when uploaded. Activations are F32 and the KV
