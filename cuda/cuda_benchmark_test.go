@@ -184,6 +184,15 @@ func BenchmarkPrefill(b *testing.B) {
 	enginetest.BenchPrefill(b, m, 256)
 }
 
+// BenchmarkPrefillSplit is BenchmarkPrefill with attention_split for every launch (what
+// TFD_CUDA_ATTN_TILE=0 does), to set against attention_tile_H in one run.
+func BenchmarkPrefillSplit(b *testing.B) {
+	g := openCUDA(b)
+	setAttentionTile(g, false)
+	m := enginetest.Load(b, g, bundledDir, engine.Options{MaxRows: 256})
+	enginetest.BenchPrefill(b, m, 256)
+}
+
 // BenchmarkMatVec multiplies an 8192×8192 BF16 matrix by one row, the decode case, on the CUDA
 // cores (TFD_CUDA_MMA=0), and reports the weights' bytes read per second. The run ends with one
 // Sync, so launches overlap.

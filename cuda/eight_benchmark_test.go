@@ -21,7 +21,8 @@ import (
 // bytes one token reads (every matrix but the embedding table, of which a token reads one row)
 // and those bytes times tokens per second, to set against the matvec bandwidth of
 // BenchmarkMatVec. streams=N is one decode row for each of N sessions per forward (benchStreams);
-// prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows.
+// prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows, and
+// prefill=4096,attention_split the same with attention_split for every attention launch.
 func BenchmarkEight(b *testing.B) {
 	dir := os.Getenv("TFD_BENCH_MODEL")
 	if dir == "" {
@@ -61,22 +62,32 @@ func BenchmarkEight(b *testing.B) {
 	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
 	}
-	b.Run(fmt.Sprintf("prefill=%d", prompt), func(b *testing.B) {
-		base := streams * span
-		rows := make([]batch.Row, prompt)
-		for i := range rows {
-			rows[i] = batch.Row{Base: base, Pos: i, Token: int32((i*7 + 3) % m.Vocab()), Logits: i == prompt-1}
-		}
-		b.ResetTimer()
-		for range b.N {
-			for start := 0; start < prompt; start += m.MaxRows() {
-				if _, err := m.Forward(context.Background(), rows[start:min(start+m.MaxRows(), prompt)]); err != nil {
-					b.Fatal(err)
-				}
+	for _, attention := range []string{"", ",attention_split"} {
+		// ",attention_split": attention_split for every launch, against attention_tile_H.
+		b.Run(fmt.Sprintf("prefill=%d%s", prompt, attention), func(b *testing.B) {
+			setAttentionTile(g, attention == "")
+			defer setAttentionTile(g, true)
+			benchPrefill(b, m, streams*span, prompt)
+		})
+	}
+}
+
+// benchPrefill measures a prompt of the given length at slot base in chunks of the engine's
+// MaxRows.
+func benchPrefill(b *testing.B, m *engine.Model, base, prompt int) {
+	rows := make([]batch.Row, prompt)
+	for i := range rows {
+		rows[i] = batch.Row{Base: base, Pos: i, Token: int32((i*7 + 3) % m.Vocab()), Logits: i == prompt-1}
+	}
+	b.ResetTimer()
+	for range b.N {
+		for start := 0; start < prompt; start += m.MaxRows() {
+			if _, err := m.Forward(context.Background(), rows[start:min(start+m.MaxRows(), prompt)]); err != nil {
+				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tok/s")
-	})
+	}
+	b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tok/s")
 }
 
 // weightBytesPerToken sums the bytes of the checkpoint's tensors that one decode token reads:

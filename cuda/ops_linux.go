@@ -204,13 +204,16 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		sp, hasSinks = ptr(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
 	}
 	kd, vd := p.layer(layer)
-	l := kernels.AttentionLaunch(rows, heads, hd)
+	l := kernels.AttentionLaunch(rows, heads, heads/kvh, hd)
+	if !b.attnTile {
+		l = kernels.AttentionSplitLaunch(rows, heads, hd)
+	}
 	part, ok := b.attentionScratch(l.Scratch)
 	if !ok {
 		return
 	}
 	b.launchAs(l.Split, ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt), sp, hasSinks,
-		i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), uint64(b.errWord))
+		i32(rows), i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), uint64(b.errWord))
 	b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), sp, hasSinks, i32(heads), i32(hd), i32(p.spec.Slots))
 }
 

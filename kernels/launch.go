@@ -161,16 +161,69 @@ const attentionGroups = 1024
 // AttentionLaunches is how Attention launches for rows rows of heads query heads of hd elements:
 // Split, then Combine. Split takes Blocks as its `blocks` argument; both take a scratch buffer
 // of Scratch F32 elements for the splits' partial results (never read for a row of one chunk).
+// Split is attention_split or attention_tile_H, which take the same arguments (dst, part, q, K,
+// V, bases, positions, sinks, hasSinks, rows, heads, group, hd, st, slots, scale, blocks, err)
+// and give every row the same bits.
 type AttentionLaunches struct {
 	Split, Combine Launch
 	Blocks         int
 	Scratch        int
 }
 
-// AttentionLaunch says how Attention launches: Split has Blocks groups per (row, head), each
-// making the splits Blocks apart, as many as fill the GPU for few rows and one for many (the
-// bits of a split do not depend on which group makes it); Combine has a group per (head, row).
-func AttentionLaunch(rows, heads, hd int) AttentionLaunches {
+// AttentionTileFrom is the fewest rows for which Attention runs attention_tile_H: a tile of rows
+// shares its loads of keys only when its rows share a session (a prompt's rows), which a launch
+// of many rows is likely to hold and a round of a few decoding streams is not. The choice changes
+// no bits.
+const AttentionTileFrom = 64
+
+// attentionTileVectors is the query vectors of a tile of attention_tile_H (4096/H): H = 128 for
+// heads of at most 128 elements, 256 for longer.
+func attentionTileVectors(hd int) int {
+	if hd <= 128 {
+		return 32
+	}
+	return 16
+}
+
+// AttentionLaunch says how Attention launches for rows rows of heads query heads of hd
+// elements, group query heads to a kv head: from AttentionTileFrom rows, attention_tile_H where
+// AttentionTileLaunch allows it; else attention_split, as AttentionSplitLaunch says. Both make
+// each row's splits with the same arithmetic, so a row's bits do not depend on the choice.
+func AttentionLaunch(rows, heads, group, hd int) AttentionLaunches {
+	if rows >= AttentionTileFrom {
+		if l, ok := AttentionTileLaunch(rows, heads, group, hd); ok {
+			return l
+		}
+	}
+	return AttentionSplitLaunch(rows, heads, hd)
+}
+
+// AttentionTileLaunch is the launch of attention_tile_H (and attention_combine) for any number of
+// rows: a group per (tile of 32/group rows, or 16/group for heads over 128 elements; kv head;
+// split), Blocks = AttentionSplits. It is false where a tile would hold no row (group over 32, or
+// 16) or heads is not a multiple of group.
+func AttentionTileLaunch(rows, heads, group, hd int) (AttentionLaunches, bool) {
+	qt := attentionTileVectors(hd)
+	if group <= 0 || group > qt || heads%group != 0 {
+		return AttentionLaunches{}, false
+	}
+	name := "attention_tile_128"
+	if hd > 128 {
+		name = "attention_tile_256"
+	}
+	return AttentionLaunches{
+		Split:   launch(name, heads/group*AttentionSplits, ceilDiv(rows, qt/group)),
+		Combine: launch("attention_combine", heads, rows),
+		Blocks:  AttentionSplits,
+		Scratch: attentionScratch(rows, heads, hd),
+	}, true
+}
+
+// AttentionSplitLaunch is the launch of attention_split (and attention_combine) whatever the
+// rows: Split has Blocks groups per (row, head), each making the splits Blocks apart, as many as
+// fill the GPU for few rows and one for many (the bits of a split do not depend on which group
+// makes it); Combine has a group per (head, row).
+func AttentionSplitLaunch(rows, heads, hd int) AttentionLaunches {
 	blocks := 1
 	if rows > 0 && heads > 0 {
 		blocks = min(max(attentionGroups/(rows*heads), 1), AttentionSplits)
@@ -179,8 +232,12 @@ func AttentionLaunch(rows, heads, hd int) AttentionLaunches {
 		Split:   launch("attention_split", heads*blocks, rows),
 		Combine: launch("attention_combine", heads, rows),
 		Blocks:  blocks,
-		Scratch: max(rows, 0) * max(heads, 0) * AttentionSplits * (hd + 2),
+		Scratch: attentionScratch(rows, heads, hd),
 	}
+}
+
+func attentionScratch(rows, heads, hd int) int {
+	return max(rows, 0) * max(heads, 0) * AttentionSplits * (hd + 2)
 }
 
 // SiLUMulLaunch is the launch of SiLUMul over n elements: a thread per element.

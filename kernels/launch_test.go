@@ -101,10 +101,13 @@ func TestLaunches(t *testing.T) {
 		{RMSNormLaunch(1, 4096), [2]int{1, 1}},
 		{RoPELaunch(5, 32, 64), [2]int{5, 8}},
 		{KVWriteLaunch(6, 1024), [2]int{6, 4}},
-		{AttentionLaunch(1, 32, 128).Split, [2]int{32 * 16, 1}},
-		{AttentionLaunch(8, 32, 128).Split, [2]int{32 * 4, 8}},
-		{AttentionLaunch(64, 32, 128).Split, [2]int{32, 64}},
-		{AttentionLaunch(6, 8, 64).Combine, [2]int{8, 6}},
+		{AttentionLaunch(1, 32, 4, 128).Split, [2]int{32 * 16, 1}},
+		{AttentionLaunch(8, 32, 4, 128).Split, [2]int{32 * 4, 8}},
+		{AttentionSplitLaunch(64, 32, 128).Split, [2]int{32, 64}},
+		{AttentionLaunch(6, 8, 1, 64).Combine, [2]int{8, 6}},
+		{AttentionLaunch(64, 32, 4, 128).Split, [2]int{8 * 16, 8}},
+		{AttentionLaunch(100, 8, 1, 64).Split, [2]int{8 * 16, 4}},
+		{AttentionLaunch(64, 16, 8, 256).Split, [2]int{2 * 16, 32}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
 		{GELUTanhMulLaunch(257), [2]int{2, 1}},
 		{ClampedSwiGLULaunch(257), [2]int{2, 1}},
@@ -127,12 +130,30 @@ func TestLaunches(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {1, 6, 16}, {8, 32, 4}, {33, 32, 1}, {256, 32, 1}} {
-		if l := AttentionLaunch(c.rows, c.heads, 128); l.Blocks != c.blocks || l.Split.Groups[0] != c.heads*c.blocks {
-			t.Errorf("AttentionLaunch(%d, %d, 128): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
+		if l := AttentionSplitLaunch(c.rows, c.heads, 128); l.Blocks != c.blocks || l.Split.Groups[0] != c.heads*c.blocks {
+			t.Errorf("AttentionSplitLaunch(%d, %d, 128): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
 		}
 	}
-	if got, want := AttentionLaunch(3, 8, 64).Scratch, 3*8*AttentionSplits*66; got != want {
-		t.Errorf("AttentionLaunch(3, 8, 64).Scratch = %d, want %d", got, want)
+	if got, want := AttentionLaunch(3, 8, 1, 64).Scratch, 3*8*AttentionSplits*66; got != want {
+		t.Errorf("AttentionLaunch(3, 8, 1, 64).Scratch = %d, want %d", got, want)
+	}
+	// The tiled kernel from AttentionTileFrom rows, when a tile holds a row; attention_split
+	// otherwise.
+	for _, c := range []struct {
+		rows, heads, group, hd int
+		kernel                 string
+	}{
+		{AttentionTileFrom - 1, 32, 4, 128, "attention_split"},
+		{AttentionTileFrom, 32, 4, 128, "attention_tile_128"},
+		{4096, 8, 1, 64, "attention_tile_128"},
+		{4096, 16, 8, 256, "attention_tile_256"},
+		{4096, 32, 32, 128, "attention_tile_128"},
+		{4096, 64, 64, 128, "attention_split"},
+		{4096, 32, 32, 256, "attention_split"},
+	} {
+		if l := AttentionLaunch(c.rows, c.heads, c.group, c.hd); l.Split.Kernel != c.kernel {
+			t.Errorf("AttentionLaunch(%d, %d, %d, %d) runs %s, want %s", c.rows, c.heads, c.group, c.hd, l.Split.Kernel, c.kernel)
+		}
 	}
 	checkQuantLaunches(t, add)
 	for _, k := range All() {

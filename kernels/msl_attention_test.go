@@ -2,6 +2,7 @@ package kernels_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 
 	"tfd/compute"
@@ -134,15 +135,68 @@ func (o *op) attentionOutside() {
 // buffer is bound in their place, as a backend binds one).
 func (o *op) attend(rows, heads, kvHeads, hd, slots int, dst, q, k, v, bases, positions, sinks *mbuf, scale float32, errWord *mbuf) {
 	o.t.Helper()
-	l := kernels.AttentionLaunch(rows, heads, hd)
+	o.attendWith(kernels.AttentionLaunch(rows, heads, heads/kvHeads, hd), rows, heads, kvHeads, hd, slots, dst, q, k, v, bases, positions, sinks, scale, errWord)
+}
+
+// attendWith is attend with the given launches; it returns the scratch of partial results.
+func (o *op) attendWith(l kernels.AttentionLaunches, rows, heads, kvHeads, hd, slots int, dst, q, k, v, bases, positions, sinks *mbuf, scale float32, errWord *mbuf) *mbuf {
+	o.t.Helper()
 	part := &mbuf{make([]byte, 4*l.Scratch)}
 	hasSinks := int32(1)
 	if sinks == nil {
 		sinks, hasSinks = &mbuf{}, 0
 	}
 	o.launch(l.Split, dst, part, q, k, v, bases, positions, sinks, hasSinks,
-		int32(heads), int32(heads/kvHeads), int32(hd), int32(kvHeads*hd), int32(slots), scale, int32(l.Blocks), errWord)
+		int32(rows), int32(heads), int32(heads/kvHeads), int32(hd), int32(kvHeads*hd), int32(slots), scale, int32(l.Blocks), errWord)
 	o.launch(l.Combine, dst, part, bases, positions, sinks, hasSinks, int32(heads), int32(hd), int32(slots))
+	return part
+}
+
+// attentionTiles attends from the rows of a prompt, positions 1015 … 1040 of a session of 1,041
+// keys, with rows of another session and a row outside the pool among them, once with
+// attention_tile_H (kernels.AttentionTileLaunch) and once with attention_split
+// (kernels.AttentionSplitLaunch), and checks that the outputs, every partial record and the error
+// word are the same bits. The prompt's rows cross a chunk (at position 1024) and with it the
+// change from one chunk a split to two (16, then 17 chunks: 9 splits of 2), inside a tile; the
+// tile holding the other session's rows makes a pass for each base.
+func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool) {
+	const slots = 1600
+	st := kvHeads * hd
+	var bases, positions []int32
+	for p := int32(1015); p <= 1040; p++ {
+		bases, positions = append(bases, 0), append(positions, p)
+		if p == 1020 {
+			bases, positions = append(bases, 1200, 1200, 1200, 1200), append(positions, 5, 70, 300, 5000) // 5000: outside
+		}
+	}
+	rows := len(bases)
+	l, ok := kernels.AttentionTileLaunch(rows, heads, heads/kvHeads, hd)
+	if !ok {
+		o.t.Fatalf("no attention_tile_H for %d heads (%d kv) of %d", heads, kvHeads, hd)
+	}
+	k, v := &mbuf{computetest.F32Bytes(computetest.Randn(30, slots*st))}, &mbuf{computetest.F32Bytes(computetest.Randn(31, slots*st))}
+	q := &mbuf{computetest.F32Bytes(computetest.Randn(32, rows*heads*hd))}
+	var sinks *mbuf
+	if withSinks {
+		ss := computetest.Randn(33, heads)
+		for h := range ss {
+			ss[h] *= 4
+		}
+		sinks = &mbuf{computetest.F32Bytes(ss)}
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	b, p := &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}
+	run := func(l kernels.AttentionLaunches) (dst, part, errWord *mbuf) {
+		dst, errWord = &mbuf{make([]byte, 4*rows*heads*hd)}, &mbuf{make([]byte, 16)}
+		part = o.attendWith(l, rows, heads, kvHeads, hd, slots, dst, q, k, v, b, p, sinks, scale, errWord)
+		return dst, part, errWord
+	}
+	tiled, tiledPart, tiledErr := run(l)
+	split, splitPart, splitErr := run(kernels.AttentionSplitLaunch(rows, heads, hd))
+	computetest.SameBits(o.t, l.Split.Kernel+" against attention_split", floats(tiled), floats(split))
+	computetest.SameBits(o.t, l.Split.Kernel+"'s partial records", floats(tiledPart), floats(splitPart))
+	o.checkError(tiledErr, errors.New("outside"), true, 4, 9, 6200) // ERR_ATTENTION, row 9, slot 1200+5000
+	o.checkError(splitErr, errors.New("outside"), true, 4, 9, 6200)
 }
 
 // Data helpers.

@@ -96,6 +96,10 @@ func TestMSLRuns(t *testing.T) {
 	check("kv_write and attention with sinks", func(o *op) { o.attention(shortSessions, 64, 6, 2, true) })
 	check("kv_write and attention with sinks, long", func(o *op) { o.attention(longSessions, 20, 2, 1, true) })
 	check("kv_write and attention outside the pool", func(o *op) { o.attentionOutside() })
+	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 4, 1}, {128, 2, 2}, {200, 2, 1}} {
+		check(fmt.Sprint("attention_tile_H against attention_split ", c), func(o *op) { o.attentionTiles(c.hd, c.heads, c.kvHeads, false) })
+	}
+	check("attention_tile_H against attention_split with sinks", func(o *op) { o.attentionTiles(64, 4, 1, true) })
 	for _, n := range []int{1, 257, 5000} {
 		check(fmt.Sprint("silu_mul ", n), func(o *op) { o.elementwise("silu_mul", n) })
 		check(fmt.Sprint("gelu_tanh_mul ", n), func(o *op) { o.elementwise("gelu_tanh_mul", n) })

@@ -206,13 +206,15 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		st, hasSinks = bufArg(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
 	}
 	l := p.layers[layer]
-	al := kernels.AttentionLaunch(rows, heads, hd)
+	// attention_split for every launch: attention_tile_H (what the CUDA backend runs from
+	// kernels.AttentionTileFrom rows) gives the same bits, but is unmeasured on Apple's GPUs.
+	al := kernels.AttentionSplitLaunch(rows, heads, hd)
 	part := b.attentionScratch(al.Scratch)
 	if part == nil {
 		return
 	}
 	b.dispatch(al.Split, bufArg(dt), bufArg(part), bufArg(qt), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(bt), bufArg(pt),
-		st, i32(hasSinks), i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(al.Blocks), b.errArg())
+		st, i32(hasSinks), i32(rows), i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(al.Blocks), b.errArg())
 	b.dispatch(al.Combine, bufArg(dt), bufArg(part), bufArg(bt), bufArg(pt), st, i32(hasSinks), i32(heads), i32(hd), i32(p.spec.Slots))
 }
 

@@ -1,0 +1,150 @@
+//go:build amd64 || arm64
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"tfd/compute"
+	"tfd/compute/computetest"
+	"tfd/kernels"
+)
+
+// TestAttentionTileEqualsSplit: attention_tile_H gives every row attention_split's bits, its
+// outputs and every partial record of a row of several splits, on heads of 64, 128 and 256 with
+// 1, 4 and 8 query heads to a kv head. One backend runs the tiled kernel (the default from
+// kernels.AttentionTileFrom rows), the other attention_split (TFD_CUDA_ATTN_TILE=0), on the same
+// rows:
+//   - a prompt: positions 0 … n−1 of one session (n up to 4,100: every length from 1, across
+//     chunks and the changes of a split's chunks at 1,025, 2,049, …), after three rows of other
+//     sessions, so tiles hold rows of two sessions and straddle those changes;
+//   - a sliding window of 700 over positions 0 … 1,499 as the engine lays it out (each row its
+//     own base past position 699), so a tile makes a pass per base;
+//
+// with a sink per head for heads of 64 (GPT-OSS).
+func TestAttentionTileEqualsSplit(t *testing.T) {
+	tile := openCUDA(t)
+	t.Setenv("TFD_CUDA_ATTN_TILE", "0")
+	split := openCUDA(t)
+	if !tile.(*backend).attnTile || split.(*backend).attnTile {
+		t.Fatal("TFD_CUDA_ATTN_TILE does not choose the kernel")
+	}
+	for _, hd := range []int{64, 128, 256} {
+		for _, group := range []int{1, 4, 8} {
+			kvHeads := 2
+			if group > 1 {
+				kvHeads = 1 // keep the scratch small
+			}
+			c := tileCase{hd: hd, heads: group * kvHeads, kvHeads: kvHeads, sinks: hd == 64}
+			n := 4100
+			if hd == 256 {
+				n = 2600
+			}
+			t.Run(fmt.Sprintf("hd=%d,group=%d,prompt", hd, group), func(t *testing.T) {
+				bases := []int32{5000, 6000, 7000}
+				positions := []int32{10, 500, 999}
+				for p := range n {
+					bases, positions = append(bases, 0), append(positions, int32(p))
+				}
+				c.compare(t, tile, split, bases, positions)
+			})
+			t.Run(fmt.Sprintf("hd=%d,group=%d,window", hd, group), func(t *testing.T) {
+				var bases, positions []int32
+				for p := range 1500 {
+					first := max(0, p-700+1)
+					bases, positions = append(bases, int32(first)), append(positions, int32(p-first))
+				}
+				c.compare(t, tile, split, bases, positions)
+			})
+		}
+	}
+}
+
+// tileCase is one shape of TestAttentionTileEqualsSplit: a pool of 8,000 slots of random keys
+// and values.
+type tileCase struct {
+	hd, heads, kvHeads int
+	sinks              bool
+}
+
+// compare attends from the given rows on both backends and checks the outputs and the partial
+// records of every split of each row of several, bit for bit.
+func (c tileCase) compare(t *testing.T, tile, split compute.Backend, bases, positions []int32) {
+	const slots = 8000
+	rows, st, qw := len(bases), c.kvHeads*c.hd, c.heads*c.hd
+	if l := kernels.AttentionLaunch(rows, c.heads, c.heads/c.kvHeads, c.hd); !strings.HasPrefix(l.Split.Kernel, "attention_tile_") {
+		t.Fatalf("%d rows run %s, not attention_tile_H", rows, l.Split.Kernel)
+	}
+	ks, vs, qs := computetest.Randn(40, slots*st), computetest.Randn(41, slots*st), computetest.Randn(42, rows*qw)
+	sinks := computetest.Randn(43, c.heads)
+	for h := range sinks {
+		sinks[h] *= 4 // some above a head's scores, some below
+	}
+	slotPos := make([]int32, slots)
+	for i := range slotPos {
+		slotPos[i] = int32(i)
+	}
+	var outs, parts [2][]float32
+	for i, b := range []compute.Backend{tile, split} {
+		up := func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
+			x, err := b.Upload(dt, shape, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Free(x) })
+			return x
+		}
+		kv, err := b.NewKV(compute.KVSpec{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: slots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.FreeKV(kv) })
+		b.KVWrite(kv, 0, up(compute.F32, computetest.F32Bytes(ks), slots, st), up(compute.F32, computetest.F32Bytes(vs), slots, st),
+			up(compute.I32, computetest.I32Bytes(make([]int32, slots)), slots), up(compute.I32, computetest.I32Bytes(slotPos), slots), slots)
+		var sk compute.Tensor
+		if c.sinks {
+			sk = up(compute.F32, computetest.F32Bytes(sinks), c.heads)
+		}
+		dst := up(compute.F32, make([]byte, 4*rows*qw), rows, qw)
+		b.Attention(dst, up(compute.F32, computetest.F32Bytes(qs), rows, qw), kv, 0,
+			up(compute.I32, computetest.I32Bytes(bases), rows), up(compute.I32, computetest.I32Bytes(positions), rows), sk, rows, c.heads, float32(1/math.Sqrt(float64(c.hd))))
+		outs[i] = make([]float32, rows*qw)
+		if err := b.ReadFloat32(dst, outs[i]); err != nil {
+			t.Fatal(err)
+		}
+		parts[i] = make([]float32, rows*c.heads*kernels.AttentionSplits*(c.hd+2))
+		if err := b.ReadFloat32(b.(*backend).attnPart, parts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	computetest.SameBits(t, "attention_tile_H against attention_split", outs[0], outs[1])
+	// The records of the splits a row has, where it has more than one (the rest of the scratch
+	// is never written).
+	var got, want []float32
+	records := 0
+	for r := range rows {
+		chunks := (int(positions[r]) + kernels.AttentionChunk) / kernels.AttentionChunk
+		per := (chunks + kernels.AttentionSplits - 1) / kernels.AttentionSplits
+		splits := (chunks + per - 1) / per
+		if splits == 1 {
+			continue
+		}
+		for h := range c.heads {
+			at := (r*c.heads + h) * kernels.AttentionSplits * (c.hd + 2)
+			n := splits * (c.hd + 2)
+			got, want = append(got, parts[0][at:at+n]...), append(want, parts[1][at:at+n]...)
+			records += splits
+		}
+	}
+	if records == 0 {
+		t.Fatal("no row of several splits")
+	}
+	computetest.SameBits(t, fmt.Sprintf("%d partial records", records), got, want)
+}
+
+// setAttentionTile turns attention_tile_H on or off in a cuda backend (a test hook: the
+// benchmarks measure it against attention_split on one loaded model).
+func setAttentionTile(b compute.Backend, on bool) { b.(*backend).attnTile = on }
