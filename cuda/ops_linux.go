@@ -186,7 +186,9 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 // Attention writes, for each row r and query head h, softmax(scale·q·K)·V over the slots
 // bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). A row's keys
 // are split by position into chunks spread over many blocks, whose partial results are merged in
-// a fixed order (kernels/src/attention.kern), so the bits depend on the row alone. A row whose
+// a fixed order (kernels/src/attention.kern), so the bits depend on the row alone; from
+// kernels.AttentionTileFrom rows the splits are made by attention_tile_H, a tile of rows and the
+// query heads of a kv head sharing each load of keys and values, with the same bits. A row whose
 // slots fall outside the pool gets zeros and is reported by the next Sync.
 // With sinks, each head's sink joins the sum just before the division.
 func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
