@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Prints the tables of docs/performance.md's first sections, in Markdown, from one run's
+results.json (tools/bench/collect.py's output): the 8B checkpoint against the PyTorch peer, its
+single stream against the bandwidth limit, the bundled model, and the first token after idle.
+A figure the run lacks is printed as "–", never made up.
+
+    python3 tools/bench/tables.py results.json
+"""
+
+import json
+import sys
+
+
+def num(v, digits=1):
+    if v is None:
+        return "–"
+    if v >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "–"
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit(__doc__)
+    d = json.load(open(argv[1]))
+    go, peer, s = d["go"], d.get("peer", {}), d["summary"]
+
+    def tfd(name, prefix=""):
+        return go.get(prefix + "BenchmarkEight/" + name, {}).get("tok/s")
+
+    static = peer.get("static_graph_decode", {})
+    alt = s.get("alt_env") or "alt"
+    print(f"| tok/s | tfd | tfd, {alt} | PyTorch static cache + CUDA graph | tfd / peer |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    rows = [("single-stream decode", "decode", "1")]
+    rows += [(f"aggregate, {n} stream{'s' if n > 1 else ''}", f"streams={n}", str(n)) for n in (1, 2, 4, 8, 16, 32, 64)]
+    for label, name, streams in rows:
+        theirs = static.get(streams, {}).get("tok_s")
+        print(f"| {label} | {num(tfd(name))} | {num(tfd(name, 'alt/'))} | {num(theirs)} | {ratio(tfd(name), theirs)} |")
+    theirs = peer.get("static_prefill_4096_tok_s")
+    print(f"| prefill, 4,096-token prompt | {num(tfd('prefill=4096'))} | {num(tfd('prefill=4096', 'alt/'))} | {num(theirs)} | {ratio(tfd('prefill=4096'), theirs)} |")
+    split = tfd("prefill=4096,attention_split")
+    if split:
+        print(f"| prefill, attention_split (TFD_CUDA_ATTN_TILE=0's kernel) | {num(split)} | | | {ratio(split, theirs)} |")
+    print()
+
+    dec = go.get("BenchmarkEight/decode", {})
+    print("| single stream | tok/s | weight bytes/s | of the limit |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| tfd | {num(dec.get('tok/s'))} | {num(dec.get('GB/s'))} GB/s | {num(100 * (s.get('single_stream_of_limit') or 0), 0)}% of {num(s.get('limit_tok_s'))} tok/s |")
+    print()
+
+    print("| bundled model (gopher) | result |")
+    print("| --- | --- |")
+    for name, unit in [("BenchmarkDecode/graphs", "tok/s"), ("BenchmarkDecode/eager", "tok/s"),
+                       ("BenchmarkStreams/streams=1", "tok/s"), ("BenchmarkStreams/streams=8", "tok/s"),
+                       ("BenchmarkStreams/streams=32", "tok/s"), ("BenchmarkStreams/streams=64", "tok/s"),
+                       ("BenchmarkDecode8", "tok/s"), ("BenchmarkPrefill", "tok/s"),
+                       ("BenchmarkLaunch/eager", "µs/op"), ("BenchmarkLaunch/graphs", "µs/op"),
+                       ("BenchmarkMatVec", "GB/s"), ("BenchmarkMatVecMMA", "GB/s"),
+                       ("BenchmarkMatMul256MMA", "TFLOP/s"), ("BenchmarkMatMul4096MMA", "TFLOP/s")]:
+        v = go.get(name, {}).get(unit)
+        if v is not None:
+            print(f"| `{name}` | {num(v)} {unit} |")
+    print()
+
+    print("| first token after 10 s idle | ms |")
+    print("| --- | ---: |")
+    for tick in ("off", "on"):
+        v = go.get(f"BenchmarkFirstTokenAfterIdle/tick={tick}", {}).get("ms/first-token")
+        print(f"| tick {tick} | {num(v, 3)} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
