@@ -66,35 +66,35 @@ func vdotsAsm(out []float32, ostride int, x []float32, xstride, nr int, w []floa
 // hasVNNI is false with asmSupported.
 const hasVNNI = false
 
-func q8x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x1AVX2(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q8x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x2AVX2(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q4x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x1AVX2(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q4x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x2AVX2(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q8x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x1VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q8x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x2VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x1VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
-func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x2VNNI(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 

@@ -18,7 +18,7 @@ type scratch struct {
 	buf []float32
 	// dots holds a quantized kernel's results (qmatmulTask): some kernels are called through a
 	// function value, so a local array would escape and be allocated at every call.
-	dots [16]float32
+	dots [32]float32
 }
 
 // floats returns n floats of scratch; their contents are undefined. A task that needs scratch

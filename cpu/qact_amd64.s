@@ -3,7 +3,8 @@
 // Activation quantization, QuantizeBlock's arithmetic eight lanes at a time: the largest |x|
 // (VMAXPS, after checking that every |x| is finite), d = amax/127 and 1/d by scalar divisions, the
 // quants x·(1/d) converted with VCVTPS2DQ, which rounds to nearest even as MXCSR is left by Go;
-// the lane sums t by two VPHADDD and a VPERMD into lane order, stored as −8·t and −128·t; the
+// the lane sums t by two VPHADDD and a VPERMD into lane order, stored as −8·t and −128·t, and
+// their sum T as −128·T and −8·T; the
 // quants packed to bytes (VPACKSSDW, VPACKSSWB) and put back in order by the same VPERMD. A block
 // with a NaN or an infinity gets zero quants and a NaN scale.
 
@@ -104,6 +105,20 @@ qazero:
 	VMOVDQU Y5, 32(DI)
 	VMOVDQU Y6, 64(DI)
 
+	// The block's sum T of the lane sums, stored as −128·T and −8·T.
+	VEXTRACTI128 $1, Y4, X8
+	VPADDD       X8, X4, X8
+	VPSHUFD      $0x4e, X8, X9
+	VPADDD       X9, X8, X8
+	VPSHUFD      $0xb1, X8, X9
+	VPADDD       X9, X8, X8
+	VPSLLD       $7, X8, X9
+	VPSLLD       $3, X8, X10
+	VPSUBD       X9, X7, X9
+	VPSUBD       X10, X7, X10
+	VMOVD        X9, 100(DI)
+	VMOVD        X10, 104(DI)
+
 	// The quants as bytes, in order.
 	VPACKSSDW Y1, Y0, Y0
 	VPACKSSDW Y3, Y2, Y2
@@ -126,4 +141,5 @@ qanan:
 	VMOVDQU Y0, 64(DI)
 	VMOVSS  qconst<>+8(SB), X0
 	VMOVSS  X0, 96(DI)
+	MOVQ    $0, 100(DI)
 	JMP     qanext

@@ -8,13 +8,14 @@ import (
 )
 
 // The kernels of quantized matrix products compute one or two activation rows (four, for Q8_0 and
-// Q4_0 with VNNI: qtile_amd64.s) against a group of four weight rows (see qweights), lane by lane as package quant defines the dot product: the
-// integer sum of each lane's four products, exact, then a fused multiply-add by the block's
-// combined scale. The assembly kernels (qkernels_amd64.s, qkernels_arm64.s) get the integer sums
-// by other routes (VPMADDUBSW with a sign trick, VPDPBUSD with a correction, SDOT, or widening
-// multiplies and pairwise adds), which are exact too, and fuse the same multiply-adds; the Go
-// kernels below emulate the fused multiply-add with quant.FMA32. So all of them, and quant's
-// reference, give the same bits.
+// Q4_0 with VNNI: qtile_amd64.s) against a group of weight rows (see qweights) in package quant's
+// order. Q8_0 and Q4_0 run in its block order: a block's 32 integer products summed exactly, by
+// whatever route (VPDPBUSD with a correction, VPMADDUBSW with a sign trick, SDOT, or widening
+// multiplies and pairwise adds), then one fused multiply-add a block by the block's combined
+// scale, a chain a column. The others run in its lane order: each lane's four products summed,
+// then a fused multiply-add a lane and block, and the lanes combined at the end. The Go kernels
+// below emulate the fused multiply-add with quant.FMA32. So all of them, and quant's reference,
+// give the same bits.
 
 // useQuantAsm selects the assembly kernels for Q8_0, Q4_0, and 4- and 8-bit affine weights with
 // F16 or BF16 scales (affine weights of other widths run in Go): AVX2, FMA and F16C (scales are
@@ -30,44 +31,32 @@ var (
 	useSDOT     = useNEON && hasSDOT
 )
 
+// qdotsBlockGo writes into res[c] the dot product of one activation row (nb blocks) with column
+// c of a group of eight Q8_0 or Q4_0 weight rows w, in the block order.
+func qdotsBlockGo(res []float32, q *qweights, w []byte, act []actBlock) {
+	var n [quant.BlockSize]int8
+	for c := range 8 {
+		var acc float32
+		for b := range act {
+			a, unit := &act[b], w[b*q.unit:(b+1)*q.unit]
+			q.blockQuants(&n, unit, c)
+			var s int32
+			for j, v := range n {
+				s += int32(v) * int32(a.q[j])
+			}
+			f := float32(quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*c:])) * a.d)
+			acc = quant.FMA32(f, float32(s), acc)
+		}
+		res[c] = acc
+	}
+}
+
 // qdotsGo returns the eight lanes of the dot products of one activation row (nb blocks) with the
-// four weight rows of a group.
+// four weight rows of a group of K-quant or affine weights.
 func qdotsGo(q *qweights, w, sb []byte, act []actBlock) (lanes [4][8]float32) {
 	switch q.dtype {
 	case compute.Q4_K, compute.Q6_K:
 		return qdotsK(q, w, act)
-	case compute.Q8_0:
-		for b := range act {
-			a := &act[b]
-			unit := w[b*q8Unit : (b+1)*q8Unit]
-			for c := range 4 {
-				f := float32(quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*c:])) * a.d)
-				qs := unit[8+c*quant.BlockSize : 8+(c+1)*quant.BlockSize]
-				l := &lanes[c]
-				for k := range l {
-					w, x := qs[4*k:4*k+4:4*k+4], a.q[4*k:4*k+4:4*k+4]
-					s := int32(int8(w[0]))*int32(x[0]) + int32(int8(w[1]))*int32(x[1]) +
-						int32(int8(w[2]))*int32(x[2]) + int32(int8(w[3]))*int32(x[3])
-					l[k] = quant.FMA32(f, float32(s), l[k])
-				}
-			}
-		}
-	case compute.Q4_0:
-		for b := range act {
-			a := &act[b]
-			unit, shift := w[b/2*q4Unit:(b/2+1)*q4Unit], uint(b%2)*4
-			for c := range 4 {
-				f := float32(quant.F16ToF32(binary.LittleEndian.Uint16(unit[shift*2+2*uint(c):])) * a.d)
-				qs := unit[16+c*quant.BlockSize : 16+(c+1)*quant.BlockSize]
-				l := &lanes[c]
-				for k := range l {
-					n, x := qs[4*k:4*k+4:4*k+4], a.q[4*k:4*k+4:4*k+4]
-					s := (int32(n[0]>>shift&15)-8)*int32(x[0]) + (int32(n[1]>>shift&15)-8)*int32(x[1]) +
-						(int32(n[2]>>shift&15)-8)*int32(x[2]) + (int32(n[3]>>shift&15)-8)*int32(x[3])
-					l[k] = quant.FMA32(f, float32(s), l[k])
-				}
-			}
-		}
 	default:
 		var n [quant.BlockSize]uint8
 		for b := range act {
@@ -91,59 +80,36 @@ func qdotsGo(q *qweights, w, sb []byte, act []actBlock) (lanes [4][8]float32) {
 
 // qdotsAsm is qdots for Q8_0 and Q4_0 weights with the assembly kernels (nb > 0, bounds checked
 // by the caller).
-func qdotsAsm(res *[8]float32, dtype compute.DType, w *byte, act *actBlock, nb, nr int) {
-	switch {
-	case dtype == compute.Q8_0 && useVNNI:
-		if nr == 2 {
-			q8x2VNNI(res, w, act, nb)
-		} else {
-			q8x1VNNI(res, w, act, nb)
-		}
-	case dtype == compute.Q8_0:
-		if nr == 2 {
-			q8x2AVX2(res, w, act, nb)
-		} else {
-			q8x1AVX2(res, w, act, nb)
-		}
-	case useVNNI:
-		if nr == 2 {
-			q4x2VNNI(res, w, act, nb)
-		} else {
-			q4x1VNNI(res, w, act, nb)
-		}
-	default:
-		if nr == 2 {
-			q4x2AVX2(res, w, act, nb)
-		} else {
-			q4x1AVX2(res, w, act, nb)
-		}
+func qdotsAsm(res *[16]float32, dtype compute.DType, w *byte, act *actBlock, nb, nr int) {
+	kernels := [2][2][2]func(res *[16]float32, w *byte, act *actBlock, nb int){
+		{{q8x1AVX2, q8x2AVX2}, {q4x1AVX2, q4x2AVX2}},
+		{{q8x1VNNI, q8x2VNNI}, {q4x1VNNI, q4x2VNNI}},
 	}
+	var vnni, q4 int
+	if useVNNI {
+		vnni = 1
+	}
+	if dtype == compute.Q4_0 {
+		q4 = 1
+	}
+	kernels[vnni][q4][nr-1](res, w, act, nb)
 }
 
 // qdotsNEON is qdots for Q8_0 and Q4_0 weights with the NEON kernels (nb > 0, bounds checked by
 // the caller).
-func qdotsNEON(res *[8]float32, dtype compute.DType, w *byte, act *actBlock, nb, nr int) {
-	kernel := q4x1NEON
-	switch {
-	case dtype == compute.Q8_0 && useSDOT:
-		kernel = q8x1SDOT
-		if nr == 2 {
-			kernel = q8x2SDOT
-		}
-	case dtype == compute.Q8_0:
-		kernel = q8x1NEON
-		if nr == 2 {
-			kernel = q8x2NEON
-		}
-	case useSDOT:
-		kernel = q4x1SDOT
-		if nr == 2 {
-			kernel = q4x2SDOT
-		}
-	case nr == 2:
-		kernel = q4x2NEON
+func qdotsNEON(res *[16]float32, dtype compute.DType, w *byte, act *actBlock, nb, nr int) {
+	kernels := [2][2][2]func(res *[16]float32, w *byte, act *actBlock, nb int){
+		{{q8x1NEON, q8x2NEON}, {q4x1NEON, q4x2NEON}},
+		{{q8x1SDOT, q8x2SDOT}, {q4x1SDOT, q4x2SDOT}},
 	}
-	kernel(res, w, act, nb)
+	var sdot, q4 int
+	if useSDOT {
+		sdot = 1
+	}
+	if dtype == compute.Q4_0 {
+		q4 = 1
+	}
+	kernels[sdot][q4][nr-1](res, w, act, nb)
 }
 
 // qdotsAffineNEON is qdots for 4- and 8-bit affine weights with F16 or BF16 scales, with the NEON

@@ -6,40 +6,40 @@ import xcpu "golang.org/x/sys/cpu"
 // AVX512VL too); x/sys/cpu also checks that the OS saves the AVX-512 state.
 var hasVNNI = xcpu.X86.HasAVX512VNNI && xcpu.X86.HasAVX512VL
 
-// The assembly kernels of quantized matrix products (qkernels_amd64.s): one (x1) or two (x2)
-// rows of nb activation blocks at act (the second row right after the first) against the group of
-// four Q8_0 or Q4_0 weight rows at w, nb units; res[4r+c] gets the dot product of row r with
-// column c. nb is positive and the caller has checked the bounds. The VNNI kernels need hasVNNI,
-// all of them AVX2, FMA and F16C.
+// The assembly kernels of quantized matrix products in the block order (qkernels_amd64.s): one
+// (x1) or two (x2) rows of nb activation blocks at act (the second row right after the first)
+// against the group of eight Q8_0 or Q4_0 weight rows at w, nb units; res[8r+c] gets the dot
+// product of row r with column c. nb is positive and the caller has checked the bounds. The VNNI
+// kernels need hasVNNI, all of them AVX2, FMA and F16C.
 
 //go:noescape
-func q8x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x1AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q8x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x2AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x1AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x2AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q8x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x1VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q8x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x2VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x1VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x2VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
 
 // q8x4VNNI and q4x4VNNI (qtile_amd64.s) are the VNNI kernels of four rows, the rows one after the
-// other at act as for two, against ng groups of weights, one after the other at w: the dot
-// product of row r with column c of group g goes to dst + r·stride bytes + 4(4g+c). nb and ng are
-// positive.
+// other at act as for two, against ng groups of eight weight rows, one after the other at w: the
+// dot product of row r with column c of group g goes to dst + r·stride bytes + 4(8g+c). nb and
+// ng are positive.
 
 //go:noescape
 func q8x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)

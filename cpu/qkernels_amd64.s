@@ -1,24 +1,26 @@
 #include "textflag.h"
-#include "hsum_amd64.h"
 
-// Kernels for Q8_0 and Q4_0 weights; see qkernels.go and qkernels_amd64.go for their contracts.
-// Each takes one or two rows of quantized activations (actBlock, 128 bytes a block: quants at 0,
-// −8·t at 32, −128·t at 64, the scale at 96) against a group of four weight rows (qweights: per
-// unit the four F16 scales, then the four rows' quants), and accumulates, for each row and column,
-// eight lanes: lane k gets fma(d_w·d_x, s_k, lane) per block, s_k the exact integer sum of the
-// products of elements 4k … 4k+3. Only the way to s_k differs between the kernels:
+// Kernels for Q8_0 and Q4_0 weights in package quant's block order; see qkernels.go and
+// qkernels_amd64.go for their contracts. Each takes one or two rows of quantized activations
+// (actBlock, 128 bytes a block: quants at 0, the scale at 96, the block's corrections −128·T at
+// 100 and −8·T at 104) against a group of eight weight rows (qweights: per unit the eight F16
+// scales, then 32-byte words, word k holding the eight rows' quants 4k…4k+3, row c in its 32-bit
+// lane c). A row's four quants 4k…4k+3, broadcast to every lane, meet word k, so that after a
+// block's words lane c holds the exact integer sum s of column c's 32 products, which is
+// converted (exactly: |s| < 2²⁴) and added as acc = fma(d_w·d_x, s, acc), d_w·d_x rounded once
+// (VCVTPH2PS widens the F16 scales exactly, VMULPS rounds the product). Only the way to s
+// differs between the kernels:
 //
-//   AVX2, Q8_0: VPMADDUBSW takes an unsigned and a signed operand, so it gets |w| and x with w's
-//   sign (VPSIGNB), which leaves each product as it was; it sums pairs to int16 (at most 2·128·127,
-//   no saturation: activations never hold −128), VPMADDWD by ones sums pairs of those to int32.
-//   AVX2, Q4_0: the nibbles n are unsigned already: VPMADDUBSW(n, x), VPMADDWD, and −8·t added
-//   gives Σ(n−8)·x.
+//   AVX2, Q8_0: VPMADDUBSW takes an unsigned and a signed operand, so it gets |w| (VPABSB; −128
+//   becomes 128, right as unsigned) and x with w's sign (VPSIGNB), which leaves each product as
+//   it was; it sums pairs to int16 (at most 2·128·127, no saturation: activations never hold
+//   −128), and VPMADDWD by ones sums pairs of those to int32, added word by word.
+//   AVX2, Q4_0: the nibbles n are unsigned already: VPMADDUBSW(n, x) sums pairs to int16 (at most
+//   2·15·127), which add up over the block's eight half-words without overflow (8·3810 < 2¹⁵);
+//   one VPMADDWD by ones, and −8·T added, gives Σ(n−8)·x.
 //   VNNI: VPDPBUSD sums four u8·s8 products into an int32 lane that starts at the correction:
-//   w+128 (w XOR 0x80) with −128·t for Q8_0, n with −8·t for Q4_0.
-//
-// The combined scales d_w·d_x of a block are computed four at a time (VCVTPH2PS of the four F16
-// weight scales, times the activation's scale) and kept on the stack, whence each lane's
-// multiply-add broadcasts its own. Lanes reduce with HSUM4, as the F32 kernels do.
+//   w+128 (w XOR 0x80) with −128·T for Q8_0, n with −8·T for Q4_0; the broadcast of the row's
+//   four quants is EVEX's embedded one, a load and no shuffle.
 
 DATA ones16<>+0(SB)/8, $0x0001000100010001
 DATA ones16<>+8(SB)/8, $0x0001000100010001
@@ -38,505 +40,495 @@ DATA sign80<>+16(SB)/8, $0x8080808080808080
 DATA sign80<>+24(SB)/8, $0x8080808080808080
 GLOBL sign80<>(SB), RODATA|NOPTR, $32
 
-// Registers: DI the weight unit, SI (and BX) the activation block of row 0 (and 1), CX the blocks
-// left, R9 res. Y0–Y3 (and Y4–Y7) the lanes of row 0 (and 1) against columns 0–3, Y8 (and Y9) the
-// activation quants where a kernel keeps them, Y10 and Y11 a column's weights, Y12 a lane vector,
-// Y13 a broadcast scale, Y14 the four weight scales, Y15 a constant.
+// Registers (AVX2): DI the weight unit, SI (and BX) the activation block of row 0 (and 1), CX
+// the blocks left, R9 res. Y0 (Y1) the results of row 0 (1), Y2–Y3 (Y4–Y5) its integer sums, Y6
+// a word (Q4_0: its low nibbles), Y7 |word| (Q4_0: its high nibbles), Y8–Y9 (Y10–Y11) row 0's
+// (1's) products, Y12 a combined scale, Y13 the nibble mask (Q4_0), Y14 the eight weight scales,
+// Y15 int16 ones.
 
-// SCALES computes a block's four combined scales for the activation row at ra into soff(SP).
-#define SCALES(ra, soff) \
-	VBROADCASTSS 96(ra), X13; \
-	VMULPS       X13, X14, X13; \
-	VMOVUPS      X13, soff(SP)
+// A8WORD loads Q8_0 word k at off: the quants in Y6, their magnitudes in Y7.
+#define A8WORD(off) \
+	VMOVDQU off(DI), Y6; \
+	VPABSB  Y6, Y7
 
-// LANES adds the int32 lane sums in Y12, converted, times the scale at soff(SP), into acc.
-#define LANES(soff, acc) \
-	VCVTDQ2PS    Y12, Y12; \
-	VBROADCASTSS soff(SP), Y13; \
-	VFMADD231PS  Y13, Y12, acc
+// A8ROW adds the products of the word in Y6–Y7 with one row's quants at xoff(x) into acc.
+#define A8ROW(x, xoff, p, acc) \
+	VPBROADCASTD xoff(x), p; \
+	VPSIGNB      Y6, p, p; \
+	VPMADDUBSW   p, Y7, p; \
+	VPMADDWD     Y15, p, p; \
+	VPADDD       p, acc, acc
 
-// Q8 (AVX2): column c's weights into Y10 and |w| into Y11, then one activation row (quants in x)
-// into Y12.
-#define Q8W(woff) \
-	VMOVDQU woff(DI), Y10; \
-	VPSIGNB Y10, Y10, Y11
-#define Q8ROW(x) \
-	VPSIGNB    Y10, x, Y12; \
-	VPMADDUBSW Y12, Y11, Y12; \
-	VPMADDWD   Y15, Y12, Y12
+// AFMA ends a block of one row: its two integer sums a and b, converted, times the combined
+// scales (the row's scale at 96(x) times the weights' in Y14), into acc.
+#define AFMA(x, a, b, acc) \
+	VPADDD       b, a, a; \
+	VCVTDQ2PS    a, a; \
+	VBROADCASTSS 96(x), Y12; \
+	VMULPS       Y12, Y14, Y12; \
+	VFMADD231PS  Y12, a, acc
 
-// Q4LO and Q4HI (AVX2 and VNNI): column c's nibbles of a unit's first or second block, as 32
-// unsigned bytes in element order, into Y10; Y11 holds the 0x0f mask.
-#define Q4LO(woff) \
-	VPAND woff(DI), Y11, Y10
-#define Q4HI(woff) \
-	VMOVDQU woff(DI), Y10; \
-	VPSRLW  $4, Y10, Y10; \
-	VPAND   Y11, Y10, Y10
-#define Q4ROW(x, ra) \
-	VPMADDUBSW x, Y10, Y12; \
-	VPMADDWD   Y15, Y12, Y12; \
-	VPADDD     32(ra), Y12, Y12
+#define A8BLOCK1(k0, k1) \
+	A8WORD(16+32*k0); \
+	A8ROW(SI, 4*k0, Y8, Y2); \
+	A8WORD(16+32*k1); \
+	A8ROW(SI, 4*k1, Y9, Y3)
 
-#define ZERO4(a, b, c, d) \
-	VXORPS a, a, a; \
-	VXORPS b, b, b; \
-	VXORPS c, c, c; \
-	VXORPS d, d, d
+#define A8BLOCK2(k0, k1) \
+	A8WORD(16+32*k0); \
+	A8ROW(SI, 4*k0, Y8, Y2); \
+	A8ROW(BX, 4*k0, Y10, Y4); \
+	A8WORD(16+32*k1); \
+	A8ROW(SI, 4*k1, Y9, Y3); \
+	A8ROW(BX, 4*k1, Y11, Y5)
 
-#define ARGS \
-	MOVQ res+0(FP), R9; \
-	MOVQ w+8(FP), DI; \
-	MOVQ act+16(FP), SI; \
-	MOVQ nb+24(FP), CX
-
-// ROW1 points BX at the second row: nb blocks of 128 bytes after the first.
-#define ROW1 \
-	MOVQ CX, BX; \
-	SHLQ $7, BX; \
-	ADDQ SI, BX
-
-// func q8x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q8x1AVX2(SB), NOSPLIT, $16-32
-	ARGS
-	ZERO4(Y0, Y1, Y2, Y3)
+// func q8x1AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q8x1AVX2(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
 	VMOVDQU ones16<>(SB), Y15
 
 q8x1a:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	VMOVDQU   (SI), Y8
-	Q8W(8)
-	Q8ROW(Y8)
-	LANES(0, Y0)
-	Q8W(40)
-	Q8ROW(Y8)
-	LANES(4, Y1)
-	Q8W(72)
-	Q8ROW(Y8)
-	LANES(8, Y2)
-	Q8W(104)
-	Q8ROW(Y8)
-	LANES(12, Y3)
-	ADDQ      $136, DI
+	VCVTPH2PS (DI), Y14
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	A8BLOCK1(0, 1)
+	A8BLOCK1(2, 3)
+	A8BLOCK1(4, 5)
+	A8BLOCK1(6, 7)
+	AFMA(SI, Y2, Y3, Y0)
+	ADDQ      $272, DI
 	ADDQ      $128, SI
 	DECQ      CX
 	JNZ       q8x1a
 
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	VMOVUPS X0, (R9)
+	VMOVUPS   Y0, (R9)
 	VZEROUPPER
 	RET
 
-// func q8x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q8x2AVX2(SB), NOSPLIT, $32-32
-	ARGS
-	ROW1
-	ZERO4(Y0, Y1, Y2, Y3)
-	ZERO4(Y4, Y5, Y6, Y7)
+// func q8x2AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q8x2AVX2(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
 	VMOVDQU ones16<>(SB), Y15
 
 q8x2a:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	SCALES(BX, 16)
-	VMOVDQU   (SI), Y8
-	VMOVDQU   (BX), Y9
-	Q8W(8)
-	Q8ROW(Y8)
-	LANES(0, Y0)
-	Q8ROW(Y9)
-	LANES(16, Y4)
-	Q8W(40)
-	Q8ROW(Y8)
-	LANES(4, Y1)
-	Q8ROW(Y9)
-	LANES(20, Y5)
-	Q8W(72)
-	Q8ROW(Y8)
-	LANES(8, Y2)
-	Q8ROW(Y9)
-	LANES(24, Y6)
-	Q8W(104)
-	Q8ROW(Y8)
-	LANES(12, Y3)
-	Q8ROW(Y9)
-	LANES(28, Y7)
-	ADDQ      $136, DI
+	VCVTPH2PS (DI), Y14
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	VPXOR     Y4, Y4, Y4
+	VPXOR     Y5, Y5, Y5
+	A8BLOCK2(0, 1)
+	A8BLOCK2(2, 3)
+	A8BLOCK2(4, 5)
+	A8BLOCK2(6, 7)
+	AFMA(SI, Y2, Y3, Y0)
+	AFMA(BX, Y4, Y5, Y1)
+	ADDQ      $272, DI
 	ADDQ      $128, SI
 	ADDQ      $128, BX
 	DECQ      CX
 	JNZ       q8x2a
 
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	HSUM4(Y4, Y5, Y6, Y7, X4, X6)
-	VMOVUPS X0, (R9)
-	VMOVUPS X4, 16(R9)
+	VMOVUPS   Y0, (R9)
+	VMOVUPS   Y1, 32(R9)
 	VZEROUPPER
 	RET
 
-// The Q4_0 kernels go through a unit's two blocks (see qweights) and then, for an odd number
-// of blocks, the first block of a last unit.
+// A4WORD loads Q4_0 word k at off: its low nibbles in Y6, its high ones in Y7.
+#define A4WORD(off) \
+	VMOVDQU off(DI), Y6; \
+	VPSRLW  $4, Y6, Y7; \
+	VPAND   Y13, Y6, Y6; \
+	VPAND   Y13, Y7, Y7
 
-#define Q4A1LO \
-	VCVTPH2PS (DI), X14; \
-	SCALES(SI, 0); \
-	VMOVDQU (SI), Y8; \
-	Q4LO(16); \
-	Q4ROW(Y8, SI); \
-	LANES(0, Y0); \
-	Q4LO(48); \
-	Q4ROW(Y8, SI); \
-	LANES(4, Y1); \
-	Q4LO(80); \
-	Q4ROW(Y8, SI); \
-	LANES(8, Y2); \
-	Q4LO(112); \
-	Q4ROW(Y8, SI); \
-	LANES(12, Y3)
-#define Q4A1HI \
-	VCVTPH2PS 8(DI), X14; \
-	SCALES(SI, 0); \
-	VMOVDQU (SI), Y8; \
-	Q4HI(16); \
-	Q4ROW(Y8, SI); \
-	LANES(0, Y0); \
-	Q4HI(48); \
-	Q4ROW(Y8, SI); \
-	LANES(4, Y1); \
-	Q4HI(80); \
-	Q4ROW(Y8, SI); \
-	LANES(8, Y2); \
-	Q4HI(112); \
-	Q4ROW(Y8, SI); \
-	LANES(12, Y3)
+// A4ROW adds the int16 pair sums of word k's nibbles in Y6–Y7 with one row's quants 4k…4k+3 and
+// 4k+16…4k+19 into lo and hi.
+#define A4ROW(x, k, p, lo, hi) \
+	VPBROADCASTD 4*k(x), p; \
+	VPMADDUBSW   p, Y6, p; \
+	VPADDW       p, lo, lo; \
+	VPBROADCASTD 16+4*k(x), p; \
+	VPMADDUBSW   p, Y7, p; \
+	VPADDW       p, hi, hi
 
-// func q4x1AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q4x1AVX2(SB), NOSPLIT, $16-32
-	ARGS
-	ZERO4(Y0, Y1, Y2, Y3)
+// A4END turns one row's int16 sums lo and hi into its block's int32 sums in lo, corrected.
+#define A4END(x, lo, hi) \
+	VPADDW       hi, lo, lo; \
+	VPMADDWD     Y15, lo, lo; \
+	VPBROADCASTD 104(x), hi
+
+// func q4x1AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q4x1AVX2(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
 	VMOVDQU ones16<>(SB), Y15
-	VMOVDQU mask0f<>(SB), Y11
-	SUBQ    $2, CX
-	JB      q4x1atail
+	VMOVDQU mask0f<>(SB), Y13
 
 q4x1a:
-	Q4A1LO
-	ADDQ    $128, SI
-	Q4A1HI
-	ADDQ    $128, SI
-	ADDQ    $144, DI
-	SUBQ    $2, CX
-	JAE     q4x1a
+	VCVTPH2PS (DI), Y14
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	A4WORD(16)
+	A4ROW(SI, 0, Y8, Y2, Y3)
+	A4WORD(48)
+	A4ROW(SI, 1, Y8, Y2, Y3)
+	A4WORD(80)
+	A4ROW(SI, 2, Y8, Y2, Y3)
+	A4WORD(112)
+	A4ROW(SI, 3, Y8, Y2, Y3)
+	A4END(SI, Y2, Y3)
+	AFMA(SI, Y2, Y3, Y0)
+	ADDQ      $144, DI
+	ADDQ      $128, SI
+	DECQ      CX
+	JNZ       q4x1a
 
-q4x1atail:
-	CMPQ    CX, $-1 // one block left
-	JNE     q4x1adone
-	Q4A1LO
-
-q4x1adone:
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	VMOVUPS X0, (R9)
+	VMOVUPS   Y0, (R9)
 	VZEROUPPER
 	RET
 
-#define Q4A2LO \
-	VCVTPH2PS (DI), X14; \
-	SCALES(SI, 0); \
-	SCALES(BX, 16); \
-	VMOVDQU (SI), Y8; \
-	VMOVDQU (BX), Y9; \
-	Q4LO(16); \
-	Q4ROW(Y8, SI); \
-	LANES(0, Y0); \
-	Q4ROW(Y9, BX); \
-	LANES(16, Y4); \
-	Q4LO(48); \
-	Q4ROW(Y8, SI); \
-	LANES(4, Y1); \
-	Q4ROW(Y9, BX); \
-	LANES(20, Y5); \
-	Q4LO(80); \
-	Q4ROW(Y8, SI); \
-	LANES(8, Y2); \
-	Q4ROW(Y9, BX); \
-	LANES(24, Y6); \
-	Q4LO(112); \
-	Q4ROW(Y8, SI); \
-	LANES(12, Y3); \
-	Q4ROW(Y9, BX); \
-	LANES(28, Y7)
-#define Q4A2HI \
-	VCVTPH2PS 8(DI), X14; \
-	SCALES(SI, 0); \
-	SCALES(BX, 16); \
-	VMOVDQU (SI), Y8; \
-	VMOVDQU (BX), Y9; \
-	Q4HI(16); \
-	Q4ROW(Y8, SI); \
-	LANES(0, Y0); \
-	Q4ROW(Y9, BX); \
-	LANES(16, Y4); \
-	Q4HI(48); \
-	Q4ROW(Y8, SI); \
-	LANES(4, Y1); \
-	Q4ROW(Y9, BX); \
-	LANES(20, Y5); \
-	Q4HI(80); \
-	Q4ROW(Y8, SI); \
-	LANES(8, Y2); \
-	Q4ROW(Y9, BX); \
-	LANES(24, Y6); \
-	Q4HI(112); \
-	Q4ROW(Y8, SI); \
-	LANES(12, Y3); \
-	Q4ROW(Y9, BX); \
-	LANES(28, Y7)
-
-// func q4x2AVX2(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q4x2AVX2(SB), NOSPLIT, $32-32
-	ARGS
-	ROW1
-	ZERO4(Y0, Y1, Y2, Y3)
-	ZERO4(Y4, Y5, Y6, Y7)
+// func q4x2AVX2(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q4x2AVX2(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
 	VMOVDQU ones16<>(SB), Y15
-	VMOVDQU mask0f<>(SB), Y11
-	SUBQ    $2, CX
-	JB      q4x2atail
+	VMOVDQU mask0f<>(SB), Y13
 
 q4x2a:
-	Q4A2LO
-	ADDQ    $128, SI
-	ADDQ    $128, BX
-	Q4A2HI
-	ADDQ    $128, SI
-	ADDQ    $128, BX
-	ADDQ    $144, DI
-	SUBQ    $2, CX
-	JAE     q4x2a
+	VCVTPH2PS (DI), Y14
+	VPXOR     Y2, Y2, Y2
+	VPXOR     Y3, Y3, Y3
+	VPXOR     Y4, Y4, Y4
+	VPXOR     Y5, Y5, Y5
+	A4WORD(16)
+	A4ROW(SI, 0, Y8, Y2, Y3)
+	A4ROW(BX, 0, Y10, Y4, Y5)
+	A4WORD(48)
+	A4ROW(SI, 1, Y8, Y2, Y3)
+	A4ROW(BX, 1, Y10, Y4, Y5)
+	A4WORD(80)
+	A4ROW(SI, 2, Y8, Y2, Y3)
+	A4ROW(BX, 2, Y10, Y4, Y5)
+	A4WORD(112)
+	A4ROW(SI, 3, Y8, Y2, Y3)
+	A4ROW(BX, 3, Y10, Y4, Y5)
+	A4END(SI, Y2, Y3)
+	A4END(BX, Y4, Y5)
+	AFMA(SI, Y2, Y3, Y0)
+	AFMA(BX, Y4, Y5, Y1)
+	ADDQ      $144, DI
+	ADDQ      $128, SI
+	ADDQ      $128, BX
+	DECQ      CX
+	JNZ       q4x2a
 
-q4x2atail:
-	CMPQ    CX, $-1 // one block left
-	JNE     q4x2adone
-	Q4A2LO
-
-q4x2adone:
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	HSUM4(Y4, Y5, Y6, Y7, X4, X6)
-	VMOVUPS X0, (R9)
-	VMOVUPS X4, 16(R9)
+	VMOVUPS   Y0, (R9)
+	VMOVUPS   Y1, 32(R9)
 	VZEROUPPER
 	RET
 
-// The VNNI kernels keep a row's quants and its correction in registers that only EVEX reaches
-// (Y16–Y19), so that each column costs its weights' load and the scale's broadcast, folded into
-// the multiply-add, and nothing else from memory: reloading them made these kernels slower than
-// the AVX2 ones on a Zen 4, whose loads ran out before its arithmetic.
+// Registers (VNNI): as AVX2's, and Y24–Y31 the block's words made unsigned (Q8_0: w XOR 0x80,
+// Q4_0: words 0–3's low and high nibbles in turn), Y15 the sign bits (Q8_0) or the nibble mask
+// (Q4_0).
 
-// Q8V: column c's weights plus 128 (XOR 0x80), unsigned, into Y10.
-#define Q8V(woff) \
-	VPXOR woff(DI), Y15, Y10
+// V8WORDS loads a Q8_0 unit's eight words, made unsigned.
+#define V8WORDS \
+	VPXORD 16(DI), Y15, Y24; \
+	VPXORD 48(DI), Y15, Y25; \
+	VPXORD 80(DI), Y15, Y26; \
+	VPXORD 112(DI), Y15, Y27; \
+	VPXORD 144(DI), Y15, Y28; \
+	VPXORD 176(DI), Y15, Y29; \
+	VPXORD 208(DI), Y15, Y30; \
+	VPXORD 240(DI), Y15, Y31
 
-// VROW: the activation quants in x against the unsigned bytes in Y10, from the correction in
-// corr, into acc with the combined scale at soff(SP).
-#define VROW(x, corr, soff, acc) \
-	VMOVDQA32        corr, Y12; \
-	VPDPBUSD         x, Y10, Y12; \
-	VCVTDQ2PS        Y12, Y12; \
-	VFMADD231PS.BCST soff(SP), Y12, acc
+// V4WORD: Q4_0 word k at off into its low nibbles in lo and high nibbles in hi.
+#define V4WORD(off, lo, hi) \
+	VMOVDQU32 off(DI), hi; \
+	VPANDD    Y15, hi, lo; \
+	VPSRLW    $4, hi, hi; \
+	VPANDD    Y15, hi, hi
 
-// VLOAD loads the quants of the row at ra into x and its correction at ra+coff into corr.
-#define VLOAD(ra, coff, x, corr) \
-	VMOVDQU32 (ra), x; \
-	VMOVDQU32 coff(ra), corr
+#define V4WORDS \
+	V4WORD(16, Y24, Y25); \
+	V4WORD(48, Y26, Y27); \
+	V4WORD(80, Y28, Y29); \
+	V4WORD(112, Y30, Y31)
 
-// func q8x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q8x1VNNI(SB), NOSPLIT, $16-32
-	ARGS
-	ZERO4(Y0, Y1, Y2, Y3)
+// V8ROW: row r's Q8_0 block at p, its sums in two chains a and b (a starting at the correction),
+// into acc with the combined scales in f.
+#define V8ROW(p, a, b, f, acc) \
+	VPBROADCASTD     100(p), a; \
+	VPXORD           b, b, b; \
+	VPDPBUSD.BCST    (p), Y24, a; \
+	VPDPBUSD.BCST    4(p), Y25, b; \
+	VPDPBUSD.BCST    8(p), Y26, a; \
+	VPDPBUSD.BCST    12(p), Y27, b; \
+	VPDPBUSD.BCST    16(p), Y28, a; \
+	VPDPBUSD.BCST    20(p), Y29, b; \
+	VPDPBUSD.BCST    24(p), Y30, a; \
+	VPDPBUSD.BCST    28(p), Y31, b; \
+	VPADDD           b, a, a; \
+	VCVTDQ2PS        a, a; \
+	VMULPS.BCST      96(p), Y14, f; \
+	VFMADD231PS      f, a, acc
+
+// V4ROW is V8ROW for Q4_0: word k's low nibbles meet quants 4k…4k+3, its high ones 4k+16….
+#define V4ROW(p, a, b, f, acc) \
+	VPBROADCASTD     104(p), a; \
+	VPXORD           b, b, b; \
+	VPDPBUSD.BCST    (p), Y24, a; \
+	VPDPBUSD.BCST    16(p), Y25, b; \
+	VPDPBUSD.BCST    4(p), Y26, a; \
+	VPDPBUSD.BCST    20(p), Y27, b; \
+	VPDPBUSD.BCST    8(p), Y28, a; \
+	VPDPBUSD.BCST    24(p), Y29, b; \
+	VPDPBUSD.BCST    12(p), Y30, a; \
+	VPDPBUSD.BCST    28(p), Y31, b; \
+	VPADDD           b, a, a; \
+	VCVTDQ2PS        a, a; \
+	VMULPS.BCST      96(p), Y14, f; \
+	VFMADD231PS      f, a, acc
+
+// func q8x1VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q8x1VNNI(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VMOVDQU ones16<>(SB), Y15
 	VMOVDQU sign80<>(SB), Y15
 
 q8x1v:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	VLOAD(SI, 64, Y16, Y18)
-	Q8V(8)
-	VROW(Y16, Y18, 0, Y0)
-	Q8V(40)
-	VROW(Y16, Y18, 4, Y1)
-	Q8V(72)
-	VROW(Y16, Y18, 8, Y2)
-	Q8V(104)
-	VROW(Y16, Y18, 12, Y3)
-	ADDQ      $136, DI
+	VCVTPH2PS (DI), Y14
+	V8WORDS
+	V8ROW(SI, Y2, Y3, Y8, Y0)
+	ADDQ      $272, DI
 	ADDQ      $128, SI
 	DECQ      CX
 	JNZ       q8x1v
 
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	VMOVUPS X0, (R9)
+	VMOVUPS   Y0, (R9)
 	VZEROUPPER
 	RET
 
-// func q8x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q8x2VNNI(SB), NOSPLIT, $32-32
-	ARGS
-	ROW1
-	ZERO4(Y0, Y1, Y2, Y3)
-	ZERO4(Y4, Y5, Y6, Y7)
+// func q8x2VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q8x2VNNI(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VMOVDQU ones16<>(SB), Y15
 	VMOVDQU sign80<>(SB), Y15
 
 q8x2v:
-	VCVTPH2PS (DI), X14
-	SCALES(SI, 0)
-	SCALES(BX, 16)
-	VLOAD(SI, 64, Y16, Y18)
-	VLOAD(BX, 64, Y17, Y19)
-	Q8V(8)
-	VROW(Y16, Y18, 0, Y0)
-	VROW(Y17, Y19, 16, Y4)
-	Q8V(40)
-	VROW(Y16, Y18, 4, Y1)
-	VROW(Y17, Y19, 20, Y5)
-	Q8V(72)
-	VROW(Y16, Y18, 8, Y2)
-	VROW(Y17, Y19, 24, Y6)
-	Q8V(104)
-	VROW(Y16, Y18, 12, Y3)
-	VROW(Y17, Y19, 28, Y7)
-	ADDQ      $136, DI
+	VCVTPH2PS (DI), Y14
+	V8WORDS
+	V8ROW(SI, Y2, Y3, Y8, Y0)
+	V8ROW(BX, Y4, Y5, Y9, Y1)
+	ADDQ      $272, DI
 	ADDQ      $128, SI
 	ADDQ      $128, BX
 	DECQ      CX
 	JNZ       q8x2v
 
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	HSUM4(Y4, Y5, Y6, Y7, X4, X6)
-	VMOVUPS X0, (R9)
-	VMOVUPS X4, 16(R9)
+	VMOVUPS   Y0, (R9)
+	VMOVUPS   Y1, 32(R9)
 	VZEROUPPER
 	RET
 
-#define Q4V1LO \
-	VCVTPH2PS (DI), X14; \
-	SCALES(SI, 0); \
-	VLOAD(SI, 32, Y16, Y18); \
-	Q4LO(16); \
-	VROW(Y16, Y18, 0, Y0); \
-	Q4LO(48); \
-	VROW(Y16, Y18, 4, Y1); \
-	Q4LO(80); \
-	VROW(Y16, Y18, 8, Y2); \
-	Q4LO(112); \
-	VROW(Y16, Y18, 12, Y3)
-#define Q4V1HI \
-	VCVTPH2PS 8(DI), X14; \
-	SCALES(SI, 0); \
-	VLOAD(SI, 32, Y16, Y18); \
-	Q4HI(16); \
-	VROW(Y16, Y18, 0, Y0); \
-	Q4HI(48); \
-	VROW(Y16, Y18, 4, Y1); \
-	Q4HI(80); \
-	VROW(Y16, Y18, 8, Y2); \
-	Q4HI(112); \
-	VROW(Y16, Y18, 12, Y3)
-
-// func q4x1VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q4x1VNNI(SB), NOSPLIT, $16-32
-	ARGS
-	ZERO4(Y0, Y1, Y2, Y3)
-	VMOVDQU mask0f<>(SB), Y11
-	SUBQ    $2, CX
-	JB      q4x1vtail
+// func q4x1VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q4x1VNNI(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VMOVDQU ones16<>(SB), Y15
+	VMOVDQU mask0f<>(SB), Y15
 
 q4x1v:
-	Q4V1LO
-	ADDQ    $128, SI
-	Q4V1HI
-	ADDQ    $128, SI
-	ADDQ    $144, DI
-	SUBQ    $2, CX
-	JAE     q4x1v
+	VCVTPH2PS (DI), Y14
+	V4WORDS
+	V4ROW(SI, Y2, Y3, Y8, Y0)
+	ADDQ      $144, DI
+	ADDQ      $128, SI
+	DECQ      CX
+	JNZ       q4x1v
 
-q4x1vtail:
-	CMPQ    CX, $-1 // one block left
-	JNE     q4x1vdone
-	Q4V1LO
-
-q4x1vdone:
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	VMOVUPS X0, (R9)
+	VMOVUPS   Y0, (R9)
 	VZEROUPPER
 	RET
 
-#define Q4V2LO \
-	VCVTPH2PS (DI), X14; \
-	SCALES(SI, 0); \
-	SCALES(BX, 16); \
-	VLOAD(SI, 32, Y16, Y18); \
-	VLOAD(BX, 32, Y17, Y19); \
-	Q4LO(16); \
-	VROW(Y16, Y18, 0, Y0); \
-	VROW(Y17, Y19, 16, Y4); \
-	Q4LO(48); \
-	VROW(Y16, Y18, 4, Y1); \
-	VROW(Y17, Y19, 20, Y5); \
-	Q4LO(80); \
-	VROW(Y16, Y18, 8, Y2); \
-	VROW(Y17, Y19, 24, Y6); \
-	Q4LO(112); \
-	VROW(Y16, Y18, 12, Y3); \
-	VROW(Y17, Y19, 28, Y7)
-#define Q4V2HI \
-	VCVTPH2PS 8(DI), X14; \
-	SCALES(SI, 0); \
-	SCALES(BX, 16); \
-	VLOAD(SI, 32, Y16, Y18); \
-	VLOAD(BX, 32, Y17, Y19); \
-	Q4HI(16); \
-	VROW(Y16, Y18, 0, Y0); \
-	VROW(Y17, Y19, 16, Y4); \
-	Q4HI(48); \
-	VROW(Y16, Y18, 4, Y1); \
-	VROW(Y17, Y19, 20, Y5); \
-	Q4HI(80); \
-	VROW(Y16, Y18, 8, Y2); \
-	VROW(Y17, Y19, 24, Y6); \
-	Q4HI(112); \
-	VROW(Y16, Y18, 12, Y3); \
-	VROW(Y17, Y19, 28, Y7)
-
-// func q4x2VNNI(res *[8]float32, w *byte, act *actBlock, nb int)
-TEXT ·q4x2VNNI(SB), NOSPLIT, $32-32
-	ARGS
-	ROW1
-	ZERO4(Y0, Y1, Y2, Y3)
-	ZERO4(Y4, Y5, Y6, Y7)
-	VMOVDQU mask0f<>(SB), Y11
-	SUBQ    $2, CX
-	JB      q4x2vtail
+// func q4x2VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
+TEXT ·q4x2VNNI(SB), NOSPLIT, $0-32
+	MOVQ    res+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    act+16(FP), SI
+	MOVQ    nb+24(FP), CX
+	MOVQ    CX, BX
+	SHLQ    $7, BX
+	ADDQ    SI, BX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	VMOVDQU ones16<>(SB), Y15
+	VMOVDQU mask0f<>(SB), Y15
 
 q4x2v:
-	Q4V2LO
-	ADDQ    $128, SI
-	ADDQ    $128, BX
-	Q4V2HI
-	ADDQ    $128, SI
-	ADDQ    $128, BX
-	ADDQ    $144, DI
-	SUBQ    $2, CX
-	JAE     q4x2v
+	VCVTPH2PS (DI), Y14
+	V4WORDS
+	V4ROW(SI, Y2, Y3, Y8, Y0)
+	V4ROW(BX, Y4, Y5, Y9, Y1)
+	ADDQ      $144, DI
+	ADDQ      $128, SI
+	ADDQ      $128, BX
+	DECQ      CX
+	JNZ       q4x2v
 
-q4x2vtail:
-	CMPQ    CX, $-1 // one block left
-	JNE     q4x2vdone
-	Q4V2LO
+	VMOVUPS   Y0, (R9)
+	VMOVUPS   Y1, 32(R9)
+	VZEROUPPER
+	RET
 
-q4x2vdone:
-	HSUM4(Y0, Y1, Y2, Y3, X0, X2)
-	HSUM4(Y4, Y5, Y6, Y7, X4, X6)
-	VMOVUPS X0, (R9)
-	VMOVUPS X4, 16(R9)
+// The four-row kernels (VNNI): q8x2VNNI and q4x2VNNI widened to four rows, each unit's words made
+// unsigned once for all four, over ng groups one after the other. Registers: R9 the group's
+// results of row 0 (R14 bytes on to each next row), DI the weight unit, R12 row 0's first
+// activation block, R8 the bytes of a row's blocks, SI, BX, R10, R11 the activation blocks of rows
+// 0–3, R13 nb, CX the blocks left, AX the groups left; results in Y0, Y1, Y16, Y17.
+
+// TGROUP starts a group: the rows' first blocks, the blocks left, zero results.
+#define TGROUP \
+	MOVQ    R12, SI; \
+	LEAQ    (SI)(R8*1), BX; \
+	LEAQ    (BX)(R8*1), R10; \
+	LEAQ    (R10)(R8*1), R11; \
+	MOVQ    R13, CX; \
+	VPXORD  Y0, Y0, Y0; \
+	VPXORD  Y1, Y1, Y1; \
+	VPXORD  Y16, Y16, Y16; \
+	VPXORD  Y17, Y17, Y17
+
+// TNEXT moves the rows to their next blocks.
+#define TNEXT \
+	ADDQ $128, SI; \
+	ADDQ $128, BX; \
+	ADDQ $128, R10; \
+	ADDQ $128, R11
+
+// TSTORE stores the group's four rows of results and moves to the next group's.
+#define TSTORE \
+	VMOVUPS Y0, (R9); \
+	VMOVUPS Y1, (R9)(R14*1); \
+	LEAQ    (R9)(R14*2), DX; \
+	VMOVUPS Y16, (DX); \
+	VMOVUPS Y17, (DX)(R14*1); \
+	ADDQ    $32, R9
+
+// func q8x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
+TEXT ·q8x4VNNI(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), R9
+	MOVQ    stride+8(FP), R14
+	MOVQ    w+16(FP), DI
+	MOVQ    act+24(FP), R12
+	MOVQ    nb+32(FP), R13
+	MOVQ    ng+40(FP), AX
+	MOVQ    R13, R8
+	SHLQ    $7, R8
+	VMOVDQU sign80<>(SB), Y15
+
+q8x4group:
+	TGROUP
+
+q8x4v:
+	VCVTPH2PS (DI), Y14
+	V8WORDS
+	V8ROW(SI, Y2, Y3, Y8, Y0)
+	V8ROW(BX, Y4, Y5, Y9, Y1)
+	V8ROW(R10, Y6, Y7, Y10, Y16)
+	V8ROW(R11, Y11, Y12, Y13, Y17)
+	ADDQ      $272, DI
+	TNEXT
+	DECQ      CX
+	JNZ       q8x4v
+
+	TSTORE
+	DECQ      AX
+	JNZ       q8x4group
+	VZEROUPPER
+	RET
+
+// func q4x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
+TEXT ·q4x4VNNI(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), R9
+	MOVQ    stride+8(FP), R14
+	MOVQ    w+16(FP), DI
+	MOVQ    act+24(FP), R12
+	MOVQ    nb+32(FP), R13
+	MOVQ    ng+40(FP), AX
+	MOVQ    R13, R8
+	SHLQ    $7, R8
+	VMOVDQU mask0f<>(SB), Y15
+
+q4x4group:
+	TGROUP
+
+q4x4v:
+	VCVTPH2PS (DI), Y14
+	V4WORDS
+	V4ROW(SI, Y2, Y3, Y8, Y0)
+	V4ROW(BX, Y4, Y5, Y9, Y1)
+	V4ROW(R10, Y6, Y7, Y10, Y16)
+	V4ROW(R11, Y11, Y12, Y13, Y17)
+	ADDQ      $144, DI
+	TNEXT
+	DECQ      CX
+	JNZ       q4x4v
+
+	TSTORE
+	DECQ      AX
+	JNZ       q4x4group
 	VZEROUPPER
 	RET

@@ -16,28 +16,28 @@ var hasSDOT = xcpu.ARM64.HasASIMDDP
 // the bounds. The SDOT kernels need hasSDOT.
 
 //go:noescape
-func q8x1NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x1NEON(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q8x2NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x2NEON(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x1NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x1NEON(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x2NEON(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x2NEON(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q8x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x1SDOT(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q8x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+func q8x2SDOT(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x1SDOT(res *[16]float32, w *byte, act *actBlock, nb int)
 
 //go:noescape
-func q4x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int)
+func q4x2SDOT(res *[16]float32, w *byte, act *actBlock, nb int)
 
 // The NEON kernels of 4- and 8-bit MLX affine weights (qaffine_arm64.s), with F16 or BF16 scales
 // as their names say: one row of nb activation blocks at act against the group of four weight rows

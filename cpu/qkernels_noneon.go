@@ -10,35 +10,35 @@ const (
 
 // Stand-ins for the NEON kernels of qkernels_arm64.s, never called since useNEON is false.
 
-func q8x1NEON(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x1NEON(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func q8x2NEON(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x2NEON(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func q4x1NEON(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x1NEON(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func q4x2NEON(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x2NEON(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func q8x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x1SDOT(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func q8x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q8x2SDOT(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func q4x1SDOT(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x1SDOT(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 
-func q4x2SDOT(res *[8]float32, w *byte, act *actBlock, nb int) {
+func q4x2SDOT(res *[16]float32, w *byte, act *actBlock, nb int) {
 	panic("cpu: no NEON kernels on this architecture")
 }
 

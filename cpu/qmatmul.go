@@ -7,14 +7,18 @@ import (
 
 // actBlock is one block of 32 quantized activations as the kernels read it (128 bytes): the
 // quants, the lane sums t[k] = q[4k]+…+q[4k+3] scaled by −8 and −128 (the corrections of the
-// kernels that make one operand unsigned: Σ(n−8)·x = Σn·x − 8t, Σw·x = Σ(w+128)·x − 128t), and
-// the F32 scale. The layout is read by the assembly: keep the offsets (0, 32, 64, 96).
+// kernels that make one operand unsigned: Σ(n−8)·x = Σn·x − 8t, Σw·x = Σ(w+128)·x − 128t), the
+// F32 scale, and the block's sum of quants T = Σt scaled by −128 and −8 (the same corrections
+// for a whole block, as the block order's kernels take them). The layout is read by the
+// assembly: keep the offsets (0, 32, 64, 96, 100, 104).
 type actBlock struct {
-	q    [quant.BlockSize]int8
-	m8   [8]int32
-	m128 [8]int32
-	d    float32
-	_    [7]float32
+	q        [quant.BlockSize]int8
+	m8       [8]int32
+	m128     [8]int32
+	d        float32
+	block128 int32
+	block8   int32
+	_        [5]float32
 }
 
 // quantizeActs quantizes rows of activations into blocks, as quant.Activation does, and adds the
@@ -42,21 +46,24 @@ func (t *quantizeActs) run(_ *scratch, lo, hi int) {
 
 func quantizeBlock(ab *actBlock, x *[quant.BlockSize]float32) {
 	ab.d = quant.QuantizeBlock(&ab.q, x)
+	var sum int32
 	for k := range 8 {
 		q := ab.q[4*k : 4*k+4 : 4*k+4]
 		t := int32(q[0]) + int32(q[1]) + int32(q[2]) + int32(q[3])
 		ab.m8[k], ab.m128[k] = -8*t, -128*t
+		sum += t
 	}
+	ab.block128, ab.block8 = -128*sum, -8*sum
 }
 
 // qmatmulTask computes dst = x·wᵀ + bias for quantized weights, from activations already
 // quantized into act (rows × in/32 blocks). Item i is the block of rows i%nrb·rb … and of groups
-// of four columns i/nrb·cg …: the items of one column block come one after the other, so the
+// of columns (see qweights) i/nrb·cg …: the items of one column block come one after the other, so the
 // goroutines go through every row of a block of weights while it is in the caches, and a prompt's
 // weights come from memory about once rather than once per row block. Within an
 // item each group's weights are read once for every four rows where a four-row kernel exists
-// (Q8_0 and Q4_0 with VNNI), else every two (the kernels take one, two or four rows against four
-// columns). Every dst element is one kernel's dot product in package quant's order, and every
+// (Q8_0 and Q4_0 with VNNI), else every two (the kernels take one, two or four rows against a
+// group of columns). Every dst element is one kernel's dot product in package quant's order, and every
 // kernel gives the same bits for a row, so the blocking changes speed, never bits.
 type qmatmulTask struct {
 	dst, bias []float32
@@ -186,7 +193,7 @@ func (b *backend) matMulEach(dst [3]compute.Tensor, x compute.Tensor, w, bias [3
 
 func (t *qmatmulTask) run(s *scratch, lo, hi int) {
 	nb := t.w.in / quant.BlockSize
-	res := &s.dots
+	res, width := &s.dots, t.w.width
 	for i := lo; i < hi; i++ {
 		r0, g0 := i%t.nrb*t.rb, i/t.nrb*t.cg
 		r1, g1 := min(r0+t.rb, t.rows), min(g0+t.cg, t.w.groups())
@@ -195,21 +202,21 @@ func (t *qmatmulTask) run(s *scratch, lo, hi int) {
 			// Rows outside: four rows' activations stay in the L1 cache while the item's groups
 			// of weights pass by, which moves less from the L2 cache than the other way round
 			// (a block of activations takes 128 bytes, of Q8_0 weights 34).
-			// Groups whose four columns are all in the matrix, without a bias, go straight to
-			// dst in one call; the others through res.
+			// Groups whose columns are all in the matrix, without a bias, go straight to dst in
+			// one call; the others through res.
 			direct := g0
 			if t.bias == nil {
-				direct = max(g0, min(g1, t.out/4))
+				direct = max(g0, min(g1, t.out/width))
 			}
 			for ; r+4 <= r1; r += 4 {
 				act := t.act[r*nb : (r+4)*nb]
 				if direct > g0 {
-					qdots4(t.dst[r*t.out+4*g0:], t.out, t.w, g0, direct, act, nb)
+					qdots4(t.dst[r*t.out+width*g0:], t.out, t.w, g0, direct, act, nb)
 				}
 				for g := direct; g < g1; g++ {
-					qdots4(res[:], 4, t.w, g, g+1, act, nb)
+					qdots4(res[:], width, t.w, g, g+1, act, nb)
 					for k := range 4 {
-						t.store(r+k, g, res[4*k:4*k+4])
+						t.store(r+k, g, res[width*k:width*(k+1)])
 					}
 				}
 			}
@@ -218,27 +225,27 @@ func (t *qmatmulTask) run(s *scratch, lo, hi int) {
 			w, sb := t.w.group(g)
 			for r := r; r < r1; r += 2 {
 				nr := min(2, r1-r)
-				qdots((*[8]float32)(res[:8]), t.w, w, sb, t.act[r*nb:(r+nr)*nb], nb, nr)
-				t.store(r, g, res[:4])
+				qdots((*[16]float32)(res[:16]), t.w, w, sb, t.act[r*nb:(r+nr)*nb], nb, nr)
+				t.store(r, g, res[:width])
 				if nr == 2 {
-					t.store(r+1, g, res[4:8])
+					t.store(r+1, g, res[width:2*width])
 				}
 			}
 		}
 	}
 }
 
-// store writes the dot products res of row r with the four columns of group g, those inside the
+// store writes the dot products res of row r with the columns of group g, those inside the
 // matrix, adding the bias.
 func (t *qmatmulTask) store(r, g int, res []float32) {
-	c0 := 4 * g
-	if t.bias == nil && c0+4 <= t.out {
-		// A whole group without a bias, the common case, as one 16-byte copy: a prompt stores
-		// tens of millions of these.
-		*(*[4]float32)(t.dst[r*t.out+c0:]) = [4]float32(res)
+	c0 := len(res) * g
+	if t.bias == nil && c0+len(res) <= t.out {
+		// A whole group without a bias, the common case, as one copy: a prompt stores tens of
+		// millions of these.
+		copy(t.dst[r*t.out+c0:], res)
 		return
 	}
-	d := t.dst[r*t.out+c0 : r*t.out+min(c0+4, t.out)]
+	d := t.dst[r*t.out+c0 : r*t.out+min(c0+len(res), t.out)]
 	for c := range d {
 		v := res[c]
 		if t.bias != nil {
@@ -248,37 +255,42 @@ func (t *qmatmulTask) store(r, g int, res []float32) {
 	}
 }
 
-// qdots writes into res[4r+c] the dot product of activation row r < nr (nr is 1 or 2; act holds
-// nr rows of nb blocks) with column c of the group of four weight rows w (with sb, their affine
-// scales and biases), in package quant's order: with the assembly kernels where the process uses
-// them, otherwise in Go.
-func qdots(res *[8]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr int) {
+// qdots writes into res[width·r+c] the dot product of activation row r < nr (nr is 1 or 2; act
+// holds nr rows of nb blocks) with column c of the group of weight rows w (with sb, their affine
+// scales and biases; width is q.width), in package quant's order: with the assembly kernels where
+// the process uses them, otherwise in Go.
+func qdots(res *[16]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr int) {
 	if q.in != nb*quant.BlockSize || len(w) < q.units*q.unit || len(act) < nr*nb || len(sb) < q.qgroups*8*q.sdt.Size() {
 		panic("cpu: qdots out of bounds")
 	}
+	res4 := (*[8]float32)(res[:8])
 	switch {
 	case nb == 0:
 	case useNEON && (q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0):
 		qdotsNEON(res, q.dtype, &w[0], &act[0], nb, nr)
 		return
 	case useNEON && (q.dtype == compute.Q4_K || q.dtype == compute.Q6_K):
-		qdotsKNEON(res, q.dtype, w, act, nb, nr)
+		qdotsKNEON(res4, q.dtype, w, act, nb, nr)
 		return
 	case useNEON && (q.affine.Bits == 4 || q.affine.Bits == 8) && (q.sdt == compute.F16 || q.sdt == compute.BF16):
-		qdotsAffineNEON(res, q, &w[0], &sb[0], act, nb, nr)
+		qdotsAffineNEON(res4, q, &w[0], &sb[0], act, nb, nr)
 		return
 	case !useQuantAsm:
 	case q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0:
 		qdotsAsm(res, q.dtype, &w[0], &act[0], nb, nr)
 		return
 	case q.dtype == compute.Q4_K || q.dtype == compute.Q6_K:
-		qdotsKAsm(res, q.dtype, w, act, nb, nr)
+		qdotsKAsm(res4, q.dtype, w, act, nb, nr)
 		return
 	case (q.affine.Bits == 4 || q.affine.Bits == 8) && (q.sdt == compute.F16 || q.sdt == compute.BF16):
-		qdotsAffineAsm(res, q, &w[0], &sb[0], &act[0], nb, nr)
+		qdotsAffineAsm(res4, q, &w[0], &sb[0], &act[0], nb, nr)
 		return
 	}
 	for r := range nr {
+		if q.width == 8 {
+			qdotsBlockGo(res[8*r:8*r+8], q, w, act[r*nb:(r+1)*nb])
+			continue
+		}
 		lanes := qdotsGo(q, w, sb, act[r*nb:(r+1)*nb])
 		for c := range 4 {
 			res[4*r+c] = sumLanes(&lanes[c])
@@ -294,11 +306,11 @@ func hasFourRowKernel(q *qweights) bool {
 
 // qdots4 is qdots for four rows (nb > 0) against groups g0 … g1−1 of q (g0 < g1), where
 // hasFourRowKernel: the dot product of row r with column c of group g goes to
-// dst[r·stride + 4(g−g0) + c], with the same bits as qdots gives each row.
+// dst[r·stride + 8(g−g0) + c], with the same bits as qdots gives each row.
 func qdots4(dst []float32, stride int, q *qweights, g0, g1 int, act []actBlock, nb int) {
 	ng := g1 - g0
 	if q.in != nb*quant.BlockSize || g0 < 0 || ng <= 0 || g1 > q.groups() || len(act) < 4*nb ||
-		stride < 4*ng || len(dst) < 3*stride+4*ng {
+		stride < 8*ng || len(dst) < 3*stride+8*ng {
 		panic("cpu: qdots4 out of bounds")
 	}
 	n := q.units * q.unit

@@ -113,20 +113,20 @@ func BenchmarkQDots(b *testing.B) {
 					defer func() { useVNNI, useSDOT = savedVNNI, savedSDOT }()
 					const in = 1024
 					be := newTest(b)
-					q := quantized(b, dt, 4, in, 1).upload(b, be).q
+					q := quantized(b, dt, 8, in, 1).upload(b, be).q
 					act := make([]actBlock, nr*in/32)
 					x := computetest.Randn(3, nr*in)
 					(&quantizeActs{dst: act, x: x, in: in}).run(nil, 0, nr)
 					w, sb := q.group(0)
-					var res [16]float32
+					var res [32]float32
 					for b.Loop() {
 						if nr == 4 {
-							qdots4(res[:], 4, q, 0, 1, act, in/32)
+							qdots4(res[:], 8, q, 0, 1, act, in/32)
 						} else {
-							qdots((*[8]float32)(res[:8]), q, w, sb, act, in/32, nr)
+							qdots((*[16]float32)(res[:16]), q, w, sb, act, in/32, nr)
 						}
 					}
-					b.ReportMetric(float64(4*in*nr)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gmac/s")
+					b.ReportMetric(float64(q.width*in*nr)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gmac/s")
 				})
 			}
 		}

@@ -9,30 +9,34 @@ import (
 )
 
 // qweights is a quantized matrix (Q8_0, Q4_0, Q4_K, Q6_K or MLX affine) as the cpu backend keeps
-// it. Its rows
-// go in groups of four, the last group padded with zero rows, and the rows of a group are
-// interleaved unit by unit: the kernels compute four output columns at a time, so they read one
-// stream, in order. A unit is 32 elements of the four rows (Q8_0), 64 (Q4_0), a super-block of 256
-// (Q4_K, Q6_K: see qkquants.go) or one quantization group of them (affine):
+// it. Its rows go in groups of eight (Q8_0, Q4_0) or four (the others), the last group padded with
+// zero rows, and the rows of a group are interleaved unit by unit: the kernels compute a group's
+// output columns together, so they read one stream, in order. A unit is a block of 32 elements of
+// the group's rows (Q8_0, Q4_0), two blocks (4-bit affine), a super-block of 256 (Q4_K, Q6_K: see
+// qkquants.go) or one quantization group of them (other affine):
 //
-//	Q8_0:   the four rows' F16 scales (8 bytes), then their 32 int8 quants each (128 bytes)
-//	Q4_0:   two blocks: the four rows' F16 scales of the first, then of the second (16 bytes),
-//	        then each row's 32 bytes, byte j holding element j of the first block in its low
-//	        nibble and element j of the second in its high nibble; so one load and a mask give
-//	        a block's 32 nibbles in order, where ggml's order (elements j and j+16 in byte j)
-//	        needs two more instructions. An odd last block has a zero second one.
+//	Q8_0:   the eight rows' F16 scales (16 bytes), then for each k < 8 a 32-byte word holding the
+//	        eight rows' quants 4k…4k+3, row c in bytes 4c…4c+3 (272 bytes): ggml's repacked
+//	        layout, in which a row of activations meets word k with its own four quants 4k…4k+3
+//	        broadcast, and each 32-bit lane ends the block with its column's whole integer sum,
+//	        the block order's (package quant).
+//	Q4_0:   the eight rows' F16 scales (16 bytes), then for each k < 4 a 32-byte word holding the
+//	        rows' quant bytes 4k…4k+3 as GGUF has them (the low nibbles elements 4k…4k+3, the
+//	        high ones 4k+16…4k+19), row c in bytes 4c…4c+3 (144 bytes).
 //	affine: 8 bits: a block's codes, the four rows' 32 bytes each (128 bytes); 4 bits: two
-//	        blocks' codes, interleaved by nibble as Q4_0's (128 bytes); other widths: a
-//	        quantization group's codes of the four rows, packed as MLX packs them
-//	        (4·GroupSize·Bits/8 bytes). The scales and biases, in the checkpoint's dtype, are in
-//	        sb: per quantization group the four rows' scales, then their biases.
+//	        blocks' codes, the four rows' 32 bytes each, byte j holding element j of the first
+//	        block in its low nibble and element j of the second in its high nibble (128 bytes);
+//	        other widths: a quantization group's codes of the four rows, packed as MLX packs
+//	        them (4·GroupSize·Bits/8 bytes). The scales and biases, in the checkpoint's dtype,
+//	        are in sb: per quantization group the four rows' scales, then their biases.
 //
 // So a matrix takes the bytes of its checkpoint tensors and no more, beyond the padding.
 type qweights struct {
 	dtype   compute.DType
 	affine  quant.Affine // affine only
 	out, in int
-	units   int    // units a group of four rows: blocks (Q8_0, 8-bit affine), pairs of blocks (Q4_0, 4-bit affine), super-blocks (Q4_K, Q6_K) or quantization groups (other affine)
+	width   int    // rows a group: 8 (Q8_0, Q4_0) or 4
+	units   int    // units a group: blocks (Q8_0, Q4_0, 8-bit affine), pairs of blocks (4-bit affine), super-blocks (Q4_K, Q6_K) or quantization groups (other affine)
 	unit    int    // bytes of one unit
 	data    []byte // groups × units × unit bytes
 	qgroups int    // affine only: quantization groups a row
@@ -40,16 +44,16 @@ type qweights struct {
 	sdt     compute.DType
 }
 
-// Bytes a unit of four rows takes, per format.
+// Bytes a unit of eight rows takes, per format.
 const (
-	q8Unit = 8 + 4*quant.BlockSize
+	q8Unit = 16 + 8*quant.BlockSize
 	q4Unit = 16 + 4*quant.BlockSize
 )
 
-func (q *qweights) groups() int { return (q.out + 3) / 4 }
+func (q *qweights) groups() int { return (q.out + q.width - 1) / q.width }
 
-// group returns the units of group g (rows 4g … 4g+3) and, for affine weights, their scales and
-// biases.
+// group returns the units of group g (rows width·g … width·g+width−1) and, for affine weights,
+// their scales and biases.
 func (q *qweights) group(g int) ([]byte, []byte) {
 	n := q.units * q.unit
 	w := q.data[g*n : (g+1)*n]
@@ -75,37 +79,27 @@ func newQWeights(dtype compute.DType, shape []int, data []byte) *qweights {
 	for _, d := range shape[:len(shape)-1] {
 		out *= d
 	}
-	q := &qweights{dtype: dtype, out: out, in: in}
+	q := &qweights{dtype: dtype, out: out, in: in, width: 4}
+	if dtype == compute.Q8_0 || dtype == compute.Q4_0 {
+		q.width = 8
+	}
 	groups := q.groups()
 	switch dtype {
-	case compute.Q8_0:
+	case compute.Q8_0, compute.Q4_0:
+		blockBytes, quants := quant.Q8_0BlockBytes, quant.BlockSize
 		q.units, q.unit = in/quant.BlockSize, q8Unit
-		q.data = make([]byte, groups*q.units*q.unit)
-		for r := range out {
-			g, i := r/4, r%4
-			for u := range q.units {
-				src := data[(r*q.units+u)*quant.Q8_0BlockBytes:]
-				dst := q.data[(g*q.units+u)*q.unit:]
-				copy(dst[2*i:2*i+2], src[:2])
-				copy(dst[8+i*quant.BlockSize:8+(i+1)*quant.BlockSize], src[2:quant.Q8_0BlockBytes])
-			}
+		if dtype == compute.Q4_0 {
+			blockBytes, quants, q.unit = quant.Q4_0BlockBytes, quant.BlockSize/2, q4Unit
 		}
-	case compute.Q4_0:
-		nb := in / quant.BlockSize
-		q.units, q.unit = (nb+1)/2, q4Unit
 		q.data = make([]byte, groups*q.units*q.unit)
 		for r := range out {
-			g, i := r/4, r%4
-			for b := range nb {
-				src := data[(r*nb+b)*quant.Q4_0BlockBytes:]
-				dst := q.data[(g*q.units+b/2)*q.unit:]
-				h := b % 2
-				copy(dst[8*h+2*i:8*h+2*i+2], src[:2])
-				nibbles := dst[16+i*quant.BlockSize : 16+(i+1)*quant.BlockSize]
-				for j := range quant.BlockSize / 2 {
-					v := src[2+j]
-					nibbles[j] |= (v & 15) << (4 * h)
-					nibbles[j+quant.BlockSize/2] |= (v >> 4) << (4 * h)
+			g, c := r/8, r%8
+			for u := range q.units {
+				src := data[(r*q.units+u)*blockBytes : (r*q.units+u+1)*blockBytes]
+				dst := q.data[(g*q.units+u)*q.unit:]
+				copy(dst[2*c:2*c+2], src[:2])
+				for k := range quants / 4 {
+					copy(dst[16+32*k+4*c:16+32*k+4*c+4], src[2+4*k:2+4*k+4])
 				}
 			}
 		}
@@ -206,25 +200,18 @@ func widenScale(b []byte, dtype compute.DType) float32 {
 
 // row writes row r's values into dst (in elements), dequantized as package quant does.
 func (q *qweights) row(dst []float32, r int) {
-	w, sb := q.group(r / 4)
-	i := r % 4
+	w, sb := q.group(r / q.width)
+	i := r % q.width
 	switch q.dtype {
 	case compute.Q4_K, compute.Q6_K:
 		q.kRow(dst, w, i)
-	case compute.Q8_0:
+	case compute.Q8_0, compute.Q4_0:
+		var n [quant.BlockSize]int8
 		for u := range q.units {
-			unit := w[u*q8Unit:]
-			d := quant.F16ToF32(binary.LittleEndian.Uint16(unit[2*i:]))
-			for j, v := range unit[8+i*quant.BlockSize : 8+(i+1)*quant.BlockSize] {
-				dst[u*quant.BlockSize+j] = float32(int8(v)) * d
-			}
-		}
-	case compute.Q4_0:
-		for b := range q.in / quant.BlockSize {
-			unit, h := w[b/2*q4Unit:], b%2
-			d := quant.F16ToF32(binary.LittleEndian.Uint16(unit[8*h+2*i:]))
-			for j, v := range unit[16+i*quant.BlockSize : 16+(i+1)*quant.BlockSize] {
-				dst[b*quant.BlockSize+j] = float32(int(v>>(4*h)&15)-8) * d
+			d := quant.F16ToF32(binary.LittleEndian.Uint16(w[u*q.unit+2*i:]))
+			q.blockQuants(&n, w[u*q.unit:(u+1)*q.unit], i)
+			for j, v := range n {
+				dst[u*quant.BlockSize+j] = float32(v) * d
 			}
 		}
 	default:
@@ -235,6 +222,24 @@ func (q *qweights) row(dst []float32, r int) {
 			for j, v := range n {
 				dst[b*quant.BlockSize+j] = float32(scale*float32(v)) + bias // as quant.DequantizeAffine
 			}
+		}
+	}
+}
+
+// blockQuants writes the 32 quants of column c of one Q8_0 or Q4_0 unit (see qweights), in
+// element order, into n; a Q4_0 quant is its nibble − 8.
+func (q *qweights) blockQuants(n *[quant.BlockSize]int8, unit []byte, c int) {
+	if q.dtype == compute.Q8_0 {
+		for k := range 8 {
+			for i, v := range unit[16+32*k+4*c : 16+32*k+4*c+4] {
+				n[4*k+i] = int8(v)
+			}
+		}
+		return
+	}
+	for k := range 4 {
+		for i, v := range unit[16+32*k+4*c : 16+32*k+4*c+4] {
+			n[4*k+i], n[16+4*k+i] = int8(v&15)-8, int8(v>>4)-8
 		}
 	}
 }

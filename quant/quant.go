@@ -8,24 +8,30 @@
 //
 // A quantized dot product takes its activations quantized too (see [Activation]): blocks of 32
 // values, each an int8 quant times one F32 scale per block, so that the products of a block are
-// integers, summed exactly. Every format's dot product then runs in one order:
+// integers, summed exactly. Q8_0 and Q4_0 run in the block order, the other formats in the lane
+// order:
 //
-//   - For each block b of 32 elements, in order, and each lane k < 8: the integer sum s[k] of the
-//     four products of elements 4k … 4k+3 of the block (weight quant × activation quant); exact,
-//     so it does not matter how a kernel adds them.
-//   - Q8_0 and Q4_0: with f = float32(d_w · d_x), the weight block's scale times the activation
-//     block's, rounded: lane[k] = fma(f, float32(s[k]), lane[k]), a fused multiply-add rounded
-//     once ([FMA32]). Lanes start at zero.
+//   - Block order (Q8_0 and Q4_0): for each block b of 32 elements, in order, the integer sum s
+//     of its 32 products (weight quant × activation quant; exact, |s| ≤ 32·128·127 < 2²⁴, so
+//     float32(s) is exact too, and it does not matter how a kernel adds them), and with
+//     f = float32(d_w · d_x), the weight block's scale times the activation block's, rounded:
+//     acc = fma(f, float32(s), acc), a fused multiply-add rounded once ([FMA32]), from zero. The
+//     result is acc: one chain a row, one rounding a block. It is ggml's order of
+//     vec_dot_q8_0_q8_0 and of its repacked GEMMs, and it lets a kernel keep eight weight rows'
+//     elements 4k…4k+3 in one 32-byte word, each lane ending a block with its column's whole s.
+//   - Lane order (the others): for each block b, in order, and each lane k < 8, the integer sum
+//     s[k] of the four products of elements 4k … 4k+3 of the block, then:
 //   - MLX affine: with the weight group's scale and bias, f = float32(scale · d_x) and
 //     e = float32(bias · d_x): lane[k] = fma(f, s[k], lane[k]), then lane[k] = fma(e, t[k],
 //     lane[k]), where t[k] is the sum of the four activation quants of the lane (the bias meets
-//     every element of the lane).
+//     every element of the lane). Lanes start at zero.
 //   - Q4_K and Q6_K: the sub-block's integer scale (and Q4_K's min) multiply the integer sums
 //     and f = float32(d · d_x) with the super-block's d; see DotQ4_K and DotQ6_K.
 //   - The lanes are combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
 //
 // The integer sums make the arithmetic exact up to the scales, and the fixed float order makes a
-// row's result one set of bits whatever kernel computed it: pure Go, AVX2 or AVX-512 VNNI.
+// row's result one set of bits whatever kernel computed it: pure Go, AVX2, AVX-512 VNNI, NEON, or
+// a GPU's.
 package quant
 
 import "math"
