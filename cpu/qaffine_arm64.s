@@ -2,8 +2,8 @@
 #include "qneon_arm64.h"
 
 // The NEON kernels of 4- and 8-bit MLX affine weights with F16 or BF16 scales, one activation
-// row; see qkernels.go and qkernels_arm64.go for their contracts, and qkernels_arm64.s for the
-// Q8_0 and Q4_0 kernels they follow. Per block and lane, package quant's order:
+// row; see qkernels.go and qkernels_arm64.go for their contracts; they use the instruction words
+// of qneon_arm64.h. Per block and lane, package quant's lane order:
 // lane = fma(scale·d_x, s, lane), then lane = fma(bias·d_x, t, lane), where s is the exact integer
 // sum of code × activation quant over the lane's four elements and t the sum of the activation
 // quants (−m8/8: SCVTF with three fraction bits divides exactly, FNEG negates). The four rows'

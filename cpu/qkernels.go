@@ -8,7 +8,7 @@ import (
 )
 
 // The kernels of quantized matrix products compute one or two activation rows (four, for Q8_0 and
-// Q4_0 with VNNI: qtile_amd64.s) against a group of weight rows (see qweights) in package quant's
+// Q4_0 with VNNI) against a group of weight rows (see qweights) in package quant's
 // order. Q8_0 and Q4_0 run in its block order: a block's 32 integer products summed exactly, by
 // whatever route (VPDPBUSD with a correction, VPMADDUBSW with a sign trick, SDOT, or widening
 // multiplies and pairwise adds), then one fused multiply-add a block by the block's combined

@@ -9,11 +9,11 @@ const hasNEON = true
 
 var hasSDOT = xcpu.ARM64.HasASIMDDP
 
-// The NEON kernels of quantized matrix products (qkernels_arm64.s), with the contract of the AVX2
-// ones (qkernels_amd64.go): one (x1) or two (x2) rows of nb activation blocks at act (the second
-// row right after the first) against the group of four Q8_0 or Q4_0 weight rows at w, nb units;
-// res[4r+c] gets the dot product of row r with column c. nb is positive and the caller has checked
-// the bounds. The SDOT kernels need hasSDOT.
+// The NEON kernels of quantized matrix products in the block order (qkernels_arm64.s), with the
+// contract of the AVX2 ones (qkernels_amd64.go): one (x1) or two (x2) rows of nb activation
+// blocks at act (the second row right after the first) against the group of eight Q8_0 or Q4_0
+// weight rows at w, nb units; res[8r+c] gets the dot product of row r with column c. nb is
+// positive and the caller has checked the bounds. The SDOT kernels need hasSDOT.
 
 //go:noescape
 func q8x1NEON(res *[16]float32, w *byte, act *actBlock, nb int)
