@@ -128,18 +128,37 @@ FUNC float q6_k_step(float acc, float d, int scale, uint q, uint xq, float dx) {
 	return FMA(MUL(d, dx), (float)(scale * s), acc);
 }
 
-// qdot_step is one block of a lane of package quant's dot product (Q8_0): the exact integer sum
-// of the four products of weight quants wq with activation quants xq, added as
-// fma(dw·dx, s, acc).
-FUNC float qdot_step(float acc, float dw, uint wq, uint xq, float dx) {
-	return FMA(MUL(dw, dx), (float)DOT4_I8(wq, xq), acc);
+// lanes8_sum is the sum of s over the eight lanes of a column (lanes 8j … 8j+7 of a warp), in
+// each of them: integers, so exact in any order.
+FUNC int lanes8_sum(int s) {
+	s += SHFL_XOR(s, 1);
+	s += SHFL_XOR(s, 2);
+	return s + SHFL_XOR(s, 4);
 }
 
-// q4_0_step is qdot_step for Q4_0 nibbles: each quant is its nibble − 8, so
-// s = Σ nibble·x − 8·Σx, both exact.
-FUNC float q4_0_step(float acc, float dw, uint nibbles, uint xq, float dx) {
-	int s = DOT4_I8(nibbles, xq) - 8 * DOT4_I8(0x01010101u, xq);
+// q8_0_block is one block of package quant's block-order dot product (Q8_0), taken by the eight
+// lanes of a column together: lane k's exact integer sum of its four products (weight quants wq,
+// activation quants xq: elements 4k … 4k+3), the eight lanes' sums added into the block's s, then
+// acc = fma(dw·dx, s, acc), the same bits in every lane. The lanes of the warp must all call it.
+FUNC float q8_0_block(float acc, float dw, uint wq, uint xq, float dx) {
+	int s = lanes8_sum(DOT4_I8(wq, xq));
 	return FMA(MUL(dw, dx), (float)s, acc);
+}
+
+// q4_0_block is q8_0_block for Q4_0 nibbles: each quant is its nibble − 8, so a lane's sum is
+// Σ nibble·x − 8·Σx, both exact.
+FUNC float q4_0_block(float acc, float dw, uint nibbles, uint xq, float dx) {
+	int s = lanes8_sum(DOT4_I8(nibbles, xq) - 8 * DOT4_I8(0x01010101u, xq));
+	return FMA(MUL(dw, dx), (float)s, acc);
+}
+
+// lanes_sum combines the eight lanes of a column in the lane order,
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), in each of them: a butterfly over xor distances 1, 2, 4
+// (a+b = b+a, so every lane ends with the same bits).
+FUNC float lanes_sum(float acc) {
+	acc = ADD(acc, SHFL_XOR(acc, 1));
+	acc = ADD(acc, SHFL_XOR(acc, 2));
+	return ADD(acc, SHFL_XOR(acc, 4));
 }
 
 // affine_step is one block of a lane of quant's affine dot product: with the codes made signed
@@ -198,12 +217,12 @@ FUNC uint affine_codes4(const GLOBAL ushort* row, int e, int bits) {
 // it once for each row that shares them, with the same loads (which the compiler may share).
 FUNC float qstep_q8_0(float acc, const GLOBAL ushort* w, ulong row, ulong /* rows */, int kdim, int b, int k, int /* bits */, int /* gsize */, uint xq, float dx) {
 	const GLOBAL ushort* wr = w + row * (ulong)(kdim >> 5) * 17;
-	return qdot_step(acc, q8_0_scale(wr, b), q8_0_word(wr, b, k), xq, dx);
+	return q8_0_block(acc, q8_0_scale(wr, b), q8_0_word(wr, b, k), xq, dx);
 }
 
 FUNC float qstep_q4_0(float acc, const GLOBAL ushort* w, ulong row, ulong /* rows */, int kdim, int b, int k, int /* bits */, int /* gsize */, uint xq, float dx) {
 	const GLOBAL ushort* wr = w + row * (ulong)(kdim >> 5) * 9;
-	return q4_0_step(acc, q4_0_scale(wr, b), q4_0_word(wr, b, k), xq, dx);
+	return q4_0_block(acc, q4_0_scale(wr, b), q4_0_word(wr, b, k), xq, dx);
 }
 
 FUNC float qstep_q4_k(float acc, const GLOBAL ushort* w, ulong row, ulong /* rows */, int kdim, int b, int k, int /* bits */, int /* gsize */, uint xq, float dx) {
@@ -230,3 +249,13 @@ FUNC float qstep_q6_k(float acc, const GLOBAL ushort* w, ulong row, ulong /* row
 QSTEP_AFFINE(bf16)
 QSTEP_AFFINE(f16)
 QSTEP_AFFINE(f32)
+
+// qend_F ends a column's dot product of format F in expert_qmatmul_F_R: the lane order's
+// lanes_sum, or for the block order's formats nothing, each lane holding the column's chain.
+FUNC float qend_q8_0(float acc) { return acc; }
+FUNC float qend_q4_0(float acc) { return acc; }
+FUNC float qend_q4_k(float acc) { return lanes_sum(acc); }
+FUNC float qend_q6_k(float acc) { return lanes_sum(acc); }
+FUNC float qend_affine_bf16(float acc) { return lanes_sum(acc); }
+FUNC float qend_affine_f16(float acc) { return lanes_sum(acc); }
+FUNC float qend_affine_f32(float acc) { return lanes_sum(acc); }
