@@ -106,6 +106,14 @@ func q4x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
+func q8x4AVX2(dst *float32, stride int, w *byte, act *actBlock, nb, ng int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
+func q4x4AVX2(dst *float32, stride int, w *byte, act *actBlock, nb, ng int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
 func quantizeActsAVX2(dst *actBlock, x *float32, nb int) {
 	panic("cpu: no assembly kernels on this architecture")
 }

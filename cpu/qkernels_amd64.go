@@ -47,6 +47,14 @@ func q8x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
 //go:noescape
 func q4x4VNNI(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
 
+// q8x4AVX2 and q4x4AVX2 are q8x4VNNI and q4x4VNNI for AVX2 without VNNI.
+
+//go:noescape
+func q8x4AVX2(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
+
+//go:noescape
+func q4x4AVX2(dst *float32, stride int, w *byte, act *actBlock, nb, ng int)
+
 // quantizeActsAVX2 quantizes nb blocks of activations at x into dst as quantizeBlock does, bit
 // for bit. It needs AVX2.
 //

@@ -62,7 +62,7 @@ func quantizeBlock(ab *actBlock, x *[quant.BlockSize]float32) {
 // goroutines go through every row of a block of weights while it is in the caches, and a prompt's
 // weights come from memory about once rather than once per row block. Within an
 // item each group's weights are read once for every four rows where a four-row kernel exists
-// (Q8_0 and Q4_0 with VNNI), else every two (the kernels take one, two or four rows against a
+// (Q8_0 and Q4_0 with AVX2 or VNNI), else every two (the kernels take one, two or four rows against a
 // group of columns). Every dst element is one kernel's dot product in package quant's order, and every
 // kernel gives the same bits for a row, so the blocking changes speed, never bits.
 type qmatmulTask struct {
@@ -298,10 +298,11 @@ func qdots(res *[16]float32, q *qweights, w, sb []byte, act []actBlock, nb, nr i
 	}
 }
 
-// hasFourRowKernel reports whether qdots4 runs for q's weights: Q8_0 and Q4_0 with the VNNI
-// kernels, the only ones with registers enough for four rows' sixteen accumulators.
+// hasFourRowKernel reports whether qdots4 runs for q's weights: Q8_0 and Q4_0 with the AVX2 or
+// VNNI kernels, whose block order needs one accumulator a row for eight columns (the lane order
+// of the other formats needs eight).
 func hasFourRowKernel(q *qweights) bool {
-	return useVNNI && (q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0)
+	return useQuantAsm && (q.dtype == compute.Q8_0 || q.dtype == compute.Q4_0)
 }
 
 // qdots4 is qdots for four rows (nb > 0) against groups g0 … g1−1 of q (g0 < g1), where
@@ -315,9 +316,14 @@ func qdots4(dst []float32, stride int, q *qweights, g0, g1 int, act []actBlock, 
 	}
 	n := q.units * q.unit
 	w := q.data[g0*n : g1*n]
-	if q.dtype == compute.Q8_0 {
-		q8x4VNNI(&dst[0], 4*stride, &w[0], &act[0], nb, ng)
-	} else {
-		q4x4VNNI(&dst[0], 4*stride, &w[0], &act[0], nb, ng)
+	kernel := q8x4AVX2
+	switch {
+	case q.dtype == compute.Q8_0 && useVNNI:
+		kernel = q8x4VNNI
+	case useVNNI:
+		kernel = q4x4VNNI
+	case q.dtype == compute.Q4_0:
+		kernel = q4x4AVX2
 	}
+	kernel(&dst[0], 4*stride, &w[0], &act[0], nb, ng)
 }
