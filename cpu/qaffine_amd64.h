@@ -1,7 +1,7 @@
 // Shared by qaffine_avx2_amd64.s and qaffine_vnni_amd64.s: constants and macros.
 
 // Kernels for 4- and 8-bit MLX affine weights with F16 or BF16 scales; see qkernels.go and
-// qkernels_amd64.go for their contracts, and qkernels_amd64.s for the ways to integer sums they
+// qkernels_amd64.go for their contracts, and qblock_amd64.h for the ways to integer sums they
 // share with the Q8_0 and Q4_0 kernels. Per block and lane, package quant's lane order: lane = fma(scale·d_x, s, lane), then
 // lane = fma(bias·d_x, t, lane), where s is the exact integer sum of code × activation quant over
 // the lane's four elements and t the sum of the activation quants (−m8/8, converted exactly). The

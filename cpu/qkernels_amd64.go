@@ -36,7 +36,7 @@ func q4x1VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
 //go:noescape
 func q4x2VNNI(res *[16]float32, w *byte, act *actBlock, nb int)
 
-// q8x4VNNI and q4x4VNNI (qkernels_amd64.s) are the VNNI kernels of four rows, the rows one after the
+// q8x4VNNI and q4x4VNNI (qtile_amd64.s) are the VNNI kernels of four rows, the rows one after the
 // other at act as for two, against ng groups of eight weight rows, one after the other at w: the
 // dot product of row r with column c of group g goes to dst + r·stride bytes + 4(8g+c). nb and
 // ng are positive.
