@@ -24,9 +24,10 @@
 //     pair of a row and an expert through the expert's matrices as MatMul's rows (gathered by
 //     expert, which changes no bits), quantized experts' as quantized MatMul's rows; a row's
 //     expert outputs summed by rank, each product rounded.
-//   - A dot product with quantized weights: package quant's order (exact integer sums of each
-//     block's lanes, a fused multiply-add per block and lane, the tree above), with the row's
-//     activations quantized first; here every kernel, Go, AVX2, AVX-512 VNNI and arm64's NEON
+//   - A dot product with quantized weights: package quant's order, with the row's activations
+//     quantized first: for Q8_0 and Q4_0 the block order (a block's exact integer sum, one fused
+//     multiply-add a block, one chain from zero), for the others the lane order (exact integer
+//     sums of each block's lanes, a fused multiply-add per block and lane, the tree above); here every kernel, Go, AVX2, AVX-512 VNNI and arm64's NEON
 //     (with SDOT or without), gives the same bits.
 //
 // The AVX2 kernels compute each lane with fused multiply-adds, the pure-Go kernels with a rounded

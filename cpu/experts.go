@@ -246,7 +246,7 @@ func (b *backend) expertMatMulQuant(dg, xg []float32, qe []*qweights, bias []flo
 }
 
 // qexpertTask runs qmatmulTask's items over the tiles of gathered pairs, each against its
-// expert's matrix: item i is tile i/ncg by column block i%ncg (cg groups of four columns). act
+// expert's matrix: item i is tile i/ncg by column block i%ncg (cg groups of columns). act
 // holds the gathered rows' quantized activations, dst their outputs; bias is nil or every
 // expert's, [experts, out].
 type qexpertTask struct {

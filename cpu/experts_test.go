@@ -259,7 +259,7 @@ func testExpertMatMulMXFP4(t *testing.T, in, out, pairs, experts, share int) {
 // TestQuantExpertMatMulIsMatMul: with quantized experts of every format, each pair's row is, bit
 // for bit, quantized MatMul of its x row and its expert's matrix uploaded alone (and its expert's
 // bias, in the cases with one), with every quantized kernel, whatever GOMAXPROCS; runs longer
-// than a tile of rows and shorter, columns that leave a partial group of four.
+// than a tile of rows and shorter, columns that leave a partial group (of eight or four).
 func TestQuantExpertMatMulIsMatMul(t *testing.T) {
 	forQuantKernels(t, func(t *testing.T) {
 		for _, dt := range computetest.QuantDTypes(t) {

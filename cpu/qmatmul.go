@@ -58,13 +58,13 @@ func quantizeBlock(ab *actBlock, x *[quant.BlockSize]float32) {
 
 // qmatmulTask computes dst = x·wᵀ + bias for quantized weights, from activations already
 // quantized into act (rows × in/32 blocks). Item i is the block of rows i%nrb·rb … and of groups
-// of columns (see qweights) i/nrb·cg …: the items of one column block come one after the other, so the
-// goroutines go through every row of a block of weights while it is in the caches, and a prompt's
-// weights come from memory about once rather than once per row block. Within an
-// item each group's weights are read once for every four rows where a four-row kernel exists
-// (Q8_0 and Q4_0 with AVX2 or VNNI), else every two (the kernels take one, two or four rows against a
-// group of columns). Every dst element is one kernel's dot product in package quant's order, and every
-// kernel gives the same bits for a row, so the blocking changes speed, never bits.
+// of columns (see qweights) i/nrb·cg …: the items of one column block come one after the other,
+// so the goroutines go through every row of a block of weights while it is in the caches, and a
+// prompt's weights come from memory about once rather than once per row block. Within an item
+// each group's weights are read once for every four rows where a four-row kernel exists (Q8_0
+// and Q4_0 with AVX2 or VNNI), else every two (the kernels take one, two or four rows against a
+// group of columns). Every dst element is one kernel's dot product in package quant's order, and
+// every kernel gives the same bits for a row, so the blocking changes speed, never bits.
 type qmatmulTask struct {
 	dst, bias []float32
 	w         *qweights

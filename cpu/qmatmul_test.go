@@ -158,7 +158,7 @@ func quantDTypes(t testing.TB) []compute.DType {
 
 // TestQuantMatMulMatchesReference checks MatMul with quantized weights against package quant,
 // bit for bit, with every kernel, for row counts that use the four-row, two-row and one-row
-// kernels together and column counts that leave a partial group of four.
+// kernels together and column counts that leave a partial group (of eight or four).
 func TestQuantMatMulMatchesReference(t *testing.T) {
 	forQuantKernels(t, func(t *testing.T) {
 		for _, dt := range quantDTypes(t) {
@@ -180,7 +180,7 @@ func TestQuantMatMulMatchesReference(t *testing.T) {
 					dst := ften(t, b, nil, c.rows, c.out)
 					b.MatMul(dst, ften(t, b, xs, c.rows, c.in), w, ften(t, b, bias, c.out), c.rows)
 					computetest.SameBits(t, "MatMul", dst.f, m.want(xs, bias, c.rows))
-					// Without a bias, whole groups of four rows go straight to dst.
+					// Without a bias, whole groups of rows go straight to dst.
 					b.MatMul(dst, ften(t, b, xs, c.rows, c.in), w, nil, c.rows)
 					computetest.SameBits(t, "MatMul without a bias", dst.f, m.want(xs, nil, c.rows))
 				})
