@@ -25,8 +25,8 @@ type backend struct {
 	sms          int
 	total        uint64
 	k            kernelSet
-	mma          bool // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (ops_linux.go, MatMuls)
-	attnTile     bool // unless TFD_CUDA_ATTN_TILE=0: attention_tile_H for many rows (Attention)
+	mma          bool   // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (ops_linux.go, MatMuls)
+	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
 	// same time: the worker touches them only while the backend's goroutine waits.
@@ -201,10 +201,12 @@ func (b *backend) init() (err error) {
 	// 64 streams and 4.8 times the prefill (docs/performance.md). The bits differ between the two, so
 	// a prompt cache spilled under one setting must not be read under the other.
 	b.mma = os.Getenv("TFD_CUDA_MMA") != "0"
-	// Attention runs attention_tile_H from kernels.AttentionTileFrom rows; TFD_CUDA_ATTN_TILE=0
-	// keeps attention_split for every launch, for measuring one against the other. The bits are
-	// the same either way.
-	b.attnTile = os.Getenv("TFD_CUDA_ATTN_TILE") != "0"
+	// Attention runs attention_tile_H where its tiles share loads of keys
+	// (kernels.AttentionTileShares); TFD_CUDA_ATTN_TILE=0 keeps attention_split for every launch
+	// and =1 runs attention_tile_H from kernels.AttentionTileFrom rows whatever their bases, for
+	// measuring one against the other and testing the tiles on any rows. The bits are the same
+	// either way.
+	b.attnTile = os.Getenv("TFD_CUDA_ATTN_TILE")
 	return nil
 }
 

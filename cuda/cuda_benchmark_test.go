@@ -188,7 +188,7 @@ func BenchmarkPrefill(b *testing.B) {
 // TFD_CUDA_ATTN_TILE=0 does), to set against attention_tile_H in one run.
 func BenchmarkPrefillSplit(b *testing.B) {
 	g := openCUDA(b)
-	setAttentionTile(g, false)
+	setAttentionTile(g, "0")
 	m := enginetest.Load(b, g, bundledDir, engine.Options{MaxRows: 256})
 	enginetest.BenchPrefill(b, m, 256)
 }

@@ -62,11 +62,20 @@ func BenchmarkEight(b *testing.B) {
 	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
 	}
+	// ",attention_tile": attention_tile_H for 64 rows of 64 sessions, a pass over the keys a row,
+	// against the default's attention_split (kernels.AttentionTileShares).
+	b.Run(fmt.Sprintf("streams=%d,attention_tile", streams), func(b *testing.B) {
+		setAttentionTile(g, "1")
+		defer setAttentionTile(g, "")
+		benchStreams(b, m, streams, span)
+	})
 	for _, attention := range []string{"", ",attention_split"} {
 		// ",attention_split": attention_split for every launch, against attention_tile_H.
 		b.Run(fmt.Sprintf("prefill=%d%s", prompt, attention), func(b *testing.B) {
-			setAttentionTile(g, attention == "")
-			defer setAttentionTile(g, true)
+			if attention != "" {
+				setAttentionTile(g, "0")
+				defer setAttentionTile(g, "")
+			}
 			benchPrefill(b, m, streams*span, prompt)
 		})
 	}

@@ -22,6 +22,10 @@ type tensor struct {
 	// (kernels.PackMMA), as Upload stores them when the tensor cores are on: n elements, held in
 	// kernels.MMAPackedLen of them (whole bands of 16 rows).
 	packed bool
+	// runs is, for an I32 tensor last written from the host (Upload, WriteInt32), the runs of
+	// equal consecutive values it holds; 0 when unknown. Attention reads it off its bases to
+	// choose its kernel (the bits do not depend on it).
+	runs int
 }
 
 func (t *tensor) DType() compute.DType { return t.dtype }
@@ -96,6 +100,9 @@ func (b *backend) upload(dtype compute.DType, shape []int, data []byte, pack boo
 	t := &tensor{b: b, dtype: dtype, shape: append([]int(nil), shape...), n: n, packed: pack}
 	if n == 0 {
 		return t, nil
+	}
+	if dtype == compute.I32 {
+		t.runs = runsOfWords(data)
 	}
 	err = b.w.wait(false, func() error {
 		if pack {
@@ -234,6 +241,29 @@ func (b *backend) WriteInt32(dst compute.Tensor, src []int32) {
 		return
 	}
 	b.writeHost(d.ptr, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 4*len(src)))
+	d.runs = runsOf(src)
+}
+
+// runsOf counts the runs of equal consecutive values in v.
+func runsOf(v []int32) int {
+	n := 0
+	for i := range v {
+		if i == 0 || v[i] != v[i-1] {
+			n++
+		}
+	}
+	return n
+}
+
+// runsOfWords is runsOf of the 4-byte words of data (which need not be aligned for int32).
+func runsOfWords(data []byte) int {
+	n := 0
+	for i := 0; i+4 <= len(data); i += 4 {
+		if i == 0 || string(data[i:i+4]) != string(data[i-4:i]) {
+			n++
+		}
+	}
+	return n
 }
 
 // writeHost copies src (not empty) into the pinned arena now and records its copy to dst.

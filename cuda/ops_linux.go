@@ -187,8 +187,10 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 // bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). A row's keys
 // are split by position into chunks spread over many blocks, whose partial results are merged in
 // a fixed order (kernels/src/attention.kern), so the bits depend on the row alone; from
-// kernels.AttentionTileFrom rows the splits are made by attention_tile_H, a tile of rows and the
-// query heads of a kv head sharing each load of keys and values, with the same bits. A row whose
+// kernels.AttentionTileFrom rows whose bases come in runs at least a tile long (a prompt's rows;
+// kernels.AttentionTileShares, from the runs the bases were written in) the splits are made by
+// attention_tile_H, a tile of rows and the query heads of a kv head sharing each load of keys
+// and values, with the same bits. A row whose
 // slots fall outside the pool gets zeros and is reported by the next Sync.
 // With sinks, each head's sink joins the sum just before the division.
 func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
@@ -206,9 +208,13 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		sp, hasSinks = ptr(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
 	}
 	kd, vd := p.layer(layer)
-	l := kernels.AttentionLaunch(rows, heads, heads/kvh, hd)
-	if !b.attnTile {
-		l = kernels.AttentionSplitLaunch(rows, heads, hd)
+	l := kernels.AttentionSplitLaunch(rows, heads, hd)
+	runs := bt.runs
+	if runs == 0 {
+		runs = rows // written on the device: nothing says the rows share bases
+	}
+	if b.attnTile == "1" || b.attnTile != "0" && kernels.AttentionTileShares(rows, runs, heads/kvh, hd) {
+		l = kernels.AttentionLaunch(rows, heads, heads/kvh, hd)
 	}
 	part, ok := b.attentionScratch(l.Scratch)
 	if !ok {

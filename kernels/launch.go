@@ -176,6 +176,20 @@ type AttentionLaunches struct {
 // no bits.
 const AttentionTileFrom = 64
 
+// AttentionTileShares says whether attention_tile_H pays for rows rows whose bases come in runs
+// runs of one value each (a prompt's rows are one run; a round of rows of as many sessions, or a
+// sliding window whose base moves with each row, as many runs as rows): a tile holds 32/group
+// rows (16/group past 128 elements a head) and makes a pass over the keys for each base among
+// them, so it shares its loads only where a run is on average at least a tile long. A launch of
+// 64 decode rows of 64 sessions ran at 0.78 of attention_split's aggregate on the 8B checkpoint
+// (docs/performance.md). The choice changes no bits.
+func AttentionTileShares(rows, runs, group, hd int) bool {
+	if group <= 0 || runs <= 0 {
+		return false
+	}
+	return rows >= AttentionTileFrom && rows >= runs*max(attentionTileVectors(hd)/group, 1)
+}
+
 // attentionTileVectors is the query vectors of a tile of attention_tile_H (4096/H): H = 128 for
 // heads of at most 128 elements, 256 for longer.
 func attentionTileVectors(hd int) int {

@@ -185,3 +185,27 @@ func TestMatMulLaunchAllocatesNothing(t *testing.T) {
 		t.Errorf("MatMulLaunch and MatMulsLaunch allocate %v times", a)
 	}
 }
+
+// TestAttentionTileShares: the tiles run where a run of rows of one base is on average at least
+// a tile long (a prompt), not for a round of rows of as many sessions or a window that moves
+// with each row.
+func TestAttentionTileShares(t *testing.T) {
+	for _, c := range []struct {
+		rows, runs, group, hd int
+		want                  bool
+	}{
+		{256, 1, 4, 128, true},   // a prompt's chunk
+		{256, 32, 4, 128, true},  // 32 prompts of 8 rows: a tile (32/4 = 8 rows) each
+		{256, 33, 4, 128, false}, // a run shorter than a tile on average
+		{64, 64, 4, 128, false},  // 64 decode rows of 64 sessions
+		{AttentionTileFrom - 1, 1, 4, 128, false},
+		{256, 16, 1, 256, true}, // 16-row tiles past 128 elements a head
+		{256, 17, 1, 256, false},
+		{256, 200, 32, 128, true}, // a tile of one row shares among heads alone
+		{256, 0, 4, 128, false},   // nothing known
+	} {
+		if got := AttentionTileShares(c.rows, c.runs, c.group, c.hd); got != c.want {
+			t.Errorf("AttentionTileShares(%d, %d, %d, %d) = %v, want %v", c.rows, c.runs, c.group, c.hd, got, c.want)
+		}
+	}
+}
