@@ -8,7 +8,7 @@ import "tfd/compute"
 
 func setGraphs(b compute.Backend, on bool) {}
 
-func setAttentionTile(b compute.Backend, on bool) {}
+func setAttentionTile(b compute.Backend, mode string) {}
 
 func graphState(b compute.Backend) (on bool, captures, replays int, err error) {
 	return false, 0, 0, nil
