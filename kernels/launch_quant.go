@@ -5,32 +5,26 @@ import "fmt"
 // quantFormats are the formats the quantized kernels come in, as QMatMulLaunch names them.
 var quantFormats = []string{"q8_0", "q4_0", "q4_k", "q6_k", "affine_bf16", "affine_f16", "affine_f32"}
 
-// qmatmulNames holds each format's qmatmul kernel names by row group (MatMulRows), made once so
-// that a launch allocates nothing.
-var qmatmulNames = func() map[string][len(MatMulRows)]string {
-	m := map[string][len(MatMulRows)]string{}
-	for _, f := range quantFormats {
-		var names [len(MatMulRows)]string
-		for i, r := range MatMulRows {
-			names[i] = fmt.Sprintf("qmatmul_%s_%d", f, r)
-		}
-		m[f] = names
-	}
-	return m
-}()
+// qmatmulNames and expertQMatMulNames hold each format's qmatmul_F_R and expert_qmatmul_F_R
+// kernel names by row group (MatMulRows), made once so that a launch allocates nothing.
+var (
+	qmatmulNames       = namesByFormatAndRows("qmatmul")
+	expertQMatMulNames = namesByFormatAndRows("expert_qmatmul")
+)
 
-// expertQMatMulNames is qmatmulNames for the expert kernels (expert_qmatmul_F_R).
-var expertQMatMulNames = func() map[string][len(MatMulRows)]string {
+// namesByFormatAndRows returns, for each of quantFormats, the names prefix_F_R for the row
+// groups R of MatMulRows.
+func namesByFormatAndRows(prefix string) map[string][len(MatMulRows)]string {
 	m := map[string][len(MatMulRows)]string{}
 	for _, f := range quantFormats {
 		var names [len(MatMulRows)]string
 		for i, r := range MatMulRows {
-			names[i] = fmt.Sprintf("expert_qmatmul_%s_%d", f, r)
+			names[i] = fmt.Sprintf("%s_%s_%d", prefix, f, r)
 		}
 		m[f] = names
 	}
 	return m
-}()
+}
 
 // QuantizeActLaunch is the launch that quantizes the activations of a MatMul with quantized
 // weights (quantize_act): blocks blocks of 32 values (rows·in/32), one per SIMD group, four per
