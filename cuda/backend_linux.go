@@ -26,6 +26,7 @@ type backend struct {
 	total        uint64
 	k            kernelSet
 	mma          bool   // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (ops_linux.go, MatMuls)
+	pdlAllowed   bool   // the device and driver have programmatic dependent launch
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
@@ -196,6 +197,9 @@ func (b *backend) init() (err error) {
 	// Graphs are on unless TFD_CUDA_GRAPHS=0 or the driver lacks them (graph_linux.go).
 	b.w.g.allowed = graphsAvailable() && os.Getenv("TFD_CUDA_GRAPHS") != "0"
 	b.w.g.on = b.w.g.allowed
+	// Kernels may start while the one before them ends (pdl_linux.go) unless TFD_CUDA_PDL=0.
+	b.pdlAllowed = pdlAvailable(major)
+	b.w.setDependentLaunch(b.pdlAllowed && os.Getenv("TFD_CUDA_PDL") != "0")
 	// BF16 matmuls run on the tensor cores unless TFD_CUDA_MMA=0: on the H200 that is 1.2 times
 	// the CUDA cores' single-stream decode of an 8B model, 3.6 to 6.4 times the aggregate of 8 to
 	// 64 streams and 4.8 times the prefill (docs/performance.md). The bits differ between the two, so

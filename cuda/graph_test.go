@@ -98,3 +98,42 @@ func graphScript(t *testing.T, m *engine.Model) [][]float32 {
 	}
 	return out
 }
+
+// TestDependentLaunchKeepsBits runs TestGraphsKeepBits' script with programmatic dependent launch
+// off and then on, with graphs and without, and demands the same logits bit for bit: every kernel
+// waits for the one before it before it reads or writes what kernels share (pdl_linux.go).
+func TestDependentLaunchKeepsBits(t *testing.T) {
+	b := openCUDA(t)
+	if !setDependentLaunch(b, true) {
+		t.Skip("no programmatic dependent launch here (compute capability below 9.0, or a driver before CUDA 12.0)")
+	}
+	defer setDependentLaunch(b, true)
+	for _, name := range []string{"qwen3", "qwen3moe", "gopher"} {
+		t.Run(name, func(t *testing.T) {
+			o := enginetest.Read(t, name)
+			m := enginetest.Load(t, b, o.Model, engine.Options{MaxRows: 32, Slots: 512})
+			setDependentLaunch(b, false)
+			want := graphScript(t, m)
+			for _, graphs := range []bool{true, false} {
+				setGraphs(b, graphs)
+				setDependentLaunch(b, true)
+				got := graphScript(t, m)
+				setDependentLaunch(b, false)
+				setGraphs(b, true)
+				if len(got) != len(want) {
+					t.Fatalf("graphs %v: %d forwards with dependent launch, %d without", graphs, len(got), len(want))
+				}
+				for i := range got {
+					for k := range got[i] {
+						if math.Float32bits(got[i][k]) != math.Float32bits(want[i][k]) {
+							t.Fatalf("graphs %v, forward %d, logit %d: %v with dependent launch, %v without", graphs, i, k, got[i][k], want[i][k])
+						}
+					}
+				}
+			}
+			if _, _, _, err := graphState(b); err != nil {
+				t.Fatalf("graphs failed with dependent launch: %v", err)
+			}
+		})
+	}
+}

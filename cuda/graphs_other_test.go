@@ -10,6 +10,8 @@ func setGraphs(b compute.Backend, on bool) {}
 
 func setAttentionTile(b compute.Backend, mode string) {}
 
+func setDependentLaunch(b compute.Backend, on bool) bool { return false }
+
 func graphState(b compute.Backend) (on bool, captures, replays int, err error) {
 	return false, 0, 0, nil
 }

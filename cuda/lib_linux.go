@@ -166,6 +166,9 @@ func loadDriver() error {
 			return
 		}
 		graphBindingsErr = bind(lib, path, graphBindingsOptional)
+		// Without it (a driver before CUDA 12.0) fnLaunchKernelEx stays 0 and every launch waits
+		// for the kernel before it (pdl_linux.go).
+		_ = bind(lib, path, []binding{{name: "cuLaunchKernelEx", addr: &fnLaunchKernelEx}})
 		if r := cuInit(0); r == cudaErrorNoDevice {
 			driverErr = fmt.Errorf("%w: cuda: cuInit with %s: %w", compute.ErrNoDevice, path, cuError(r))
 		} else if r != 0 {

@@ -67,6 +67,7 @@ type worker struct {
 	call   [11]uintptr      // the argument block of SyscallN
 	onSync func() error     // collects the kernels' error word after a sync
 	g      graphs           // held launches and captured graphs (graph_linux.go)
+	pdl    dependentLaunch  // programmatic dependent launch (pdl_linux.go)
 }
 
 const batches = 4
@@ -199,6 +200,9 @@ func (w *worker) exec(c *command) {
 func (w *worker) launch(c *command) cuResult {
 	for i := range int(c.nargs) {
 		w.params[i] = uintptr(unsafe.Pointer(&c.args[i]))
+	}
+	if w.pdl.on {
+		return w.launchDependent(c)
 	}
 	w.call = [11]uintptr{uintptr(c.k.fn), uintptr(c.grid[0]), uintptr(c.grid[1]), uintptr(c.grid[2]),
 		uintptr(c.block), 1, 1, 0, uintptr(w.stream), uintptr(unsafe.Pointer(&w.params[0])), 0}

@@ -116,9 +116,18 @@ func emit(prelude string, signature func(Kernel) string) string {
 	b.WriteString("\n")
 	b.WriteString(Prelude("common.h"))
 	for _, k := range All() {
-		fmt.Fprintf(&b, "\n// %s, from %s\n%s\n%s\n", k.Name, k.File, signature(k), k.Body)
+		fmt.Fprintf(&b, "\n// %s, from %s\n%s\n%s\n", k.Name, k.File, signature(k), waitFirst(k.Body))
 	}
 	return b.String()
+}
+
+// waitFirst starts a kernel's body with GRID_WAIT and GRID_RELEASE (the CUDA prelude says what
+// they do) unless the body calls GRID_WAIT itself, after work that reads nothing a kernel writes.
+func waitFirst(body string) string {
+	if strings.Contains(commentRE.ReplaceAllString(body, ""), "GRID_WAIT()") {
+		return body
+	}
+	return "{\n\tGRID_WAIT();\n\tGRID_RELEASE();" + strings.TrimPrefix(body, "{")
 }
 
 func cudaSignature(k Kernel) string {

@@ -11,6 +11,29 @@ import (
 // The CUDA emission is compiled by NVRTC in tfd/cuda's tests. The Metal emission is compiled and
 // run with clang by the msl_*_test.go files; these tests check what needs no compiler.
 
+// TestEveryKernelWaitsForTheOneBefore checks that every kernel body calls GRID_WAIT exactly once,
+// and that a body calling it itself indexes or offsets no argument before it but its weights
+// (choosing among pointers is no access): under programmatic dependent launch a kernel that read an
+// activation, or wrote anything, before GRID_WAIT could race the kernel before it.
+func TestEveryKernelWaitsForTheOneBefore(t *testing.T) {
+	for _, k := range All() {
+		body := commentRE.ReplaceAllString(waitFirst(k.Body), "")
+		if n := strings.Count(body, "GRID_WAIT()"); n != 1 {
+			t.Errorf("%s: GRID_WAIT %d times", k.Name, n)
+			continue
+		}
+		before, _, _ := strings.Cut(body, "GRID_WAIT()")
+		for _, p := range k.Params {
+			if p.Kind == Scalar || strings.HasPrefix(p.Name, "w") {
+				continue // scalars and weights (w, w0, w1, w2) may be read first
+			}
+			if regexp.MustCompile(`\b` + p.Name + `\s*[\[+]`).MatchString(before) {
+				t.Errorf("%s: %s is used before GRID_WAIT", k.Name, p.Name)
+			}
+		}
+	}
+}
+
 // TestEveryKernelIsEmittedTwice checks that each kernel appears in both emissions with its
 // parameters in the same order.
 func TestEveryKernelIsEmittedTwice(t *testing.T) {

@@ -21,6 +21,22 @@ typedef unsigned long long ulong;
 #define FUNC static __device__ __forceinline__
 #define UNROLL _Pragma("unroll")
 
+// Programmatic dependent launch (sm_90 and later; cuda/pdl_linux.go). A kernel launched with the
+// programmatic-serialization attribute may be started while the kernel before it on the stream is
+// still running. GRID_WAIT waits until that kernel has finished and its writes are visible: a
+// kernel reads nothing another kernel wrote, and writes nothing, before it. GRID_RELEASE lets the
+// next kernel start once every group of this one has begun. Every kernel does both first
+// (kernels.go emits them) unless its body calls GRID_WAIT itself, later: the packed matmuls fetch
+// their first chunks of weights, which no kernel writes, before it. Launched without the
+// attribute (older GPUs, TFD_CUDA_PDL=0) both do nothing.
+#if __CUDA_ARCH__ >= 900
+#define GRID_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define GRID_RELEASE() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define GRID_WAIT()
+#define GRID_RELEASE()
+#endif
+
 // Arithmetic with the rounding spelled out: the _rn intrinsics are never contracted into fused
 // multiply-adds, so each kernel's order of operations is exactly the one written.
 #define FMA(a, b, c) __fmaf_rn((a), (b), (c))

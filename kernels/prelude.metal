@@ -29,6 +29,10 @@ using namespace metal;
 #define VLOAD(T, p) (*(const device T*)(p))
 #define FUNC static inline
 #define UNROLL _Pragma("unroll")
+// A command buffer's kernels run one after another on Metal: the CUDA prelude's programmatic
+// dependent launch has nothing to wait for here.
+#define GRID_WAIT()
+#define GRID_RELEASE()
 
 // Arithmetic. Metal has no F64: COS, SIN, RSQRT and LOG use the precise F32 functions, which may
 // differ from the CUDA and CPU backends in the last bit.
