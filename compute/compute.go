@@ -343,6 +343,18 @@ type MultiMatMul interface {
 	MatMuls(dst [3]Tensor, x Tensor, w, bias [3]Tensor, rows int)
 }
 
+// QKRoPEWriter is an optional interface of a Backend that makes a layer's queries and keys ready
+// for attention in one launch where the ops one by one take five (per head, a launch costs a GPU
+// more than the work).
+type QKRoPEWriter interface {
+	// QKRoPEWrite does, where it can, RMSNorm(q, q, qNorm, rows·heads) and RMSNorm(k, k, kNorm,
+	// rows·kvHeads) (both norms nil: none), RoPE(q, ropePositions, invFreq, rows, heads) and
+	// RoPE(k, ropePositions, invFreq, rows, kvHeads), then KVWrite(kv, layer, k, v, bases,
+	// positions, rows), with the bits of those ops, and reports true; it does nothing and reports
+	// false for shapes it does not take, and the caller runs the ops.
+	QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq Tensor, kv KV, layer int, bases, positions Tensor, rows, heads int, eps float32) bool
+}
+
 // Chainer is an optional interface of a Backend: an op that lets one forward's output feed the
 // next on the device, so a greedy decode needs no host round trip between forwards (and, on a
 // GPU, every step of the chain is the same commands, replayed as one graph).

@@ -27,6 +27,8 @@ type backend struct {
 	k            kernelSet
 	mma          bool   // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (ops_linux.go, MatMuls)
 	pdlAllowed   bool   // the device and driver have programmatic dependent launch
+	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
+	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
@@ -211,6 +213,12 @@ func (b *backend) init() (err error) {
 	// measuring one against the other and testing the tiles on any rows. The bits are the same
 	// either way.
 	b.attnTile = os.Getenv("TFD_CUDA_ATTN_TILE")
+	// TFD_CUDA_MMA_TILE=1, 2 or 4 runs every tensor-core matmul with tiles of that S instead of
+	// kernels.MMATile's choice by shape (BenchmarkTileSizes); the bits are the same.
+	switch s := os.Getenv("TFD_CUDA_MMA_TILE"); s {
+	case "1", "2", "4":
+		b.mmaTile = int(s[0] - '0')
+	}
 	return nil
 }
 

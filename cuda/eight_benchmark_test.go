@@ -59,6 +59,13 @@ func BenchmarkEight(b *testing.B) {
 		b.ReportMetric(float64(perToken)/1e9, "GB/tok")
 		b.ReportMetric(tps*float64(perToken)/1e9, "GB/s")
 	})
+	// "decode,qk_ops": the norms, RoPE and KV write of q and k as five ops, not one launch
+	// (QKRoPEWrite).
+	b.Run("decode,qk_ops", func(b *testing.B) {
+		setQKRoPE(g, false)
+		defer setQKRoPE(g, true)
+		benchDecode(b, m, 0, 128)
+	})
 	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
 	}

@@ -29,3 +29,11 @@ func setDependentLaunch(b compute.Backend, on bool) bool {
 	c.setDependentLaunch(on)
 	return on && c.pdlAllowed
 }
+
+// setMMATile forces the tensor-core matmuls' tile size S (1, 2, 4), or 0 for kernels.MMATile's
+// choice, as TFD_CUDA_MMA_TILE does.
+func setMMATile(b compute.Backend, s int) { b.(*backend).mmaTile = s }
+
+// setQKRoPE lets QKRoPEWrite fuse (on) or makes it decline, so that the engine runs the norms,
+// RoPE and KVWrite one by one.
+func setQKRoPE(b compute.Backend, on bool) { b.(*backend).qkRoPEOff = !on }

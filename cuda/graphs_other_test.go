@@ -12,6 +12,10 @@ func setAttentionTile(b compute.Backend, mode string) {}
 
 func setDependentLaunch(b compute.Backend, on bool) bool { return false }
 
+func setMMATile(b compute.Backend, s int) {}
+
+func setQKRoPE(b compute.Backend, on bool) {}
+
 func graphState(b compute.Backend) (on bool, captures, replays int, err error) {
 	return false, 0, 0, nil
 }

@@ -66,7 +66,7 @@ func TestTensorCoresMoveBits(t *testing.T) {
 
 // TestPackedWeightsKeepBits checks that BF16 matrices stored in the matrix unit's packed order,
 // as Upload stores them with the tensor cores on, give the bits of the same matrices kept
-// row-major, for every tile size (1, 7: S = 1; 16: S = 2; 33, 256: S = 4) and so both ways of
+// row-major, for every tile size (1, 7: S = 1; 16, 33: S = 2; 256: S = 4) and so both ways of
 // streaming them (the SHARED ring for S = 1 and 2, registers for 4), with a ragged last band and
 // three matrices in one launch, one with a bias; and that a packed table embeds as the row-major
 // one does (a tied embedding).
@@ -138,4 +138,55 @@ func TestPackedWeightsKeepBits(t *testing.T) {
 		return got
 	}
 	computetest.SameBits(t, "rows embedded from the packed table against the row-major one", embed(packed[0]), embed(rowMajor[0]))
+}
+
+// TestTileSizesKeepBits checks that kernels.MMATile's choice of S cannot move a bit: the same
+// matmuls (three matrices in one launch, one with a bias, a ragged last band) with every S forced
+// give the bits of S = 1, at row counts where the default picks each S.
+func TestTileSizesKeepBits(t *testing.T) {
+	b := openCUDA(t)
+	defer setMMATile(b, 0)
+	const in = 2048
+	outs := [3]int{1000, 256, 40}
+	var w [3]compute.Tensor
+	for m, out := range outs {
+		t0, err := b.Upload(compute.BF16, []int{out, in}, computetest.Encode(compute.BF16, computetest.Randn(uint64(20+m), out*in)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w[m] = t0
+	}
+	bias := computetest.UploadF32(t, b, computetest.Randn(4, outs[1]), outs[1])
+	for _, rows := range []int{1, 9, 32, 70} {
+		x := computetest.UploadF32(t, b, computetest.Randn(uint64(30+rows), rows*in), rows, in)
+		run := func(s int) [3][]float32 {
+			setMMATile(b, s)
+			var dst [3]compute.Tensor
+			for m, out := range outs {
+				d, err := b.Alloc(compute.F32, rows, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst[m] = d
+			}
+			b.(compute.MultiMatMul).MatMuls(dst, x, w, [3]compute.Tensor{nil, bias, nil}, rows)
+			var got [3][]float32
+			for m, out := range outs {
+				got[m] = make([]float32, rows*out)
+				if err := b.ReadFloat32(dst[m], got[m]); err != nil {
+					t.Fatal(err)
+				}
+				b.Free(dst[m])
+			}
+			return got
+		}
+		want := run(1)
+		for _, s := range []int{0, 2, 4} {
+			got := run(s)
+			for m := range outs {
+				computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d, S = %d against S = 1 (0: the default)", rows, m, s), got[m], want[m])
+			}
+		}
+		b.Free(x)
+	}
 }

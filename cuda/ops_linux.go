@@ -127,7 +127,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		}
 	}
 	if mma && (packed || rowMajor) {
-		b.launchAs(mmaLaunch(packed, rows, outs), dps[0], dps[1], dps[2], xp, wps[0], wps[1], wps[2],
+		b.launchAs(b.mmaLaunch(packed, rows, outs), dps[0], dps[1], dps[2], xp, wps[0], wps[1], wps[2],
 			bps[0], bps[1], bps[2], i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
 		return
 	}
@@ -138,7 +138,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		case wt.dtype.Quantized():
 			b.matmulQuant(dst[m], x, wt, bias[m], rows)
 		case b.mma && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
-			b.launchAs(mmaLaunch(wt.packed, rows, [3]int{outs[m]}), dps[m], 0, 0, xp, wps[m], 0, 0,
+			b.launchAs(b.mmaLaunch(wt.packed, rows, [3]int{outs[m]}), dps[m], 0, 0, xp, wps[m], 0, 0,
 				bps[m], 0, 0, i32(rows), i32(in), i32(outs[m]), 0, 0, hasBias>>m&1)
 		default:
 			b.launchAs(kernels.MatMulLanesLaunch(weightSuffix[weightIndex(wt.dtype)], rows, outs[m]),
@@ -149,11 +149,15 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 
 // mmaLaunch is the tensor cores' launch for matrices stored packed or row-major: the same tiles
 // and bits either way.
-func mmaLaunch(packed bool, rows int, outs [3]int) kernels.Launch {
-	if packed {
-		return kernels.MatMulsPackedLaunch(rows, outs)
+func (b *backend) mmaLaunch(packed bool, rows int, outs [3]int) kernels.Launch {
+	s := b.mmaTile
+	if s == 0 {
+		s = kernels.MMATile(rows, outs, b.sms)
 	}
-	return kernels.MatMulsLaunch(rows, outs)
+	if packed {
+		return kernels.MatMulsPackedLaunchS(rows, outs, s)
+	}
+	return kernels.MatMulsLaunchS(rows, outs, s)
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
@@ -181,6 +185,35 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 	kd, vd := p.layer(layer)
 	b.launchAs(kernels.KVWriteLaunch(rows, st), uint64(kd), uint64(vd), ptr(kt), ptr(vt), ptr(bt), ptr(pt),
 		i32(p.spec.Slots), i32(st), uint64(b.errWord))
+}
+
+// QKRoPEWrite runs a layer's per-head norms of q and k (none where qNorm is nil), RoPE of both
+// and KVWrite as one launch of qk_rope_write_H, with the bits of those ops, for heads of 64, 128
+// or 256 elements turned whole (invFreq of headDim/2); it reports false, launching nothing, for
+// anything else (compute.QKRoPEWriter).
+func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, eps float32) bool {
+	p := b.asKV(kv, "QKRoPEWrite", layer)
+	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
+	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd)
+	ft := b.tensorOf(invFreq, "QKRoPEWrite", "invFreq", compute.F32, 0)
+	if !ok || b.qkRoPEOff || 2*ft.n != hd || (qNorm == nil) != (kNorm == nil) {
+		return false
+	}
+	var qw, kw, hasNorm uint64
+	if qNorm != nil {
+		qw, kw, hasNorm = ptr(b.tensorOf(qNorm, "QKRoPEWrite", "qNorm", compute.F32, hd)), ptr(b.tensorOf(kNorm, "QKRoPEWrite", "kNorm", compute.F32, hd)), 1
+	}
+	st := p.stride()
+	qt := b.tensorOf(q, "QKRoPEWrite", "q", compute.F32, rows*heads*hd)
+	kt := b.tensorOf(k, "QKRoPEWrite", "k", compute.F32, rows*st)
+	vt := b.tensorOf(v, "QKRoPEWrite", "v", compute.F32, rows*st)
+	rt := b.tensorOf(ropePositions, "QKRoPEWrite", "ropePositions", compute.I32, rows)
+	bt := b.tensorOf(bases, "QKRoPEWrite", "bases", compute.I32, rows)
+	pt := b.tensorOf(positions, "QKRoPEWrite", "positions", compute.I32, rows)
+	kd, vd := p.layer(layer)
+	b.launchAs(l, ptr(qt), ptr(kt), uint64(kd), uint64(vd), ptr(vt), qw, kw, ptr(rt), ptr(ft), ptr(bt), ptr(pt),
+		i32(heads), i32(kvh), f32(eps), hasNorm, i32(p.spec.Slots), uint64(b.errWord))
+	return true
 }
 
 // Attention writes, for each row r and query head h, softmax(scale·q·K)·V over the slots

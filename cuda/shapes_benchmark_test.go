@@ -80,3 +80,38 @@ func benchMatMuls(b *testing.B, path matmulPath, outs []int, in, rows int) {
 	b.ReportMetric(float64(bytes)*float64(b.N)/s/1e9, "GB/s")
 	b.ReportMetric(s/float64(b.N)*1e6, "µs/launch")
 }
+
+// BenchmarkTileSizes measures the packed tensor-core matmul of a Qwen3-8B layer's matrices (the
+// make_8b.py checkpoint's) at 16 to 256 rows with each tile size S the kernels have (1, 2, 4: the
+// same bits), to choose S by shape as well as rows.
+func BenchmarkTileSizes(b *testing.B) {
+	shapes := []struct {
+		name string
+		outs []int
+		in   int
+	}{
+		{"qkv", []int{4096, 1024, 1024}, 4096},
+		{"o", []int{4096}, 4096},
+		{"gateup", []int{12288, 12288}, 4096},
+		{"down", []int{4096}, 12288},
+	}
+	for _, rows := range []int{16, 32, 64, 128, 256} {
+		for _, sh := range shapes {
+			for _, s := range []string{"1", "2", "4"} {
+				b.Run(fmt.Sprintf("%s/rows=%d/S=%s", sh.name, rows, s), func(b *testing.B) {
+					b.Setenv("TFD_CUDA_MMA_TILE", s)
+					benchMatMuls(b, packed, sh.outs, sh.in, rows)
+					b.ReportMetric(2*float64(rows)*float64(sh.in)*float64(sum(sh.outs))*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}

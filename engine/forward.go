@@ -334,11 +334,6 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 	b, c, a := m.backend, m.cfg, m.act
 	// q, k, v projections: [rows, hidden] → heads of headDim.
 	m.matMuls([3]compute.Tensor{a.q, a.k, a.v}, a.h, [3]compute.Tensor{l.q, l.k, l.v}, [3]compute.Tensor{l.qBias, l.kBias, l.vBias}, rows)
-	if l.qNorm != nil {
-		// Qwen3: RMSNorm over each head's vector before RoPE.
-		b.RMSNorm(a.q, a.q, l.qNorm, rows*c.Heads, c.NormEps)
-		b.RMSNorm(a.k, a.k, l.kNorm, rows*c.KVHeads, c.NormEps)
-	}
 	freqs := m.invFreq
 	if m.localInvFreq != nil && c.Window(layer) > 0 {
 		freqs = m.localInvFreq // Gemma's sliding layers turn by their own rope
@@ -347,11 +342,23 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		// Qwen3-Next: the second half of q_proj gates the attention's output.
 		b.MatMul(a.attnGate, a.h, l.qGate, nil, rows)
 	}
-	b.RoPE(a.q, ropePositions, freqs, rows, c.Heads)
-	b.RoPE(a.k, ropePositions, freqs, rows, c.KVHeads)
+	ring, inRing := m.rings.sliding(layer)
 	// Every row's keys land before any row attends, so rows of one session in this forward see
 	// each other causally through their positions.
-	switch ring, inRing := m.rings.sliding(layer); {
+	written := false
+	if w, ok := b.(compute.QKRoPEWriter); ok && !inRing {
+		// The norms (Qwen3: RMSNorm over each head's vector), RoPE and the keys' write in one.
+		written = w.QKRoPEWrite(a.q, a.k, a.v, l.qNorm, l.kNorm, ropePositions, freqs, m.kv, m.fullLayer(layer), a.bases, a.positions, rows, c.Heads, c.NormEps)
+	}
+	if !written {
+		if l.qNorm != nil {
+			b.RMSNorm(a.q, a.q, l.qNorm, rows*c.Heads, c.NormEps)
+			b.RMSNorm(a.k, a.k, l.kNorm, rows*c.KVHeads, c.NormEps)
+		}
+		b.RoPE(a.q, ropePositions, freqs, rows, c.Heads)
+		b.RoPE(a.k, ropePositions, freqs, rows, c.KVHeads)
+	}
+	switch {
 	case inRing:
 		// The session's ring: each key at its position mod R, and again R slots on, so that
 		// the window is one run of slots (window.go).
@@ -361,11 +368,15 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 	case c.Window(layer) > 0:
 		// The window's keys among all the session's.
 		full := m.fullLayer(layer)
-		b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
+		if !written {
+			b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
+		}
 		b.Attention(a.attn, a.q, m.kv, full, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
 	default:
 		full := m.fullLayer(layer)
-		b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
+		if !written {
+			b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
+		}
 		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, l.sinks, rows, c.Heads, m.attnScale)
 	}
 	if l.qGate != nil {

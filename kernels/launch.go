@@ -44,13 +44,35 @@ func MatMulLaunch(w string, rows, in, out int) Launch {
 // never read). MatMul is the case of one matrix. Each output gets the bits a launch of its
 // matrix alone gives it.
 func MatMulsLaunch(rows int, outs [3]int) Launch {
-	s := 4
+	return MatMulsLaunchS(rows, outs, MMATile(rows, outs, 0))
+}
+
+// MMATile chooses the tile size S of matmul_mma_bf16_S and its packed twin, which give the same
+// bits whatever S, for rows rows against matrices of outs outputs on a GPU of sms
+// multiprocessors (0: unknown). One to 8 rows take S = 1 (a tile of 8 rows), 9 to 31 take S = 2.
+// From 32 rows S = 4 (tiles of 64 outputs by 32 rows) does the most work a weight load, but
+// gives a quarter of S = 2's groups: on the H200 (132 SMs) with an 8B layer's matrices it was
+// 1.6 times as fast as S = 2 for gate and up at 32 rows (384 groups) and 2.3 times as slow for
+// down (64); so S = 4 where it makes at least three groups for every four multiprocessors, S = 2
+// where it would not (BenchmarkTileSizes, docs/performance.md). Without sms, S = 4 from 33 rows.
+func MMATile(rows int, outs [3]int, sms int) int {
 	switch {
 	case rows <= 8:
-		s = 1
-	case rows <= 32:
-		s = 2
+		return 1
+	case rows < 32, sms == 0 && rows <= 32:
+		return 2
+	case sms == 0:
+		return 4
 	}
+	l := MatMulsLaunchS(rows, outs, 4)
+	if 4*l.Groups[0]*l.Groups[1] >= 3*sms {
+		return 4
+	}
+	return 2
+}
+
+// MatMulsLaunchS is MatMulsLaunch with tiles of S = s (1, 2 or 4): the same bits whatever s.
+func MatMulsLaunchS(rows int, outs [3]int, s int) Launch {
 	tiles := ceilDiv(outs[0], 16*s) + ceilDiv(outs[1], 16*s) + ceilDiv(outs[2], 16*s)
 	return launch(mmaNames[s], tiles, ceilDiv(rows, 8*s))
 }
@@ -58,7 +80,15 @@ func MatMulsLaunch(rows int, outs [3]int) Launch {
 // MatMulsPackedLaunch is MatMulsLaunch for matrices stored in the matrix unit's packed order
 // (PackMMA): matmul_mma_packed_bf16_S, with the same arguments, tiles and bits.
 func MatMulsPackedLaunch(rows int, outs [3]int) Launch {
-	l := MatMulsLaunch(rows, outs)
+	return packedOf(MatMulsLaunch(rows, outs))
+}
+
+// MatMulsPackedLaunchS is MatMulsLaunchS for packed matrices.
+func MatMulsPackedLaunchS(rows int, outs [3]int, s int) Launch {
+	return packedOf(MatMulsLaunchS(rows, outs, s))
+}
+
+func packedOf(l Launch) Launch {
 	for s, name := range mmaNames {
 		if name == l.Kernel {
 			l.Kernel = mmaPackedNames[s]
@@ -141,6 +171,20 @@ func RMSNormLaunch(n, d int) Launch {
 func RoPELaunch(rows, heads, halfDim int) Launch {
 	return launch("rope", rows, ceilDiv(heads*halfDim, rowBlock))
 }
+
+// QKRopeWriteLaunch is the launch of qk_rope_write_H, a layer's per-head norms, RoPE and
+// kv_write in one, for rows rows of heads query and kvHeads kv heads of hd elements: a warp per
+// head. ok is false for a head size without a variant (64, 128 and 256 have one); those keep the
+// ops one by one.
+func QKRopeWriteLaunch(rows, heads, kvHeads, hd int) (l Launch, ok bool) {
+	name, ok := qkRopeNames[hd]
+	if !ok {
+		return Launch{}, false
+	}
+	return launch(name, ceilDiv(heads+kvHeads, 4), rows), true
+}
+
+var qkRopeNames = map[int]string{64: "qk_rope_write_64", 128: "qk_rope_write_128", 256: "qk_rope_write_256"}
 
 // KVWriteLaunch is the launch of KVWrite for rows rows of st elements (kvHeads·headDim) each: a
 // thread per element of k (and of v).

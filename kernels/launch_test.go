@@ -155,6 +155,17 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("AttentionLaunch(%d, %d, %d, %d) runs %s, want %s", c.rows, c.heads, c.group, c.hd, l.Split.Kernel, c.kernel)
 		}
 	}
+	for _, c := range []struct{ rows, heads, kvHeads, hd, gx int }{{1, 32, 8, 128, 10}, {7, 6, 2, 64, 2}, {3, 8, 1, 256, 3}} {
+		l, ok := QKRopeWriteLaunch(c.rows, c.heads, c.kvHeads, c.hd)
+		if !ok || add(l).Groups != [2]int{c.gx, c.rows} {
+			t.Errorf("QKRopeWriteLaunch(%d, %d, %d, %d) = %+v, %v; want groups %v", c.rows, c.heads, c.kvHeads, c.hd, l, ok, [2]int{c.gx, c.rows})
+		}
+	}
+	for _, hd := range []int{16, 96, 512} {
+		if l, ok := QKRopeWriteLaunch(1, 4, 4, hd); ok {
+			t.Errorf("QKRopeWriteLaunch for heads of %d = %+v, want none", hd, l)
+		}
+	}
 	checkQuantLaunches(t, add)
 	for _, k := range All() {
 		if !seen[k.Name] {
@@ -206,6 +217,28 @@ func TestAttentionTileShares(t *testing.T) {
 	} {
 		if got := AttentionTileShares(c.rows, c.runs, c.group, c.hd); got != c.want {
 			t.Errorf("AttentionTileShares(%d, %d, %d, %d) = %v, want %v", c.rows, c.runs, c.group, c.hd, got, c.want)
+		}
+	}
+}
+
+// TestMMATileChoosesTheMeasuredBest checks MMATile against BenchmarkTileSizes on the H200 (132
+// SMs; docs/performance.md): the 8B layer's matrices at 16 to 256 rows, each the S that was
+// fastest or within 10% of it.
+func TestMMATileChoosesTheMeasuredBest(t *testing.T) {
+	qkv, o, gateup, down := [3]int{4096, 1024, 1024}, [3]int{4096}, [3]int{12288, 12288}, [3]int{4096}
+	for _, c := range []struct {
+		rows int
+		outs [3]int
+		want int
+	}{
+		{1, gateup, 1}, {8, qkv, 1},
+		{16, qkv, 2}, {16, o, 2}, {16, gateup, 2}, {16, down, 2},
+		{32, qkv, 2}, {32, o, 2}, {32, gateup, 4}, {32, down, 2},
+		{64, qkv, 4}, {64, o, 4}, {64, gateup, 4}, {64, down, 4},
+		{256, qkv, 4}, {256, o, 4}, {256, gateup, 4}, {256, down, 4},
+	} {
+		if got := MMATile(c.rows, c.outs, 132); got != c.want {
+			t.Errorf("MMATile(%d rows, %v, 132 SMs) = %d, want %d", c.rows, c.outs, got, c.want)
 		}
 	}
 }

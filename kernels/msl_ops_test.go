@@ -93,6 +93,12 @@ func TestMSLRuns(t *testing.T) {
 	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 2, 1}, {256, 2, 2}} {
 		check(fmt.Sprint("kv_write and attention, long ", c), func(o *op) { o.attention(longSessions, c.hd, c.heads, c.kvHeads, false) })
 	}
+	for _, c := range []struct{ hd, heads, kvHeads int }{{64, 6, 2}, {128, 4, 4}, {256, 2, 1}} {
+		for _, norm := range []bool{true, false} {
+			check(fmt.Sprint("qk_rope_write ", c, norm), func(o *op) { o.qkRopeWrite(c.hd, c.heads, c.kvHeads, norm, false) })
+		}
+	}
+	check("qk_rope_write outside the pool", func(o *op) { o.qkRopeWrite(128, 4, 2, true, true) })
 	check("kv_write and attention with sinks", func(o *op) { o.attention(shortSessions, 64, 6, 2, true) })
 	check("kv_write and attention with sinks, long", func(o *op) { o.attention(longSessions, 20, 2, 1, true) })
 	check("kv_write and attention outside the pool", func(o *op) { o.attentionOutside() })
