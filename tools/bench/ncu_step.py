@@ -8,7 +8,8 @@ this sum is what launches, gaps and overlap cost.
   TFD_CUDA_GRAPHS=0 TFD_BENCH_MODEL=/tmp/q8b ncu --clock-control none --csv --page raw \\
       --metrics gpu__time_duration.sum --launch-count 2200 \\
       ./cuda.test -test.run '^$' -test.bench '^BenchmarkEight$/^decode$' -test.benchtime 1x > ncu.csv
-  python3 tools/bench/ncu_step.py ncu.csv
+  python3 tools/bench/ncu_step.py ncu.csv          # the last whole forward
+  python3 tools/bench/ncu_step.py --all ncu.csv    # every kernel from the first forward on
 
 A forward starts with its embedding kernel (embed_*); the last forward profiled whole (between
 the last two embeddings) is summed by kernel, largest first, and the matmuls again by grid (one
@@ -19,7 +20,7 @@ import sys
 from collections import defaultdict
 
 
-def main(path):
+def main(path, whole_run=False):
     with open(path, newline="") as f:
         lines = [l for l in f if l.startswith('"')]  # ncu's own log lines are not CSV
     rows = list(csv.reader(lines))
@@ -35,11 +36,16 @@ def main(path):
             continue  # the units row
         kernels.append((r[name_col].split("(")[0], ns, r[grid_col]))
     starts = [i for i, (n, _, _) in enumerate(kernels) if n.startswith("embed_")]
-    if len(starts) < 2:
+    if len(starts) < (1 if whole_run else 2):
         sys.exit(f"{path}: fewer than two forwards among {len(kernels)} kernels")
-    step = kernels[starts[-2]:starts[-1]]
+    if whole_run:
+        step = kernels[starts[0]:]
+        what = f"{len(starts)} forwards"
+    else:
+        step = kernels[starts[-2]:starts[-1]]
+        what = "one forward"
     total = sum(ns for _, ns, _ in step)
-    print(f"one forward: {len(step)} kernels, {total / 1e3:.1f} µs of kernel time")
+    print(f"{what}: {len(step)} kernels, {total / 1e3:.1f} µs of kernel time")
     table("kernel", [(n, ns) for n, ns, _ in step], total)
     table("matmul grid", [(f"{n} {g}", ns) for n, ns, g in step if "matmul" in n], total)
 
@@ -55,4 +61,9 @@ def table(what, items, total):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) == 3 and sys.argv[1] == "--all":
+        main(sys.argv[2], whole_run=True)
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        sys.exit(__doc__)
