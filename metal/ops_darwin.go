@@ -185,6 +185,36 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 		i32(p.spec.Slots), i32(st), b.errArg())
 }
 
+// QKRoPEWrite runs a layer's per-head norms of q and k (none where qNorm is nil), RoPE of both
+// and KVWrite as one dispatch of qk_rope_write_H, with the bits of those ops, for heads of 64, 128
+// or 256 elements turned whole (invFreq of headDim/2); it reports false, encoding nothing, for
+// anything else (compute.QKRoPEWriter).
+func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, eps float32) bool {
+	p := b.asKV(kv, "QKRoPEWrite", layer)
+	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
+	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd)
+	ft := b.tensorOf(invFreq, "QKRoPEWrite", "invFreq", compute.F32, 0)
+	if !ok || 2*ft.n != hd || (qNorm == nil) != (kNorm == nil) {
+		return false
+	}
+	var qw, kw arg // unbound without norms: the kernel reads them only with hasNorm
+	hasNorm := 0
+	if qNorm != nil {
+		qw, kw, hasNorm = bufArg(b.tensorOf(qNorm, "QKRoPEWrite", "qNorm", compute.F32, hd)), bufArg(b.tensorOf(kNorm, "QKRoPEWrite", "kNorm", compute.F32, hd)), 1
+	}
+	st := p.stride()
+	qt := b.tensorOf(q, "QKRoPEWrite", "q", compute.F32, rows*heads*hd)
+	kt := b.tensorOf(k, "QKRoPEWrite", "k", compute.F32, rows*st)
+	vt := b.tensorOf(v, "QKRoPEWrite", "v", compute.F32, rows*st)
+	rt := b.tensorOf(ropePositions, "QKRoPEWrite", "ropePositions", compute.I32, rows)
+	bt := b.tensorOf(bases, "QKRoPEWrite", "bases", compute.I32, rows)
+	pt := b.tensorOf(positions, "QKRoPEWrite", "positions", compute.I32, rows)
+	kl := p.layers[layer]
+	b.dispatch(l, bufArg(qt), bufArg(kt), arg{buf: kl}, arg{buf: kl, off: p.values()}, bufArg(vt), qw, kw, bufArg(rt), bufArg(ft),
+		bufArg(bt), bufArg(pt), i32(heads), i32(kvh), f32(eps), i32(hasNorm), i32(p.spec.Slots), b.errArg())
+	return true
+}
+
 // Attention writes, for each row r and query head h, softmax(scale·q·K)·V over the slots
 // bases[r] .. bases[r]+positions[r] of the layer, reading kv head h/(heads/kvHeads). A row's keys
 // are split by position into chunks spread over many threadgroups, whose partial results are

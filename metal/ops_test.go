@@ -30,3 +30,4 @@ func TestDataErrors(t *testing.T)            { computetest.CheckDataErrors(t, op
 func TestQuantMatMulMatchesCPU(t *testing.T) { computetest.CheckQuantMatMul(t, newPair(t)) }
 func TestQuantEmbedMatchesCPU(t *testing.T)  { computetest.CheckQuantEmbed(t, newPair(t)) }
 func TestQuantExpertsMatchCPU(t *testing.T)  { computetest.CheckQuantExpertMatMul(t, newPair(t)) }
+func TestQKRoPEWriteEqualsOps(t *testing.T)  { computetest.CheckQKRoPEWrite(t, openMetal(t)) }
