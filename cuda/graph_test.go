@@ -2,12 +2,14 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"tfd/batch"
+	"tfd/compute/computetest"
 	"tfd/engine"
 	"tfd/engine/enginetest"
 )
@@ -124,11 +126,7 @@ func TestDependentLaunchKeepsBits(t *testing.T) {
 					t.Fatalf("graphs %v: %d forwards with dependent launch, %d without", graphs, len(got), len(want))
 				}
 				for i := range got {
-					for k := range got[i] {
-						if math.Float32bits(got[i][k]) != math.Float32bits(want[i][k]) {
-							t.Fatalf("graphs %v, forward %d, logit %d: %v with dependent launch, %v without", graphs, i, k, got[i][k], want[i][k])
-						}
-					}
+					computetest.SameBits(t, fmt.Sprintf("graphs %v, forward %d, dependent launch against not", graphs, i), got[i], want[i])
 				}
 			}
 			if _, _, _, err := graphState(b); err != nil {

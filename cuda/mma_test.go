@@ -93,27 +93,8 @@ func TestPackedWeightsKeepBits(t *testing.T) {
 	bias := computetest.UploadF32(t, b, computetest.Randn(3, outs[1]), outs[1])
 	for _, rows := range []int{1, 7, 16, 33, 256} {
 		x := computetest.UploadF32(t, b, computetest.Randn(uint64(rows), rows*in), rows, in)
-		run := func(w [3]compute.Tensor) [3][]float32 {
-			var dst [3]compute.Tensor
-			for m, out := range outs {
-				d, err := b.Alloc(compute.F32, rows, out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				dst[m] = d
-			}
-			b.(compute.MultiMatMul).MatMuls(dst, x, w, [3]compute.Tensor{nil, bias, nil}, rows)
-			var got [3][]float32
-			for m, out := range outs {
-				got[m] = make([]float32, rows*out)
-				if err := b.ReadFloat32(dst[m], got[m]); err != nil {
-					t.Fatal(err)
-				}
-				b.Free(dst[m])
-			}
-			return got
-		}
-		got, want := run(packed), run(rowMajor)
+		biases := [3]compute.Tensor{nil, bias, nil}
+		got, want := matMuls(t, b, x, packed, biases, outs, rows), matMuls(t, b, x, rowMajor, biases, outs, rows)
 		for m := range outs {
 			computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d packed against row-major", rows, m), got[m], want[m])
 		}
@@ -161,24 +142,7 @@ func TestTileSizesKeepBits(t *testing.T) {
 		x := computetest.UploadF32(t, b, computetest.Randn(uint64(30+rows), rows*in), rows, in)
 		run := func(s int) [3][]float32 {
 			setMMATile(b, s)
-			var dst [3]compute.Tensor
-			for m, out := range outs {
-				d, err := b.Alloc(compute.F32, rows, out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				dst[m] = d
-			}
-			b.(compute.MultiMatMul).MatMuls(dst, x, w, [3]compute.Tensor{nil, bias, nil}, rows)
-			var got [3][]float32
-			for m, out := range outs {
-				got[m] = make([]float32, rows*out)
-				if err := b.ReadFloat32(dst[m], got[m]); err != nil {
-					t.Fatal(err)
-				}
-				b.Free(dst[m])
-			}
-			return got
+			return matMuls(t, b, x, w, [3]compute.Tensor{nil, bias, nil}, outs, rows)
 		}
 		want := run(1)
 		for _, s := range []int{0, 2, 4} {
@@ -189,4 +153,28 @@ func TestTileSizesKeepBits(t *testing.T) {
 		}
 		b.Free(x)
 	}
+}
+
+// matMuls runs the matrices w (of outs outputs each, with biases) on rows rows of x in one
+// MatMuls and returns each matrix's output.
+func matMuls(t *testing.T, b compute.Backend, x compute.Tensor, w, bias [3]compute.Tensor, outs [3]int, rows int) [3][]float32 {
+	t.Helper()
+	var dst [3]compute.Tensor
+	for m, out := range outs {
+		d, err := b.Alloc(compute.F32, rows, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst[m] = d
+	}
+	b.(compute.MultiMatMul).MatMuls(dst, x, w, bias, rows)
+	var got [3][]float32
+	for m, out := range outs {
+		got[m] = make([]float32, rows*out)
+		if err := b.ReadFloat32(dst[m], got[m]); err != nil {
+			t.Fatal(err)
+		}
+		b.Free(dst[m])
+	}
+	return got
 }
