@@ -20,9 +20,16 @@ func TestQKRoPEWriteKeepsEngineBits(t *testing.T) {
 	b := openCUDA(t)
 	defer setQKRoPE(b, true)
 	m := enginetest.Load(t, b, "models/gopher", engine.Options{MaxRows: 32, Slots: 512})
-	setQKRoPE(b, false)
+	scriptKeepsBits(t, m, func(on bool) { setQKRoPE(b, on) })
+}
+
+// scriptKeepsBits runs graphScript with a setting off (set(false)), then on, and demands the same
+// logits bit for bit.
+func scriptKeepsBits(t *testing.T, m *engine.Model, set func(on bool)) {
+	t.Helper()
+	set(false)
 	want := graphScript(t, m)
-	setQKRoPE(b, true)
+	set(true)
 	got := graphScript(t, m)
 	for i := range got {
 		computetest.SameBits(t, fmt.Sprintf("forward %d", i), got[i], want[i])
