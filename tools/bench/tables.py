@@ -43,9 +43,16 @@ def main(argv):
         print(f"| {label} | {num(tfd(name))} | {num(tfd(name, 'alt/'))} | {num(theirs)} | {ratio(tfd(name), theirs)} |")
     theirs = peer.get("static_prefill_4096_tok_s")
     print(f"| prefill, 4,096-token prompt | {num(tfd('prefill=4096'))} | {num(tfd('prefill=4096', 'alt/'))} | {num(theirs)} | {ratio(tfd('prefill=4096'), theirs)} |")
-    split = tfd("prefill=4096,attention_split")
-    if split:
-        print(f"| prefill, attention_split (TFD_CUDA_ATTN_TILE=0's kernel) | {num(split)} | | | {ratio(split, theirs)} |")
+    # The run's side-by-side variants, where it has them: each the default's twin with one
+    # choice undone.
+    for label, name, versus in [
+        ("single-stream decode, q/k norms, RoPE and KV write as five ops", "decode,qk_ops", None),
+        ("64 streams, attention_tile_H for every row (TFD_CUDA_ATTN_TILE=1)", "streams=64,attention_tile", None),
+        ("prefill, attention_split (TFD_CUDA_ATTN_TILE=0's kernel)", "prefill=4096,attention_split", theirs),
+    ]:
+        v = tfd(name)
+        if v:
+            print(f"| {label} | {num(v)} | | | {ratio(v, versus) if versus else ''} |")
     print()
 
     dec = go.get("BenchmarkEight/decode", {})
