@@ -10,7 +10,8 @@
 # included) while make_8b.py writes the 8B checkpoint; the 8B benchmarks; the PyTorch peer; the
 # bundled model's benchmarks and the matmul kernels; the first token after 10 s idle, tick off
 # and on; then the 8B's decode, 8 and 64 streams and prefill again under ALT (the other matmul
-# path: TFD_CUDA_MMA=0 while the tensor cores are the default), named alt/… in the log.
+# path: TFD_CUDA_MMA=0 while the tensor cores are the default), named alt/… in the log; last, an
+# ncu profile of one decode step, summed by tools/bench/ncu_step.py into the log.
 # Everything goes to $OUT/log.txt; $OUT/results.json gathers the numbers.
 set -u
 OUT=${OUT:-/tmp/tfd-bench}
@@ -63,4 +64,17 @@ env $ALT TFD_BENCH_MODEL=$M timeout 50 "$BIN" -test.run '^$' -test.bench 'Eight/
 
 stage collect
 python3 tools/bench/collect.py "$L" "$OUT/peer.json" >"$OUT/results.json"
+
+stage "ncu: where one 8B decode step's kernel time goes"
+# Last, so that a slow profiler costs no figure above; graphs off, every kernel timed alone
+# (tools/bench/ncu_step.py says what the sum means).
+if command -v ncu >/dev/null; then
+	TFD_CUDA_GRAPHS=0 TFD_BENCH_MODEL=$M timeout 90 ncu --clock-control none --csv --page raw \
+		--metrics gpu__time_duration.sum --launch-count 2200 "$BIN" -test.run '^$' \
+		-test.bench '^BenchmarkEight$/^decode$' -test.benchtime 1x >"$OUT/ncu-decode.csv" 2>"$OUT/ncu-decode.err"
+	python3 tools/bench/ncu_step.py "$OUT/ncu-decode.csv" 2>&1 | tee -a "$L"
+	gzip -f "$OUT/ncu-decode.csv"
+else
+	echo "no ncu on the PATH" | tee -a "$L"
+fi
 stage done
