@@ -47,6 +47,11 @@ func MatMulsLaunch(rows int, outs [3]int) Launch {
 	return MatMulsLaunchS(rows, outs, MMATile(rows, outs, 0))
 }
 
+// mmaGroups is the grid of matmul_mma_bf16_S and its packed twin for tiles of S = s.
+func mmaGroups(rows int, outs [3]int, s int) (tiles, rowGroups int) {
+	return ceilDiv(outs[0], 16*s) + ceilDiv(outs[1], 16*s) + ceilDiv(outs[2], 16*s), ceilDiv(rows, 8*s)
+}
+
 // MMATile chooses the tile size S of matmul_mma_bf16_S and its packed twin, which give the same
 // bits whatever S, for rows rows against matrices of outs outputs on a GPU of sms
 // multiprocessors (0: unknown). One to 8 rows take S = 1 (a tile of 8 rows), 9 to 31 take S = 2.
@@ -64,8 +69,7 @@ func MMATile(rows int, outs [3]int, sms int) int {
 	case sms == 0:
 		return 4
 	}
-	l := MatMulsLaunchS(rows, outs, 4)
-	if 4*l.Groups[0]*l.Groups[1] >= 3*sms {
+	if tiles, rowGroups := mmaGroups(rows, outs, 4); 4*tiles*rowGroups >= 3*sms {
 		return 4
 	}
 	return 2
@@ -73,28 +77,20 @@ func MMATile(rows int, outs [3]int, sms int) int {
 
 // MatMulsLaunchS is MatMulsLaunch with tiles of S = s (1, 2 or 4): the same bits whatever s.
 func MatMulsLaunchS(rows int, outs [3]int, s int) Launch {
-	tiles := ceilDiv(outs[0], 16*s) + ceilDiv(outs[1], 16*s) + ceilDiv(outs[2], 16*s)
-	return launch(mmaNames[s], tiles, ceilDiv(rows, 8*s))
+	tiles, rowGroups := mmaGroups(rows, outs, s)
+	return launch(mmaNames[s], tiles, rowGroups)
 }
 
 // MatMulsPackedLaunch is MatMulsLaunch for matrices stored in the matrix unit's packed order
 // (PackMMA): matmul_mma_packed_bf16_S, with the same arguments, tiles and bits.
 func MatMulsPackedLaunch(rows int, outs [3]int) Launch {
-	return packedOf(MatMulsLaunch(rows, outs))
+	return MatMulsPackedLaunchS(rows, outs, MMATile(rows, outs, 0))
 }
 
 // MatMulsPackedLaunchS is MatMulsLaunchS for packed matrices.
 func MatMulsPackedLaunchS(rows int, outs [3]int, s int) Launch {
-	return packedOf(MatMulsLaunchS(rows, outs, s))
-}
-
-func packedOf(l Launch) Launch {
-	for s, name := range mmaNames {
-		if name == l.Kernel {
-			l.Kernel = mmaPackedNames[s]
-		}
-	}
-	return l
+	tiles, rowGroups := mmaGroups(rows, outs, s)
+	return launch(mmaPackedNames[s], tiles, rowGroups)
 }
 
 // The kernels' names, made once: a backend records a matmul without allocating.
@@ -173,12 +169,13 @@ func RoPELaunch(rows, heads, halfDim int) Launch {
 }
 
 // QKRopeWriteLaunch is the launch of qk_rope_write_H, a layer's per-head norms, RoPE and
-// kv_write in one, for rows rows of heads query and kvHeads kv heads of hd elements: a warp per
-// head. ok is false for a head size without a variant (64, 128 and 256 have one); those keep the
-// ops one by one.
-func QKRopeWriteLaunch(rows, heads, kvHeads, hd int) (l Launch, ok bool) {
+// kv_write in one, for rows rows of heads query and kvHeads kv heads of hd elements turned by
+// halfDim frequencies: a warp per head. ok is false where the kernel does not apply, and those
+// heads keep the ops one by one: a head size without a variant (64, 128 and 256 have one), or a
+// rotation of part of the head (halfDim other than hd/2: the kernel pairs element j with j + hd/2).
+func QKRopeWriteLaunch(rows, heads, kvHeads, hd, halfDim int) (l Launch, ok bool) {
 	name, ok := qkRopeNames[hd]
-	if !ok {
+	if !ok || 2*halfDim != hd {
 		return Launch{}, false
 	}
 	return launch(name, ceilDiv(heads+kvHeads, 4), rows), true

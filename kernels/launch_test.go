@@ -156,14 +156,14 @@ func TestLaunches(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ rows, heads, kvHeads, hd, gx int }{{1, 32, 8, 128, 10}, {7, 6, 2, 64, 2}, {3, 8, 1, 256, 3}} {
-		l, ok := QKRopeWriteLaunch(c.rows, c.heads, c.kvHeads, c.hd)
+		l, ok := QKRopeWriteLaunch(c.rows, c.heads, c.kvHeads, c.hd, c.hd/2)
 		if !ok || add(l).Groups != [2]int{c.gx, c.rows} {
 			t.Errorf("QKRopeWriteLaunch(%d, %d, %d, %d) = %+v, %v; want groups %v", c.rows, c.heads, c.kvHeads, c.hd, l, ok, [2]int{c.gx, c.rows})
 		}
 	}
-	for _, hd := range []int{16, 96, 512} {
-		if l, ok := QKRopeWriteLaunch(1, 4, 4, hd); ok {
-			t.Errorf("QKRopeWriteLaunch for heads of %d = %+v, want none", hd, l)
+	for _, c := range []struct{ hd, half int }{{16, 8}, {96, 48}, {512, 256}, {128, 32}} {
+		if l, ok := QKRopeWriteLaunch(1, 4, 4, c.hd, c.half); ok {
+			t.Errorf("QKRopeWriteLaunch for heads of %d turned by %d frequencies = %+v, want none", c.hd, c.half, l)
 		}
 	}
 	checkQuantLaunches(t, add)

@@ -44,7 +44,7 @@ func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool) {
 	o.launch(kernels.KVWriteLaunch(rows, st), wantKd, wantVd, wantK, buf(f32(vs)), buf(i32(bases)), buf(i32(positions)), int32(slots), int32(st), wantErr)
 
 	// The one launch.
-	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvHeads, hd)
+	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvHeads, hd, hd/2)
 	if !ok {
 		o.t.Fatalf("no qk_rope_write for heads of %d", hd)
 	}

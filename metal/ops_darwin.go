@@ -192,9 +192,9 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, eps float32) bool {
 	p := b.asKV(kv, "QKRoPEWrite", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
-	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd)
 	ft := b.tensorOf(invFreq, "QKRoPEWrite", "invFreq", compute.F32, 0)
-	if !ok || 2*ft.n != hd || (qNorm == nil) != (kNorm == nil) {
+	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd, ft.n)
+	if !ok || (qNorm == nil) != (kNorm == nil) {
 		return false
 	}
 	var qw, kw arg // unbound without norms: the kernel reads them only with hasNorm
