@@ -343,6 +343,17 @@ type MultiMatMul interface {
 	MatMuls(dst [3]Tensor, x Tensor, w, bias [3]Tensor, rows int)
 }
 
+// HostBuffers is an optional interface of a Backend that reads into host memory of its own
+// faster than into other memory (CUDA: page-locked memory the GPU copies into directly, where
+// other memory takes a second copy, through a staging buffer, on the CPU).
+type HostBuffers interface {
+	// HostFloat32 returns n float32s of such memory, zeroed or not, valid until FreeHost or the
+	// backend's Close.
+	HostFloat32(n int) ([]float32, error)
+	// FreeHost releases memory HostFloat32 returned, with no read into it under way.
+	FreeHost(buf []float32)
+}
+
 // QKRoPEWriter is an optional interface of a Backend that makes a layer's queries and keys ready
 // for attention in one launch where the ops one by one take five (per head, a launch costs a GPU
 // more than the work).

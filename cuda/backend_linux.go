@@ -41,7 +41,11 @@ type backend struct {
 	// packStage is the pinned staging of Upload's packing (pack_linux.go), nil until the first
 	// matrix packed; the worker alone touches it.
 	packStage [2][]byte
-	async     asyncReads // slots for ReadInt32Async (async_linux.go)
+	// pinned is the page-locked memory HostFloat32 returned and FreeHost has not taken back;
+	// stagedReads makes ReadFloat32 copy through the stage even into it (tests, benchmarks).
+	pinned      [][]float32
+	stagedReads bool
+	async       asyncReads // slots for ReadInt32Async (async_linux.go)
 
 	// attnPart is the attention kernels' scratch for the partial results of a row's key splits,
 	// grown when a launch needs more (kernels.AttentionLaunch); nil until the first Attention.
@@ -284,6 +288,10 @@ func (b *backend) release() error {
 			keep("cuMemFreeHost", cuMemFreeHost(p))
 		}
 	}
+	for _, p := range b.pinned {
+		keep("cuMemFreeHost", cuMemFreeHost(unsafe.Pointer(unsafe.SliceData(p))))
+	}
+	b.pinned = nil
 	b.errWord, b.hostErr, b.arena, b.stage, b.packStage = 0, nil, nil, nil, [2][]byte{}
 	b.releaseAsync(keep)
 	if b.module != 0 {
@@ -305,6 +313,7 @@ var (
 	_ compute.Chainer       = (*backend)(nil)
 	_ compute.AsyncReader   = (*backend)(nil)
 	_ compute.DraftVerifier = (*backend)(nil)
+	_ compute.HostBuffers   = (*backend)(nil)
 )
 
 func (b *backend) Name() string { return "cuda" }

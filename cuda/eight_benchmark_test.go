@@ -69,6 +69,15 @@ func BenchmarkEight(b *testing.B) {
 	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
 	}
+	// ",staged": the logits read through the pinned stage and copied out of it on the CPU, not
+	// copied by the GPU into the engine's page-locked buffer (HostFloat32).
+	for _, n := range []int{1, 32, 64} {
+		b.Run(fmt.Sprintf("streams=%d,staged", n), func(b *testing.B) {
+			setStagedReads(g, true)
+			defer setStagedReads(g, false)
+			benchStreams(b, m, n, span)
+		})
+	}
 	// ",attention_tile": attention_tile_H for 64 rows of 64 sessions, a pass over the keys a row,
 	// against the default's attention_split (kernels.AttentionTileShares).
 	b.Run(fmt.Sprintf("streams=%d,attention_tile", streams), func(b *testing.B) {

@@ -37,3 +37,7 @@ func setMMATile(b compute.Backend, s int) { b.(*backend).mmaTile = s }
 // setQKRoPE lets QKRoPEWrite fuse (on) or makes it decline, so that the engine runs the norms,
 // RoPE and KVWrite one by one.
 func setQKRoPE(b compute.Backend, on bool) { b.(*backend).qkRoPEOff = !on }
+
+// setStagedReads makes ReadFloat32 copy through the pinned stage even into the backend's own
+// page-locked memory (on), or copy into that memory directly (off, the default).
+func setStagedReads(b compute.Backend, on bool) { b.(*backend).stagedReads = on }

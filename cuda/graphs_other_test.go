@@ -16,6 +16,8 @@ func setMMATile(b compute.Backend, s int) {}
 
 func setQKRoPE(b compute.Backend, on bool) {}
 
+func setStagedReads(b compute.Backend, on bool) {}
+
 func graphState(b compute.Backend) (on bool, captures, replays int, err error) {
 	return false, 0, 0, nil
 }

@@ -291,6 +291,12 @@ func (b *backend) ReadFloat32(src compute.Tensor, dst []float32) error {
 	if len(dst) == 0 {
 		return b.Sync()
 	}
+	if b.pinnedHolds(dst) {
+		// The backend's own page-locked memory (HostFloat32): the GPU copies into it directly.
+		c := b.w.record()
+		*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(&dst[0]))), uint64(s.ptr), uint64(4 * len(dst))}}
+		return b.Sync()
+	}
 	err := b.read(s, 4*len(dst))
 	copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(&b.stage[0])), len(dst)))
 	return err

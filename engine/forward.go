@@ -66,6 +66,9 @@ type activations struct {
 	hostRingBases, hostRingMirrors, hostRingPos      []int32
 	hostLogits                                       []float32
 	hostSteps                                        []int32
+	// pinnedLogits says hostLogits is the backend's own memory (compute.HostBuffers), which the
+	// backend reads a round's logits into directly, and which free gives back.
+	pinnedLogits bool
 }
 
 func newActivations(b compute.Backend, c Config, maxRows int) (*activations, error) {
@@ -81,7 +84,16 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		hostRingBases:     make([]int32, maxRows),
 		hostRingMirrors:   make([]int32, maxRows),
 		hostRingPos:       make([]int32, maxRows),
-		hostLogits:        make([]float32, maxRows*c.Vocab),
+	}
+	if hb, ok := b.(compute.HostBuffers); ok {
+		// Where the backend cannot give it, the logits take ordinary memory: slower reads, the
+		// same bits.
+		if buf, err := hb.HostFloat32(maxRows * c.Vocab); err == nil {
+			a.hostLogits, a.pinnedLogits = buf, true
+		}
+	}
+	if a.hostLogits == nil {
+		a.hostLogits = make([]float32, maxRows*c.Vocab)
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	specs := []struct {
@@ -175,6 +187,10 @@ func (a *activations) alloc(b compute.Backend, dst *compute.Tensor, dtype comput
 }
 
 func (a *activations) free(b compute.Backend) {
+	if a.pinnedLogits {
+		b.(compute.HostBuffers).FreeHost(a.hostLogits)
+		a.hostLogits, a.pinnedLogits = nil, false
+	}
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources,
 		a.winBases, a.winPositions, a.ringBases, a.ringMirrors, a.ringPositions, a.x, a.h, a.q,
 		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain, a.verdict,
