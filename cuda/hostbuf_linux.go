@@ -29,8 +29,11 @@ func (b *backend) HostFloat32(n int) ([]float32, error) {
 }
 
 // FreeHost releases memory HostFloat32 returned. ReadFloat32 waits for its copy, so no copy into
-// buf can be under way.
+// buf can be under way. After Close, which freed it, it does nothing.
 func (b *backend) FreeHost(buf []float32) {
+	if b.closed {
+		return
+	}
 	i := slices.IndexFunc(b.pinned, func(p []float32) bool { return unsafe.SliceData(p) == unsafe.SliceData(buf) })
 	if i < 0 {
 		panic("cuda: FreeHost of memory HostFloat32 did not return")
