@@ -78,7 +78,7 @@ func MMATile(rows int, outs [3]int, sms int) int {
 // MatMulsLaunchS is MatMulsLaunch with tiles of S = s (1, 2 or 4): the same bits whatever s.
 func MatMulsLaunchS(rows int, outs [3]int, s int) Launch {
 	tiles, rowGroups := mmaGroups(rows, outs, s)
-	return launch(mmaNames[s], tiles, rowGroups)
+	return launch(mmaNames[s], rowGroups, tiles)
 }
 
 // MatMulsPackedLaunch is MatMulsLaunch for matrices stored in the matrix unit's packed order
@@ -90,7 +90,7 @@ func MatMulsPackedLaunch(rows int, outs [3]int) Launch {
 // MatMulsPackedLaunchS is MatMulsLaunchS for packed matrices.
 func MatMulsPackedLaunchS(rows int, outs [3]int, s int) Launch {
 	tiles, rowGroups := mmaGroups(rows, outs, s)
-	return launch(mmaPackedNames[s], tiles, rowGroups)
+	return launch(mmaPackedNames[s], rowGroups, tiles)
 }
 
 // The kernels' names, made once: a backend records a matmul without allocating.

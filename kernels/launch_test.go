@@ -72,11 +72,11 @@ func TestLaunches(t *testing.T) {
 		groups    [2]int
 	}{
 		{1, 5, "matmul_mma_bf16_1", [2]int{1, 1}},
-		{8, 4096, "matmul_mma_bf16_1", [2]int{256, 1}},
-		{9, 130, "matmul_mma_bf16_2", [2]int{5, 1}},
-		{32, 4096, "matmul_mma_bf16_2", [2]int{128, 2}},
-		{33, 130, "matmul_mma_bf16_4", [2]int{3, 2}},
-		{4096, 4096, "matmul_mma_bf16_4", [2]int{64, 128}},
+		{8, 4096, "matmul_mma_bf16_1", [2]int{1, 256}},
+		{9, 130, "matmul_mma_bf16_2", [2]int{1, 5}},
+		{32, 4096, "matmul_mma_bf16_2", [2]int{2, 128}},
+		{33, 130, "matmul_mma_bf16_4", [2]int{2, 3}},
+		{4096, 4096, "matmul_mma_bf16_4", [2]int{128, 64}},
 	} {
 		if l := add(MatMulLaunch("bf16", c.rows, 4096, c.out)); l.Kernel != c.kernel || l.Groups != c.groups {
 			t.Errorf("MatMulLaunch(bf16, %d, 4096, %d) = %+v, want %s on %v", c.rows, c.out, l, c.kernel, c.groups)
