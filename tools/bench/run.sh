@@ -12,8 +12,15 @@
 # and on; then the 8B's decode, 8 and 64 streams and prefill again under ALT (the other matmul
 # path: TFD_CUDA_MMA=0 while the tensor cores are the default), named alt/… in the log; last, an
 # ncu profile of one decode step, summed by tools/bench/ncu_step.py into the log.
-# Everything goes to $OUT/log.txt; $OUT/results.json gathers the numbers.
+# Everything goes to $OUT/log.txt; $OUT/results.json gathers the numbers, written again after
+# each stage that adds some, so that a call cut short keeps what it measured.
+#
+# STAGES names the stages to run (default: all of them, in this order): tests eight peer bundled
+# idle alt ncu. A short device budget can run a part, STAGES='eight peer' for the 8B against the
+# peer (about 100 s); the checkpoint is written whenever a stage needs it.
 set -u
+STAGES=${STAGES:-tests eight peer bundled idle alt ncu}
+want() { [[ " $STAGES " == *" $1 "* ]]; }
 OUT=${OUT:-/tmp/tfd-bench}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
 BIN=${BIN:-./bin/cuda.test}
@@ -30,51 +37,74 @@ stage machine
 	python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 } 2>&1 | tee -a "$L"
 
-stage "make_8b in the background; CUDA tests"
-(timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
-maker=$!
-timeout 130 "$BIN" -test.v -test.run . -test.timeout 125s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
-if ! grep -q -- '--- PASS: TestGraphsKeepBits' "$L"; then
+collect() { python3 tools/bench/collect.py "$L" "$OUT/peer.json" >"$OUT/results.json"; }
+
+maker=
+if want eight || want peer || want alt || want ncu; then
+	(timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
+	maker=$!
+fi
+if want tests; then
+	stage "make_8b in the background; CUDA tests"
+	timeout 130 "$BIN" -test.v -test.run . -test.timeout 125s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
+fi
+if want tests && ! grep -q -- '--- PASS: TestGraphsKeepBits' "$L"; then
 	# Measure without graphs rather than not at all; the log says why.
 	echo "TestGraphsKeepBits did not pass: the benchmarks below run with TFD_CUDA_GRAPHS=0" | tee -a "$L"
 	export TFD_CUDA_GRAPHS=0
 fi
-wait $maker
-tee -a "$L" <"$OUT/make_8b.txt"
+if [ -n "$maker" ]; then
+	wait "$maker"
+	tee -a "$L" <"$OUT/make_8b.txt"
+fi
 
-stage "8B checkpoint"
-TFD_BENCH_MODEL=$M timeout 100 "$BIN" -test.v -test.run '^$' -test.bench 'Eight$' -test.benchtime 1s -test.timeout 95s 2>&1 | tee -a "$L"
+if want eight; then
+	stage "8B checkpoint"
+	TFD_BENCH_MODEL=$M timeout 100 "$BIN" -test.v -test.run '^$' -test.bench 'Eight$' -test.benchtime 1s -test.timeout 95s 2>&1 | tee -a "$L"
+	collect
+fi
 
-stage "PyTorch peer"
-timeout 120 python3 tools/bench/peer.py --model "$M" --skip-hf --json "$OUT/peer.json" 2>&1 | tee -a "$L"
+if want peer; then
+	stage "PyTorch peer"
+	timeout 120 python3 tools/bench/peer.py --model "$M" --skip-hf --json "$OUT/peer.json" 2>&1 | tee -a "$L"
+	collect
+fi
 
-stage "bundled model and bandwidth"
-timeout 50 "$BIN" -test.run '^$' -test.bench 'Decode|Streams|Prefill|Launch|MatVec|MatMul' -test.benchtime 0.5s 2>&1 | tee -a "$L"
+if want bundled; then
+	stage "bundled model and bandwidth"
+	timeout 50 "$BIN" -test.run '^$' -test.bench 'Decode|Streams|Prefill|Launch|MatVec|MatMul' -test.benchtime 0.5s 2>&1 | tee -a "$L"
+	collect
+fi
 
-stage "first token after 10 s idle, tick off and on"
-# One process each, so that a slow first one cannot leave the second unmeasured.
-for tick in off on; do
-	TFD_IDLE_SECONDS=10 timeout 60 "$BIN" -test.run '^$' -test.bench "FirstTokenAfterIdle/tick=$tick\$" -test.benchtime 2x 2>&1 | tee -a "$L"
-done
+if want idle; then
+	stage "first token after 10 s idle, tick off and on"
+	# One process each, so that a slow first one cannot leave the second unmeasured.
+	for tick in off on; do
+		TFD_IDLE_SECONDS=10 timeout 60 "$BIN" -test.run '^$' -test.bench "FirstTokenAfterIdle/tick=$tick\$" -test.benchtime 2x 2>&1 | tee -a "$L"
+		collect
+	done
+fi
 
-stage "8B checkpoint under $ALT"
-# Named apart (alt/…) so that collect.py keeps both.
-env $ALT TFD_BENCH_MODEL=$M timeout 50 "$BIN" -test.run '^$' -test.bench 'Eight/(decode|streams=(8|64)|prefill=4096)$' -test.benchtime 0.5s -test.timeout 45s 2>&1 |
-	sed 's/^Benchmark/alt\/Benchmark/' | tee -a "$L"
+if want alt; then
+	stage "8B checkpoint under $ALT"
+	# Named apart (alt/…) so that collect.py keeps both.
+	env $ALT TFD_BENCH_MODEL=$M timeout 50 "$BIN" -test.run '^$' -test.bench 'Eight/(decode|streams=(8|64)|prefill=4096)$' -test.benchtime 0.5s -test.timeout 45s 2>&1 |
+		sed 's/^Benchmark/alt\/Benchmark/' | tee -a "$L"
+	collect
+fi
 
-stage collect
-python3 tools/bench/collect.py "$L" "$OUT/peer.json" >"$OUT/results.json"
-
-stage "ncu: where one 8B decode step's kernel time goes"
-# Last, so that a slow profiler costs no figure above; graphs off, every kernel timed alone
-# (tools/bench/ncu_step.py says what the sum means).
-if command -v ncu >/dev/null; then
-	TFD_CUDA_GRAPHS=0 TFD_BENCH_MODEL=$M timeout 90 ncu --clock-control none --csv --page raw \
-		--metrics gpu__time_duration.sum --launch-count 2200 "$BIN" -test.run '^$' \
-		-test.bench '^BenchmarkEight$/^decode$' -test.benchtime 1x >"$OUT/ncu-decode.csv" 2>"$OUT/ncu-decode.err"
-	python3 tools/bench/ncu_step.py "$OUT/ncu-decode.csv" 2>&1 | tee -a "$L"
-	gzip -f "$OUT/ncu-decode.csv"
-else
-	echo "no ncu on the PATH" | tee -a "$L"
+if want ncu; then
+	stage "ncu: where one 8B decode step's kernel time goes"
+	# Last, so that a slow profiler costs no figure above; graphs off, every kernel timed alone
+	# (tools/bench/ncu_step.py says what the sum means).
+	if command -v ncu >/dev/null; then
+		TFD_CUDA_GRAPHS=0 TFD_BENCH_MODEL=$M timeout 90 ncu --clock-control none --csv --page raw \
+			--metrics gpu__time_duration.sum --launch-count 2200 "$BIN" -test.run '^$' \
+			-test.bench '^BenchmarkEight$/^decode$' -test.benchtime 1x >"$OUT/ncu-decode.csv" 2>"$OUT/ncu-decode.err"
+		python3 tools/bench/ncu_step.py "$OUT/ncu-decode.csv" 2>&1 | tee -a "$L"
+		gzip -f "$OUT/ncu-decode.csv"
+	else
+		echo "no ncu on the PATH" | tee -a "$L"
+	fi
 fi
 stage done
