@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Two builds of the CUDA test binary, A and B, side by side in one call of the GPU machine: the
-# same benchmarks from each, interleaved (A, B, A, B), so that the machine's drift between calls
-# (10-15% on a kernel) cannot pass for a difference. The binaries travel compressed: two at 6.4
-# MB each and the tree do not fit the 64 MiB a call carries.
+# Builds of the CUDA test binary side by side in one call of the GPU machine: the same benchmarks
+# from each, interleaved (a, b, …, a, b, …), so that the machine's drift between calls (10-15% on a
+# kernel) cannot pass for a difference. The binaries travel compressed, bin/NAME.test.xz, one per
+# build: two at 6.4 MB each and the tree do not fit the 64 MiB a call carries.
 #
-#   # here, on each of the two commits:
+#   # here, on each commit (a: the baseline, b, c, …: the changes):
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o bin/cuda.test ./cuda && xz -T0 -9 -c bin/cuda.test >bin/a.test.xz
 #   # there, from the repository root, bin/ carried:
 #   OUT=/tmp/out KERNELS='TileSizes/.*/rows=(32|64|256)/S=4$' EIGHT='^(streams=(32|64)|prefill=4096)$' bash tools/bench/ab.sh
 #
 # KERNELS is a -test.bench pattern run without the checkpoint; EIGHT a pattern of BenchmarkEight's
 # sub-benchmarks on the 8B checkpoint, which make_8b.py writes meanwhile (either may be empty).
-# TESTS, a -test.run pattern, runs on B first. Each line is logged to $OUT/log.txt as a/… or b/….
+# TESTS, a -test.run pattern, runs on every build but the first. Each line is logged to
+# $OUT/log.txt as NAME/….
 set -u
 OUT=${OUT:-/tmp/tfd-ab}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
@@ -23,21 +24,29 @@ D=$(mktemp -d)
 mkdir -p "$OUT"
 stage() { echo "=== $* ($(date +%T))" | tee -a "$L"; }
 
-for x in a b; do
-	xz -dc "bin/$x.test.xz" >"$D/$x.test" && chmod +x "$D/$x.test" || { echo "no bin/$x.test.xz" | tee -a "$L"; exit 1; }
+builds=()
+for f in bin/*.test.xz; do
+	x=$(basename "$f" .test.xz)
+	xz -dc "$f" >"$D/$x.test" && chmod +x "$D/$x.test" && builds+=("$x")
 done
+if [ ${#builds[@]} -lt 2 ]; then
+	echo "want two or more bin/NAME.test.xz, found: ${builds[*]:-none}" | tee -a "$L"
+	exit 1
+fi
 if [ -n "$EIGHT" ]; then
 	(timeout 100 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 	maker=$!
 fi
 if [ -n "$TESTS" ]; then
-	stage "tests on B: $TESTS"
-	timeout 150 "$D/b.test" -test.v -test.run "$TESTS" -test.timeout 145s 2>&1 | grep -e '^--- ' -e '^ok' -e FAIL -e panic | tee -a "$L"
+	for x in "${builds[@]:1}"; do
+		stage "tests on $x: $TESTS"
+		timeout 150 "$D/$x.test" -test.v -test.run "$TESTS" -test.timeout 145s 2>&1 | grep -e '^--- ' -e '^ok' -e FAIL -e panic | sed "s/^/$x: /" | tee -a "$L"
+	done
 fi
 if [ -n "$KERNELS" ]; then
 	stage "kernels: $KERNELS"
 	for round in 1 2; do
-		for x in a b; do
+		for x in "${builds[@]}"; do
 			timeout 60 "$D/$x.test" -test.run '^$' -test.bench "$KERNELS" -test.benchtime 100x 2>&1 |
 				grep '^Benchmark' | sed "s/^/$x\//" | tee -a "$L"
 		done
@@ -48,7 +57,7 @@ if [ -n "$EIGHT" ]; then
 	tee -a "$L" <"$OUT/make_8b.txt"
 	stage "8B checkpoint: $EIGHT"
 	for round in 1 2; do
-		for x in a b; do
+		for x in "${builds[@]}"; do
 			TFD_BENCH_MODEL=$M timeout 60 "$D/$x.test" -test.run '^$' -test.timeout 55s \
 				-test.bench "^BenchmarkEight\$/$EIGHT" -test.benchtime 1s 2>&1 |
 				grep '^Benchmark' | sed "s/^/$x\//" | tee -a "$L"
