@@ -13,7 +13,8 @@ this sum is what launches, gaps and overlap cost.
 
 A forward starts with its embedding kernel (embed_*); the last forward profiled whole (between
 the last two embeddings) is summed by kernel, largest first, and the matmuls again by grid (one
-grid a matrix shape).
+grid a matrix shape). Both of ncu's CSV pages are read: --page raw (a column a metric) and the
+default --page details (a row a metric).
 """
 import csv
 import sys
@@ -26,12 +27,24 @@ def main(path, whole_run=False):
     rows = list(csv.reader(lines))
     head = rows[0]
     name_col = head.index("Kernel Name")
-    time_col = head.index("gpu__time_duration.sum")
     grid_col = head.index("Grid Size")
+    if "Metric Name" in head:
+        # --page details: a row a metric, the value in "Metric Value" (in the unit of "Metric Unit")
+        metric_col, unit_col, time_col = head.index("Metric Name"), head.index("Metric Unit"), head.index("Metric Value")
+        scale = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}
+        wanted = lambda r: r[metric_col] == "gpu__time_duration.sum"
+        unit = lambda r: scale.get(r[unit_col], 1)
+    else:
+        # --page raw: a row a kernel, a column a metric (after a row of units)
+        time_col = head.index("gpu__time_duration.sum")
+        wanted = lambda r: True
+        unit = lambda r: 1
     kernels = []
     for r in rows[1:]:
+        if not wanted(r):
+            continue
         try:
-            ns = float(r[time_col].replace(",", ""))
+            ns = float(r[time_col].replace(",", "")) * unit(r)
         except ValueError:
             continue  # the units row
         kernels.append((r[name_col].split("(")[0], ns, r[grid_col]))
