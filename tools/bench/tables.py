@@ -53,6 +53,9 @@ def main(argv):
         v = tfd(name)
         if v:
             print(f"| {label} | {num(v)} | | | {ratio(v, versus) if versus else ''} |")
+    staged = [tfd(f"streams={n},staged") for n in (1, 32, 64)]
+    if any(staged):
+        print(f"| 1 / 32 / 64 streams, logits through the pinned stage (`,staged`) | {' / '.join(num(v) for v in staged)} | | | |")
     print()
 
     dec = go.get("BenchmarkEight/decode", {})
