@@ -31,6 +31,9 @@ func scriptKeepsBits(t *testing.T, m *engine.Model, set func(on bool)) {
 	want := graphScript(t, m)
 	set(true)
 	got := graphScript(t, m)
+	if len(got) != len(want) {
+		t.Fatalf("%d forwards with the setting on, %d off", len(got), len(want))
+	}
 	for i := range got {
 		computetest.SameBits(t, fmt.Sprintf("forward %d", i), got[i], want[i])
 	}

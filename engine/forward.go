@@ -359,12 +359,13 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		b.MatMul(a.attnGate, a.h, l.qGate, nil, rows)
 	}
 	ring, inRing := m.rings.sliding(layer)
+	full := m.fullLayer(layer)
 	// Every row's keys land before any row attends, so rows of one session in this forward see
 	// each other causally through their positions.
 	written := false
 	if w, ok := b.(compute.QKRoPEWriter); ok && !inRing {
 		// The norms (Qwen3: RMSNorm over each head's vector), RoPE and the keys' write in one.
-		written = w.QKRoPEWrite(a.q, a.k, a.v, l.qNorm, l.kNorm, ropePositions, freqs, m.kv, m.fullLayer(layer), a.bases, a.positions, rows, c.Heads, c.NormEps)
+		written = w.QKRoPEWrite(a.q, a.k, a.v, l.qNorm, l.kNorm, ropePositions, freqs, m.kv, full, a.bases, a.positions, rows, c.Heads, c.NormEps)
 	}
 	if !written {
 		if l.qNorm != nil {
@@ -373,6 +374,9 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		}
 		b.RoPE(a.q, ropePositions, freqs, rows, c.Heads)
 		b.RoPE(a.k, ropePositions, freqs, rows, c.KVHeads)
+		if !inRing {
+			b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
+		}
 	}
 	switch {
 	case inRing:
@@ -383,16 +387,8 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		b.Attention(a.attn, a.q, m.rings.kv, ring, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
 	case c.Window(layer) > 0:
 		// The window's keys among all the session's.
-		full := m.fullLayer(layer)
-		if !written {
-			b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
-		}
 		b.Attention(a.attn, a.q, m.kv, full, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
 	default:
-		full := m.fullLayer(layer)
-		if !written {
-			b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
-		}
 		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, l.sinks, rows, c.Heads, m.attnScale)
 	}
 	if l.qGate != nil {

@@ -54,9 +54,9 @@ typedef unsigned long long ulong;
 #define NEG_INF __int_as_float(0xff800000)
 #define AS_FLOAT(u) __uint_as_float(u)
 // Round to an integer, ties to even (the default rounding mode).
+#define RINT(x) rintf(x)
 // Ask for the 128-byte line holding p in L2, ahead of its loads (a hint: it changes no result).
 #define PREFETCH_L2(p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p))
-#define RINT(x) rintf(x)
 // The sum of the four products of the signed bytes of a and b, exactly (quantized weights).
 #define DOT4_I8(a, b) __dp4a((int)(a), (int)(b), 0)
 
