@@ -255,7 +255,9 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	}
 	b.launchAs(l.Split, ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt), sp, hasSinks,
 		i32(rows), i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), uint64(b.errWord))
-	b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), sp, hasSinks, i32(heads), i32(hd), i32(p.spec.Slots))
+	if l.Combine.Kernel != "" {
+		b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), sp, hasSinks, i32(heads), i32(hd), i32(p.spec.Slots))
+	}
 }
 
 // attentionScratch returns the address of the attention scratch, grown to at least n F32

@@ -14,7 +14,8 @@
 // copied as written and compiled against the backend's prelude (prelude.cuh, prelude.metal), which
 // defines the dialect's names, followed by common.h. A header may end with
 // variants(NAME: v1 v2 …; …): the kernel is emitted once per combination, with $NAME replaced by
-// the value in the name, the parameters and the body.
+// the value in the name, the parameters and the body. threads(N, G) asks CUDA to fit G groups on
+// a multiprocessor (__launch_bounds__(N, G): registers capped, ptxas spilling past the cap).
 package kernels
 
 import (
@@ -54,11 +55,12 @@ type Param struct {
 
 // Kernel is one emitted kernel: a variant of a definition, with its variables substituted.
 type Kernel struct {
-	Name    string
-	Params  []Param
-	Threads int    // the threadgroup size every launch uses
-	Body    string // the body, braces included
-	File    string // the .kern file it came from
+	Name     string
+	Params   []Param
+	Threads  int    // the threadgroup size every launch uses
+	Resident int    // threads(N, G)'s G, or 0: CUDA's launch bound, which caps registers so G groups fit an SM
+	Body     string // the body, braces included
+	File     string // the .kern file it came from
 }
 
 var scalarTypes = map[string]bool{"int": true, "uint": true, "float": true, "ulong": true}
@@ -144,7 +146,11 @@ func cudaSignature(k Kernel) string {
 			params[i] = "ERRPTR " + p.Name
 		}
 	}
-	return fmt.Sprintf("extern \"C\" __global__ void __launch_bounds__(%d) %s(%s)", k.Threads, k.Name, strings.Join(params, ", "))
+	bounds := strconv.Itoa(k.Threads)
+	if k.Resident > 0 {
+		bounds += ", " + strconv.Itoa(k.Resident)
+	}
+	return fmt.Sprintf("extern \"C\" __global__ void __launch_bounds__(%s) %s(%s)", bounds, k.Name, strings.Join(params, ", "))
 }
 
 // metalSignature binds parameter i to [[buffer(i)]]: scalars are set with setBytes, buffers with
@@ -191,7 +197,7 @@ var metalThreadArgs = []struct {
 }
 
 var (
-	headerRE  = regexp.MustCompile(`^kernel\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*\((.*)\)\s*threads\((\d+)\)\s*(?:variants\((.*)\))?\s*$`)
+	headerRE  = regexp.MustCompile(`^kernel\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*\((.*)\)\s*threads\((\d+)(?:\s*,\s*(\d+))?\)\s*(?:variants\((.*)\))?\s*$`)
 	variantRE = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*`)
 	identRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 	commentRE = regexp.MustCompile(`//[^\n]*`)
@@ -256,12 +262,14 @@ func parseFile(file, src string) ([]Kernel, error) {
 		if threads <= 0 || threads > 1024 {
 			return nil, fmt.Errorf("kernels: %s: kernel %s: threads(%d) outside 1..1024", where, m[1], threads)
 		}
-		variants, err := parseVariants(m[4])
+		resident, _ := strconv.Atoi(m[4])
+		variants, err := parseVariants(m[5])
 		if err != nil {
 			return nil, fmt.Errorf("kernels: %s: kernel %s: %w", where, m[1], err)
 		}
 		for _, env := range variants {
 			k, err := instantiate(file, m[1], m[2], body, threads, env)
+			k.Resident = resident
 			if err != nil {
 				return nil, fmt.Errorf("kernels: %s: %w", where, err)
 			}

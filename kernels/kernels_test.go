@@ -170,3 +170,25 @@ func TestParseErrors(t *testing.T) {
 func code(src string) string {
 	return regexp.MustCompile(`//[^\n]*`).ReplaceAllString(src, "")
 }
+
+// TestResidentGroups checks threads(N, G): G is kept, CUDA's launch bound carries it, Metal's
+// signature does not.
+func TestResidentGroups(t *testing.T) {
+	ks, err := parseFile("x.kern", "kernel f(out float d, int n) threads(128, 3)\n{\n\td[0] = 0.0f;\n}\n")
+	if err != nil || len(ks) != 1 {
+		t.Fatalf("parseFile: %v, %d kernels", err, len(ks))
+	}
+	if ks[0].Resident != 3 || ks[0].Threads != 128 {
+		t.Errorf("threads(128, 3) parsed as %d threads, %d resident", ks[0].Threads, ks[0].Resident)
+	}
+	if got := cudaSignature(ks[0]); !strings.Contains(got, "__launch_bounds__(128, 3) f(") {
+		t.Errorf("CUDA signature %q lacks __launch_bounds__(128, 3)", got)
+	}
+	if got := metalSignature(ks[0]); !strings.Contains(got, "max_total_threads_per_threadgroup(128)]]") {
+		t.Errorf("Metal signature %q", got)
+	}
+	ks, err = parseFile("x.kern", "kernel f(int n) threads(64)\n{\n}\n")
+	if err != nil || ks[0].Resident != 0 || !strings.Contains(cudaSignature(ks[0]), "__launch_bounds__(64) f(") {
+		t.Errorf("threads(64): %v, %+v, %q", err, ks, cudaSignature(ks[0]))
+	}
+}

@@ -200,8 +200,9 @@ const (
 const attentionGroups = 1024
 
 // AttentionLaunches is how Attention launches for rows rows of heads query heads of hd elements:
-// Split, then Combine. Split takes Blocks as its `blocks` argument; both take a scratch buffer
-// of Scratch F32 elements for the splits' partial results (never read for a row of one chunk).
+// Split, then Combine unless its Kernel is "" (attention_split with Blocks = 1 merges its splits
+// itself). Split takes Blocks as its `blocks` argument; both take a scratch buffer of Scratch F32
+// elements for the splits' partial results (never read for a row of one chunk).
 // Split is attention_split or attention_tile_H, which take the same arguments (dst, part, q, K,
 // V, bases, positions, sinks, hasSinks, rows, heads, group, hd, st, slots, scale, blocks, err)
 // and give every row the same bits.
@@ -277,18 +278,23 @@ func AttentionTileLaunch(rows, heads, group, hd int) (AttentionLaunches, bool) {
 // AttentionSplitLaunch is the launch of attention_split (and attention_combine) whatever the
 // rows: Split has Blocks groups per (row, head), each making the splits Blocks apart, as many as
 // fill the GPU for few rows and one for many (the bits of a split do not depend on which group
-// makes it); Combine has a group per (head, row).
+// makes it); Combine has a group per (head, row), and is none where Blocks is 1: a group then makes
+// all its row's splits and merges them itself, with the same bits.
 func AttentionSplitLaunch(rows, heads, hd int) AttentionLaunches {
 	blocks := 1
 	if rows > 0 && heads > 0 {
 		blocks = min(max(attentionGroups/(rows*heads), 1), AttentionSplits)
 	}
-	return AttentionLaunches{
+	l := AttentionLaunches{
 		Split:   launch("attention_split", heads*blocks, rows),
 		Combine: launch("attention_combine", heads, rows),
 		Blocks:  blocks,
 		Scratch: attentionScratch(rows, heads, hd),
 	}
+	if blocks == 1 {
+		l.Combine = Launch{} // each block merges its own row's splits
+	}
+	return l
 }
 
 func attentionScratch(rows, heads, hd int) int {

@@ -132,6 +132,8 @@ func TestLaunches(t *testing.T) {
 	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {1, 6, 16}, {8, 32, 4}, {33, 32, 1}, {256, 32, 1}} {
 		if l := AttentionSplitLaunch(c.rows, c.heads, 128); l.Blocks != c.blocks || l.Split.Groups[0] != c.heads*c.blocks {
 			t.Errorf("AttentionSplitLaunch(%d, %d, 128): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
+		} else if (l.Combine.Kernel == "") != (c.blocks == 1) {
+			t.Errorf("AttentionSplitLaunch(%d, %d, 128): %d blocks and combine %q, want a combine where blocks > 1 only", c.rows, c.heads, l.Blocks, l.Combine.Kernel)
 		}
 	}
 	if got, want := AttentionLaunch(3, 8, 1, 64).Scratch, 3*8*AttentionSplits*66; got != want {

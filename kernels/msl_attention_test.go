@@ -148,7 +148,9 @@ func (o *op) attendWith(l kernels.AttentionLaunches, rows, heads, kvHeads, hd, s
 	}
 	o.launch(l.Split, dst, part, q, k, v, bases, positions, sinks, hasSinks,
 		int32(rows), int32(heads), int32(heads/kvHeads), int32(hd), int32(kvHeads*hd), int32(slots), scale, int32(l.Blocks), errWord)
-	o.launch(l.Combine, dst, part, bases, positions, sinks, hasSinks, int32(heads), int32(hd), int32(slots))
+	if l.Combine.Kernel != "" {
+		o.launch(l.Combine, dst, part, bases, positions, sinks, hasSinks, int32(heads), int32(hd), int32(slots))
+	}
 	return part
 }
 
@@ -197,6 +199,52 @@ func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool) {
 	computetest.SameBits(o.t, l.Split.Kernel+"'s partial records", floats(tiledPart), floats(splitPart))
 	o.checkError(tiledErr, errors.New("outside"), true, 4, 9, 6200) // ERR_ATTENTION, row 9, slot 1200+5000
 	o.checkError(splitErr, errors.New("outside"), true, 4, 9, 6200)
+}
+
+// attentionMerged attends from attentionTiles' rows with attention_split on one group a (row,
+// head), which merges the row's splits itself (no attention_combine), and checks the outputs, the
+// partial records and the error word against attention_split on several groups a (row, head) and
+// attention_combine, bit for bit.
+func (o *op) attentionMerged(hd, heads, kvHeads int, withSinks bool) {
+	const slots = 1600
+	st := kvHeads * hd
+	var bases, positions []int32
+	for p := int32(1015); p <= 1040; p++ {
+		bases, positions = append(bases, 0), append(positions, p)
+		if p == 1020 {
+			bases, positions = append(bases, 1200, 1200, 1200, 1200), append(positions, 5, 70, 300, 5000) // 5000: outside
+		}
+	}
+	rows := len(bases)
+	apart := kernels.AttentionSplitLaunch(rows, heads, hd)
+	if apart.Blocks == 1 || apart.Combine.Kernel == "" {
+		o.t.Fatalf("%d rows of %d heads: %d blocks, want several and a combine", rows, heads, apart.Blocks)
+	}
+	merged := apart
+	merged.Blocks, merged.Split.Groups[0], merged.Combine = 1, heads, kernels.Launch{}
+	k, v := &mbuf{computetest.F32Bytes(computetest.Randn(30, slots*st))}, &mbuf{computetest.F32Bytes(computetest.Randn(31, slots*st))}
+	q := &mbuf{computetest.F32Bytes(computetest.Randn(32, rows*heads*hd))}
+	var sinks *mbuf
+	if withSinks {
+		ss := computetest.Randn(33, heads)
+		for h := range ss {
+			ss[h] *= 4
+		}
+		sinks = &mbuf{computetest.F32Bytes(ss)}
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	b, p := &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}
+	run := func(l kernels.AttentionLaunches) (dst, part, errWord *mbuf) {
+		dst, errWord = &mbuf{make([]byte, 4*rows*heads*hd)}, &mbuf{make([]byte, 16)}
+		part = o.attendWith(l, rows, heads, kvHeads, hd, slots, dst, q, k, v, b, p, sinks, scale, errWord)
+		return dst, part, errWord
+	}
+	got, gotPart, gotErr := run(merged)
+	want, wantPart, wantErr := run(apart)
+	computetest.SameBits(o.t, "attention_split merging its splits against attention_combine", floats(got), floats(want))
+	computetest.SameBits(o.t, "the partial records, written either way", floats(gotPart), floats(wantPart))
+	o.checkError(gotErr, errors.New("outside"), true, 4, 9, 6200) // ERR_ATTENTION, row 9, slot 1200+5000
+	o.checkError(wantErr, errors.New("outside"), true, 4, 9, 6200)
 }
 
 // Data helpers.

@@ -106,6 +106,12 @@ func TestMSLRuns(t *testing.T) {
 		check(fmt.Sprint("attention_tile_H against attention_split ", c), func(o *op) { o.attentionTiles(c.hd, c.heads, c.kvHeads, false) })
 	}
 	check("attention_tile_H against attention_split with sinks", func(o *op) { o.attentionTiles(64, 4, 1, true) })
+	// attention_split merging its own splits (one group a row and head): heads of 20, 128 and 200,
+	// rows of one split to nine.
+	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 4, 1}, {128, 2, 2}, {200, 2, 1}} {
+		check(fmt.Sprint("attention_split merged ", c), func(o *op) { o.attentionMerged(c.hd, c.heads, c.kvHeads, false) })
+	}
+	check("attention_split merged with sinks", func(o *op) { o.attentionMerged(64, 4, 1, true) })
 	for _, n := range []int{1, 257, 5000} {
 		check(fmt.Sprint("silu_mul ", n), func(o *op) { o.elementwise("silu_mul", n) })
 		check(fmt.Sprint("gelu_tanh_mul ", n), func(o *op) { o.elementwise("gelu_tanh_mul", n) })

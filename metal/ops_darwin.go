@@ -245,7 +245,9 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	}
 	b.dispatch(al.Split, bufArg(dt), bufArg(part), bufArg(qt), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(bt), bufArg(pt),
 		st, i32(hasSinks), i32(rows), i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(al.Blocks), b.errArg())
-	b.dispatch(al.Combine, bufArg(dt), bufArg(part), bufArg(bt), bufArg(pt), st, i32(hasSinks), i32(heads), i32(hd), i32(p.spec.Slots))
+	if al.Combine.Kernel != "" {
+		b.dispatch(al.Combine, bufArg(dt), bufArg(part), bufArg(bt), bufArg(pt), st, i32(hasSinks), i32(heads), i32(hd), i32(p.spec.Slots))
+	}
 }
 
 // attentionScratch returns the attention scratch, grown to at least n F32 elements; nil, with the
