@@ -93,6 +93,22 @@ func MatMulsPackedLaunchS(rows int, outs [3]int, s int) Launch {
 	return launch(mmaPackedNames[s], rowGroups, tiles)
 }
 
+// MatMulsSplitLaunch is the launch of matmul_mma_xs_bf16_4, MatMulsPackedLaunchS's S = 4 (the same
+// arguments, grid and bits) with x split once beforehand (SplitXLaunch): x is then the split.
+func MatMulsSplitLaunch(rows int, outs [3]int) Launch {
+	tiles, rowGroups := mmaGroups(rows, outs, 4)
+	return launch("matmul_mma_xs_bf16_4", rowGroups, tiles)
+}
+
+// SplitXLaunch is the launch of mma_split_x for rows rows of kdim elements (a multiple of 32): a
+// SIMD group per slot of 8 rows by 32 elements, rows rounded up to 32.
+func SplitXLaunch(rows, kdim int) Launch {
+	return launch("mma_split_x", ceilDiv(SplitXWords(rows, kdim)/256, 4), 1)
+}
+
+// SplitXWords is the size of mma_split_x's output in 32-bit words: rows rounded up to 32, by kdim.
+func SplitXWords(rows, kdim int) int { return ceilDiv(max(rows, 0), 32) * 32 * kdim }
+
 // The kernels' names, made once: a backend records a matmul without allocating.
 var (
 	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
