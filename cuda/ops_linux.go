@@ -153,8 +153,8 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 
 // mmaLaunch is the tensor cores' launch for rows rows of x (at xp, in elements each) against
 // matrices stored packed or row-major, the same tiles and bits either way, and the x it takes:
-// for S = 4 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B operand by
-// mma_split_x, launched here (matmul_mma_xs_bf16_4 then reads the split). False, with the error
+// for S = 2 and 4 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B operand
+// by mma_split_x, launched here (matmul_mma_xs_bf16_S then reads the split). False, with the error
 // kept for the next Sync, if the device has no room for the split.
 func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (kernels.Launch, uint64, bool) {
 	s := b.mmaTile
@@ -162,13 +162,13 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (
 		s = kernels.MMATile(rows, outs, b.sms)
 	}
 	switch {
-	case packed && s == 4 && b.splitX:
+	case packed && (s == 2 || s == 4) && b.splitX:
 		xs, ok := b.splitScratch(kernels.SplitXWords(rows, in))
 		if !ok {
 			return kernels.Launch{}, 0, false
 		}
 		b.launchAs(kernels.SplitXLaunch(rows, in), xs, xp, i32(rows), i32(in))
-		return kernels.MatMulsSplitLaunch(rows, outs), xs, true
+		return kernels.MatMulsSplitLaunch(rows, outs, s), xs, true
 	case packed:
 		return kernels.MatMulsPackedLaunchS(rows, outs, s), xp, true
 	}

@@ -303,6 +303,20 @@ FUNC void tfd_mma_b_of_xs(tfd_mma_b& b, const tfd_mma_xs& xb) {
 	b.hi[0] = xb.hi.x, b.hi[1] = xb.hi.y, b.hi[2] = xb.hi.z, b.hi[3] = xb.hi.w;
 	b.lo[0] = xb.lo.x, b.lo[1] = xb.lo.y, b.lo[2] = xb.lo.z, b.lo[3] = xb.lo.w;
 }
+// tfd_mma_fetch_xs starts the copy of a split slot into a ring slot (lane l's hi pairs at l, its
+// lo pairs at 32 + l), and tfd_mma_b_of_slot reads them back as the B operand.
+FUNC void tfd_mma_fetch_xs(uint4* slot, const uint* xs) {
+	tfd_cp16_ca(slot + LANE, xs + 4 * LANE, 16);
+	tfd_cp16_ca(slot + 32 + LANE, xs + 128 + 4 * LANE, 16);
+}
+FUNC void tfd_mma_b_of_slot(tfd_mma_b& b, const uint4* slot) {
+	tfd_mma_xs xb;
+	xb.hi = slot[LANE];
+	xb.lo = slot[32 + LANE];
+	tfd_mma_b_of_xs(b, xb);
+}
+#define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs)
+#define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot)
 #define MMA_XS tfd_mma_xs
 #define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv)
 #define MMA_LOAD_XS(xb, slot) tfd_mma_load_xs(xb, slot)
