@@ -93,9 +93,8 @@ func MatMulsPackedLaunchS(rows int, outs [3]int, s int) Launch {
 	return launch(mmaPackedNames[s], rowGroups, tiles)
 }
 
-// MatMulsSplitLaunch is the launch of matmul_mma_xs_bf16_S, MatMulsPackedLaunchS's S = s (2 or 4;
-// the same arguments, grid and bits) with x split once beforehand (SplitXLaunch): x is then the
-// split.
+// MatMulsSplitLaunch is the launch of matmul_mma_xs_bf16_S, MatMulsPackedLaunchS's S = s (the same
+// arguments, grid and bits) with x split once beforehand (SplitXLaunch): x is then the split.
 func MatMulsSplitLaunch(rows int, outs [3]int, s int) Launch {
 	tiles, rowGroups := mmaGroups(rows, outs, s)
 	return launch(mmaSplitNames[s], rowGroups, tiles)
@@ -114,7 +113,7 @@ func SplitXWords(rows, kdim int) int { return ceilDiv(max(rows, 0), 32) * 32 * k
 var (
 	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
 	mmaPackedNames = [...]string{1: "matmul_mma_packed_bf16_1", 2: "matmul_mma_packed_bf16_2", 4: "matmul_mma_packed_bf16_4"}
-	mmaSplitNames  = [...]string{2: "matmul_mma_xs_bf16_2", 4: "matmul_mma_xs_bf16_4"}
+	mmaSplitNames  = [...]string{1: "matmul_mma_xs_bf16_1", 2: "matmul_mma_xs_bf16_2", 4: "matmul_mma_xs_bf16_4"}
 	matmulNames    = func() map[string][len(MatMulRows)]string {
 		m := map[string][len(MatMulRows)]string{}
 		for _, w := range []string{"bf16", "f16", "f32"} {

@@ -63,8 +63,8 @@ func TestMSLRuns(t *testing.T) {
 				check(fmt.Sprint("matmul_mma_packed ", c.in, c.rows), func(o *op) { o.matMulsPacked(c.in, c.rows, 0) })
 			}
 			// x split once (mma_split_x, matmul_mma_xs_bf16_S): fewer chunks than SIMD groups,
-			// ragged rows over three row groups, a ring that wraps (S = 2).
-			for _, c := range []struct{ in, rows, s int }{{32, 1, 4}, {160, 40, 4}, {1056, 70, 4}, {64, 3, 2}, {1056, 20, 2}} {
+			// ragged rows over three row groups, rings that wrap (S = 1 and 2).
+			for _, c := range []struct{ in, rows, s int }{{32, 1, 4}, {160, 40, 4}, {1056, 70, 4}, {64, 3, 2}, {1056, 20, 2}, {2080, 3, 1}} {
 				check(fmt.Sprint("matmul_mma_xs ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, c.s) })
 			}
 		}
