@@ -163,7 +163,7 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (
 	}
 	switch {
 	case packed && (s == 2 || s == 4) && b.splitX:
-		xs, ok := b.splitScratch(kernels.SplitXWords(rows, in))
+		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
 		if !ok {
 			return kernels.Launch{}, 0, false
 		}
@@ -173,25 +173,6 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (
 		return kernels.MatMulsPackedLaunchS(rows, outs, s), xp, true
 	}
 	return kernels.MatMulsLaunchS(rows, outs, s), xp, true
-}
-
-// splitScratch returns the address of mma_split_x's output, grown to at least words 32-bit
-// words; false, with the error kept for the next Sync, if the device has no room for it.
-func (b *backend) splitScratch(words int) (uint64, bool) {
-	if b.xsplit == nil || b.xsplit.n < words {
-		t, err := b.Alloc(compute.F32, words)
-		if err != nil {
-			if b.pending == nil {
-				b.pending = fmt.Errorf("cuda: MatMul: the scratch for its split of x: %w", err)
-			}
-			return 0, false
-		}
-		if b.xsplit != nil {
-			b.free(b.xsplit)
-		}
-		b.xsplit = t.(*tensor)
-	}
-	return ptr(b.xsplit), true
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
@@ -283,7 +264,7 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	if b.attnTile == "1" || b.attnTile != "0" && kernels.AttentionTileShares(rows, runs, heads/kvh, hd) {
 		l = kernels.AttentionLaunch(rows, heads, heads/kvh, hd)
 	}
-	part, ok := b.attentionScratch(l.Scratch)
+	part, ok := b.scratch(&b.attnPart, l.Scratch, "Attention: the scratch for its key splits")
 	if !ok {
 		return
 	}
@@ -292,25 +273,25 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), sp, hasSinks, i32(heads), i32(hd), i32(p.spec.Slots))
 }
 
-// attentionScratch returns the address of the attention scratch, grown to at least n F32
-// elements; false, with the error kept for the next Sync, if the device has no room for it. The
-// old buffer is freed once the work recorded so far is done with it.
-func (b *backend) attentionScratch(n int) (uint64, bool) {
-	if b.attnPart != nil && b.attnPart.n >= n {
-		return ptr(b.attnPart), true
+// scratch returns the address of *t, a scratch buffer of F32-sized elements grown to at least n
+// of them; false, with the error (naming what it is for) kept for the next Sync, if the device has
+// no room for it. The old buffer is freed once the work recorded so far is done with it.
+func (b *backend) scratch(t **tensor, n int, what string) (uint64, bool) {
+	if *t != nil && (*t).n >= n {
+		return ptr(*t), true
 	}
-	t, err := b.Alloc(compute.F32, max(n, 1))
+	nt, err := b.Alloc(compute.F32, max(n, 1))
 	if err != nil {
 		if b.pending == nil {
-			b.pending = fmt.Errorf("cuda: Attention: the scratch for its key splits: %w", err)
+			b.pending = fmt.Errorf("cuda: %s: %w", what, err)
 		}
 		return 0, false
 	}
-	if b.attnPart != nil {
-		b.free(b.attnPart)
+	if *t != nil {
+		b.free(*t)
 	}
-	b.attnPart = t.(*tensor)
-	return ptr(b.attnPart), true
+	*t = nt.(*tensor)
+	return ptr(*t), true
 }
 
 // SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.
