@@ -93,10 +93,27 @@ func MatMulsPackedLaunchS(rows int, outs [3]int, s int) Launch {
 	return launch(mmaPackedNames[s], rowGroups, tiles)
 }
 
+// MatMulsSplitLaunch is the launch of matmul_mma_xs_bf16_S, MatMulsPackedLaunchS's S = s (the same
+// arguments, grid and bits) with x split once beforehand (SplitXLaunch): x is then the split.
+func MatMulsSplitLaunch(rows int, outs [3]int, s int) Launch {
+	tiles, rowGroups := mmaGroups(rows, outs, s)
+	return launch(mmaSplitNames[s], rowGroups, tiles)
+}
+
+// SplitXLaunch is the launch of mma_split_x for rows rows of kdim elements (a multiple of 32): a
+// SIMD group per slot of 8 rows by 32 elements, rows rounded up to 32.
+func SplitXLaunch(rows, kdim int) Launch {
+	return launch("mma_split_x", ceilDiv(SplitXWords(rows, kdim)/256, 4), 1)
+}
+
+// SplitXWords is the size of mma_split_x's output in 32-bit words: rows rounded up to 32, by kdim.
+func SplitXWords(rows, kdim int) int { return ceilDiv(max(rows, 0), 32) * 32 * kdim }
+
 // The kernels' names, made once: a backend records a matmul without allocating.
 var (
 	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
 	mmaPackedNames = [...]string{1: "matmul_mma_packed_bf16_1", 2: "matmul_mma_packed_bf16_2", 4: "matmul_mma_packed_bf16_4"}
+	mmaSplitNames  = [...]string{1: "matmul_mma_xs_bf16_1", 2: "matmul_mma_xs_bf16_2", 4: "matmul_mma_xs_bf16_4"}
 	matmulNames    = func() map[string][len(MatMulRows)]string {
 		m := map[string][len(MatMulRows)]string{}
 		for _, w := range []string{"bf16", "f16", "f32"} {

@@ -87,6 +87,20 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("MatMulsPackedLaunch(%d, {%d}) = %+v, want %s on %v", c.rows, c.out, l, packed, c.groups)
 		}
 	}
+	// x split once: the grid of S = 4 or 2; a SIMD group per slot of 8 rows by 32, rows rounded up
+	// to 32.
+	if l := add(MatMulsSplitLaunch(70, [3]int{4096, 1000, 40}, 4)); l.Kernel != "matmul_mma_xs_bf16_4" || l.Groups != [2]int{3, 64 + 16 + 1} {
+		t.Errorf("MatMulsSplitLaunch(70, {4096, 1000, 40}, 4) = %+v", l)
+	}
+	if l := add(MatMulsSplitLaunch(20, [3]int{4096, 1000, 40}, 2)); l.Kernel != "matmul_mma_xs_bf16_2" || l.Groups != [2]int{2, 128 + 32 + 2} {
+		t.Errorf("MatMulsSplitLaunch(20, {4096, 1000, 40}, 2) = %+v", l)
+	}
+	if l := add(MatMulsSplitLaunch(3, [3]int{4096}, 1)); l.Kernel != "matmul_mma_xs_bf16_1" || l.Groups != [2]int{1, 256} {
+		t.Errorf("MatMulsSplitLaunch(3, {4096}, 1) = %+v", l)
+	}
+	if l := add(SplitXLaunch(70, 4096)); l.Kernel != "mma_split_x" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} || SplitXWords(70, 4096) != 96*4096 {
+		t.Errorf("SplitXLaunch(70, 4096) = %+v, %d words", l, SplitXWords(70, 4096))
+	}
 	if add(EmbedPackedLaunch(7, 320)).Groups != [2]int{7, 2} {
 		t.Errorf("EmbedPackedLaunch: %+v", EmbedPackedLaunch(7, 320))
 	}
