@@ -34,7 +34,7 @@ func setDependentLaunch(b compute.Backend, on bool) bool {
 // choice, as TFD_CUDA_MMA_TILE does.
 func setMMATile(b compute.Backend, s int) { b.(*backend).mmaTile = s }
 
-// setSplitX has the S = 4 tiles read x split once (mma_split_x) or split it in every group, as
+// setSplitX has the S = 2 tiles read x split once (mma_split_x) or split it in every group, as
 // TFD_CUDA_XSPLIT=0 does.
 func setSplitX(b compute.Backend, on bool) { b.(*backend).splitX = on }
 

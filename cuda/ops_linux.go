@@ -153,7 +153,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 
 // mmaLaunch is the tensor cores' launch for rows rows of x (at xp, in elements each) against
 // matrices stored packed or row-major, the same tiles and bits either way, and the x it takes:
-// for S = 2 and 4 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B operand
+// for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B operand
 // by mma_split_x, launched here (matmul_mma_xs_bf16_S then reads the split). False, with the error
 // kept for the next Sync, if the device has no room for the split.
 func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (kernels.Launch, uint64, bool) {
@@ -162,7 +162,7 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (
 		s = kernels.MMATile(rows, outs, b.sms)
 	}
 	switch {
-	case packed && (s == 2 || s == 4) && b.splitX:
+	case packed && s == 2 && b.splitX:
 		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
 		if !ok {
 			return kernels.Launch{}, 0, false

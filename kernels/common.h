@@ -40,21 +40,14 @@ FUNC float e8m0_value(uint s) { return AS_FLOAT(s == 0u ? 0x00400000u : s << 23)
 // packed, x as it is, F32 rows; X = xs, x split once by mma_split_x (mmasplit.kern) into slots of
 // the matrix unit's B operand, 256 words for each group of 8 rows (rows padded to 32) and chunk of
 // 32. xin_X is the buffer's element type; for rows r … r+7 (r a multiple of 8) and chunk c:
-// XFETCH_X starts their copy into a ring slot and XB_SLOT_X reads the slot back as the B operand;
-// XLOAD_X loads them into an XREG_X and XB_X makes that the B operand. Both give the same B, so
-// the same bits.
+// XFETCH_X starts their copy into a ring slot and XB_SLOT_X reads the slot back as the B operand,
+// the same B either way, so the same bits.
 typedef float xin_packed;
 typedef uint xin_xs;
 #define XFETCH_packed(slot, x, r, c, kdim, chunks, rows) MMA_FETCH_X(slot, (x) + (ulong)(r) * (kdim) + (c) * 32, kdim, (rows) - (r))
 #define XFETCH_xs(slot, x, r, c, kdim, chunks, rows) MMA_FETCH_XS(slot, (x) + ((ulong)((r) / 8) * (chunks) + (c)) * 256)
 #define XB_SLOT_packed(b, slot, stage) { MMA_X xv_; MMA_X_OF(xv_, slot); MMA_B_OF(b, xv_, stage); }
 #define XB_SLOT_xs(b, slot, stage) MMA_B_OF_SLOT(b, slot, stage)
-#define XREG_packed MMA_X
-#define XREG_xs MMA_XS
-#define XLOAD_packed(xv, x, r, c, kdim, chunks, rows) MMA_LOAD_X(xv, (x) + (ulong)(r) * (kdim) + (c) * 32, kdim, (rows) - (r))
-#define XLOAD_xs(xv, x, r, c, kdim, chunks, rows) MMA_LOAD_XS(xv, (x) + ((ulong)((r) / 8) * (chunks) + (c)) * 256)
-#define XB_packed(b, xv, stage) MMA_B_OF(b, xv, stage)
-#define XB_xs(b, xv, stage) MMA_B_OF_XS(b, xv, stage)
 
 // Error codes written to the error word; the backends turn them into messages.
 #define ERR_EMBED 1

@@ -285,7 +285,7 @@ FUNC void tfd_mma_store(const tfd_mma_acc& a, float* s) {
 // x split once (mma_split_x, src/mmasplit.kern): a slot of 256 words holds 8 rows of 32 elements
 // as the B operand, lane l's BF16 hi pairs (tfd_mma_b's hi) at words 4l … 4l+3 and its lo pairs at
 // 128 + 4l …, so that a matmul reading it loads its operand with two 16-byte loads and does no
-// split of its own. MMA_XS is a lane's share as loaded.
+// split of its own.
 struct tfd_mma_xs {
 	uint4 hi, lo;
 };
@@ -294,10 +294,6 @@ FUNC void tfd_mma_split_to(uint* slot, const tfd_mma_x& xv) {
 	tfd_mma_b_of(b, xv);
 	*(uint4*)(slot + 4 * LANE) = make_uint4(b.hi[0], b.hi[1], b.hi[2], b.hi[3]);
 	*(uint4*)(slot + 128 + 4 * LANE) = make_uint4(b.lo[0], b.lo[1], b.lo[2], b.lo[3]);
-}
-FUNC void tfd_mma_load_xs(tfd_mma_xs& xb, const uint* slot) {
-	xb.hi = VLOAD(uint4, slot + 4 * LANE);
-	xb.lo = VLOAD(uint4, slot + 128 + 4 * LANE);
 }
 FUNC void tfd_mma_b_of_xs(tfd_mma_b& b, const tfd_mma_xs& xb) {
 	b.hi[0] = xb.hi.x, b.hi[1] = xb.hi.y, b.hi[2] = xb.hi.z, b.hi[3] = xb.hi.w;
@@ -317,7 +313,4 @@ FUNC void tfd_mma_b_of_slot(tfd_mma_b& b, const uint4* slot) {
 }
 #define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs)
 #define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot)
-#define MMA_XS tfd_mma_xs
 #define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv)
-#define MMA_LOAD_XS(xb, slot) tfd_mma_load_xs(xb, slot)
-#define MMA_B_OF_XS(b, xb, stage) tfd_mma_b_of_xs(b, xb)

@@ -255,19 +255,11 @@ FUNC void tfd_mma_x_of(thread tfd_mma_x& xv, Slot slot, int lane) {
 // x split once (prelude.cuh says what for): here the matrix unit takes x as it is, so a slot holds
 // the lane's 8 floats as they are (words 4l … 4l+3 and 128 + 4l …), and the matmul stages them as
 // MMA_B_OF does.
-#define MMA_XS tfd_mma_x
 template <typename Slot>
 FUNC void tfd_mma_split_to(Slot slot, thread tfd_mma_x& xv, int lane) {
 	for (int i = 0; i < 4; i++) {
 		slot[4 * lane + i] = as_type<uint>(xv.v[i]);
 		slot[128 + 4 * lane + i] = as_type<uint>(xv.v[4 + i]);
-	}
-}
-template <typename Slot>
-FUNC void tfd_mma_load_xs(thread tfd_mma_x& xv, Slot slot, int lane) {
-	for (int i = 0; i < 4; i++) {
-		xv.v[i] = as_type<float>(slot[4 * lane + i]);
-		xv.v[4 + i] = as_type<float>(slot[128 + 4 * lane + i]);
 	}
 }
 template <typename Slot, typename Split>
@@ -286,5 +278,3 @@ FUNC void tfd_mma_b_of_slot(thread tfd_mma_b& b, Slot slot, Stage s, int lane) {
 #define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs, LANE)
 #define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot, stage, LANE)
 #define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv, LANE)
-#define MMA_LOAD_XS(xb, slot) tfd_mma_load_xs(xb, slot, LANE)
-#define MMA_B_OF_XS(b, xb, stage) tfd_mma_b_of(b, xb, stage, LANE)
