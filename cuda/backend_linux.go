@@ -28,6 +28,7 @@ type backend struct {
 	mma          bool   // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (ops_linux.go, MatMuls)
 	pdlAllowed   bool   // the device and driver have programmatic dependent launch
 	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
+	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
 
@@ -53,6 +54,9 @@ type backend struct {
 	// qact is the quantized activations of a MatMul with quantized weights (quant_linux.go),
 	// grown as attnPart is; nil until the first.
 	qact *tensor
+	// xsplit is x split once into the matrix unit's B operand (mma_split_x) for the S = 2 tiles,
+	// grown as attnPart is; nil until the first.
+	xsplit *tensor
 
 	live    map[any]struct{} // tensors and pools not yet freed; Close frees them
 	pending error            // a data error found while recording, for the next Sync
@@ -219,6 +223,9 @@ func (b *backend) init() (err error) {
 	b.attnTile = os.Getenv("TFD_CUDA_ATTN_TILE")
 	// TFD_CUDA_MMA_TILE=1, 2 or 4 runs every tensor-core matmul with tiles of that S instead of
 	// kernels.MMATile's choice by shape (BenchmarkTileSizes); the bits are the same.
+	// TFD_CUDA_XSPLIT=0 has the S = 2 tiles split x into BF16 hi and lo in every group, as
+	// before mma_split_x (kernels/src/mmasplit.kern); the bits are the same.
+	b.splitX = os.Getenv("TFD_CUDA_XSPLIT") != "0"
 	switch s := os.Getenv("TFD_CUDA_MMA_TILE"); s {
 	case "1", "2", "4":
 		b.mmaTile = int(s[0] - '0')

@@ -34,6 +34,10 @@ func setDependentLaunch(b compute.Backend, on bool) bool {
 // choice, as TFD_CUDA_MMA_TILE does.
 func setMMATile(b compute.Backend, s int) { b.(*backend).mmaTile = s }
 
+// setSplitX has the S = 2 tiles read x split once (mma_split_x) or split it in every group, as
+// TFD_CUDA_XSPLIT=0 does.
+func setSplitX(b compute.Backend, on bool) { b.(*backend).splitX = on }
+
 // setQKRoPE lets QKRoPEWrite fuse (on) or makes it decline, so that the engine runs the norms,
 // RoPE and KVWrite one by one.
 func setQKRoPE(b compute.Backend, on bool) { b.(*backend).qkRoPEOff = !on }

@@ -14,6 +14,8 @@ func setDependentLaunch(b compute.Backend, on bool) bool { return false }
 
 func setMMATile(b compute.Backend, s int) {}
 
+func setSplitX(b compute.Backend, on bool) {}
+
 func setQKRoPE(b compute.Backend, on bool) {}
 
 func setStagedReads(b compute.Backend, on bool) {}

@@ -145,10 +145,13 @@ func TestTileSizesKeepBits(t *testing.T) {
 			return matMuls(t, b, x, w, [3]compute.Tensor{nil, bias, nil}, outs, rows)
 		}
 		want := run(1)
-		for _, s := range []int{0, 2, 4} {
-			got := run(s)
+		for _, s := range []int{0, 2, 4, -2} {
+			// -2: S = 2 splitting x in every group rather than once (mma_split_x).
+			setSplitX(b, s > 0)
+			got := run(max(s, -s))
+			setSplitX(b, true)
 			for m := range outs {
-				computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d, S = %d against S = 1 (0: the default)", rows, m, s), got[m], want[m])
+				computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d, S = %d against S = 1 (0: the default; -2: x split in every group)", rows, m, s), got[m], want[m])
 			}
 		}
 		b.Free(x)

@@ -127,8 +127,11 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		}
 	}
 	if mma && (packed || rowMajor) {
-		b.launchAs(b.mmaLaunch(packed, rows, outs), dps[0], dps[1], dps[2], xp, wps[0], wps[1], wps[2],
-			bps[0], bps[1], bps[2], i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+		l, xa, ok := b.mmaLaunch(packed, rows, in, outs, xp)
+		if ok {
+			b.launchAs(l, dps[0], dps[1], dps[2], xa, wps[0], wps[1], wps[2],
+				bps[0], bps[1], bps[2], i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+		}
 		return
 	}
 	// One launch each, every matrix on the kernel MatMul gives it alone.
@@ -138,8 +141,9 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		case wt.dtype.Quantized():
 			b.matmulQuant(dst[m], x, wt, bias[m], rows)
 		case b.mma && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
-			b.launchAs(b.mmaLaunch(wt.packed, rows, [3]int{outs[m]}), dps[m], 0, 0, xp, wps[m], 0, 0,
-				bps[m], 0, 0, i32(rows), i32(in), i32(outs[m]), 0, 0, hasBias>>m&1)
+			if l, xa, ok := b.mmaLaunch(wt.packed, rows, in, [3]int{outs[m]}, xp); ok {
+				b.launchAs(l, dps[m], 0, 0, xa, wps[m], 0, 0, bps[m], 0, 0, i32(rows), i32(in), i32(outs[m]), 0, 0, hasBias>>m&1)
+			}
 		default:
 			b.launchAs(kernels.MatMulLanesLaunch(weightSuffix[weightIndex(wt.dtype)], rows, outs[m]),
 				dps[m], xp, wps[m], bps[m], i32(rows), i32(in), i32(outs[m]), hasBias>>m&1)
@@ -147,17 +151,28 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 	}
 }
 
-// mmaLaunch is the tensor cores' launch for matrices stored packed or row-major: the same tiles
-// and bits either way.
-func (b *backend) mmaLaunch(packed bool, rows int, outs [3]int) kernels.Launch {
+// mmaLaunch is the tensor cores' launch for rows rows of x (at xp, in elements each) against
+// matrices stored packed or row-major, the same tiles and bits either way, and the x it takes:
+// for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B operand
+// by mma_split_x, launched here (matmul_mma_xs_bf16_S then reads the split). False, with the error
+// kept for the next Sync, if the device has no room for the split.
+func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (kernels.Launch, uint64, bool) {
 	s := b.mmaTile
 	if s == 0 {
 		s = kernels.MMATile(rows, outs, b.sms)
 	}
-	if packed {
-		return kernels.MatMulsPackedLaunchS(rows, outs, s)
+	switch {
+	case packed && s == 2 && b.splitX:
+		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
+		if !ok {
+			return kernels.Launch{}, 0, false
+		}
+		b.launchAs(kernels.SplitXLaunch(rows, in), xs, xp, i32(rows), i32(in))
+		return kernels.MatMulsSplitLaunch(rows, outs, s), xs, true
+	case packed:
+		return kernels.MatMulsPackedLaunchS(rows, outs, s), xp, true
 	}
-	return kernels.MatMulsLaunchS(rows, outs, s)
+	return kernels.MatMulsLaunchS(rows, outs, s), xp, true
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
@@ -249,7 +264,7 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	if b.attnTile == "1" || b.attnTile != "0" && kernels.AttentionTileShares(rows, runs, heads/kvh, hd) {
 		l = kernels.AttentionLaunch(rows, heads, heads/kvh, hd)
 	}
-	part, ok := b.attentionScratch(l.Scratch)
+	part, ok := b.scratch(&b.attnPart, l.Scratch, "Attention: the scratch for its key splits")
 	if !ok {
 		return
 	}
@@ -260,25 +275,25 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	}
 }
 
-// attentionScratch returns the address of the attention scratch, grown to at least n F32
-// elements; false, with the error kept for the next Sync, if the device has no room for it. The
-// old buffer is freed once the work recorded so far is done with it.
-func (b *backend) attentionScratch(n int) (uint64, bool) {
-	if b.attnPart != nil && b.attnPart.n >= n {
-		return ptr(b.attnPart), true
+// scratch returns the address of *t, a scratch buffer of F32-sized elements grown to at least n
+// of them; false, with the error (naming what it is for) kept for the next Sync, if the device has
+// no room for it. The old buffer is freed once the work recorded so far is done with it.
+func (b *backend) scratch(t **tensor, n int, what string) (uint64, bool) {
+	if *t != nil && (*t).n >= n {
+		return ptr(*t), true
 	}
-	t, err := b.Alloc(compute.F32, max(n, 1))
+	nt, err := b.Alloc(compute.F32, max(n, 1))
 	if err != nil {
 		if b.pending == nil {
-			b.pending = fmt.Errorf("cuda: Attention: the scratch for its key splits: %w", err)
+			b.pending = fmt.Errorf("cuda: %s: %w", what, err)
 		}
 		return 0, false
 	}
-	if b.attnPart != nil {
-		b.free(b.attnPart)
+	if *t != nil {
+		b.free(*t)
 	}
-	b.attnPart = t.(*tensor)
-	return ptr(b.attnPart), true
+	*t = nt.(*tensor)
+	return ptr(*t), true
 }
 
 // SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.

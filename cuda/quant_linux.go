@@ -77,22 +77,9 @@ func (b *backend) quantizeActivations(xt *tensor, blocks int) (qx, dx uint64, ok
 }
 
 // quantScratch returns the addresses of the quantized activations for blocks blocks of 32 (eight
-// words of quants each, then an F32 scale each), growing the scratch as attentionScratch does;
-// false, with the error kept for the next Sync, if the device has no room for it.
+// words of quants each, then an F32 scale each), growing the scratch as scratch does; false, with
+// the error kept for the next Sync, if the device has no room for it.
 func (b *backend) quantScratch(blocks int) (qx, dx uint64, ok bool) {
-	n := 9 * blocks
-	if b.qact == nil || b.qact.n < n {
-		t, err := b.Alloc(compute.F32, n)
-		if err != nil {
-			if b.pending == nil {
-				b.pending = fmt.Errorf("cuda: MatMul: the scratch for its quantized activations: %w", err)
-			}
-			return 0, 0, false
-		}
-		if b.qact != nil {
-			b.free(b.qact)
-		}
-		b.qact = t.(*tensor)
-	}
-	return ptr(b.qact), ptr(b.qact) + uint64(32*blocks), true
+	p, ok := b.scratch(&b.qact, 9*blocks, "MatMul: the scratch for its quantized activations")
+	return p, p + uint64(32*blocks), ok
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"tfd/compute"
@@ -87,7 +88,8 @@ func benchMatMuls(b *testing.B, path matmulPath, outs []int, in, rows int) {
 
 // BenchmarkTileSizes measures the packed tensor-core matmul of a Qwen3-8B layer's matrices (the
 // make_8b.py checkpoint's) at 16 to 256 rows with each tile size S the kernels have (1, 2, 4: the
-// same bits), to choose S by shape as well as rows.
+// same bits), to choose S by shape as well as rows; S = 2 also with x split in every group
+// (",xsplit=0") rather than once (mma_split_x).
 func BenchmarkTileSizes(b *testing.B) {
 	shapes := []struct {
 		name string
@@ -101,9 +103,13 @@ func BenchmarkTileSizes(b *testing.B) {
 	}
 	for _, rows := range []int{16, 32, 64, 128, 256} {
 		for _, sh := range shapes {
-			for _, s := range []string{"1", "2", "4"} {
+			for _, s := range []string{"1", "2", "2,xsplit=0", "4"} {
 				b.Run(fmt.Sprintf("%s/rows=%d/S=%s", sh.name, rows, s), func(b *testing.B) {
-					b.Setenv("TFD_CUDA_MMA_TILE", s)
+					tile, noSplit := strings.CutSuffix(s, ",xsplit=0")
+					b.Setenv("TFD_CUDA_MMA_TILE", tile)
+					if noSplit {
+						b.Setenv("TFD_CUDA_XSPLIT", "0")
+					}
 					benchMatMuls(b, packed, sh.outs, sh.in, rows)
 				})
 			}

@@ -36,6 +36,19 @@ FUNC float e2m1_value(uint c) {
 }
 FUNC float e8m0_value(uint s) { return AS_FLOAT(s == 0u ? 0x00400000u : s << 23); }
 
+// The x of the packed matmuls (mma.kern's matmul_mma_X_bf16_S), by where it comes from: X =
+// packed, x as it is, F32 rows; X = xs, x split once by mma_split_x (mmasplit.kern) into slots of
+// the matrix unit's B operand, 256 words for each group of 8 rows (rows padded to 32) and chunk of
+// 32. xin_X is the buffer's element type; for rows r … r+7 (r a multiple of 8) and chunk c:
+// XFETCH_X starts their copy into a ring slot and XB_SLOT_X reads the slot back as the B operand,
+// the same B either way, so the same bits.
+typedef float xin_packed;
+typedef uint xin_xs;
+#define XFETCH_packed(slot, x, r, c, kdim, chunks, rows) MMA_FETCH_X(slot, (x) + (ulong)(r) * (kdim) + (c) * 32, kdim, (rows) - (r))
+#define XFETCH_xs(slot, x, r, c, kdim, chunks, rows) MMA_FETCH_XS(slot, (x) + ((ulong)((r) / 8) * (chunks) + (c)) * 256)
+#define XB_SLOT_packed(b, slot, stage) { MMA_X xv_; MMA_X_OF(xv_, slot); MMA_B_OF(b, xv_, stage); }
+#define XB_SLOT_xs(b, slot, stage) MMA_B_OF_SLOT(b, slot, stage)
+
 // Error codes written to the error word; the backends turn them into messages.
 #define ERR_EMBED 1
 #define ERR_GATHER 2

@@ -56,10 +56,11 @@ func mmaGroups(rows int, outs [3]int, s int) (tiles, rowGroups int) {
 // bits whatever S, for rows rows against matrices of outs outputs on a GPU of sms
 // multiprocessors (0: unknown). One to 8 rows take S = 1 (a tile of 8 rows), 9 to 31 take S = 2.
 // From 32 rows S = 4 (tiles of 64 outputs by 32 rows) does the most work a weight load, but
-// gives a quarter of S = 2's groups: on the H200 (132 SMs) with an 8B layer's matrices it was
-// 1.6 times as fast as S = 2 for gate and up at 32 rows (384 groups) and 2.3 times as slow for
-// down (64); so S = 4 where it makes at least three groups for every four multiprocessors, S = 2
-// where it would not (BenchmarkTileSizes, docs/performance.md). Without sms, S = 4 from 33 rows.
+// gives a quarter of S = 2's groups: on the H200 (132 SMs) with an 8B layer's matrices, against
+// S = 2 on x split once, it was 1.3 times as fast for gate and up at 32 rows (384 groups) and 1.15
+// to 1.2 times as slow for q/k/v (192) and o (128) at 64; so S = 4 where it makes at least two
+// groups for every multiprocessor, S = 2 where it would not (BenchmarkTileSizes,
+// docs/performance.md). Without sms, S = 4 from 33 rows.
 func MMATile(rows int, outs [3]int, sms int) int {
 	switch {
 	case rows <= 8:
@@ -69,7 +70,7 @@ func MMATile(rows int, outs [3]int, sms int) int {
 	case sms == 0:
 		return 4
 	}
-	if tiles, rowGroups := mmaGroups(rows, outs, 4); 4*tiles*rowGroups >= 3*sms {
+	if tiles, rowGroups := mmaGroups(rows, outs, 4); tiles*rowGroups >= 2*sms {
 		return 4
 	}
 	return 2
@@ -93,10 +94,28 @@ func MatMulsPackedLaunchS(rows int, outs [3]int, s int) Launch {
 	return launch(mmaPackedNames[s], rowGroups, tiles)
 }
 
+// MatMulsSplitLaunch is the launch of matmul_mma_xs_bf16_S, MatMulsPackedLaunchS's S = s (1 or 2:
+// the same arguments, grid and bits) with x split once beforehand (SplitXLaunch): x is then the
+// split. (S = 4 splitting once was measured and dropped: docs/performance.md.)
+func MatMulsSplitLaunch(rows int, outs [3]int, s int) Launch {
+	tiles, rowGroups := mmaGroups(rows, outs, s)
+	return launch(mmaSplitNames[s], rowGroups, tiles)
+}
+
+// SplitXLaunch is the launch of mma_split_x for rows rows of kdim elements (a multiple of 32): a
+// SIMD group per slot of 8 rows by 32 elements, rows rounded up to 32.
+func SplitXLaunch(rows, kdim int) Launch {
+	return launch("mma_split_x", ceilDiv(SplitXWords(rows, kdim)/256, 4), 1)
+}
+
+// SplitXWords is the size of mma_split_x's output in 32-bit words: rows rounded up to 32, by kdim.
+func SplitXWords(rows, kdim int) int { return ceilDiv(max(rows, 0), 32) * 32 * kdim }
+
 // The kernels' names, made once: a backend records a matmul without allocating.
 var (
 	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
 	mmaPackedNames = [...]string{1: "matmul_mma_packed_bf16_1", 2: "matmul_mma_packed_bf16_2", 4: "matmul_mma_packed_bf16_4"}
+	mmaSplitNames  = [...]string{1: "matmul_mma_xs_bf16_1", 2: "matmul_mma_xs_bf16_2"}
 	matmulNames    = func() map[string][len(MatMulRows)]string {
 		m := map[string][len(MatMulRows)]string{}
 		for _, w := range []string{"bf16", "f16", "f32"} {

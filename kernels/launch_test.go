@@ -87,6 +87,17 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("MatMulsPackedLaunch(%d, {%d}) = %+v, want %s on %v", c.rows, c.out, l, packed, c.groups)
 		}
 	}
+	// x split once: the grid of S = 2 or 1; a SIMD group per slot of 8 rows by 32, rows rounded up
+	// to 32.
+	if l := add(MatMulsSplitLaunch(20, [3]int{4096, 1000, 40}, 2)); l.Kernel != "matmul_mma_xs_bf16_2" || l.Groups != [2]int{2, 128 + 32 + 2} {
+		t.Errorf("MatMulsSplitLaunch(20, {4096, 1000, 40}, 2) = %+v", l)
+	}
+	if l := add(MatMulsSplitLaunch(3, [3]int{4096}, 1)); l.Kernel != "matmul_mma_xs_bf16_1" || l.Groups != [2]int{1, 256} {
+		t.Errorf("MatMulsSplitLaunch(3, {4096}, 1) = %+v", l)
+	}
+	if l := add(SplitXLaunch(70, 4096)); l.Kernel != "mma_split_x" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} || SplitXWords(70, 4096) != 96*4096 {
+		t.Errorf("SplitXLaunch(70, 4096) = %+v, %d words", l, SplitXWords(70, 4096))
+	}
 	if add(EmbedPackedLaunch(7, 320)).Groups != [2]int{7, 2} {
 		t.Errorf("EmbedPackedLaunch: %+v", EmbedPackedLaunch(7, 320))
 	}
@@ -236,7 +247,7 @@ func TestMMATileChoosesTheMeasuredBest(t *testing.T) {
 		{1, gateup, 1}, {8, qkv, 1},
 		{16, qkv, 2}, {16, o, 2}, {16, gateup, 2}, {16, down, 2},
 		{32, qkv, 2}, {32, o, 2}, {32, gateup, 4}, {32, down, 2},
-		{64, qkv, 4}, {64, o, 4}, {64, gateup, 4}, {64, down, 4},
+		{64, qkv, 2}, {64, o, 2}, {64, gateup, 4}, {64, down, 2},
 		{256, qkv, 4}, {256, o, 4}, {256, gateup, 4}, {256, down, 4},
 	} {
 		if got := MMATile(c.rows, c.outs, 132); got != c.want {

@@ -60,7 +60,12 @@ func TestMSLRuns(t *testing.T) {
 			// Packed weights (matmul_mma_packed_bf16_S): the row-major kernel's bits, for every S;
 			// 2,080 and 1,056 elements make each SIMD group's ring of chunks wrap (S = 1 and 2).
 			for _, c := range []struct{ in, rows int }{{32, 1}, {160, 9}, {384, 40}, {2080, 3}, {1056, 20}} {
-				check(fmt.Sprint("matmul_mma_packed ", c.in, c.rows), func(o *op) { o.matMulsPacked(c.in, c.rows) })
+				check(fmt.Sprint("matmul_mma_packed ", c.in, c.rows), func(o *op) { o.matMulsPacked(c.in, c.rows, 0) })
+			}
+			// x split once (mma_split_x, matmul_mma_xs_bf16_S): fewer chunks than SIMD groups,
+			// ragged rows over three row groups, rings that wrap.
+			for _, c := range []struct{ in, rows, s int }{{32, 1, 2}, {160, 40, 2}, {64, 3, 2}, {1056, 20, 2}, {2080, 3, 1}} {
+				check(fmt.Sprint("matmul_mma_xs ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, c.s) })
 			}
 		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
@@ -272,8 +277,9 @@ func (o *op) matMuls(rows int) {
 // matMulsPacked runs three BF16 matrices of 37, 16 and 50 outputs (the second with a bias) in
 // the packed order against one x in one launch, and checks each against the row-major kernel's
 // launch of the same matrices, bit for bit; each packed matrix is a buffer of its whole bands, so
-// a read past them faults.
-func (o *op) matMulsPacked(in, rows int) {
+// a read past them faults. With split (1 or 2; 0: none), x is split once by mma_split_x and the
+// launch is matmul_mma_xs_bf16_S's for S = split.
+func (o *op) matMulsPacked(in, rows, split int) {
 	outs := [3]int{37, 16, 50}
 	mx := &mbuf{computetest.F32Bytes(computetest.Randn(1, rows*in))}
 	bias := &mbuf{computetest.F32Bytes(computetest.Randn(2, outs[1]))}
@@ -288,7 +294,15 @@ func (o *op) matMulsPacked(in, rows int) {
 		return []any{dst[0], dst[1], dst[2], mx, w[0], w[1], w[2], &mbuf{}, bias, &mbuf{},
 			int32(rows), int32(in), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2)}
 	}
-	o.launch(kernels.MatMulsPackedLaunch(rows, outs), args(packed, got)...)
+	if split != 0 {
+		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
+		o.launch(kernels.SplitXLaunch(rows, in), xs, mx, int32(rows), int32(in))
+		a := args(packed, got)
+		a[3] = xs
+		o.launch(kernels.MatMulsSplitLaunch(rows, outs, split), a...)
+	} else {
+		o.launch(kernels.MatMulsPackedLaunch(rows, outs), args(packed, got)...)
+	}
 	o.launch(kernels.MatMulsLaunch(rows, outs), args(ws, want)...)
 	for m := range outs {
 		computetest.SameBits(o.t, fmt.Sprintf("matrix %d packed against row-major", m), floats(got[m]), floats(want[m]))

@@ -281,3 +281,36 @@ FUNC void tfd_mma_store(const tfd_mma_acc& a, float* s) {
 #define MMA_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #define MMA_A_OF(a, slot, stage) tfd_mma_a_of(a, slot)
 #define MMA_X_OF(xv, slot) tfd_mma_x_of(xv, slot)
+
+// x split once (mma_split_x, src/mmasplit.kern): a slot of 256 words holds 8 rows of 32 elements
+// as the B operand, lane l's BF16 hi pairs (tfd_mma_b's hi) at words 4l … 4l+3 and its lo pairs at
+// 128 + 4l …, so that a matmul reading it loads its operand with two 16-byte loads and does no
+// split of its own.
+struct tfd_mma_xs {
+	uint4 hi, lo;
+};
+FUNC void tfd_mma_split_to(uint* slot, const tfd_mma_x& xv) {
+	tfd_mma_b b;
+	tfd_mma_b_of(b, xv);
+	*(uint4*)(slot + 4 * LANE) = make_uint4(b.hi[0], b.hi[1], b.hi[2], b.hi[3]);
+	*(uint4*)(slot + 128 + 4 * LANE) = make_uint4(b.lo[0], b.lo[1], b.lo[2], b.lo[3]);
+}
+FUNC void tfd_mma_b_of_xs(tfd_mma_b& b, const tfd_mma_xs& xb) {
+	b.hi[0] = xb.hi.x, b.hi[1] = xb.hi.y, b.hi[2] = xb.hi.z, b.hi[3] = xb.hi.w;
+	b.lo[0] = xb.lo.x, b.lo[1] = xb.lo.y, b.lo[2] = xb.lo.z, b.lo[3] = xb.lo.w;
+}
+// tfd_mma_fetch_xs starts the copy of a split slot into a ring slot (lane l's hi pairs at l, its
+// lo pairs at 32 + l), and tfd_mma_b_of_slot reads them back as the B operand.
+FUNC void tfd_mma_fetch_xs(uint4* slot, const uint* xs) {
+	tfd_cp16_ca(slot + LANE, xs + 4 * LANE, 16);
+	tfd_cp16_ca(slot + 32 + LANE, xs + 128 + 4 * LANE, 16);
+}
+FUNC void tfd_mma_b_of_slot(tfd_mma_b& b, const uint4* slot) {
+	tfd_mma_xs xb;
+	xb.hi = slot[LANE];
+	xb.lo = slot[32 + LANE];
+	tfd_mma_b_of_xs(b, xb);
+}
+#define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs)
+#define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot)
+#define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv)

@@ -251,3 +251,30 @@ FUNC void tfd_mma_x_of(thread tfd_mma_x& xv, Slot slot, int lane) {
 #define MMA_WAIT(n) ((void)(n))
 #define MMA_A_OF(a, slot, stage) tfd_mma_a_of(a, slot, stage, LANE)
 #define MMA_X_OF(xv, slot) tfd_mma_x_of(xv, slot, LANE)
+
+// x split once (prelude.cuh says what for): here the matrix unit takes x as it is, so a slot holds
+// the lane's 8 floats as they are (words 4l … 4l+3 and 128 + 4l …), and the matmul stages them as
+// MMA_B_OF does.
+template <typename Slot>
+FUNC void tfd_mma_split_to(Slot slot, thread tfd_mma_x& xv, int lane) {
+	for (int i = 0; i < 4; i++) {
+		slot[4 * lane + i] = as_type<uint>(xv.v[i]);
+		slot[128 + 4 * lane + i] = as_type<uint>(xv.v[4 + i]);
+	}
+}
+template <typename Slot, typename Split>
+FUNC void tfd_mma_fetch_xs(Slot slot, Split xs, int lane) {
+	for (int i = 0; i < 4; i++) {
+		slot[lane][i] = xs[4 * lane + i];
+		slot[32 + lane][i] = xs[128 + 4 * lane + i];
+	}
+}
+template <typename Slot, typename Stage>
+FUNC void tfd_mma_b_of_slot(thread tfd_mma_b& b, Slot slot, Stage s, int lane) {
+	tfd_mma_x xv;
+	tfd_mma_x_of(xv, slot, lane);
+	tfd_mma_b_of(b, xv, s, lane);
+}
+#define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs, LANE)
+#define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot, stage, LANE)
+#define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv, LANE)
