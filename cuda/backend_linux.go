@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"unsafe"
 
 	"tfd/compute"
@@ -31,6 +32,10 @@ type backend struct {
 	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
+	// pdlRows is the most rows a forward may have for its kernels to be launched dependent
+	// (pdl_linux.go; 0: every launch), and forwardRows the rows of the forward being recorded, as
+	// its last matmul saw them.
+	pdlRows, forwardRows int
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
 	// same time: the worker touches them only while the backend's goroutine waits.
@@ -210,6 +215,10 @@ func (b *backend) init() (err error) {
 	// Kernels may start while the one before them ends (pdl_linux.go) unless TFD_CUDA_PDL=0.
 	b.pdlAllowed = pdlAvailable(major)
 	b.w.setDependentLaunch(b.pdlAllowed && os.Getenv("TFD_CUDA_PDL") != "0")
+	b.pdlRows = pdlRows
+	if s := os.Getenv("TFD_CUDA_PDL_ROWS"); s != "" {
+		b.pdlRows, _ = strconv.Atoi(s)
+	}
 	// BF16 matmuls run on the tensor cores unless TFD_CUDA_MMA=0: on the H200 that is 1.2 times
 	// the CUDA cores' single-stream decode of an 8B model, 3.6 to 6.4 times the aggregate of 8 to
 	// 64 streams and 4.8 times the prefill (docs/performance.md). The bits differ between the two, so

@@ -14,7 +14,7 @@
 // kernel launches that repeats (a decode step) is captured once as a CUDA graph and replayed;
 // TFD_CUDA_GRAPHS=0 turns that off. On compute capability 9.0 and later each kernel may start
 // while the one before it ends, waiting inside for its results (programmatic dependent launch,
-// pdl_linux.go); TFD_CUDA_PDL=0 turns that off.
+// pdl_linux.go) in forwards of a few rows, where it pays; TFD_CUDA_PDL=0 turns that off.
 //
 // Matmuls with BF16 weights whose rows are a multiple of 32 long run on the tensor cores
 // (mma.sync, kernels/src/mma.kern), faster than the CUDA cores in an 8B model's forward at every

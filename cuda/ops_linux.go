@@ -88,6 +88,7 @@ func (b *backend) MatMul(dst, x, w, bias compute.Tensor, rows int) {
 // MatMuls runs MatMul for each present w[m] against one x: in one launch on the tensor cores when
 // every matrix goes there, else one launch each. It implements compute.MultiMatMul.
 func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]compute.Tensor, rows int) {
+	b.forwardRows = rows
 	var wts [3]*tensor
 	var outs [3]int
 	in, mma, packed, rowMajor := -1, b.mma, true, true
@@ -367,6 +368,7 @@ func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {
 	c.kind, c.k, c.nargs = cmdLaunch, k, uint8(len(args))
 	c.grid = [3]uint32{uint32(gx), uint32(gy), 1}
 	c.block = uint32(k.threads)
+	c.dependent = b.pdlRows == 0 || b.forwardRows <= b.pdlRows
 	copy(c.args[:], args)
 }
 

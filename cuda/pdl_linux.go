@@ -16,7 +16,8 @@ import (
 // results are the same bits either way; the packed matmuls fetch their first chunks of weights
 // before they wait, so the weights are already streaming when the step before them ends.
 //
-// It is on where the device and driver allow it, unless TFD_CUDA_PDL=0. Captured graphs keep it:
+// It is on where the device and driver allow it, unless TFD_CUDA_PDL=0, for the kernels of forwards
+// of at most pdlRows rows (TFD_CUDA_PDL_ROWS=N sets N; 0: every forward). Captured graphs keep it:
 // stream capture records the programmatic edges.
 
 // cuLaunchKernelEx(config, f, params, extra), bound when the driver has it (CUDA 12.0 and later).
@@ -60,6 +61,11 @@ type dependentLaunch struct {
 	cfg  launchConfig
 	attr launchAttribute
 }
+
+// pdlRows is the most rows of a forward whose kernels are launched dependent. On the H200 with
+// the 8B model it gave one stream 3-6% (its forward is some 500 short kernels, and the packed
+// matmuls' weights stream in early), and cost 32 and 64 streams 10-20% (docs/performance.md).
+const pdlRows = 8
 
 // pdlAvailable reports whether programmatic dependent launch can be used on a device of the given
 // compute capability with the driver loaded.

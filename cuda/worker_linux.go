@@ -35,6 +35,9 @@ type command struct {
 	grid  [3]uint32
 	k     *kernel
 	args  [maxArgs]uint64
+	// dependent lets a launch start while the kernel before it ends, where the worker's
+	// programmatic dependent launch is on (pdl_linux.go).
+	dependent bool
 }
 
 // batchLen is the number of commands in a batch. A decode forward of a small model fits in one;
@@ -201,7 +204,7 @@ func (w *worker) launch(c *command) cuResult {
 	for i := range int(c.nargs) {
 		w.params[i] = uintptr(unsafe.Pointer(&c.args[i]))
 	}
-	if w.pdl.on {
+	if w.pdl.on && c.dependent {
 		return w.launchDependent(c)
 	}
 	w.call = [11]uintptr{uintptr(c.k.fn), uintptr(c.grid[0]), uintptr(c.grid[1]), uintptr(c.grid[2]),
