@@ -22,11 +22,12 @@ func uploadAs(b compute.Backend, dt compute.DType, shape []int, data []byte, pac
 // isPacked says whether a tensor of the cuda backend is stored in the packed order.
 func isPacked(t compute.Tensor) bool { return t.(*tensor).packed }
 
-// setDependentLaunch turns programmatic dependent launch on or off where the device has it, and
-// reports whether it is on (pdl_linux.go).
+// setDependentLaunch turns programmatic dependent launch on or off where the device has it, for
+// forwards of any rows, and reports whether it is on (pdl_linux.go).
 func setDependentLaunch(b compute.Backend, on bool) bool {
 	c := b.(*backend)
 	c.setDependentLaunch(on)
+	c.pdlRows = 0
 	return on && c.pdlAllowed
 }
 
