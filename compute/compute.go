@@ -376,6 +376,15 @@ type Chainer interface {
 	ArgmaxNext(logits, tokens, positions, chain Tensor, n, step int)
 }
 
+// Picker is an optional interface of a Backend: the greedy picks of a forward's logits rows taken
+// where the logits are, so that a round's greedy rows cross to the host as a token each instead of
+// a row of logits (151,936 floats on Qwen3) and no host thread scans them.
+type Picker interface {
+	// ArgmaxRows writes to picks[r] (I32), for r < rows, the index of the largest of the n values
+	// of logits row first+r, ties to the lowest index (as ArgmaxNext).
+	ArgmaxRows(logits, picks Tensor, first, rows, n int)
+}
+
 // DraftVerifier is an optional interface of a Backend: the two ops of a greedy chain of verified
 // drafts, which let a forward of a token and its drafts, the drafts' verification and the MTP
 // head's next drafts follow one another on the device, the host reading back a few ints a step

@@ -293,6 +293,15 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	i32(chain, "ArgmaxNext", "chain", step+1)[step] = int32(best)
 }
 
+// ArgmaxRows implements compute.Picker: the argmax of each of rows logits rows from row first.
+func (b *backend) ArgmaxRows(logits, picks compute.Tensor, first, rows, n int) {
+	l := f32(logits, "ArgmaxRows", "logits", (first+rows)*n)
+	p := i32(picks, "ArgmaxRows", "picks", rows)
+	for r := range rows {
+		p[r] = int32(argmax(l[(first+r)*n : (first+r+1)*n]))
+	}
+}
+
 // argmax returns the index of the largest of l, ties to the lowest.
 func argmax(l []float32) int {
 	best := 0

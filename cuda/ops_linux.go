@@ -431,6 +431,13 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	b.launch(b.k.argmaxNext, 1, 1, ptr(lt), ptr(tt), ptr(pt), ptr(ct), i32(n), i32(step))
 }
 
+// ArgmaxRows implements compute.Picker with a block a row.
+func (b *backend) ArgmaxRows(logits, picks compute.Tensor, first, rows, n int) {
+	lt := b.tensorOf(logits, "ArgmaxRows", "logits", compute.F32, (first+rows)*n)
+	pt := b.tensorOf(picks, "ArgmaxRows", "picks", compute.I32, rows)
+	b.launchAs(kernels.ArgmaxRowsLaunch(rows), ptr(lt), ptr(pt), i32(first), i32(n))
+}
+
 // VerifyDrafts implements compute.DraftVerifier with one block, the rows in order.
 func (b *backend) VerifyDrafts(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n int) {
 	const op = "VerifyDrafts"

@@ -61,6 +61,40 @@ typedef uint xin_xs;
 // (deltanet.kern) is outside the rows or the states; from may be −1, a zero state.
 #define STEP_BAD(r, from, to, rows, states) ((r) < 0 || (r) >= (rows) || (from) < -1 || (from) >= (states) || (to) < 0 || (to) >= (states))
 
+// ARGMAX_256(t, row, n, value, index) sets t, in every thread of a group of 256, to the index of
+// the largest of row[0 … n−1], ties to the lowest index (as the host's argmax), 0 if none is
+// above −∞: each thread scans a stride of the row in index order, then a tree of (value, index)
+// pairs keeps the larger value, or the lower index on a tie. value and index are group-shared arrays of
+// 256 (float, int), free again when it returns.
+#define ARGMAX_256(t, row, n, value, index)                                                             \
+	{                                                                                                  \
+		float v_ = NEG_INF;                                                                            \
+		int at_ = (n);                                                                                 \
+		for (int i_ = LOCAL_X; i_ < (n); i_ += 256) {                                                  \
+			float x_ = (row)[i_];                                                                      \
+			if (x_ > v_ || (x_ == v_ && i_ < at_)) {                                                   \
+				v_ = x_;                                                                               \
+				at_ = i_;                                                                              \
+			}                                                                                          \
+		}                                                                                              \
+		value[LOCAL_X] = v_;                                                                           \
+		index[LOCAL_X] = at_;                                                                          \
+		BARRIER();                                                                                     \
+		for (int s_ = 128; s_ > 0; s_ >>= 1) {                                                         \
+			if (LOCAL_X < s_) {                                                                        \
+				float w_ = value[LOCAL_X + s_];                                                        \
+				int j_ = index[LOCAL_X + s_];                                                          \
+				if (w_ > value[LOCAL_X] || (w_ == value[LOCAL_X] && j_ < index[LOCAL_X])) {            \
+					value[LOCAL_X] = w_;                                                               \
+					index[LOCAL_X] = j_;                                                               \
+				}                                                                                      \
+			}                                                                                          \
+			BARRIER();                                                                                 \
+		}                                                                                              \
+		t = index[0] < (n) ? index[0] : 0;                                                             \
+		BARRIER();                                                                                     \
+	}
+
 // Attention's split of the keys by position (attention.kern; kernels.AttentionChunk and
 // kernels.AttentionSplits say the same): keys in chunks of ATTN_CHUNK, the chunks in at most
 // ATTN_SPLITS splits.

@@ -387,6 +387,9 @@ func GatedDeltaRuleLaunch(vHeads, kDim, vDim int) Launch {
 // ArgmaxNextLaunch is the launch of ArgmaxNext: one group.
 func ArgmaxNextLaunch() Launch { return launch("argmax_next", 1, 1) }
 
+// ArgmaxRowsLaunch is the launch of ArgmaxRows for rows rows: a group a row.
+func ArgmaxRowsLaunch(rows int) Launch { return launch("argmax_rows", rows, 1) }
+
 // VerifyDraftsLaunch is the launch of VerifyDrafts: one group, the rows in order.
 func VerifyDraftsLaunch() Launch { return launch("verify_drafts", 1, 1) }
 

@@ -124,6 +124,7 @@ func TestLaunches(t *testing.T) {
 		{ClampedSwiGLULaunch(257), [2]int{2, 1}},
 		{AddLaunch(256), [2]int{1, 1}},
 		{ArgmaxNextLaunch(), [2]int{1, 1}},
+		{ArgmaxRowsLaunch(5), [2]int{5, 1}},
 		{VerifyDraftsLaunch(), [2]int{1, 1}},
 		{DraftNextLaunch(), [2]int{1, 1}},
 		{RouteLaunch(9), [2]int{3, 1}},

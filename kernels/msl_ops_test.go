@@ -126,6 +126,9 @@ func TestMSLRuns(t *testing.T) {
 	for _, c := range []struct{ n, tieA, tieB int }{{1, -1, -1}, {300, 7, 250}, {8193, 100, 8000}, {40, -2, -2}} {
 		check(fmt.Sprint("argmax_next ", c), func(o *op) { o.argmaxNext(c.n, c.tieA, c.tieB) })
 	}
+	for _, c := range []struct{ first, rows, n int }{{0, 1, 300}, {2, 3, 8193}, {1, 4, 40}} {
+		check(fmt.Sprint("argmax_rows ", c), func(o *op) { o.argmaxRows(c.first, c.rows, c.n) })
+	}
 	for _, c := range []struct{ rows, n, landed int }{{2, 300, 0}, {2, 300, 1}, {4, 1000, 2}, {5, 8193, 4}, {4, 40, 0}} {
 		check(fmt.Sprint("verify_drafts and draft_next ", c), func(o *op) { o.verifyDrafts(c.rows, c.n, c.landed) })
 	}
@@ -509,6 +512,34 @@ func (o *op) argmaxNext(n, tieA, tieB int) {
 	}
 	if tk, p := int32(binary.LittleEndian.Uint32(mt.b)), int32(binary.LittleEndian.Uint32(mp.b)); tk != want[step] || p != pos0+1 {
 		o.t.Errorf("tokens[0] %d, positions[0] %d; want %v, %d", tk, p, want[step], pos0+1)
+	}
+}
+
+// argmaxRows checks the picks of rows logits rows of n from row first (argmax_rows) against the
+// cpu backend's: random rows, a tie in the first picked row (the lower index), and the last row
+// all −∞ where there are several (index 0).
+func (o *op) argmaxRows(first, rows, n int) {
+	logits := computetest.Randn(14, (first+rows)*n)
+	logits[first*n+n/3], logits[first*n+n-1] = 10, 10
+	if rows > 1 {
+		for i := (first + rows - 1) * n; i < (first+rows)*n; i++ {
+			logits[i] = float32(math.Inf(-1))
+		}
+	}
+	l := o.upload(compute.F32, computetest.F32Bytes(logits), len(logits))
+	p := o.upload(compute.I32, make([]byte, 4*rows), rows)
+	o.cpu.(compute.Picker).ArgmaxRows(l, p, first, rows, n)
+	want := make([]int32, rows)
+	if err := o.cpu.ReadInt32(p, want); err != nil {
+		o.t.Fatal(err)
+	}
+	mp := &mbuf{make([]byte, 4*rows)}
+	o.launch(kernels.ArgmaxRowsLaunch(rows), &mbuf{computetest.F32Bytes(logits)}, mp, int32(first), int32(n))
+	if got := ints(mp); !slices.Equal(got, want) {
+		o.t.Errorf("picks %v, want %v", got, want)
+	}
+	if want[0] != int32(n/3) {
+		o.t.Errorf("the cpu backend's pick of the tied row is %d, want %d", want[0], n/3)
 	}
 }
 

@@ -320,6 +320,13 @@ func (b *backend) ArgmaxNext(logits, tokens, positions, chain compute.Tensor, n,
 	b.dispatch(kernels.ArgmaxNextLaunch(), bufArg(lt), bufArg(tt), bufArg(pt), bufArg(ct), i32(n), i32(step))
 }
 
+// ArgmaxRows implements compute.Picker with a threadgroup a row.
+func (b *backend) ArgmaxRows(logits, picks compute.Tensor, first, rows, n int) {
+	lt := b.tensorOf(logits, "ArgmaxRows", "logits", compute.F32, (first+rows)*n)
+	pt := b.tensorOf(picks, "ArgmaxRows", "picks", compute.I32, rows)
+	b.dispatch(kernels.ArgmaxRowsLaunch(rows), bufArg(lt), bufArg(pt), i32(first), i32(n))
+}
+
 // VerifyDrafts implements compute.DraftVerifier with one threadgroup, the rows in order.
 func (b *backend) VerifyDrafts(logits, tokens, positions, ropePositions, sources, wanted, verdict compute.Tensor, rows, n int) {
 	const op = "VerifyDrafts"
