@@ -13,6 +13,16 @@ type Warmer interface {
 	Warm() error
 }
 
+// Picker is a model whose forward can hand back a row's greedy pick instead of its logits, taken
+// where the logits are (on a GPU, a token a row crosses to the host instead of a vocabulary of
+// floats): for a stream whose next token is the raw argmax.
+type Picker interface {
+	// ForwardPicks runs rows as Forward does and returns the logits of the rows with Logits set
+	// and the picks of the rows with Pick set (Argmax of each row's logits, the same bits), each
+	// in row order. Both slices are the model's, valid until its next call.
+	ForwardPicks(ctx context.Context, rows []Row) ([]float32, []int32, error)
+}
+
 // Drafter is a model's MTP head.
 type Drafter interface {
 	// Draft runs the head over rows that follow the model's last Forward (before the next one)

@@ -14,6 +14,20 @@ type Row struct {
 	Token int32
 	// Logits asks for this row's logits.
 	Logits bool
+	// Pick asks, of a Picker, for the row's greedy pick alone (Argmax of its logits) instead of
+	// its logits; a row asks for one or the other.
+	Pick bool
+}
+
+// Argmax returns the index of the largest of logits, ties to the lowest: a greedy pick.
+func Argmax(logits []float32) int32 {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
 }
 
 // DraftRow is one position of a stream fed to a model's MTP head after a forward: the head reads

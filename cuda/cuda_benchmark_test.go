@@ -56,7 +56,7 @@ func benchDecode(b *testing.B, m *engine.Model, base, promptLen int) {
 	}
 	pos := promptLen
 	step := func() {
-		row := []batch.Row{{Base: base, Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
+		row := []batch.Row{{Base: base, Pos: pos, Token: batch.Argmax(logits), Logits: true}}
 		var err error
 		if logits, err = m.Forward(context.Background(), row); err != nil {
 			b.Fatal(err)

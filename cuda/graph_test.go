@@ -79,7 +79,7 @@ func graphScript(t *testing.T, m *engine.Model) [][]float32 {
 	}
 	logits := forward(prompt)
 	for pos := len(prompt); pos < len(prompt)+24; pos++ {
-		logits = forward([]batch.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}})
+		logits = forward([]batch.Row{{Pos: pos, Token: batch.Argmax(logits), Logits: true}})
 	}
 	// Rounds of one row for each of three sessions, positions 0..11.
 	for pos := range 12 {

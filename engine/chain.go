@@ -54,7 +54,7 @@ func (c *Chains) StartChain(ctx context.Context, row batch.Row) error {
 	}
 	c.untaken, c.first = 0, 0
 	row.Logits = true
-	if _, err := c.m.stageRows([]batch.Row{row}); err != nil {
+	if _, _, err := c.m.stageRows([]batch.Row{row}); err != nil {
 		return err
 	}
 	c.base, c.pos = row.Base, row.Pos

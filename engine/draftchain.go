@@ -74,7 +74,7 @@ func (c *DraftChains) StartDraftChain(ctx context.Context, row batch.Row, drafts
 	for i, tok := range drafts {
 		staged = append(staged, batch.Row{Base: row.Base, Pos: row.Pos + 1 + i, Token: tok, Logits: true})
 	}
-	if _, err := c.m.stageRows(staged); err != nil {
+	if _, _, err := c.m.stageRows(staged); err != nil {
 		return err
 	}
 	c.rows, c.base, c.next = rows, row.Base, row.Pos

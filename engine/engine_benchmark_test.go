@@ -53,7 +53,7 @@ func benchDecode(b *testing.B, q engine.Quantization) {
 	pos := promptLen
 	b.ResetTimer()
 	for range b.N {
-		row := []batch.Row{{Pos: pos, Token: enginetest.Argmax(logits), Logits: true}}
+		row := []batch.Row{{Pos: pos, Token: batch.Argmax(logits), Logits: true}}
 		if logits, err = m.Forward(context.Background(), row); err != nil {
 			b.Fatal(err)
 		}

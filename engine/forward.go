@@ -33,6 +33,7 @@ type activations struct {
 	logits compute.Tensor // [maxRows, vocab]
 	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
 	chain  compute.Tensor // [maxRows] I32: a greedy chain's step writes its token into the first
+	picks  compute.Tensor // [maxRows] I32: the greedy picks of ForwardPicks (compute.Picker)
 	// verdict is a drafted chain's step's verdict (compute.DraftVerifier), I32
 	// [compute.VerdictLen(maxRows)].
 	verdict compute.Tensor
@@ -61,6 +62,7 @@ type activations struct {
 
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
+	hostPicks                                        []int32
 	hostRopePositions, hostSources                   []int32
 	hostWinBases, hostWinPositions                   []int32
 	hostRingBases, hostRingMirrors, hostRingPos      []int32
@@ -77,6 +79,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		hostPositions:     make([]int32, maxRows),
 		hostBases:         make([]int32, maxRows),
 		hostWanted:        make([]int32, maxRows),
+		hostPicks:         make([]int32, maxRows),
 		hostRopePositions: make([]int32, maxRows),
 		hostSources:       make([]int32, maxRows),
 		hostWinBases:      make([]int32, maxRows),
@@ -111,7 +114,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
 		{&a.gate, compute.F32, c.Intermediate}, {&a.up, compute.F32, c.Intermediate},
 		{&a.final, compute.F32, c.Hidden}, {&a.logits, compute.F32, c.Vocab},
-		{&a.warm, compute.F32, 4}, {&a.chain, compute.I32, 1},
+		{&a.warm, compute.F32, 4}, {&a.chain, compute.I32, 1}, {&a.picks, compute.I32, 1},
 	}
 	for _, s := range specs {
 		shape := []int{maxRows, s.width}
@@ -193,7 +196,7 @@ func (a *activations) free(b compute.Backend) {
 	}
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources,
 		a.winBases, a.winPositions, a.ringBases, a.ringMirrors, a.ringPositions, a.x, a.h, a.q,
-		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain, a.verdict,
+		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain, a.picks, a.verdict,
 		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut,
 		a.mixed, a.convOut, a.z, a.core, a.ba, a.steps, a.attnGate, a.sharedGate, a.sharedUp, a.sharedOut, a.sharedScore} {
 		if t != nil {
@@ -206,23 +209,51 @@ func (a *activations) free(b compute.Backend) {
 // that asked for them, n×Vocab values in row order, valid until the next call. It implements
 // scheduler.Model. Forward is not safe for concurrent use.
 func (m *Model) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
+	logits, _, err := m.ForwardPicks(ctx, rows)
+	return logits, err
+}
+
+// ForwardPicks is Forward that also returns the greedy picks of the rows that asked for them
+// (batch.Row.Pick), in row order, valid until the next call: it implements batch.Picker. A
+// backend that takes picks (compute.Picker) takes them where the logits are, and only the rows
+// that asked for logits are read back; otherwise, and where the model caps its logits on the host
+// (Gemma's final softcap), the picks are batch.Argmax of the rows read back. Either way a pick is
+// the argmax of the logits Forward would return for the row.
+func (m *Model) ForwardPicks(ctx context.Context, rows []batch.Row) ([]float32, []int32, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	n, err := m.stageRows(rows)
+	n, p, err := m.stageRows(rows)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	m.forwardRows(len(rows), n)
-	logits := m.act.hostLogits[:n*m.cfg.Vocab]
-	if n == 0 {
-		return logits, m.backend.Sync()
+	m.forwardRows(len(rows), n+p)
+	a, vocab := m.act, m.cfg.Vocab
+	picks := a.hostPicks[:p]
+	if n+p == 0 {
+		return a.hostLogits[:0], picks, m.backend.Sync()
 	}
-	if err := m.backend.ReadFloat32(m.act.logits, logits); err != nil {
-		return nil, fmt.Errorf("engine: forward of %d rows: %w", len(rows), err)
+	read := n + p // the logits rows read back: the picked ones too where the host picks
+	if pk, ok := m.backend.(compute.Picker); ok && p > 0 && m.cfg.Gemma.FinalSoftcap <= 0 {
+		pk.ArgmaxRows(a.logits, a.picks, n, p, vocab)
+		if err := m.backend.ReadInt32(a.picks, picks); err != nil {
+			return nil, nil, fmt.Errorf("engine: forward of %d rows: %w", len(rows), err)
+		}
+		read = n
+	}
+	logits := a.hostLogits[:read*vocab]
+	if read > 0 {
+		if err := m.backend.ReadFloat32(a.logits, logits); err != nil {
+			return nil, nil, fmt.Errorf("engine: forward of %d rows: %w", len(rows), err)
+		}
 	}
 	softcap(logits, m.cfg.Gemma.FinalSoftcap)
-	return logits, nil
+	if read > n {
+		for r := range picks {
+			picks[r] = batch.Argmax(logits[(n+r)*vocab : (n+r+1)*vocab])
+		}
+	}
+	return logits[:n*vocab], picks, nil
 }
 
 // softcap maps each logit z to cap·tanh(z/cap) in place, in float32 steps as transformers does
@@ -238,38 +269,46 @@ func softcap(logits []float32, limit float64) {
 	}
 }
 
-// stageRows checks the rows and uploads their metadata; it returns how many want logits.
-func (m *Model) stageRows(rows []batch.Row) (int, error) {
+// stageRows checks the rows and uploads their metadata; it returns how many want logits and how
+// many their picks. The head's rows (wanted) are the first, then the second, each in row order.
+func (m *Model) stageRows(rows []batch.Row) (logits, picks int, err error) {
 	if len(rows) == 0 || len(rows) > m.maxRows {
-		return 0, fmt.Errorf("engine: a forward takes 1 to %d rows, got %d", m.maxRows, len(rows))
+		return 0, 0, fmt.Errorf("engine: a forward takes 1 to %d rows, got %d", m.maxRows, len(rows))
 	}
 	a := m.act
-	n := 0
 	for i, r := range rows {
 		switch {
+		case r.Logits && r.Pick:
+			return 0, 0, fmt.Errorf("engine: row %d asks for its logits and its pick: ask for one", i)
 		case r.Token < 0 || int(r.Token) >= m.cfg.Vocab:
-			return 0, fmt.Errorf("engine: row %d: token %d outside the vocabulary of %d", i, r.Token, m.cfg.Vocab)
+			return 0, 0, fmt.Errorf("engine: row %d: token %d outside the vocabulary of %d", i, r.Token, m.cfg.Vocab)
 		case r.Pos < 0 || r.Pos >= m.context:
-			return 0, fmt.Errorf("engine: row %d: position %d outside the context of %d", i, r.Pos, m.context)
+			return 0, 0, fmt.Errorf("engine: row %d: position %d outside the context of %d", i, r.Pos, m.context)
 		case r.Base < 0 || r.Base+r.Pos >= m.slots:
-			return 0, fmt.Errorf("engine: row %d: KV slot %d+%d outside the pool of %d", i, r.Base, r.Pos, m.slots)
+			return 0, 0, fmt.Errorf("engine: row %d: KV slot %d+%d outside the pool of %d", i, r.Base, r.Pos, m.slots)
 		}
 		a.hostTokens[i] = r.Token
 		a.hostPositions[i] = int32(r.Pos)
 		a.hostBases[i] = int32(r.Base)
 		if r.Logits {
-			a.hostWanted[n] = int32(i)
-			n++
+			a.hostWanted[logits] = int32(i)
+			logits++
+		}
+	}
+	for i, r := range rows {
+		if r.Pick {
+			a.hostWanted[logits+picks] = int32(i)
+			picks++
 		}
 	}
 	m.backend.WriteInt32(a.tokens, a.hostTokens[:len(rows)])
 	m.backend.WriteInt32(a.positions, a.hostPositions[:len(rows)])
 	m.backend.WriteInt32(a.bases, a.hostBases[:len(rows)])
-	m.backend.WriteInt32(a.wanted, a.hostWanted[:n])
+	m.backend.WriteInt32(a.wanted, a.hostWanted[:logits+picks])
 	if m.states != nil {
 		ranges, err := m.states.stage(rows, a.hostSteps)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		m.backend.WriteInt32(a.steps, a.hostSteps[:3*len(rows)])
 		m.states.commit(ranges)
@@ -277,7 +316,7 @@ func (m *Model) stageRows(rows []batch.Row) (int, error) {
 	switch w, _ := m.cfg.windowed(); {
 	case m.rings != nil:
 		if err := m.rings.stage(rows, a.hostRingBases, a.hostRingMirrors, a.hostRingPos, a.hostWinBases, a.hostWinPositions); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		m.backend.WriteInt32(a.ringBases, a.hostRingBases[:len(rows)])
 		m.backend.WriteInt32(a.ringMirrors, a.hostRingMirrors[:len(rows)])
@@ -296,7 +335,7 @@ func (m *Model) stageRows(rows []batch.Row) (int, error) {
 		m.backend.WriteInt32(a.winBases, a.hostWinBases[:len(rows)])
 		m.backend.WriteInt32(a.winPositions, a.hostWinPositions[:len(rows)])
 	}
-	return n, nil
+	return logits, picks, nil
 }
 
 // forwardRows enqueues the whole forward: embed, the decoder layers, the final norm over the

@@ -237,7 +237,7 @@ func closeness(got, want [][]float32) (worst, mean, agree float64) {
 		}
 		worst = max(worst, diff/mag)
 		mean += diff / mag / float64(len(got))
-		if enginetest.Argmax(got[i]) == enginetest.Argmax(want[i]) {
+		if batch.Argmax(got[i]) == batch.Argmax(want[i]) {
 			agree += 1 / float64(len(got))
 		}
 	}

@@ -187,7 +187,7 @@ func (m *draftDeviceToy) Step() error {
 	}
 	var accepted []int32
 	for i := range rows {
-		tok := argmax(logits[i*m.vocab : (i+1)*m.vocab])
+		tok := batch.Argmax(logits[i*m.vocab : (i+1)*m.vocab])
 		accepted = append(accepted, tok)
 		if i == len(m.drafts) || tok != m.drafts[i] {
 			break
@@ -201,7 +201,7 @@ func (m *draftDeviceToy) Step() error {
 		if err != nil {
 			return err
 		}
-		tok = argmax(l)
+		tok = batch.Argmax(l)
 		drafts[i] = tok
 	}
 	m.verdicts = append(m.verdicts, queuedVerdict{accepted, slices.Clone(drafts), m.busyUntil})

@@ -8,7 +8,6 @@ import (
 
 	"tfd/batch"
 	"tfd/engine"
-	"tfd/engine/enginetest"
 	"tfd/scheduler"
 	"tfd/scheduler/schedulertest"
 )
@@ -95,7 +94,7 @@ func TestPenalisedGreedyEqualsStepwise(t *testing.T) {
 			}
 			l[id] = v
 		}
-		tok := enginetest.Argmax(l)
+		tok := batch.Argmax(l)
 		want = append(want, tok)
 		rows = []batch.Row{{Pos: len(seq), Token: tok, Logits: true}}
 		seq = append(seq, tok)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"tfd/batch"
 )
 
 // A sampler picks one token from a row of logits. Its choice depends only on the logits, the
@@ -39,7 +40,7 @@ func better(a, b candidate) int {
 // function of its inputs.
 func (s *sampler) pick(logits []float32, set Sampling, pos int) int32 {
 	if set.Greedy() {
-		return argmax(logits)
+		return batch.Argmax(logits)
 	}
 	cands := s.filter(logits, set)
 	best, bestKey := cands[0].id, math.Inf(-1)
@@ -167,17 +168,6 @@ func siftDown(h []candidate, i int) {
 	}
 }
 
-// argmax returns the index of the largest logit, ties to the lowest index.
-func argmax(logits []float32) int32 {
-	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
-
 // logprob returns the natural log of token's softmax probability over the raw logits.
 func logprob(logits []float32, token int32) float32 {
 	lp, _ := logprobs(logits, token, 0)
@@ -187,7 +177,7 @@ func logprob(logits []float32, token int32) float32 {
 // logprobs returns the natural log of token's softmax probability over the raw logits and the n
 // likeliest tokens with theirs, likeliest first, ties to the lower id.
 func logprobs(logits []float32, token int32, n int) (float32, []TokenLogprob) {
-	peak := float64(logits[argmax(logits)])
+	peak := float64(logits[batch.Argmax(logits)])
 	var total float64
 	for _, l := range logits {
 		total += math.Exp(float64(l) - peak)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"tfd/batch"
 )
 
 func randomLogits(r *rand.Rand, n int) []float32 {
@@ -29,7 +30,7 @@ func TestTopKOneIsGreedy(t *testing.T) {
 	for pos := range 200 {
 		logits := randomLogits(r, 50)
 		set := Sampling{Temperature: 1.3, TopK: 1, Seed: uint64(pos)}
-		if got, want := s.pick(logits, set, pos), argmax(logits); got != want {
+		if got, want := s.pick(logits, set, pos), batch.Argmax(logits); got != want {
 			t.Fatalf("pos %d: top_k=1 picked %d, argmax is %d", pos, got, want)
 		}
 	}

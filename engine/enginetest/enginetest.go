@@ -219,24 +219,13 @@ func Greedy(t testing.TB, m *engine.Model, prompt []int32, n int) []int32 {
 	var out []int32
 	var err error
 	for pos := len(prompt); len(out) < n; pos++ {
-		tok := Argmax(logits)
+		tok := batch.Argmax(logits)
 		out = append(out, tok)
 		if logits, err = m.Forward(context.Background(), []batch.Row{{Pos: pos, Token: tok, Logits: true}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return out
-}
-
-// Argmax returns the index of the largest logit, ties to the lowest.
-func Argmax(logits []float32) int32 {
-	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 // CheckBatchInvariance feeds random token sequences of three sessions once each on its own, one
@@ -454,7 +443,7 @@ func feedAndDraft(t testing.TB, m *engine.Model, prompt []int32, depth int) (int
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := Argmax(logits)
+	first := batch.Argmax(logits)
 	next := append(slices.Clone(prompt[1:]), first)
 	draftRows := make([]batch.DraftRow, len(prompt))
 	for i, tok := range next {
@@ -473,7 +462,7 @@ func headChain(t testing.TB, m *engine.Model, rows []batch.DraftRow, pos, depth 
 		if err != nil {
 			t.Fatal(err)
 		}
-		drafts = append(drafts, Argmax(dl))
+		drafts = append(drafts, batch.Argmax(dl))
 		rows = []batch.DraftRow{{Pos: pos + len(drafts) - 1, Token: drafts[len(drafts)-1], Source: 0, Logits: true, Chained: true}}
 	}
 	return drafts
@@ -499,7 +488,7 @@ func hostDraftSteps(t testing.TB, m *engine.Model, prompt []int32, n, depth int)
 		}
 		var accepted []int32
 		for i := range rows {
-			tok := Argmax(logits[i*m.Vocab() : (i+1)*m.Vocab()])
+			tok := batch.Argmax(logits[i*m.Vocab() : (i+1)*m.Vocab()])
 			accepted = append(accepted, tok)
 			if i == len(drafts) || tok != drafts[i] {
 				break
