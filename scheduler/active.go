@@ -138,18 +138,24 @@ func (a *active) accept(ev Event, context int) bool {
 	return true
 }
 
-// verify runs after a forward that fed the newest token and then the drafts: row i of logits
-// follows draft i-1. It picks the target's token after each row and keeps going while the
-// target's pick equals the draft just fed, so the reply is the one it would be without drafts;
-// the first mismatch is replaced by the target's own token.
+// verify runs after a forward that fed the newest token and then the drafts: row i of logits, or
+// picks[i] where the model picked (picks not nil), follows draft i-1. It picks the target's token
+// after each row and keeps going while the target's pick equals the draft just fed, so the reply
+// is the one it would be without drafts; the first mismatch is replaced by the target's own token.
 //
 // It returns how many drafts were verified and how many of those landed: all verified drafts but
 // a missed last one land.
-func (a *active) verify(smp *sampler, logits []float32, vocab, context int) (verified, landed int) {
+func (a *active) verify(smp *sampler, logits []float32, picks []int32, vocab, context int) (verified, landed int) {
 	a.drafted += len(a.drafts)
 	a.host.drafts.proposed(len(a.drafts), a.fromHead) // before a token may end the stream
 	for i := 0; ; i++ {
-		tok, running := a.step(smp, logits[i*vocab:(i+1)*vocab], context)
+		var tok int32
+		var running bool
+		if picks != nil {
+			tok, running = picks[i], a.accept(Event{Token: picks[i]}, context)
+		} else {
+			tok, running = a.step(smp, logits[i*vocab:(i+1)*vocab], context)
+		}
 		switch {
 		case !running || i == len(a.drafts):
 			return i, i

@@ -2,7 +2,8 @@
 // sessions (ranges of the model's KV slots), rounds (batched forwards), drafting, keyed sampling,
 // admission and cancellation, and sees the engine only through the Model interface and the
 // abilities it is given (batch.Drafter, batch.Chainer, batch.DraftChainer, batch.Warmer,
-// batch.Stateful).
+// batch.Stateful) or the Model has (batch.Picker: the rows of a greedy stream without logprobs,
+// constraint or penalties ask for their picks, not their logits).
 //
 // One goroutine, the lane, owns all of that state; Submit, Close, Reconfigure and Stats reach it
 // through a channel, a wake signal and a few atomics. Each turn of the lane ends cancelled

@@ -175,6 +175,11 @@ type recorder struct {
 }
 
 func (r *recorder) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
+	logits, _, err := r.ForwardPicks(ctx, rows)
+	return logits, err
+}
+
+func (r *recorder) ForwardPicks(ctx context.Context, rows []batch.Row) ([]float32, []int32, error) {
 	perSession := map[int]int{}
 	for _, row := range rows {
 		perSession[row.Base]++
@@ -185,7 +190,7 @@ func (r *recorder) Forward(ctx context.Context, rows []batch.Row) ([]float32, er
 		chunk, single = chunk || n > 1, single || n == 1
 	}
 	r.mixed = r.mixed || chunk && single
-	return r.Model.Forward(ctx, rows)
+	return r.Model.ForwardPicks(ctx, rows)
 }
 
 // TestMigratedStreamEqualsSolo makes streams outgrow small sessions and move to larger ones

@@ -74,8 +74,13 @@ type dearHead struct {
 }
 
 func (d *dearHead) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
+	logits, _, err := d.ForwardPicks(ctx, rows)
+	return logits, err
+}
+
+func (d *dearHead) ForwardPicks(ctx context.Context, rows []batch.Row) ([]float32, []int32, error) {
 	d.at = d.at.Add(5*time.Millisecond + time.Duration(len(rows))*10*time.Microsecond)
-	return d.Model.Forward(ctx, rows)
+	return d.Model.ForwardPicks(ctx, rows)
 }
 
 func (d *dearHead) Draft(ctx context.Context, rows []batch.DraftRow) ([]float32, error) {

@@ -72,8 +72,13 @@ type evenForwards struct {
 }
 
 func (e *evenForwards) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
+	logits, _, err := e.ForwardPicks(ctx, rows)
+	return logits, err
+}
+
+func (e *evenForwards) ForwardPicks(ctx context.Context, rows []batch.Row) ([]float32, []int32, error) {
 	e.at = e.at.Add(80 * time.Millisecond)
-	return e.Model.Forward(ctx, rows)
+	return e.Model.ForwardPicks(ctx, rows)
 }
 
 func (e *evenForwards) now() time.Time { return e.at }

@@ -25,11 +25,13 @@ type laneState struct {
 	rows      []batch.Row
 	shares    []share
 	logitRows int // rows of the round that ask for logits
+	pickRows  int // rows of the round that ask for their picks
 
 	warmer   batch.Warmer     // the model's keep-warm tick, or nil
 	lastWork time.Time        // when the lane last ran a forward
 	now      func() time.Time // the clock that times forwards: time.Now but in tests
 
+	picker  batch.Picker       // the model's picks, or nil: greedy picks from the logits
 	chainer batch.Chainer      // the model's greedy chains, or nil
 	drafts  batch.DraftChainer // the model's drafted chains, or nil
 	pricer  pricer             // what a round of r rows takes, timed at start and refined by the rounds run
@@ -55,17 +57,20 @@ type laneState struct {
 }
 
 // share is one stream's part of a round: n rows from its first unfed token (position first, row
-// index row of the round), and the index of its logits row among the round's logits, or -1.
+// index row of the round), and the index of the row after its newest token among the round's
+// logits rows, or among its picks where picked, or -1.
 type share struct {
 	a          *active
 	first, row int
 	n          int
 	logits     int
+	picked     bool
 }
 
 func (l *laneState) init(h *Shared, opts SharedOptions) {
 	l.h = h
 	l.drafter, l.chainer, l.warmer, l.reportTo, l.logger = opts.Drafter, opts.Chainer, opts.Warmer, opts.Report, opts.Logger
+	l.picker, _ = h.model.(batch.Picker)
 	l.cache, l.states = opts.Cache, opts.States
 	if l.states != nil {
 		l.pool.resumable = l.states.Resumable

@@ -153,19 +153,18 @@ func (l *laneState) loneDrafted(a *active) {
 		// not at all. A stream whose head drafts on the device is judged there (draftChainDepth).
 		a.headOff = true
 	}
-	l.rows = append(l.rows[:0], batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: true})
-	for i, tok := range a.drafts {
-		l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: len(a.tokens) + i, Token: tok, Logits: true})
-	}
+	picked := l.picksAlone(a)
+	l.rows = append(l.rows[:0], batch.Row{Base: a.sess.base, Pos: a.fed, Token: a.tokens[a.fed], Logits: !picked, Pick: picked})
+	l.addDrafts(a, picked)
 	// One share, as a round would hold it, so that conclude verifies and drafts as for a round.
-	l.shares = append(l.shares[:0], share{a: a, first: a.fed, row: 0, n: 1, logits: 0})
+	l.shares = append(l.shares[:0], share{a: a, first: a.fed, row: 0, n: 1, logits: 0, picked: picked})
 	start := l.now()
-	logits, err := l.h.model.Forward(a.live, l.rows)
+	logits, tokens, err := l.forward(a.live)
 	l.lastWork = l.now()
 	if err != nil {
 		a.endCancelledOrFailed(err)
 		return
 	}
 	l.pricer.observe(len(l.rows), l.lastWork.Sub(start))
-	l.conclude(logits)
+	l.conclude(logits, tokens)
 }

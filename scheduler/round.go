@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -17,8 +18,8 @@ func (l *laneState) round() bool {
 		return ended
 	}
 	start := l.now()
-	logits, err := l.h.model.Forward(l.h.hostCtx, l.rows)
-	// The forward alone prices rows: the picks and the head's calls after it are hostCosts.
+	logits, tokens, err := l.forward(l.h.hostCtx)
+	// The forward alone prices rows: the host's picks and the head's calls after it are hostCosts.
 	took := l.now().Sub(start)
 	if err != nil {
 		l.lastWork = l.now()
@@ -27,17 +28,30 @@ func (l *laneState) round() bool {
 		}
 		return true
 	}
-	l.conclude(logits)
+	l.conclude(logits, tokens)
 	l.lastWork = l.now()
 	l.pricer.observe(len(l.rows), took)
 	return true
 }
 
+// forward runs the round's rows: through the model's picks where it takes them.
+func (l *laneState) forward(ctx context.Context) ([]float32, []int32, error) {
+	if l.picker != nil {
+		return l.picker.ForwardPicks(ctx, l.rows)
+	}
+	logits, err := l.h.model.Forward(ctx, l.rows)
+	return logits, nil, err
+}
+
+// picksAlone reports whether the rows after a's newest token ask the model for their picks
+// instead of their logits: a's tokens are the raw argmax, and the model takes picks.
+func (l *laneState) picksAlone(a *active) bool { return l.picker != nil && rawArgmax(a) }
+
 // plan builds the round's rows. Decoding streams come first, one row each, so they move every
 // round, with the drafts that pay for their rows (price); prompts share the rest, capped at
 // prefillChunk rows while anyone decodes.
 func (l *laneState) plan() {
-	l.rows, l.shares, l.logitRows = l.rows[:0], l.shares[:0], 0
+	l.rows, l.shares, l.logitRows, l.pickRows = l.rows[:0], l.shares[:0], 0, 0
 	budget := l.h.model.MaxRows()
 	decoding := l.decoding[:0]
 	for _, a := range l.active {
@@ -102,30 +116,46 @@ func (l *laneState) draftRoom(a *active, spare int) int {
 }
 
 // add puts rows for the next n unfed tokens of a, then its drafts, into the round; the row of its
-// newest token and each draft's row ask for logits.
+// newest token and each draft's row ask for logits, or for their picks (picksAlone).
 func (l *laneState) add(a *active, n int) {
 	if a.lone {
 		l.handOff(a)
 	}
-	s := share{a: a, first: a.fed, row: len(l.rows), n: n, logits: -1}
+	s := share{a: a, first: a.fed, row: len(l.rows), n: n, logits: -1, picked: l.picksAlone(a)}
 	for pos := a.fed; pos < a.fed+n; pos++ {
 		newest := pos == len(a.tokens)-1
 		if newest {
-			s.logits = l.logitRows
-			l.logitRows += 1 + len(a.drafts)
+			s.logits = l.take(s.picked, 1+len(a.drafts))
 		}
-		l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: pos, Token: a.tokens[pos], Logits: newest})
+		l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: pos, Token: a.tokens[pos], Logits: newest && !s.picked, Pick: newest && s.picked})
 	}
 	if s.logits >= 0 {
-		for i, tok := range a.drafts {
-			l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: len(a.tokens) + i, Token: tok, Logits: true})
-		}
+		l.addDrafts(a, s.picked)
 	}
 	l.shares = append(l.shares, s)
 }
 
-// conclude advances each stream of the round and samples for those whose newest token was fed.
-func (l *laneState) conclude(logits []float32) {
+// take counts n rows of the round that ask for their picks (picked) or their logits, and returns
+// the index of the first among those.
+func (l *laneState) take(picked bool, n int) int {
+	count := &l.logitRows
+	if picked {
+		count = &l.pickRows
+	}
+	*count += n
+	return *count - n
+}
+
+// addDrafts puts a row for each of a's drafts into the round, asking for its pick or its logits.
+func (l *laneState) addDrafts(a *active, picked bool) {
+	for i, tok := range a.drafts {
+		l.rows = append(l.rows, batch.Row{Base: a.sess.base, Pos: len(a.tokens) + i, Token: tok, Logits: !picked, Pick: picked})
+	}
+}
+
+// conclude advances each stream of the round and samples for those whose newest token was fed,
+// from its logits rows or, picked, its tokens among the model's picks.
+func (l *laneState) conclude(logits []float32, tokens []int32) {
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
 	for _, s := range l.shares {
 		if s.logits < 0 {
@@ -135,7 +165,12 @@ func (l *laneState) conclude(logits []float32) {
 		}
 		s.a.feed(s.n - 1) // the rows before the newest; verify accepts what follows them
 		start := l.now()
-		verified, landed := s.a.verify(&l.smp, logits[s.logits*vocab:], vocab, context)
+		var verified, landed int
+		if s.picked {
+			verified, landed = s.a.verify(&l.smp, nil, tokens[s.logits:], vocab, context)
+		} else {
+			verified, landed = s.a.verify(&l.smp, logits[s.logits*vocab:], nil, vocab, context)
+		}
 		note(&l.costs.pick[picks(s.a)], l.now().Sub(start)/time.Duration(verified+1))
 		l.landing[picks(s.a)].note(verified, landed)
 		l.offerFed(s.a)

@@ -363,6 +363,14 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 			CheckBatchInvariance(t, m)
 		})
 	}
+	// Picks (CheckPicks feeds positions twice, which a hybrid's recurrent state does not take);
+	// Gemma 3 caps its logits on the host, so its picks are the engine's.
+	for _, name := range []string{"qwen3moe", "gemma3", "gptoss", "gopher"} {
+		t.Run("picks/"+name, func(t *testing.T) {
+			m, _ := load(t, name, engine.Options{MaxRows: 24, Slots: 600})
+			CheckPicks(t, m)
+		})
+	}
 }
 
 // CheckDraftChain decodes n tokens after prompt as drafted chains on the device

@@ -105,10 +105,15 @@ type counted struct {
 }
 
 func (c *counted) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
-	if rows[0].Logits { // a decoding forward: its first row is the newest token; a prompt's is not
+	logits, _, err := c.ForwardPicks(ctx, rows)
+	return logits, err
+}
+
+func (c *counted) ForwardPicks(ctx context.Context, rows []batch.Row) ([]float32, []int32, error) {
+	if rows[0].Logits || rows[0].Pick { // a decoding forward: its first row is the newest token; a prompt's is not
 		c.forwards++
 	}
-	return c.Model.Forward(ctx, rows)
+	return c.Model.ForwardPicks(ctx, rows)
 }
 
 func (c *counted) StartChain(ctx context.Context, row batch.Row) error {
