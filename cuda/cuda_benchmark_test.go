@@ -81,24 +81,45 @@ func BenchmarkStreams(b *testing.B) {
 	g := openCUDA(b)
 	m := enginetest.Load(b, g, bundledDir, engine.Options{MaxRows: 64, Slots: 64 * span})
 	for _, n := range []int{1, 8, 32, 64} {
-		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span, logitsRead) })
 	}
 }
 
 // benchStreams runs forwards of one row for each of sessions sessions, session s at base s·span,
 // all at one position that goes from 128 to span-1 and wraps, with tokens that change every step,
-// and reports tokens per second over all rows. Every row asks for its logits, as a decode row
-// does. The sessions hold no prompt: their slots below 128 are what the pool held (zeros at
-// first), which costs the attention kernel the same arithmetic as a real prompt.
-func benchStreams(b *testing.B, m *engine.Model, sessions, span int) {
+// and reports tokens per second over all rows. Every row asks for its logits, as a decode row of a
+// sampled stream does (read = logitsRead), and greedy picks, where wanted, are taken by the host
+// as the scheduler did before picks (hostPicks) or by the device (devicePicks, ForwardPicks). The
+// sessions hold no prompt: their slots below 128 are what the pool held (zeros at first), which
+// costs the attention kernel the same arithmetic as a real prompt.
+// streamRead is what a benchStreams step reads of its rows.
+type streamRead int
+
+const (
+	logitsRead  streamRead = iota // every row's logits
+	hostPicks                     // every row's logits, then its greedy pick on the host
+	devicePicks                   // every row's greedy pick, taken on the device
+)
+
+func benchStreams(b *testing.B, m *engine.Model, sessions, span int, read streamRead) {
 	const start = 128
 	rows := make([]batch.Row, sessions)
 	step := func(n, pos int) {
 		for s := range rows {
-			rows[s] = batch.Row{Base: s * span, Pos: pos, Token: int32((n*31 + s*7) % m.Vocab()), Logits: true}
+			rows[s] = batch.Row{Base: s * span, Pos: pos, Token: int32((n*31 + s*7) % m.Vocab()), Logits: read != devicePicks, Pick: read == devicePicks}
 		}
-		if _, err := m.Forward(context.Background(), rows); err != nil {
+		logits, _, err := m.ForwardPicks(context.Background(), rows)
+		if err != nil {
 			b.Fatal(err)
+		}
+		if read == hostPicks {
+			v, sum := m.Vocab(), int32(0)
+			for s := range rows {
+				sum |= batch.Argmax(logits[s*v : (s+1)*v])
+			}
+			if sum < 0 {
+				b.Fatal("a negative pick")
+			}
 		}
 	}
 	step(0, start) // warm up: the first forward of a shape runs without a graph, the second captures

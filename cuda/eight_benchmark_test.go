@@ -20,7 +20,8 @@ import (
 // decode is one stream decoding greedily after a 128-token prompt; it also reports the weight
 // bytes one token reads (every matrix but the embedding table, of which a token reads one row)
 // and those bytes times tokens per second, to set against the matvec bandwidth of
-// BenchmarkMatVec. streams=N is one decode row for each of N sessions per forward (benchStreams);
+// BenchmarkMatVec. streams=N is one decode row for each of N sessions per forward (benchStreams),
+// every row's logits read back; ,picks and ,hostpick take greedy picks (below);
 // prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows, and
 // prefill=4096,attention_split the same with attention_split for every attention launch.
 func BenchmarkEight(b *testing.B) {
@@ -67,7 +68,7 @@ func BenchmarkEight(b *testing.B) {
 		benchDecode(b, m, 0, 128)
 	})
 	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
-		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span, logitsRead) })
 	}
 	// ",staged": the logits read through the pinned stage and copied out of it on the CPU, not
 	// copied by the GPU into the engine's page-locked buffer (HostFloat32).
@@ -75,15 +76,22 @@ func BenchmarkEight(b *testing.B) {
 		b.Run(fmt.Sprintf("streams=%d,staged", n), func(b *testing.B) {
 			setStagedReads(g, true)
 			defer setStagedReads(g, false)
-			benchStreams(b, m, n, span)
+			benchStreams(b, m, n, span, logitsRead)
 		})
+	}
+	// ",picks": each row's greedy pick taken on the device and read back alone (ForwardPicks), as a
+	// greedy stream's round runs; ",hostpick": each row's logits read back, then its pick taken on
+	// the host, as it ran before picks.
+	for _, n := range []int{1, 32, 64} {
+		b.Run(fmt.Sprintf("streams=%d,picks", n), func(b *testing.B) { benchStreams(b, m, n, span, devicePicks) })
+		b.Run(fmt.Sprintf("streams=%d,hostpick", n), func(b *testing.B) { benchStreams(b, m, n, span, hostPicks) })
 	}
 	// ",attention_tile": attention_tile_H for 64 rows of 64 sessions, a pass over the keys a row,
 	// against the default's attention_split (kernels.AttentionTileShares).
 	b.Run(fmt.Sprintf("streams=%d,attention_tile", streams), func(b *testing.B) {
 		setAttentionTile(g, "1")
 		defer setAttentionTile(g, "")
-		benchStreams(b, m, streams, span)
+		benchStreams(b, m, streams, span, logitsRead)
 	})
 	for _, attention := range []string{"", ",attention_split"} {
 		// ",attention_split": attention_split for every launch, against attention_tile_H.

@@ -61,7 +61,7 @@ func BenchmarkMoE(b *testing.B) {
 		b.ReportMetric(tps*float64(perToken)/1e9, "GB/s")
 	})
 	for _, n := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span) })
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchStreams(b, m, n, span, logitsRead) })
 	}
 }
 
