@@ -59,6 +59,10 @@ def summary(go, peer, prefix="", bench="BenchmarkEight"):
         "agg8_ratio": ratio(tfd("streams=8"), theirs(8)),
         "agg32_ratio": ratio(tfd("streams=32"), theirs(32)),
         "agg64_ratio": ratio(tfd("streams=64"), theirs(64)),
+        # Greedy rounds as served: the picks on the device, the tokens read back, as the peer does.
+        "agg1_picks_ratio": ratio(tfd("streams=1,picks"), theirs(1)),
+        "agg32_picks_ratio": ratio(tfd("streams=32,picks"), theirs(32)),
+        "agg64_picks_ratio": ratio(tfd("streams=64,picks"), theirs(64)),
         "prefill_ratio": ratio(tfd("prefill=4096"), peer.get("static_prefill_4096_tok_s")),
         "single_stream_of_limit": ratio(tfd("decode"), limit),
         "limit_tok_s": round(limit, 1) if limit else None,

@@ -46,7 +46,7 @@ if want eight || want peer || want alt || want ncu; then
 fi
 if want tests; then
 	stage "make_8b in the background; CUDA tests"
-	timeout 130 "$BIN" -test.v -test.run . -test.timeout 125s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
+	timeout 200 "$BIN" -test.v -test.run . -test.timeout 195s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
 fi
 if want tests && ! grep -q -- '--- PASS: TestGraphsKeepBits' "$L"; then
 	# Measure without graphs rather than not at all; the log says why.
@@ -60,7 +60,7 @@ fi
 
 if want eight; then
 	stage "8B checkpoint"
-	TFD_BENCH_MODEL=$M timeout 100 "$BIN" -test.v -test.run '^$' -test.bench 'Eight$' -test.benchtime 1s -test.timeout 95s 2>&1 | tee -a "$L"
+	TFD_BENCH_MODEL=$M timeout 150 "$BIN" -test.v -test.run '^$' -test.bench 'Eight$' -test.benchtime 1s -test.timeout 145s 2>&1 | tee -a "$L"
 	collect
 fi
 

@@ -56,6 +56,13 @@ def main(argv):
     staged = [tfd(f"streams={n},staged") for n in (1, 32, 64)]
     if any(staged):
         print(f"| 1 / 32 / 64 streams, logits through the pinned stage (`,staged`) | {' / '.join(num(v) for v in staged)} | | | |")
+    # Greedy rounds as the server runs them: the picks taken on the device (the peer, too, reads
+    # back tokens), and on the host from the logits read back, as before picks.
+    theirs = [static.get(str(n), {}).get("tok_s") for n in (1, 32, 64)]
+    for label, suffix in [("greedy picks on the device (`,picks`)", "picks"), ("greedy picks on the host (`,hostpick`)", "hostpick")]:
+        v = [tfd(f"streams={n},{suffix}") for n in (1, 32, 64)]
+        if any(v):
+            print(f"| 1 / 32 / 64 streams, {label} | {' / '.join(num(x) for x in v)} | | {' / '.join(num(x) for x in theirs)} | {' / '.join(ratio(a, b) for a, b in zip(v, theirs))} |")
     print()
 
     dec = go.get("BenchmarkEight/decode", {})
