@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
 	"tfd/batch"
 )
 
@@ -42,15 +43,7 @@ func (s *sampler) pick(logits []float32, set Sampling, pos int) int32 {
 	if set.Greedy() {
 		return batch.Argmax(logits)
 	}
-	cands := s.filter(logits, set)
-	best, bestKey := cands[0].id, math.Inf(-1)
-	for _, c := range cands {
-		key := c.score + gumbel(set.Seed, pos, c.id)
-		if key > bestKey || (key == bestKey && c.id < best) {
-			best, bestKey = c.id, key
-		}
-	}
-	return best
+	return gumbelArgmax(s.filter(logits, set), set.Seed, pos)
 }
 
 // filter returns the candidates left by top_k, temperature, top_p and min_p, with
@@ -209,10 +202,13 @@ func logprobs(logits []float32, token int32, n int) (float32, []TokenLogprob) {
 	return float32(float64(logits[token]) - norm), top
 }
 
-// gumbel returns standard Gumbel noise for token id at absolute position pos under seed, from a
-// counter-based hash: the same arguments always give the same noise.
-func gumbel(seed uint64, pos int, id int32) float64 {
-	h := mix(mix(mix(seed)^uint64(pos)) ^ uint64(uint32(id)))
+// noiseKey is the part of the draw's noise that (seed, pos) alone decide, taken once for a row.
+func noiseKey(seed uint64, pos int) uint64 { return mix(mix(seed) ^ uint64(pos)) }
+
+// gumbelAt returns standard Gumbel noise for token id in the row whose noiseKey is key, from a
+// counter-based hash: the same (seed, position, id) always give the same noise.
+func gumbelAt(key uint64, id int32) float64 {
+	h := mix(key ^ uint64(uint32(id)))
 	// 53 random bits → u in (0, 1), never 0 or 1.
 	u := (float64(h>>11) + 0.5) / (1 << 53)
 	return -math.Log(-math.Log(u))
