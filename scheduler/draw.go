@@ -31,24 +31,24 @@ type draw struct {
 	ok  bool
 }
 
-// gumbelArgmax returns pick's token among cands (at least one) at position pos under seed: the
-// largest score plus gumbel(seed, pos, id), ties to the lower id, and cands[0]'s id where no key
-// is a number.
-func gumbelArgmax(cands []candidate, seed uint64, pos int) int32 {
+// gumbelArgmax returns pick's token among n candidates (at least one), candidate i's id and
+// scaled score being at(i), at position pos under seed: the largest score plus gumbelAt's noise,
+// ties to the lower id, and candidate 0's id where no key is a number.
+func gumbelArgmax(n int, at func(i int) (int32, float64), seed uint64, pos int) int32 {
 	key := noiseKey(seed, pos)
 	parts := 1
-	if len(cands) >= parallelDraw {
-		parts = min(runtime.GOMAXPROCS(0), len(cands)/drawChunk)
+	if n >= parallelDraw {
+		parts = min(runtime.GOMAXPROCS(0), n/drawChunk)
 	}
-	best := draw{id: cands[0].id, key: math.Inf(-1)}
+	first, _ := at(0)
+	best := draw{id: first, key: math.Inf(-1)}
 	if parts <= 1 {
-		return best.merge(drawPart(cands, key)).id
+		return best.merge(drawPart(0, n, at, key)).id
 	}
 	bests := make([]draw, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
-		part := cands[p*len(cands)/parts : (p+1)*len(cands)/parts]
-		wg.Go(func() { bests[p] = drawPart(part, key) })
+		wg.Go(func() { bests[p] = drawPart(p*n/parts, (p+1)*n/parts, at, key) })
 	}
 	wg.Wait()
 	for _, d := range bests {
@@ -57,13 +57,15 @@ func gumbelArgmax(cands []candidate, seed uint64, pos int) int32 {
 	return best.id
 }
 
-// drawPart returns the best of cands by the draw's rule for the row whose noiseKey is key.
-func drawPart(cands []candidate, key uint64) draw {
+// drawPart returns the best of candidates lo … hi-1 by the draw's rule for the row whose
+// noiseKey is key.
+func drawPart(lo, hi int, at func(i int) (int32, float64), key uint64) draw {
 	best := draw{key: math.Inf(-1)}
-	for _, c := range cands {
-		k := c.score + gumbelAt(key, c.id)
-		if k > best.key || k == best.key && (!best.ok || c.id < best.id) {
-			best = draw{id: c.id, key: k, ok: true}
+	for i := lo; i < hi; i++ {
+		id, score := at(i)
+		k := score + gumbelAt(key, id)
+		if k > best.key || k == best.key && (!best.ok || id < best.id) {
+			best = draw{id: id, key: k, ok: true}
 		}
 	}
 	return best

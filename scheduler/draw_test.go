@@ -52,7 +52,7 @@ func TestDrawIsTheOneByOneDraw(t *testing.T) {
 				r.Shuffle(n, func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
 			}
 			for _, pos := range []int{0, 9} {
-				if got, want := gumbelArgmax(cands, 42, pos), drawOneByOne(cands, 42, pos); got != want {
+				if got, want := gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, 42, pos), drawOneByOne(cands, 42, pos); got != want {
 					t.Errorf("%d candidates, %s, position %d: drew %d, one by one %d", n, shape, pos, got, want)
 				}
 			}
@@ -74,7 +74,32 @@ func BenchmarkDraw(b *testing.B) {
 	})
 	b.Run(fmt.Sprintf("chunked, %d procs", min(len(cands)/drawChunk, runtime.GOMAXPROCS(0))), func(b *testing.B) {
 		for i := range b.N {
-			gumbelArgmax(cands, 1, i)
+			gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, 1, i)
 		}
 	})
+}
+
+// TestUnfilteredPickReadsTheLogits: a pick that filters nothing (temperature alone, or a top_k of
+// the whole vocabulary) draws straight from the logits, and gets filter's candidates' token.
+func TestUnfilteredPickReadsTheLogits(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{5, parallelDraw + 3} {
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(r.NormFloat64() * 4)
+		}
+		logits[1], logits[n-2] = float32(math.Inf(-1)), float32(math.NaN())
+		for _, set := range []Sampling{{Temperature: 0.7, Seed: 5}, {Temperature: 1.3, TopK: n, TopP: 1, Seed: 6}} {
+			if set.filters(n) {
+				t.Fatalf("%+v filters %d tokens", set, n)
+			}
+			var s sampler
+			for pos := range 3 {
+				want := drawOneByOne(s.filter(logits, set), set.Seed, pos)
+				if got := s.pick(logits, set, pos); got != want {
+					t.Errorf("%d tokens, %+v, position %d: picked %d, from filter's candidates %d", n, set, pos, got, want)
+				}
+			}
+		}
+	}
 }

@@ -43,7 +43,20 @@ func (s *sampler) pick(logits []float32, set Sampling, pos int) int32 {
 	if set.Greedy() {
 		return batch.Argmax(logits)
 	}
-	return gumbelArgmax(s.filter(logits, set), set.Seed, pos)
+	if !set.filters(len(logits)) {
+		// Every token is a candidate: the draw reads the logits, scaled as filter would, with no
+		// candidates written first (a pass over a vocabulary that cost as much as a parallel draw).
+		t := float64(set.Temperature)
+		return gumbelArgmax(len(logits), func(i int) (int32, float64) { return int32(i), float64(logits[i]) / t }, set.Seed, pos)
+	}
+	cands := s.filter(logits, set)
+	return gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, set.Seed, pos)
+}
+
+// filters reports whether top_k, top_p or min_p leave out any of a vocabulary of n tokens'
+// candidates (filter's conditions).
+func (s Sampling) filters(n int) bool {
+	return s.TopK > 0 && s.TopK < n || s.TopP > 0 && s.TopP < 1 || s.MinP > 0
 }
 
 // filter returns the candidates left by top_k, temperature, top_p and min_p, with
@@ -59,7 +72,7 @@ func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 	}
 	s.cands = cands
 	sorted := false
-	if set.TopK > 0 && set.TopK < len(cands) {
+	if set.TopK > 0 && set.TopK < len(cands) { // filters' conditions, one by one
 		cands, sorted = s.best(cands, set.TopK, nil), true
 	}
 	t := float64(set.Temperature)
