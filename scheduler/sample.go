@@ -22,9 +22,18 @@ type candidate struct {
 	score float64 // logit, then logit/temperature
 }
 
-// better orders candidates by score, highest first, ties to the lower token id.
+// better orders candidates by score, highest first, ties to the lower token id; a NaN score
+// (a broken model's) comes after every number. It is a strict total order, so the best n
+// candidates and their order do not depend on how they are searched.
 func better(a, b candidate) int {
-	if a.score != b.score {
+	an, bn := math.IsNaN(a.score), math.IsNaN(b.score)
+	switch {
+	case an != bn:
+		if an {
+			return 1
+		}
+		return -1
+	case !an && a.score != b.score:
 		if a.score > b.score {
 			return -1
 		}
@@ -66,14 +75,12 @@ func (s Sampling) filters(n int) bool {
 // heap one at a time (ties to the lower id, as better orders them) instead of from a sort of the
 // whole vocabulary, which on a large vocabulary cost more than the rest of a sampled step.
 func (s *sampler) filter(logits []float32, set Sampling) []candidate {
-	cands := s.cands[:0]
-	for id, l := range logits {
-		cands = append(cands, candidate{id: int32(id), score: float64(l)})
-	}
-	s.cands = cands
+	var cands []candidate
 	sorted := false
-	if set.TopK > 0 && set.TopK < len(cands) { // filters' conditions, one by one
-		cands, sorted = s.best(cands, set.TopK, nil), true
+	if set.TopK > 0 && set.TopK < len(logits) { // filters' conditions, one by one
+		cands, sorted = s.topK(logits, set.TopK), true
+	} else {
+		cands = s.all(logits)
 	}
 	t := float64(set.Temperature)
 	for i := range cands {
