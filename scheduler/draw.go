@@ -78,34 +78,3 @@ func (b draw) merge(d draw) draw {
 	}
 	return b
 }
-
-// expSum returns Σ exp(c.score − top) over cands, added in their order. Over many candidates the
-// terms are taken in parallel chunks (each term the same bits wherever it is taken) and added one
-// after another, so the sum is the bits of one loop: top_p's total over a whole vocabulary.
-func (s *sampler) expSum(cands []candidate, top float64) float64 {
-	var total float64
-	if len(cands) < parallelDraw {
-		for _, c := range cands {
-			total += math.Exp(c.score - top)
-		}
-		return total
-	}
-	if cap(s.terms) < len(cands) {
-		s.terms = make([]float64, len(cands))
-	}
-	terms := s.terms[:len(cands)]
-	parts := min(runtime.GOMAXPROCS(0), len(cands)/drawChunk)
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() {
-			for i := p * len(cands) / parts; i < (p+1)*len(cands)/parts; i++ {
-				terms[i] = math.Exp(cands[i].score - top)
-			}
-		})
-	}
-	wg.Wait()
-	for _, x := range terms {
-		total += x
-	}
-	return total
-}

@@ -103,22 +103,3 @@ func TestUnfilteredPickReadsTheLogits(t *testing.T) {
 		}
 	}
 }
-
-// TestExpSumIsOneLoop: the parallel sum of top_p's terms is the bits of one loop.
-func TestExpSumIsOneLoop(t *testing.T) {
-	r := rand.New(rand.NewPCG(11, 12))
-	var s sampler
-	for _, n := range []int{3, parallelDraw - 1, parallelDraw, 151936} {
-		cands := make([]candidate, n)
-		for i := range cands {
-			cands[i] = candidate{id: int32(i), score: r.NormFloat64() * 5}
-		}
-		var want float64
-		for _, c := range cands {
-			want += math.Exp(c.score - 4)
-		}
-		if got := s.expSum(cands, 4); math.Float64bits(got) != math.Float64bits(want) {
-			t.Errorf("%d terms: %v, one loop %v", n, got, want)
-		}
-	}
-}

@@ -15,7 +15,6 @@ import (
 type sampler struct {
 	cands  []candidate
 	sorted []candidate // the best candidates taken off the heap, best first
-	terms  []float64   // expSum's terms
 }
 
 type candidate struct {
@@ -114,7 +113,10 @@ func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 			top = max(top, c.score)
 		}
 	}
-	total := s.expSum(cands, top)
+	var total float64
+	for _, c := range cands {
+		total += math.Exp(c.score - top)
+	}
 	if sorted {
 		return cands[:prefixReaching(cands, top, total, p, len(cands))]
 	}
