@@ -26,18 +26,20 @@ type candidate struct {
 // (a broken model's) comes after every number. It is a strict total order, so the best n
 // candidates and their order do not depend on how they are searched.
 func better(a, b candidate) int {
-	an, bn := math.IsNaN(a.score), math.IsNaN(b.score)
 	switch {
-	case an != bn:
+	case a.score > b.score:
+		return -1
+	case a.score < b.score:
+		return 1
+	case a.score == b.score:
+		return cmp.Compare(a.id, b.id)
+	}
+	// One of them or both are NaN.
+	if an, bn := math.IsNaN(a.score), math.IsNaN(b.score); an != bn {
 		if an {
 			return 1
 		}
 		return -1
-	case !an && a.score != b.score:
-		if a.score > b.score {
-			return -1
-		}
-		return 1
 	}
 	return cmp.Compare(a.id, b.id)
 }
