@@ -30,7 +30,7 @@ func clangxx(t *testing.T) string {
 	}
 	path, err := exec.LookPath("clang++")
 	if err != nil {
-		t.Fatalf("the MSL checks need clang++ (install it: apt-get install -y clang; or set TFD_MSL_SKIP=1 to skip them): %v", err)
+		t.Fatalf("the MSL and CUDA compile checks need clang++ (install it: apt-get install -y clang; or set TFD_MSL_SKIP=1 to skip them): %v", err)
 	}
 	// clang reads the shims and the runner's sources, which go test does not see: reading them
 	// here makes a change to any of them a change to the test's inputs, so no stale result is
