@@ -91,11 +91,32 @@ type KVSpec struct {
 	KVHeads int
 	HeadDim int
 	Slots   int
+	// DType is how the pool stores keys and values: F32 (zero means F32) or F16. An F16 pool
+	// rounds each key and value to the nearest F16 (quant.F32ToF16) as KVWrite stores it and
+	// widens it exactly where attention reads it; attention's arithmetic is F32 either way, so
+	// an F16 pool's results are those of an F32 pool given the rounded keys and values.
+	DType DType
 }
 
-// Bytes returns the memory the pool needs. Every backend keeps keys and values as F32.
+// Elem returns the dtype the pool stores: DType, or F32 where it is zero.
+func (s KVSpec) Elem() DType {
+	if s.DType == 0 {
+		return F32
+	}
+	return s.DType
+}
+
+// Bytes returns the memory the pool needs.
 func (s KVSpec) Bytes() int64 {
-	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * int64(s.Slots) * int64(F32.Size())
+	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * int64(s.Slots) * int64(s.Elem().Size())
+}
+
+// CheckKVDType returns an error unless d is a dtype a KV pool may store (F32, F16 or zero).
+func CheckKVDType(d DType) error {
+	if d != 0 && d != F32 && d != F16 {
+		return fmt.Errorf("a KV pool stores F32 or F16, not %v", d)
+	}
+	return nil
 }
 
 // Backend is one device that holds tensors and runs ops on them. A Backend is not safe for
@@ -137,8 +158,8 @@ type Backend interface {
 	ReadInt32(src Tensor, dst []int32) error
 	// ReadKV waits for all enqueued work and copies n slots of kv starting at slot, in every
 	// layer, into dst, laid out the same on every backend: for each layer in order, the keys of
-	// the n slots, then their values, each slot kvHeads×headDim F32 little-endian, bits
-	// unchanged. len(dst) must be kv's KVSpec with Slots n, in Bytes, else it panics; a range
+	// the n slots, then their values, each slot kvHeads×headDim elements of the pool's dtype,
+	// little-endian, bits unchanged. len(dst) must be kv's KVSpec with Slots n, in Bytes, else it panics; a range
 	// outside the pool is an error, and dst is left alone.
 	ReadKV(kv KV, slot, n int, dst []byte) error
 	// WriteKV enqueues a copy of src, laid out as ReadKV writes it, into the slots of kv from
@@ -266,8 +287,8 @@ type Ops interface {
 	CombineExperts(dst, x, weights Tensor, rows, k int)
 	// CopyKV copies n slots of src starting at srcSlot to the slots of dst starting at dstSlot,
 	// in every layer: the bits move unchanged (a session moving to a larger one, a block of the
-	// prompt cache saved or restored). dst and src must have the same layers, KV heads and head
-	// size, else it panics. They may be the same pool, and then the ranges may overlap.
+	// prompt cache saved or restored). dst and src must have the same layers, KV heads, head
+	// size and dtype, else it panics. They may be the same pool, and then the ranges may overlap.
 	CopyKV(dst KV, dstSlot int, src KV, srcSlot, n int)
 }
 

@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"tfd/compute"
+	"tfd/quant"
 )
 
 // KVWrite stores k[r] and v[r] (rows of kvHeads×headDim) into slot bases[r]+positions[r] of the
@@ -23,8 +24,30 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 			b.fail("KVWrite: row %d: slot %d+%d is outside the pool's %d slots", r, bs[r], ps[r], p.spec.Slots)
 			continue
 		}
+		if p.half() {
+			narrowKV(p.kh[layer][slot*st:(slot+1)*st], kf[r*st:(r+1)*st])
+			narrowKV(p.vh[layer][slot*st:(slot+1)*st], vf[r*st:(r+1)*st])
+			continue
+		}
 		copy(p.k[layer][slot*st:(slot+1)*st], kf[r*st:(r+1)*st])
 		copy(p.v[layer][slot*st:(slot+1)*st], vf[r*st:(r+1)*st])
+	}
+}
+
+// narrowKV stores src rounded to the nearest F16 (ties to even) in dst.
+func narrowKV(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = quant.F32ToF16(f)
+	}
+}
+
+// widenKV writes n vectors of hd F16 values, the first at src[0:] and the next stride elements on,
+// into dst, back to back, as widenOperands widens weights: exactly, a NaN perhaps quieted, which
+// no product tells.
+func widenKV(dst []float32, src []uint16, stride, n, hd int) {
+	for j := range n {
+		widenOperands(dst[j*hd:(j+1)*hd], src[j*stride:j*stride+hd], compute.F16)
 	}
 }
 
@@ -62,8 +85,7 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	*t = attentionTask{
 		dst:       f32(dst, "Attention", "dst", rows*heads*hd),
 		q:         f32(q, "Attention", "q", rows*heads*hd),
-		k:         p.k[layer],
-		v:         p.v[layer],
+		layer:     layer,
 		bases:     i32(bases, "Attention", "bases", rows),
 		positions: i32(positions, "Attention", "positions", rows),
 		kv:        p,
@@ -109,7 +131,8 @@ const (
 )
 
 type attentionTask struct {
-	dst, q, k, v     []float32
+	dst, q           []float32
+	layer            int
 	sinks            []float32 // [heads], or nil
 	bases, positions []int32
 	kv               *kvPool
@@ -152,7 +175,7 @@ func (t *attentionTask) run(s *scratch, lo, hi int) {
 
 // item computes query heads h0..h0+nh-1 of kv head g for the rows of rg.
 func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
-	hd, st := t.kv.spec.HeadDim, t.kv.stride()
+	hd := t.kv.spec.HeadDim
 	n8 := hd &^ 7
 	base := int(t.bases[rg.first])
 	if _, ok := t.kv.slot(t.bases[rg.first], t.positions[rg.first]); !ok {
@@ -167,8 +190,6 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 		width = max(width, keys(i))
 	}
 	e := s.floats(rg.n * nh * width)
-	k := t.k[base*st+g*hd:] // key 0 of kv head g
-	v := t.v[base*st+g*hd:]
 	q := func(i, h int) []float32 { // row i's query head h0+h
 		o := ((rg.first+i)*t.heads + h0 + h) * hd
 		return t.q[o : o+hd]
@@ -179,12 +200,48 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 	}
 	block := max(8, attBlockBytes/(4*hd))
 
-	// Scores, block by block of keys: the nh heads of a row are the rows of one vdots.
+	// Scores, block by block of keys: the nh heads of a row are the rows of one vdots; then the
+	// dot products' tails, where hd is not a multiple of 8. One row of an F16 pool (a decode
+	// step) reads the keys as they are stored (vdotsHalf: the bits of vdots on them widened).
+	direct := t.kv.half() && rg.n == 1 && halfDirect(compute.F16)
 	for j0 := 0; j0 < width; j0 += block {
+		var k []float32
+		var kh []uint16
+		ks := t.kv.stride()
+		if direct {
+			kh = t.kv.kh[t.layer][(base+j0)*ks+g*hd:]
+		} else {
+			k, ks = t.block(s, false, base+j0, g, min(block, width-j0))
+		}
 		for i := range rg.n {
-			if n := keys(i); j0 < n {
-				o := ((rg.first+i)*t.heads + h0) * hd
-				vdots(e[i*nh*width+j0:], width, t.q[o:o+nh*hd], hd, nh, k[j0*st:], st, min(block, n-j0), n8)
+			n := keys(i)
+			if j0 >= n {
+				continue
+			}
+			o := ((rg.first+i)*t.heads + h0) * hd
+			if direct {
+				vdotsHalf(e[i*nh*width+j0:], width, t.q[o:o+nh*hd], hd, nh, kh, compute.F16, ks, min(block, n-j0), n8)
+			} else {
+				vdots(e[i*nh*width+j0:], width, t.q[o:o+nh*hd], hd, nh, k, ks, min(block, n-j0), n8)
+			}
+			if n8 == hd {
+				continue
+			}
+			var tail [8]float32
+			for h := range nh {
+				qt := q(i, h)[n8:]
+				for j := range min(block, n-j0) {
+					kt := tail[:hd-n8]
+					if direct {
+						for d := range kt {
+							kt[d] = quant.F16ToF32(kh[j*ks+n8+d])
+						}
+					} else {
+						kt = k[j*ks+n8 : j*ks+hd]
+					}
+					at := (i*nh+h)*width + j0 + j
+					e[at] = dotTail(e[at], qt, kt)
+				}
 			}
 		}
 	}
@@ -192,17 +249,17 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 	var sums [attMaxRows * attMaxHeads]float32
 	for i := range rg.n {
 		for h := range nh {
-			ee := e[(i*nh+h)*width : (i*nh+h)*width+keys(i)]
-			sums[i*nh+h] = t.softmax(ee, q(i, h), k, st, h0+h)
+			sums[i*nh+h] = t.softmax(e[(i*nh+h)*width:(i*nh+h)*width+keys(i)], h0+h)
 		}
 	}
 	// Weighted sums of the values, block by block of keys, then the division.
 	for j0 := 0; j0 < width; j0 += block {
+		v, vs := t.block(s, true, base+j0, g, min(block, width-j0))
 		for i := range rg.n {
 			if n := keys(i); j0 < n {
 				for h := range nh {
 					ee := e[(i*nh+h)*width+j0 : (i*nh+h)*width+min(j0+block, n)]
-					wsum(out(i, h), ee, v[j0*st:], st, j0 > 0)
+					wsum(out(i, h), ee, v, vs, j0 > 0)
 				}
 			}
 		}
@@ -217,21 +274,39 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 	}
 }
 
+// block returns n keys (values: true) of kv head g from slot on, and the stride between them: in
+// an F32 pool, the pool's own memory; in an F16 pool, the keys widened into s, back to back.
+func (t *attentionTask) block(s *scratch, values bool, slot, g, n int) ([]float32, int) {
+	hd, st := t.kv.spec.HeadDim, t.kv.stride()
+	at := slot*st + g*hd
+	if !t.kv.half() {
+		if values {
+			return t.kv.v[t.layer][at:], st
+		}
+		return t.kv.k[t.layer][at:], st
+	}
+	src := t.kv.kh[t.layer]
+	if values {
+		src = t.kv.vh[t.layer]
+	}
+	if cap(s.wide) < n*hd {
+		s.wide = make([]float32, n*hd)
+	}
+	dst := s.wide[:n*hd]
+	widenKV(dst, src[at:], st, n, hd)
+	return dst, hd
+}
+
 // attBlockBytes is the size of a block of keys (or values) of one kv head: small enough to stay
 // in the L1 or L2 cache while every row and head of an item passes over it.
 var attBlockBytes = 32 << 10
 
-// softmax turns the lane parts of one (row, head)'s scores in e into exponentials and returns
-// their sum: it adds the dot products' tails, scales, subtracts the maximum and exponentiates.
-// The head's sink, if any, joins the maximum and adds its exponential to the sum last.
-func (t *attentionTask) softmax(e, q, k []float32, st, head int) float32 {
-	hd := len(q)
-	n8 := hd &^ 7
+// softmax turns one (row, head)'s dot products in e into exponentials and returns their sum: it
+// scales, subtracts the maximum and exponentiates. The head's sink, if any, joins the maximum and
+// adds its exponential to the sum last.
+func (t *attentionTask) softmax(e []float32, head int) float32 {
 	m := float32(math.Inf(-1))
 	for j, sj := range e {
-		if n8 < hd {
-			sj = dotTail(sj, q[n8:], k[j*st+n8:j*st+hd])
-		}
 		sj *= t.scale
 		e[j] = sj
 		if sj > m {

@@ -73,26 +73,34 @@ func benchMatMul(b *testing.B, dtype compute.DType, in, out, rows int) {
 // BenchmarkAttention is one layer's attention of a 14-head, 2-kv-head, 64-dim model: one decode row
 // at position ctx-1, or a 64-row prefill chunk ending there.
 func BenchmarkAttention(b *testing.B) {
-	for _, ctx := range []int{512, 4096} {
-		for _, rows := range []int{1, 64} {
-			b.Run(fmt.Sprintf("ctx=%d/rows=%d", ctx, rows), func(b *testing.B) {
-				be := newTest(b)
-				const kvHeads, heads, hd = 2, 14, 64
-				kvi, _ := be.NewKV(kvSpec(1, kvHeads, hd, ctx))
-				for l := range kvi.(*kvPool).k {
-					copy(kvi.(*kvPool).k[l], computetest.Randn(1, ctx*kvHeads*hd))
-					copy(kvi.(*kvPool).v[l], computetest.Randn(2, ctx*kvHeads*hd))
-				}
-				q, dst := ften(b, be, computetest.Randn(3, rows*heads*hd), rows, heads*hd), ften(b, be, nil, rows, heads*hd)
-				pos := make([]int32, rows)
-				for r := range pos {
-					pos[r] = int32(ctx - rows + r)
-				}
-				bases, positions := iten(b, be, make([]int32, rows), rows), iten(b, be, pos, rows)
-				for b.Loop() {
-					be.Attention(dst, q, kvi, 0, bases, positions, nil, rows, heads, 0.125)
-				}
-			})
+	for _, dt := range []compute.DType{compute.F32, compute.F16} {
+		for _, ctx := range []int{512, 4096} {
+			for _, rows := range []int{1, 64} {
+				b.Run(fmt.Sprintf("kv=%v/ctx=%d/rows=%d", dt, ctx, rows), func(b *testing.B) {
+					be := newTest(b)
+					const kvHeads, heads, hd = 2, 14, 64
+					spec := kvSpec(1, kvHeads, hd, ctx)
+					spec.DType = dt
+					kvi, _ := be.NewKV(spec)
+					k, v := computetest.Randn(1, ctx*kvHeads*hd), computetest.Randn(2, ctx*kvHeads*hd)
+					if p := kvi.(*kvPool); p.half() {
+						narrowKV(p.kh[0], k)
+						narrowKV(p.vh[0], v)
+					} else {
+						copy(p.k[0], k)
+						copy(p.v[0], v)
+					}
+					q, dst := ften(b, be, computetest.Randn(3, rows*heads*hd), rows, heads*hd), ften(b, be, nil, rows, heads*hd)
+					pos := make([]int32, rows)
+					for r := range pos {
+						pos[r] = int32(ctx - rows + r)
+					}
+					bases, positions := iten(b, be, make([]int32, rows), rows), iten(b, be, pos, rows)
+					for b.Loop() {
+						be.Attention(dst, q, kvi, 0, bases, positions, nil, rows, heads, 0.125)
+					}
+				})
+			}
 		}
 	}
 }

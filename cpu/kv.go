@@ -32,11 +32,11 @@ func (b *backend) CopyKV(dst compute.KV, dstSlot int, src compute.KV, srcSlot, n
 	*t = copyKVTask{}
 }
 
-// sameSlots panics unless pools d and s hold slots of one shape.
+// sameSlots panics unless pools d and s hold slots of one shape and dtype.
 func sameSlots(d, s *kvPool) {
-	if d.spec.Layers != s.spec.Layers || d.spec.KVHeads != s.spec.KVHeads || d.spec.HeadDim != s.spec.HeadDim {
-		panic(fmt.Sprintf("cpu: CopyKV between pools of %d layers × %d×%d and %d layers × %d×%d",
-			s.spec.Layers, s.spec.KVHeads, s.spec.HeadDim, d.spec.Layers, d.spec.KVHeads, d.spec.HeadDim))
+	if d.spec.Layers != s.spec.Layers || d.spec.KVHeads != s.spec.KVHeads || d.spec.HeadDim != s.spec.HeadDim || d.half() != s.half() {
+		panic(fmt.Sprintf("cpu: CopyKV between pools of %d layers × %d×%d %v and %d layers × %d×%d %v",
+			s.spec.Layers, s.spec.KVHeads, s.spec.HeadDim, s.spec.Elem(), d.spec.Layers, d.spec.KVHeads, d.spec.HeadDim, d.spec.Elem()))
 	}
 }
 
@@ -49,16 +49,25 @@ type copyKVTask struct {
 
 func (t *copyKVTask) run(_ *scratch, lo, hi int) {
 	for i := lo; i < hi; i++ {
-		d, s := t.dst.k[i/2], t.src.k[i/2]
-		if i%2 == 1 {
-			d, s = t.dst.v[i/2], t.src.v[i/2]
+		l, values := i/2, i%2 == 1
+		if t.dst.half() {
+			d, s := t.dst.kh[l], t.src.kh[l]
+			if values {
+				d, s = t.dst.vh[l], t.src.vh[l]
+			}
+			copy(d[t.dstAt:t.dstAt+t.n], s[t.srcAt:t.srcAt+t.n])
+			continue
+		}
+		d, s := t.dst.k[l], t.src.k[l]
+		if values {
+			d, s = t.dst.v[l], t.src.v[l]
 		}
 		copy(d[t.dstAt:t.dstAt+t.n], s[t.srcAt:t.srcAt+t.n])
 	}
 }
 
-// ReadKV copies n slots from slot on into dst: per layer the keys, then the values, F32
-// little-endian. It reports a range outside the pool, and what Sync would.
+// ReadKV copies n slots from slot on into dst: per layer the keys, then the values, in the pool's
+// dtype, little-endian. It reports a range outside the pool, and what Sync would.
 func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 	p := asKV(kv, "ReadKV", 0)
 	spec := p.spec
@@ -72,6 +81,15 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 	st := p.stride()
 	at := 0
 	for l := range p.spec.Layers {
+		if p.half() {
+			for _, s := range [2][]uint16{p.kh[l], p.vh[l]} {
+				for _, h := range s[slot*st : (slot+n)*st] {
+					binary.LittleEndian.PutUint16(dst[at:], h)
+					at += 2
+				}
+			}
+			continue
+		}
 		for _, s := range [2][]float32{p.k[l], p.v[l]} {
 			for _, f := range s[slot*st : (slot+n)*st] {
 				binary.LittleEndian.PutUint32(dst[at:], math.Float32bits(f))
@@ -87,7 +105,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 func (b *backend) WriteKV(kv compute.KV, slot int, src []byte) {
 	p := asKV(kv, "WriteKV", 0)
 	st := p.stride()
-	per := 2 * p.spec.Layers * st * 4 // bytes of one slot in every layer
+	per := 2 * p.spec.Layers * st * p.spec.Elem().Size() // bytes of one slot in every layer
 	if len(src)%per != 0 {
 		panic(fmt.Sprintf("cpu: WriteKV of %d bytes: not a whole number of %d-byte slots", len(src), per))
 	}
@@ -98,6 +116,16 @@ func (b *backend) WriteKV(kv compute.KV, slot int, src []byte) {
 	}
 	at := 0
 	for l := range p.spec.Layers {
+		if p.half() {
+			for _, s := range [2][]uint16{p.kh[l], p.vh[l]} {
+				d := s[slot*st : (slot+n)*st]
+				for i := range d {
+					d[i] = binary.LittleEndian.Uint16(src[at:])
+					at += 2
+				}
+			}
+			continue
+		}
 		for _, s := range [2][]float32{p.k[l], p.v[l]} {
 			d := s[slot*st : (slot+n)*st]
 			for i := range d {

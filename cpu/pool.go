@@ -16,6 +16,8 @@ type task interface {
 // scratch is per-goroutine working memory that grows to the largest size asked and is kept.
 type scratch struct {
 	buf []float32
+	// wide holds a block of an F16 KV pool's keys or values widened to F32 (attentionTask.block).
+	wide []float32
 	// dots holds a quantized kernel's results (qmatmulTask): some kernels are called through a
 	// function value, so a local array would escape and be allocated at every call.
 	dots [32]float32

@@ -36,11 +36,16 @@ func (t *tensor) rowLen() int {
 	return n
 }
 
-// kvPool is the CPU backend's compute.KV. k[layer] and v[layer] are [slots, kvHeads, headDim].
+// kvPool is the CPU backend's compute.KV. k[layer] and v[layer] are [slots, kvHeads, headDim]:
+// F32 values in an F32 pool; in an F16 pool kh and vh hold the F16 bits instead.
 type kvPool struct {
-	spec compute.KVSpec
-	k, v [][]float32
+	spec   compute.KVSpec
+	k, v   [][]float32
+	kh, vh [][]uint16
 }
+
+// half reports whether the pool stores F16.
+func (kv *kvPool) half() bool { return kv.kh != nil }
 
 func (kv *kvPool) Slots() int { return kv.spec.Slots }
 
@@ -173,14 +178,24 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Slots <= 0 {
 		return nil, fmt.Errorf("cpu: NewKV: every dimension of %+v must be positive", spec)
 	}
+	if err := compute.CheckKVDType(spec.DType); err != nil {
+		return nil, fmt.Errorf("cpu: NewKV: %w", err)
+	}
 	per, err := compute.Elements([]int{spec.Slots, spec.KVHeads, spec.HeadDim})
 	if err != nil {
 		return nil, err
 	}
-	kv := &kvPool{spec: spec, k: make([][]float32, spec.Layers), v: make([][]float32, spec.Layers)}
+	kv := &kvPool{spec: spec}
+	if spec.Elem() == compute.F16 {
+		kv.kh, kv.vh = make([][]uint16, spec.Layers), make([][]uint16, spec.Layers)
+		for l := range kv.kh {
+			kv.kh[l], kv.vh[l] = make([]uint16, per), make([]uint16, per)
+		}
+		return kv, nil
+	}
+	kv.k, kv.v = make([][]float32, spec.Layers), make([][]float32, spec.Layers)
 	for l := range kv.k {
-		kv.k[l] = make([]float32, per)
-		kv.v[l] = make([]float32, per)
+		kv.k[l], kv.v[l] = make([]float32, per), make([]float32, per)
 	}
 	return kv, nil
 }
@@ -204,7 +219,7 @@ func (b *backend) FreeKV(kv compute.KV) {
 	if !ok {
 		panic(fmt.Sprintf("cpu: FreeKV of %T, which the cpu backend did not make", kv))
 	}
-	p.k, p.v = nil, nil
+	p.k, p.v, p.kh, p.vh = nil, nil, nil, nil
 }
 
 // WriteInt32 copies src into the first len(src) elements of dst.

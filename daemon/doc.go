@@ -16,7 +16,7 @@
 // timeout apply to the next requests. Sessions (parallel, layout, grow, queue) and memory
 // settings apply through the host's Reconfigure: new admissions use the new layout once running
 // streams are done with the old. A layout that needs more KV than the loaded pool, a new
-// model.path, model.context or model.quantize loads the model again: beside the current one
+// model.path, model.context, model.quantize or sessions.kv_cache loads the model again: beside the current one
 // when the plan leaves room for both, else after the current one has finished its replies.
 // server.listen and model.backend wait for a restart. Every reload logs one line and is counted
 // in tfd_config_reloads_total by outcome.

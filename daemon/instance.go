@@ -63,6 +63,14 @@ func ModelSource(mc config.ModelConfig) engine.Source {
 	return engine.Source{Dir: mc.Path, Name: mc.Name}
 }
 
+// kvCacheDType is the dtype sessions.kv_cache names (validated with the config).
+func kvCacheDType(name string) compute.DType {
+	if name == "f16" {
+		return compute.F16
+	}
+	return compute.F32
+}
+
 // PlanConfig computes the memory plan for cfg on backend without loading weights: it reads the
 // model's config and tensor headers only.
 func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error) {
@@ -92,6 +100,7 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 
 		PromptCacheGiB: cfg.PromptCache.GiB,
 		StateDepth:     stateDepth(cfg.Drafts),
+		KVCache:        kvCacheDType(cfg.Sessions.KVCache),
 	})
 }
 
@@ -157,7 +166,7 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize,
+		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize, KVCache: in.plan.KVCache,
 		Sessions: len(in.plan.Layout), StateDepth: in.plan.StateDepth, Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {

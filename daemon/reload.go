@@ -21,8 +21,9 @@ import (
 // a new id; the rest is routing (sampling, drafts, API keys, stall timeout, log level, shutdown
 // timeout).
 var (
-	// modelKeys need the weights loaded again.
-	modelKeys = []string{"model.path", "model.context", "model.quantize"}
+	// modelKeys need the weights loaded again (sessions.kv_cache: a pool of another dtype, whose
+	// model has another identity).
+	modelKeys = []string{"model.path", "model.context", "model.quantize", "sessions.kv_cache"}
 	// planKeys change the memory plan and so the sessions and the prompt cache's size.
 	planKeys = []string{"sessions.", "memory.", "model.path", "model.context", "model.quantize", "prompt_cache.gib"}
 	// spillKeys change the prompt cache's spill folder.

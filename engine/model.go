@@ -53,6 +53,10 @@ type Options struct {
 	// Quantize quantizes the weight matrices of a 16- or 32-bit checkpoint as they load
 	// (model.quantize); the backend must run quantized weights (cpu, cuda and metal do).
 	Quantize Quantization
+	// KVCache is how the sessions store keys and values (sessions.kv_cache): compute.F32 (or 0,
+	// the same) or compute.F16, half the memory, each key and value rounded to F16 as it is
+	// stored (compute.KVSpec).
+	KVCache compute.DType
 	// Progress, if set, is told each loading step.
 	Progress func(step string, done, total int)
 }
@@ -168,6 +172,10 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		// where a model keeping every position holds them in layer order: the same bytes' worth,
 		// another layout.
 		m.identity = ringedIdentity(m.identity)
+	}
+	if m.kvSpec.Elem() != compute.F32 {
+		// A block holds keys and values in the pool's dtype.
+		m.identity = variantIdentity("tfd model identity, keys and values in "+m.kvSpec.Elem().String(), m.identity)
 	}
 	if m.states != nil {
 		// A hybrid model's block carries DeltaNet states after its keys and values, which its
@@ -366,7 +374,7 @@ func (m *Model) allocate(opts Options) error {
 		if sessions <= 0 {
 			sessions = DefaultAutoCap
 		}
-		if m.rings, err = newWindowRings(m.backend, c, sessions, length); err != nil {
+		if m.rings, err = newWindowRings(m.backend, c, sessions, length, opts.KVCache); err != nil {
 			return err
 		}
 	}
@@ -381,7 +389,7 @@ func (m *Model) allocate(opts Options) error {
 			full++
 		}
 	}
-	m.kvSpec = compute.KVSpec{Layers: full, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots}
+	m.kvSpec = compute.KVSpec{Layers: full, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: m.slots, DType: opts.KVCache}
 	if m.kv, err = m.backend.NewKV(m.kvSpec); err != nil {
 		return fmt.Errorf("engine: allocate KV pool of %d slots: %w", m.slots, err)
 	}

@@ -79,6 +79,8 @@ type PlanInput struct {
 	// StateDepth is, for a hybrid model (Qwen3-Next), how many of its newest positions' DeltaNet
 	// states each session keeps (Options.StateDepth); 0: DefaultStateDepth.
 	StateDepth int
+	// KVCache is how keys and values are stored (Options.KVCache): compute.F32 (or 0) or F16.
+	KVCache compute.DType
 }
 
 // Plan is a computed memory plan. All sizes are bytes.
@@ -110,6 +112,8 @@ type Plan struct {
 	Parallel string
 	// MaxRows is the rows the scratch is sized for.
 	MaxRows int
+	// KVCache is the dtype keys and values are stored in: F32 or F16.
+	KVCache compute.DType
 	// KVPerToken is the KV memory of one token of one session: every layer's, or, where the
 	// sessions keep their sliding layers in rings, the other layers'.
 	KVPerToken int64
@@ -157,13 +161,13 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err := in.check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{MaxRows: in.MaxRows, CachePerToken: kvPerToken(in.Model), CacheStatePerBlock: in.Model.StateBytes(1),
+	p := Plan{MaxRows: in.MaxRows, CachePerToken: kvPerToken(in.Model, in.KVCache), CacheStatePerBlock: in.Model.StateBytes(1),
 		Memory: int64(min(in.DeviceMemory, math.MaxInt64)), WorkingSet: int64(min(in.WorkingSet, math.MaxInt64))}
 	var err error
 	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
 		return Plan{}, err
 	}
-	p.Weights, p.Quantize = in.WeightBytes, in.Quantize
+	p.Weights, p.Quantize, p.KVCache = in.WeightBytes, in.Quantize, in.KVCache
 	p.Scratch = ScratchBytes(in.Model, in.MaxRows)
 	p.Margin = int64(in.MarginGB * GiB)
 	avail := p.Limit - p.Weights - p.Scratch - p.Margin
@@ -256,6 +260,9 @@ func (in PlanInput) withDefaults() PlanInput {
 	if in.StateDepth <= 0 {
 		in.StateDepth = DefaultStateDepth
 	}
+	if in.KVCache == 0 {
+		in.KVCache = compute.F32
+	}
 	return in
 }
 
@@ -265,6 +272,9 @@ func (in PlanInput) check() error {
 		return errors.New("memory: the model's config has no layers, KV heads, head size or window to plan for")
 	case in.WeightBytes < 0 || in.LoadLimitGB < 0 || in.MarginGB < 0 || in.Context < 0 || in.Parallel < 0 || in.Grow < 0:
 		return fmt.Errorf("memory: negative plan input %+v", in)
+	}
+	if err := compute.CheckKVDType(in.KVCache); err != nil {
+		return fmt.Errorf("memory: %w", err)
 	}
 	for _, s := range in.Layout {
 		if s <= 0 {
@@ -407,8 +417,8 @@ func (p *Plan) sessionCost(in PlanInput) {
 		_, sliding := in.Model.windowed()
 		full := in.Model
 		full.Layers -= sliding
-		p.KVPerToken = kvPerToken(full)
-		p.RingPerSession, p.RingLength = in.Model.RingBytes(p.Context, in.MaxRows), r
+		p.KVPerToken = kvPerToken(full, in.KVCache)
+		p.RingPerSession, p.RingLength = in.Model.RingBytes(p.Context, in.MaxRows, in.KVCache), r
 	}
 }
 
@@ -451,9 +461,9 @@ func (p *Plan) refuse(n, tokens int, avail int64, ways string) error {
 }
 
 // kvPerToken is the KV memory one token takes in one session: keys and values in every layer
-// that keeps them (a hybrid model's attention layers), the MTP head's included.
-func kvPerToken(c Config) int64 {
-	return compute.KVSpec{Layers: c.KVLayers() + min(c.MTPLayers, 1), KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 1}.Bytes()
+// that keeps them (a hybrid model's attention layers), the MTP head's included, stored as kvCache.
+func kvPerToken(c Config, kvCache compute.DType) int64 {
+	return compute.KVSpec{Layers: c.KVLayers() + min(c.MTPLayers, 1), KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 1, DType: kvCache}.Bytes()
 }
 
 // ScratchBytes estimates the forward's scratch for maxRows rows: the F32 activations Load

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"tfd/compute"
 	"tfd/engine/safetensors"
 	"tfd/models"
 )
@@ -39,6 +40,8 @@ func TestMakePlan(t *testing.T) {
 		err     string // a substring of the error
 	}{
 		{name: "auto fits eleven", in: tinyInput(nil), layout: "8192x11", context: 8192, left: 378001356 - 11*32*MiB},
+		{name: "F16 keys and values fit twice as many", in: tinyInput(func(in *PlanInput) { in.KVCache = compute.F16; in.AutoCap = 32 }),
+			layout: "8192x22", context: 8192, left: 378001356 - 22*16*MiB},
 		{name: "auto is capped", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 64 * GiB }),
 			layout: "8192x16", context: 8192, note: "the most auto makes"},
 		{name: "auto falls back to the serial host", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 560 * MiB }),

@@ -89,7 +89,7 @@ func TestPlanGemma3_27BShaped(t *testing.T) {
 	// Before: as a model keeping every position plans (rings off, as when 2R ≥ the context).
 	const kvLayer = 16 * 128 * 2 * 4 // KV heads × head size × (keys, values) × F32
 	every := int64(131072) * 62 * kvLayer
-	if got := int64(131072) * kvPerToken(c); got != every {
+	if got := int64(131072) * kvPerToken(c, compute.F32); got != every {
 		t.Fatalf("every position of a session: %d bytes, want %d", got, every)
 	}
 

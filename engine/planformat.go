@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"tfd/compute"
 )
 
 // FormatBytes writes n in the largest binary unit that keeps it at least 1, one decimal: "4.1 GiB".
@@ -50,6 +52,9 @@ func (p Plan) String() string {
 	}
 	row("cache", p.Cache, cache)
 	perToken := FormatBytes(p.KVPerToken) + " a token"
+	if p.KVCache == compute.F16 {
+		perToken += " (keys and values in F16)"
+	}
 	if p.RingPerSession > 0 {
 		perToken += fmt.Sprintf(" and %s of sliding-layer rings a session", FormatBytes(p.RingPerSession))
 	}

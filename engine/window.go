@@ -72,14 +72,15 @@ func (c Config) RingLength(context, maxRows int) int {
 	return r
 }
 
-// RingBytes returns the memory of one session's rings: 2R slots of every sliding layer.
-func (c Config) RingBytes(context, maxRows int) int64 {
+// RingBytes returns the memory of one session's rings: 2R slots of every sliding layer, keys and
+// values stored as kvCache (compute.KVSpec.DType).
+func (c Config) RingBytes(context, maxRows int, kvCache compute.DType) int64 {
 	r := c.RingLength(context, maxRows)
 	_, layers := c.windowed()
 	if r == 0 {
 		return 0
 	}
-	return compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 2 * r}.Bytes()
+	return compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 2 * r, DType: kvCache}.Bytes()
 }
 
 // windowRings is the sliding layers' keys and values of every session: a KV pool of their own,
@@ -111,10 +112,10 @@ type sessionRows struct {
 }
 
 // newWindowRings allocates rings for sessions sessions, each of length positions, for c's
-// sliding layers.
-func newWindowRings(b compute.Backend, c Config, sessions, length int) (*windowRings, error) {
+// sliding layers, keys and values stored as kvCache.
+func newWindowRings(b compute.Backend, c Config, sessions, length int, kvCache compute.DType) (*windowRings, error) {
 	w, layers := c.windowed()
-	spec := compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: sessions * 2 * length}
+	spec := compute.KVSpec{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: sessions * 2 * length, DType: kvCache}
 	kv, err := b.NewKV(spec)
 	if err != nil {
 		return nil, fmt.Errorf("engine: allocate the sliding layers' rings for %d sessions of %d positions (%s): %w",

@@ -168,6 +168,9 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Slots <= 0 {
 		return nil, fmt.Errorf("metal: NewKV: every dimension of %+v must be positive", spec)
 	}
+	if spec.Elem() != compute.F32 {
+		return nil, fmt.Errorf("metal: NewKV: keys and values in %v are built on the cpu backend only: set sessions.kv_cache = \"f32\"", spec.Elem())
+	}
 	if spec.HeadDim%4 != 0 || spec.HeadDim > 256 {
 		return nil, fmt.Errorf("metal: NewKV: head size %d: the attention kernel takes multiples of 4 up to 256", spec.HeadDim)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -17,14 +16,26 @@ import (
 // kept on the host. Random bits include NaNs of every kind (about one value in 256), which a move
 // through float arithmetic would quieten or drop. The cpu backend's tests run these checks too.
 
-// kvShape is the slot shape of the pools these checks make: the GPU kernels take head sizes in
-// multiples of 4.
-var kvShape = compute.KVSpec{Layers: 3, KVHeads: 2, HeadDim: 12}
+// kvShape is the slot shape of the pools these checks make, in dtype dt: the GPU kernels take
+// head sizes in multiples of 4.
+func kvShape(dt compute.DType) compute.KVSpec {
+	return compute.KVSpec{Layers: 3, KVHeads: 2, HeadDim: 12, DType: dt}
+}
 
-// newPool returns a zeroed pool of kvShape with the given slots.
-func newPool(t testing.TB, b compute.Backend, slots int) compute.KV {
+// kvDTypes are the dtypes a pool may store; every check runs for each.
+var kvDTypes = []compute.DType{compute.F32, compute.F16}
+
+// eachKVDType runs check as a subtest for each of kvDTypes.
+func eachKVDType(t *testing.T, check func(t *testing.T, shape compute.KVSpec)) {
+	for _, dt := range kvDTypes {
+		t.Run(dt.String(), func(t *testing.T) { check(t, kvShape(dt)) })
+	}
+}
+
+// newPool returns a zeroed pool of shape with the given slots.
+func newPool(t testing.TB, b compute.Backend, shape compute.KVSpec, slots int) compute.KV {
 	t.Helper()
-	spec := kvShape
+	spec := shape
 	spec.Slots = slots
 	kv, err := b.NewKV(spec)
 	if err != nil {
@@ -34,9 +45,9 @@ func newPool(t testing.TB, b compute.Backend, slots int) compute.KV {
 	return kv
 }
 
-// kvBytes returns the bytes n slots of kvShape take in ReadKV's layout.
-func kvBytes(n int) int {
-	spec := kvShape
+// kvBytes returns the bytes n slots of shape take in ReadKV's layout.
+func kvBytes(shape compute.KVSpec, n int) int {
+	spec := shape
 	spec.Slots = n
 	return int(spec.Bytes())
 }
@@ -57,9 +68,9 @@ func randomBits(seed uint64, n int) []byte {
 }
 
 // readAll returns the whole pool in ReadKV's layout, after checking the read's error.
-func readAll(t testing.TB, b compute.Backend, kv compute.KV) []byte {
+func readAll(t testing.TB, b compute.Backend, shape compute.KVSpec, kv compute.KV) []byte {
 	t.Helper()
-	dst := make([]byte, kvBytes(kv.Slots()))
+	dst := make([]byte, kvBytes(shape, kv.Slots()))
 	if err := b.ReadKV(kv, 0, kv.Slots(), dst); err != nil {
 		t.Fatalf("ReadKV of the whole pool: %v", err)
 	}
@@ -68,13 +79,14 @@ func readAll(t testing.TB, b compute.Backend, kv compute.KV) []byte {
 
 // hostPool is what a pool should hold, in ReadKV's layout for all its slots.
 type hostPool struct {
+	shape compute.KVSpec
 	slots int
 	data  []byte
 }
 
 // region returns the bytes of n slots from slot in one layer's keys (values: 1) of h.
 func (h *hostPool) region(layer, values, slot, n int) []byte {
-	per := kvBytes(1) / kvShape.Layers / 2 // one slot of one layer's keys
+	per := kvBytes(h.shape, 1) / h.shape.Layers / 2 // one slot of one layer's keys
 	at := (2*layer+values)*h.slots*per + slot*per
 	return h.data[at : at+n*per]
 }
@@ -82,7 +94,7 @@ func (h *hostPool) region(layer, values, slot, n int) []byte {
 // copyFrom applies CopyKV(h, dst, src, srcSlot, n) to h; copy moves overlapping ranges as
 // memmove does, which is what CopyKV within one pool promises.
 func (h *hostPool) copyFrom(dst int, src *hostPool, srcSlot, n int) {
-	for l := range kvShape.Layers {
+	for l := range h.shape.Layers {
 		for v := range 2 {
 			copy(h.region(l, v, dst, n), src.region(l, v, srcSlot, n))
 		}
@@ -92,19 +104,17 @@ func (h *hostPool) copyFrom(dst int, src *hostPool, srcSlot, n int) {
 // samePool reports the first slot of kv whose bits differ from want's.
 func samePool(t testing.TB, what string, b compute.Backend, kv compute.KV, want *hostPool) {
 	t.Helper()
-	got := readAll(t, b, kv)
+	got := readAll(t, b, want.shape, kv)
 	if bytes.Equal(got, want.data) {
 		return
 	}
-	for l := range kvShape.Layers {
+	for l := range want.shape.Layers {
 		for v, name := range []string{"keys", "values"} {
 			for s := range want.slots {
-				g := (&hostPool{want.slots, got}).region(l, v, s, 1)
+				g := (&hostPool{want.shape, want.slots, got}).region(l, v, s, 1)
 				w := want.region(l, v, s, 1)
-				for e := 0; e < len(w); e += 4 {
-					if gb, wb := binary.LittleEndian.Uint32(g[e:]), binary.LittleEndian.Uint32(w[e:]); gb != wb {
-						t.Fatalf("%s: layer %d %s of slot %d, element %d: %#08x, want %#08x", what, l, name, s, e/4, gb, wb)
-					}
+				if !bytes.Equal(g, w) {
+					t.Fatalf("%s: layer %d %s of slot %d: % x, want % x", what, l, name, s, g, w)
 				}
 			}
 		}
@@ -115,11 +125,16 @@ func samePool(t testing.TB, what string, b compute.Backend, kv compute.KV, want 
 // slots around them stay zero; a range outside the pool is an error of ReadKV and is reported by
 // the Sync after WriteKV (which writes nothing); wrong lengths panic.
 func CheckKVReadWrite(t *testing.T, b compute.Backend) {
+	eachKVDType(t, func(t *testing.T, shape compute.KVSpec) { checkKVReadWrite(t, b, shape) })
+}
+
+func checkKVReadWrite(t *testing.T, b compute.Backend, shape compute.KVSpec) {
 	const slots, at, n = 40, 11, 7
-	kv := newPool(t, b, slots)
-	want := &hostPool{slots, make([]byte, kvBytes(slots))}
+	kv := newPool(t, b, shape, slots)
+	kvBytes := func(n int) int { return kvBytes(shape, n) }
+	want := &hostPool{shape, slots, make([]byte, kvBytes(slots))}
 	src := randomBits(1, kvBytes(n))
-	sent := &hostPool{n, bytes.Clone(src)}
+	sent := &hostPool{shape, n, bytes.Clone(src)}
 	b.WriteKV(kv, at, src)
 	clear(src) // the backend copied src before returning: this must not reach the pool
 	want.copyFrom(at, sent, 0, n)
@@ -148,12 +163,16 @@ func CheckKVReadWrite(t *testing.T, b compute.Backend) {
 }
 
 // CheckKVLayout: ReadKV lays slots out as the contract says (for each layer, the keys of the
-// slots, then their values, F32 little-endian), checked against keys and values written with
-// KVWrite.
+// slots, then their values, little-endian in the pool's dtype), checked against keys and values
+// written with KVWrite (an F16 pool's rounded to nearest, ties to even: computetest's own F16Bits).
 func CheckKVLayout(t *testing.T, b compute.Backend) {
+	eachKVDType(t, func(t *testing.T, shape compute.KVSpec) { checkKVLayout(t, b, shape) })
+}
+
+func checkKVLayout(t *testing.T, b compute.Backend, shape compute.KVSpec) {
 	const slots, at, n = 30, 5, 9
-	kv := newPool(t, b, slots)
-	st := kvShape.KVHeads * kvShape.HeadDim
+	kv := newPool(t, b, shape, slots)
+	st := shape.KVHeads * shape.HeadDim
 	bases := make([]int32, n)
 	positions := make([]int32, n)
 	for r := range n {
@@ -161,21 +180,22 @@ func CheckKVLayout(t *testing.T, b compute.Backend) {
 	}
 	bt, pt := UploadI32(t, b, bases), UploadI32(t, b, positions)
 	var want []byte
-	for l := range kvShape.Layers {
+	for l := range shape.Layers {
 		k, v := Randn(uint64(40+2*l), n*st), Randn(uint64(41+2*l), n*st)
 		b.KVWrite(kv, l, UploadF32(t, b, k, n, st), UploadF32(t, b, v, n, st), bt, pt, n)
-		want = append(append(want, F32Bytes(k)...), F32Bytes(v)...)
+		want = append(append(want, Encode(shape.Elem(), k)...), Encode(shape.Elem(), v)...)
 	}
-	got := make([]byte, kvBytes(n))
+	got := make([]byte, kvBytes(shape, n))
 	if err := b.ReadKV(kv, at, n, got); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < len(want); i += 4 {
-		if g, w := binary.LittleEndian.Uint32(got[i:]), binary.LittleEndian.Uint32(want[i:]); g != w {
-			per := n * st * 4
+	size := shape.Elem().Size()
+	for i := 0; i < len(want); i += size {
+		if g, w := got[i:i+size], want[i:i+size]; !bytes.Equal(g, w) {
+			per := n * st * size
 			part, in := i/per, i%per
-			t.Fatalf("layer %d %s, slot %d, element %d: %v, want %v", part/2, []string{"keys", "values"}[part%2],
-				at+in/(st*4), in%(st*4)/4, math.Float32frombits(g), math.Float32frombits(w))
+			t.Fatalf("layer %d %s, slot %d, element %d: % x, want % x", part/2, []string{"keys", "values"}[part%2],
+				at+in/(st*size), in%(st*size)/size, g, w)
 		}
 	}
 }
@@ -185,8 +205,12 @@ func CheckKVLayout(t *testing.T, b compute.Backend) {
 // copying in pieces takes several); a range outside a pool is reported by the next Sync and
 // copies nothing; pools of different shapes panic.
 func CheckCopyKV(t *testing.T, b compute.Backend) {
-	pools := []compute.KV{newPool(t, b, 300), newPool(t, b, 120)}
-	want := []*hostPool{{300, randomBits(3, kvBytes(300))}, {120, randomBits(4, kvBytes(120))}}
+	eachKVDType(t, func(t *testing.T, shape compute.KVSpec) { checkCopyKV(t, b, shape) })
+}
+
+func checkCopyKV(t *testing.T, b compute.Backend, shape compute.KVSpec) {
+	pools := []compute.KV{newPool(t, b, shape, 300), newPool(t, b, shape, 120)}
+	want := []*hostPool{{shape, 300, randomBits(3, kvBytes(shape, 300))}, {shape, 120, randomBits(4, kvBytes(shape, 120))}}
 	for i, kv := range pools {
 		b.WriteKV(kv, 0, want[i].data)
 	}
@@ -220,7 +244,7 @@ func CheckCopyKV(t *testing.T, b compute.Backend) {
 	for i, kv := range pools {
 		samePool(t, fmt.Sprintf("after the CopyKVs outside: pool %d", i), b, kv, want[i])
 	}
-	other := kvShape
+	other := shape
 	other.Slots, other.KVHeads = 10, 1
 	kv, err := b.NewKV(other)
 	if err != nil {
@@ -228,6 +252,17 @@ func CheckCopyKV(t *testing.T, b compute.Backend) {
 	}
 	defer b.FreeKV(kv)
 	mustPanic(t, "CopyKV between pools of 2 and 1 KV heads", func() { b.CopyKV(kv, 0, pools[0], 0, 1) })
+	other = shape
+	other.Slots, other.DType = 10, compute.F32
+	if shape.Elem() == compute.F32 {
+		other.DType = compute.F16
+	}
+	kv, err = b.NewKV(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.FreeKV(kv)
+	mustPanic(t, fmt.Sprintf("CopyKV between pools of %v and %v", other.DType, shape.Elem()), func() { b.CopyKV(kv, 0, pools[0], 0, 1) })
 }
 
 // mustPanic reports an error unless f panics.

@@ -74,6 +74,11 @@ type SessionsConfig struct {
 	Grow int `koanf:"grow"`
 	// Queue bounds the requests waiting for a session; past it requests are answered 503.
 	Queue int `koanf:"queue"`
+	// KVCache is how sessions store keys and values: "f32" (exact: the transformers oracle's
+	// arithmetic) or "f16" (half the memory, so about twice the sessions or context; each key
+	// and value rounded to F16 as it is stored, which moves logits by about 1e-3). Replies stay
+	// batch-invariant and drafted equals undrafted with either.
+	KVCache string `koanf:"kv_cache"`
 }
 
 // MemoryConfig is the [memory] section: the budget the memory plan works within.
@@ -155,6 +160,7 @@ func Default() Config {
 		Sessions: SessionsConfig{
 			Parallel: "auto",
 			Grow:     2048,
+			KVCache:  "f32",
 			Queue:    64,
 		},
 		Memory:      MemoryConfig{MarginGB: 2},

@@ -45,6 +45,7 @@ func (c Config) problems() []problem {
 	check(err == nil, "sessions.layout", `want empty or a comma-separated list of capacities, each N or NxCOUNT, e.g. "65536,32768x3,16384x11"`)
 	check(c.Sessions.Grow > 0, "sessions.grow", "want a positive number of tokens")
 	check(c.Sessions.Queue > 0, "sessions.queue", "want a positive number of requests")
+	check(oneOf(c.Sessions.KVCache, "f32", "f16"), "sessions.kv_cache", `want "f32" (exact) or "f16" (half the memory)`)
 
 	check(c.Memory.LoadLimitGB >= 0, "memory.load_limit_gb", "want 0 (70% of memory) or a positive number of GB")
 	check(c.Memory.MarginGB >= 0, "memory.margin_gb", "want a number of GB ≥ 0")

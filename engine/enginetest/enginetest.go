@@ -91,6 +91,12 @@ const Tolerance = 1e-4
 // with transformers' to Tolerance of the row's largest magnitude; it returns the worst ratio seen.
 func CheckLogits(t *testing.T, m *engine.Model, o *Oracle) float64 {
 	t.Helper()
+	return CheckLogitsWithin(t, m, o, Tolerance)
+}
+
+// CheckLogitsWithin is CheckLogits with the tolerance tol.
+func CheckLogitsWithin(t *testing.T, m *engine.Model, o *Oracle, tol float64) float64 {
+	t.Helper()
 	if m.Vocab() != o.Vocab {
 		t.Fatalf("vocab %d, the oracle has %d", m.Vocab(), o.Vocab)
 	}
@@ -118,8 +124,8 @@ func CheckLogits(t *testing.T, m *engine.Model, o *Oracle) float64 {
 				worst = max(worst, math.Abs(float64(g[i]-w[i])))
 			}
 			worstRel = max(worstRel, worst/scale)
-			if worst > Tolerance*scale {
-				t.Errorf("case %d position %d: max |Δlogit| = %.3g, over %g × %.3g", ci, p, worst, Tolerance, scale)
+			if worst > tol*scale {
+				t.Errorf("case %d position %d: max |Δlogit| = %.3g, over %g × %.3g", ci, p, worst, tol, scale)
 			}
 		}
 	}
