@@ -73,7 +73,7 @@ type tileCase struct {
 func (c tileCase) compare(t *testing.T, tile, split compute.Backend, bases, positions []int32) {
 	const slots = 8000
 	rows, st, qw := len(bases), c.kvHeads*c.hd, c.heads*c.hd
-	if l := kernels.AttentionLaunch(rows, c.heads, c.heads/c.kvHeads, c.hd); !strings.HasPrefix(l.Split.Kernel, "attention_tile_") {
+	if l := kernels.AttentionLaunch(rows, c.heads, c.heads/c.kvHeads, c.hd, kernels.KVF32); !strings.HasPrefix(l.Split.Kernel, "attention_tile_") {
 		t.Fatalf("%d rows run %s, not attention_tile_H", rows, l.Split.Kernel)
 	}
 	ks, vs, qs := computetest.Randn(40, slots*st), computetest.Randn(41, slots*st), computetest.Randn(42, rows*qw)

@@ -17,6 +17,11 @@ func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openCUDA(t))
 }
 
+// TestHalfKVEngine: the oracle checkpoints with F16 keys and values (sessions.kv_cache = "f16";
+// enginetest.CheckHalfKV): logits near transformers', forwards batch-invariant bit for bit, picks,
+// drafted chains and the model's identity.
+func TestHalfKVEngine(t *testing.T) { enginetest.CheckHalfKV(t, openCUDA(t)) }
+
 // TestBlockStoreRestoresExactly: the prompt cache's blocks saved from one session and restored
 // into another give the next step there the same logits and MTP draft, bit for bit, directly and
 // through the host (enginetest.CheckBlockStore).

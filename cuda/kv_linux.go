@@ -20,9 +20,9 @@ import (
 // Sync and nothing is copied.
 func (b *backend) CopyKV(dst compute.KV, dstSlot int, src compute.KV, srcSlot, n int) {
 	d, s := b.asKV(dst, "CopyKV", 0), b.asKV(src, "CopyKV", 0)
-	if d.spec.Layers != s.spec.Layers || d.spec.KVHeads != s.spec.KVHeads || d.spec.HeadDim != s.spec.HeadDim {
-		panic(fmt.Sprintf("cuda: CopyKV between pools of %d layers × %d×%d and %d layers × %d×%d",
-			s.spec.Layers, s.spec.KVHeads, s.spec.HeadDim, d.spec.Layers, d.spec.KVHeads, d.spec.HeadDim))
+	if d.spec.Layers != s.spec.Layers || d.spec.KVHeads != s.spec.KVHeads || d.spec.HeadDim != s.spec.HeadDim || d.spec.Elem() != s.spec.Elem() {
+		panic(fmt.Sprintf("cuda: CopyKV between pools of %d layers × %d×%d %v and %d layers × %d×%d %v",
+			s.spec.Layers, s.spec.KVHeads, s.spec.HeadDim, s.spec.Elem(), d.spec.Layers, d.spec.KVHeads, d.spec.HeadDim, d.spec.Elem()))
 	}
 	if n <= 0 || (d == s && dstSlot == srcSlot) {
 		return
@@ -41,7 +41,7 @@ func (b *backend) CopyKV(dst compute.KV, dstSlot int, src compute.KV, srcSlot, n
 	if d == s {
 		piece = min(n, max(dstSlot-srcSlot, srcSlot-dstSlot))
 	}
-	slot := devPtr(d.stride()) * 4
+	slot := devPtr(d.slotBytes())
 	for l := range d.spec.Layers {
 		dk, dv := d.layer(l)
 		sk, sv := s.layer(l)
@@ -61,7 +61,7 @@ func (b *backend) CopyKV(dst compute.KV, dstSlot int, src compute.KV, srcSlot, n
 }
 
 // ReadKV waits for the recorded work and copies n slots from slot on into dst: per layer the
-// keys, then the values, F32 little-endian (the device's own layout of each half). The halves
+// keys, then the values, little-endian in the pool's dtype (the device's own layout of each half). The halves
 // go through the pinned stage, as many at a time as it holds.
 func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 	p := b.asKV(kv, "ReadKV", 0)
@@ -76,7 +76,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 	if n == 0 {
 		return b.Sync()
 	}
-	half := n * p.stride() * 4 // bytes of one layer's keys or values
+	half := n * p.slotBytes() // bytes of one layer's keys or values
 	if half > len(b.stage) {
 		b.replaceHost(&b.stage, half)
 	}
@@ -85,7 +85,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 	for first := 0; first < 2*p.spec.Layers; first += perSync {
 		last := min(first+perSync, 2*p.spec.Layers)
 		for i := first; i < last; i++ {
-			src := p.half(i) + devPtr(slot*p.stride()*4)
+			src := p.half(i) + devPtr(slot*p.slotBytes())
 			c := b.w.record()
 			*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(&b.stage[(i-first)*half]))), uint64(src), uint64(half)}}
 		}
@@ -102,7 +102,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 // next Sync and nothing is written.
 func (b *backend) WriteKV(kv compute.KV, slot int, src []byte) {
 	p := b.asKV(kv, "WriteKV", 0)
-	half := p.stride() * 4
+	half := p.slotBytes()
 	if len(src)%(2*p.spec.Layers*half) != 0 {
 		panic(fmt.Sprintf("cuda: WriteKV of %d bytes: not a whole number of %d-byte slots", len(src), 2*p.spec.Layers*half))
 	}
@@ -118,6 +118,6 @@ func (b *backend) WriteKV(kv compute.KV, slot int, src []byte) {
 	}
 	half *= n
 	for i := range 2 * p.spec.Layers {
-		b.writeHost(p.half(i)+devPtr(slot*p.stride()*4), src[i*half:(i+1)*half])
+		b.writeHost(p.half(i)+devPtr(slot*p.slotBytes()), src[i*half:(i+1)*half])
 	}
 }

@@ -41,7 +41,7 @@ func (t *tensor) rowLen() int {
 }
 
 // kvPool is the backend's compute.KV: one allocation holding, for each layer l, its keys at
-// [2l] and its values at [2l+1], each [slots, kvHeads, headDim] F32.
+// [2l] and its values at [2l+1], each [slots, kvHeads, headDim] of the spec's dtype (F32 or F16).
 type kvPool struct {
 	b    *backend
 	ptr  devPtr
@@ -53,6 +53,17 @@ func (kv *kvPool) Slots() int { return kv.spec.Slots }
 // stride returns the elements of one slot in one layer.
 func (kv *kvPool) stride() int { return kv.spec.KVHeads * kv.spec.HeadDim }
 
+// slotBytes returns the bytes of one slot in one layer's keys (or values).
+func (kv *kvPool) slotBytes() int { return kv.stride() * kv.spec.Elem().Size() }
+
+// kernels returns the suffix of the kernels that write and read the pool.
+func (kv *kvPool) kernels() kernels.KV {
+	if kv.spec.Elem() == compute.F16 {
+		return kernels.KVF16
+	}
+	return kernels.KVF32
+}
+
 // layer returns the addresses of layer l's keys and values.
 func (kv *kvPool) layer(l int) (k, v devPtr) {
 	return kv.half(2 * l), kv.half(2*l + 1)
@@ -60,7 +71,7 @@ func (kv *kvPool) layer(l int) (k, v devPtr) {
 
 // half returns the address of the pool's half i: layer i/2's keys for even i, its values for odd.
 func (kv *kvPool) half(i int) devPtr {
-	return kv.ptr + devPtr(i)*devPtr(kv.spec.Slots)*devPtr(kv.stride())*4
+	return kv.ptr + devPtr(i)*devPtr(kv.spec.Slots)*devPtr(kv.slotBytes())
 }
 
 func ptrOf(t any) devPtr {
@@ -157,8 +168,8 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Slots <= 0 {
 		return nil, fmt.Errorf("cuda: NewKV: every dimension of %+v must be positive", spec)
 	}
-	if spec.Elem() != compute.F32 {
-		return nil, fmt.Errorf("cuda: NewKV: keys and values in %v are built on the cpu backend only: set sessions.kv_cache = \"f32\"", spec.Elem())
+	if err := compute.CheckKVDType(spec.DType); err != nil {
+		return nil, fmt.Errorf("cuda: NewKV: %w", err)
 	}
 	if spec.HeadDim%4 != 0 || spec.HeadDim > 256 {
 		return nil, fmt.Errorf("cuda: NewKV: head size %d: the attention kernel takes multiples of 4 up to 256", spec.HeadDim)
@@ -168,7 +179,7 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 		return nil, fmt.Errorf("cuda: NewKV: %+v is too large", spec)
 	}
 	kv := &kvPool{b: b, spec: spec}
-	if kv.ptr, err = b.alloc(4 * n); err != nil {
+	if kv.ptr, err = b.alloc(spec.Elem().Size() * n); err != nil {
 		return nil, fmt.Errorf("cuda: NewKV of %.1f GiB: %w", float64(spec.Bytes())/(1<<30), err)
 	}
 	b.live[kv] = struct{}{}

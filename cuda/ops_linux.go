@@ -199,7 +199,7 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 	bt := b.tensorOf(bases, "KVWrite", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "KVWrite", "positions", compute.I32, rows)
 	kd, vd := p.layer(layer)
-	b.launchAs(kernels.KVWriteLaunch(rows, st), uint64(kd), uint64(vd), ptr(kt), ptr(vt), ptr(bt), ptr(pt),
+	b.launchAs(kernels.KVWriteLaunch(rows, st, p.kernels()), uint64(kd), uint64(vd), ptr(kt), ptr(vt), ptr(bt), ptr(pt),
 		i32(p.spec.Slots), i32(st), uint64(b.errWord))
 }
 
@@ -211,7 +211,7 @@ func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq comp
 	p := b.asKV(kv, "QKRoPEWrite", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
 	ft := b.tensorOf(invFreq, "QKRoPEWrite", "invFreq", compute.F32, 0)
-	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd, ft.n)
+	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd, ft.n, p.kernels())
 	if !ok || b.qkRoPEOff || (qNorm == nil) != (kNorm == nil) {
 		return false
 	}
@@ -257,13 +257,13 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		sp, hasSinks = ptr(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
 	}
 	kd, vd := p.layer(layer)
-	l := kernels.AttentionSplitLaunch(rows, heads, hd)
+	l := kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
 	runs := bt.runs
 	if runs == 0 {
 		runs = rows // written on the device: nothing says the rows share bases
 	}
 	if b.attnTile == "1" || b.attnTile != "0" && kernels.AttentionTileShares(rows, runs, heads/kvh, hd) {
-		l = kernels.AttentionLaunch(rows, heads, heads/kvh, hd)
+		l = kernels.AttentionLaunch(rows, heads, heads/kvh, hd, p.kernels())
 	}
 	part, ok := b.scratch(&b.attnPart, l.Scratch, "Attention: the scratch for its key splits")
 	if !ok {

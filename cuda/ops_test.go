@@ -21,6 +21,7 @@ func TestAttentionMatchesCPU(t *testing.T)   { computetest.CheckAttention(t, new
 func TestCopyKVKeepsBits(t *testing.T)       { computetest.CheckCopyKV(t, openCUDA(t)) }
 func TestKVReadWrite(t *testing.T)           { computetest.CheckKVReadWrite(t, openCUDA(t)) }
 func TestKVLayout(t *testing.T)              { computetest.CheckKVLayout(t, openCUDA(t)) }
+func TestHalfKV(t *testing.T)                { computetest.CheckHalfKV(t, openCUDA(t)) }
 func TestExpertsMatchCPU(t *testing.T)       { computetest.CheckExperts(t, newPair(t)) }
 func TestDeltaNetMatchesCPU(t *testing.T)    { computetest.CheckDeltaNet(t, newPair(t)) }
 func TestDataErrors(t *testing.T)            { computetest.CheckDataErrors(t, openCUDA(t)) }

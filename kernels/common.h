@@ -15,6 +15,52 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 #define LOAD1_f16(p, i) f16_to_f32((p)[i])
 #define LOAD1_f32(p, i) ((p)[i])
 
+// Keys and values of a KV pool of dtype KV (compute.KVSpec.DType): wt_KV elements. STORE_KV(x)
+// is the F32 value x as the pool stores it, LOAD4_KV(p) the four elements at p widened exactly
+// (p 16-byte aligned for F32, 8-byte for F16), LOAD1_KV as for weights.
+#define STORE_f32(x) (x)
+#define STORE_f16(x) f32_to_f16(x)
+#define LOAD4_f32(p) VLOAD(float4, p)
+#define LOAD4_f16(p) f16x4_to_f32(p)
+
+// f32_to_f16 rounds f to the nearest F16, ties to even, as package quant's F32ToF16 does: past
+// the largest finite half to an infinity, below half the smallest subnormal to zero, a NaN to the
+// quiet NaN 0x7e00 with f's sign. In integer arithmetic, so every backend stores the same bits.
+FUNC ushort f32_to_f16(float f) {
+	uint b = AS_UINT(f);
+	uint sgn = (b >> 16) & 0x8000u;
+	int be = (int)((b >> 23) & 0xffu);
+	if (be == 0xff) return (ushort)(sgn | ((b & 0x7fffffu) != 0u ? 0x7e00u : 0x7c00u));
+	if (be == 0) return (ushort)sgn; // zero, or an F32 subnormal: far below F16's subnormals
+	int e = be - 112;                   // F16's biased exponent
+	if (e >= 31) return (ushort)(sgn | 0x7c00u);
+	uint sig = (b & 0x7fffffu) | 0x800000u;
+	int shift = 13;
+	uint base = 0u;
+	if (e >= 1) {
+		// (e−1)·2¹⁰ plus the rounded significand, whose hidden bit is 2¹⁰: a carry out of the
+		// fraction moves the exponent (to infinity from the largest binade).
+		base = (uint)(e - 1) << 10;
+	} else {
+		shift = 14 - e; // a subnormal half: the significand in units of 2⁻²⁴
+		if (shift > 24) return (ushort)sgn;
+	}
+	uint q = sig >> shift;
+	uint rem = sig & ((1u << shift) - 1u);
+	uint tie = 1u << (shift - 1);
+	if (rem > tie || (rem == tie && (q & 1u) == 1u)) q++;
+	return (ushort)(sgn | (base + q));
+}
+
+FUNC float4 f16x4_to_f32(const GLOBAL ushort* p) {
+	float4 v;
+	v.x = f16_to_f32(p[0]);
+	v.y = f16_to_f32(p[1]);
+	v.z = f16_to_f32(p[2]);
+	v.w = f16_to_f32(p[3]);
+	return v;
+}
+
 // LOAD8_W(p, i, o) sets o[0..7] to elements i..i+7 with one or two 16-byte loads; i is a multiple
 // of 8 and p is 16-byte aligned.
 #define LOAD8_bf16(p, i, o) { uint4 u_ = VLOAD(uint4, (p) + (i)); \

@@ -129,7 +129,7 @@ func TestBackendsKeepToTheirDialect(t *testing.T) {
 }
 
 func TestVariants(t *testing.T) {
-	for _, name := range []string{"matmul_bf16_1", "matmul_f16_16", "matmul_f32_4", "embed_bf16", "attention_split", "rmsnorm_row"} {
+	for _, name := range []string{"matmul_bf16_1", "matmul_f16_16", "matmul_f32_4", "embed_bf16", "attention_split_f16", "qk_rope_write_128_f16", "rmsnorm_row"} {
 		k, ok := Lookup(name)
 		if !ok {
 			t.Errorf("no kernel %s", name)

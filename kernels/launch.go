@@ -187,24 +187,32 @@ func RoPELaunch(rows, heads, halfDim int) Launch {
 	return launch("rope", rows, ceilDiv(heads*halfDim, rowBlock))
 }
 
-// QKRopeWriteLaunch is the launch of qk_rope_write_H, a layer's per-head norms, RoPE and
+// KV is how a KV pool stores keys and values (compute.KVSpec.DType): the suffix of the names of
+// the kernels that write and read them, whose KV and K, V parameters are of that dtype.
+type KV string
+
+const (
+	KVF32 KV = "f32"
+	KVF16 KV = "f16"
+)
+
+// QKRopeWriteLaunch is the launch of qk_rope_write_H_KV, a layer's per-head norms, RoPE and
 // kv_write in one, for rows rows of heads query and kvHeads kv heads of hd elements turned by
 // halfDim frequencies: a warp per head. ok is false where the kernel does not apply, and those
 // heads keep the ops one by one: a head size without a variant (64, 128 and 256 have one), or a
 // rotation of part of the head (halfDim other than hd/2: the kernel pairs element j with j + hd/2).
-func QKRopeWriteLaunch(rows, heads, kvHeads, hd, halfDim int) (l Launch, ok bool) {
-	name, ok := qkRopeNames[hd]
-	if !ok || 2*halfDim != hd {
+func QKRopeWriteLaunch(rows, heads, kvHeads, hd, halfDim int, kv KV) (l Launch, ok bool) {
+	if (hd != 64 && hd != 128 && hd != 256) || 2*halfDim != hd {
 		return Launch{}, false
 	}
-	return launch(name, ceilDiv(heads+kvHeads, 4), rows), true
+	return launch(fmt.Sprintf("qk_rope_write_%d_%s", hd, kv), ceilDiv(heads+kvHeads, 4), rows), true
 }
-
-var qkRopeNames = map[int]string{64: "qk_rope_write_64", 128: "qk_rope_write_128", 256: "qk_rope_write_256"}
 
 // KVWriteLaunch is the launch of KVWrite for rows rows of st elements (kvHeads·headDim) each: a
 // thread per element of k (and of v).
-func KVWriteLaunch(rows, st int) Launch { return launch("kv_write", rows, ceilDiv(st, rowBlock)) }
+func KVWriteLaunch(rows, st int, kv KV) Launch {
+	return launch("kv_write_"+string(kv), rows, ceilDiv(st, rowBlock))
+}
 
 // AttentionChunk and AttentionSplits are attention's split of a row's keys (ATTN_CHUNK and
 // ATTN_SPLITS in common.h): chunks of AttentionChunk keys by position, grouped in order into at
@@ -222,7 +230,7 @@ const attentionGroups = 1024
 // Split, then Combine unless its Kernel is "" (attention_split with Blocks = 1 merges its splits
 // itself). Split takes Blocks as its `blocks` argument; both take a scratch buffer of Scratch F32
 // elements for the splits' partial results (never read for a row of one chunk).
-// Split is attention_split or attention_tile_H, which take the same arguments (dst, part, q, K,
+// Split is attention_split_KV or attention_tile_H_KV, which take the same arguments (dst, part, q, K,
 // V, bases, positions, sinks, hasSinks, rows, heads, group, hd, st, slots, scale, blocks, err)
 // and give every row the same bits.
 type AttentionLaunches struct {
@@ -264,27 +272,27 @@ func attentionTileVectors(hd int) int {
 // elements, group query heads to a kv head: from AttentionTileFrom rows, attention_tile_H where
 // AttentionTileLaunch allows it; else attention_split, as AttentionSplitLaunch says. Both make
 // each row's splits with the same arithmetic, so a row's bits do not depend on the choice.
-func AttentionLaunch(rows, heads, group, hd int) AttentionLaunches {
+func AttentionLaunch(rows, heads, group, hd int, kv KV) AttentionLaunches {
 	if rows >= AttentionTileFrom {
-		if l, ok := AttentionTileLaunch(rows, heads, group, hd); ok {
+		if l, ok := AttentionTileLaunch(rows, heads, group, hd, kv); ok {
 			return l
 		}
 	}
-	return AttentionSplitLaunch(rows, heads, hd)
+	return AttentionSplitLaunch(rows, heads, hd, kv)
 }
 
 // AttentionTileLaunch is the launch of attention_tile_H (and attention_combine) for any number of
 // rows: a group per (tile of 32/group rows, or 16/group for heads over 128 elements; kv head;
 // split), Blocks = AttentionSplits. It is false where a tile would hold no row (group over 32, or
 // 16) or heads is not a multiple of group.
-func AttentionTileLaunch(rows, heads, group, hd int) (AttentionLaunches, bool) {
+func AttentionTileLaunch(rows, heads, group, hd int, kv KV) (AttentionLaunches, bool) {
 	qt := attentionTileVectors(hd)
 	if group <= 0 || group > qt || heads%group != 0 {
 		return AttentionLaunches{}, false
 	}
-	name := "attention_tile_128"
+	name := "attention_tile_128_" + string(kv)
 	if hd > 128 {
-		name = "attention_tile_256"
+		name = "attention_tile_256_" + string(kv)
 	}
 	return AttentionLaunches{
 		Split:   launch(name, heads/group*AttentionSplits, ceilDiv(rows, qt/group)),
@@ -299,13 +307,13 @@ func AttentionTileLaunch(rows, heads, group, hd int) (AttentionLaunches, bool) {
 // fill the GPU for few rows and one for many (the bits of a split do not depend on which group
 // makes it); Combine has a group per (head, row), and is none where Blocks is 1: a group then makes
 // all its row's splits and merges them itself, with the same bits.
-func AttentionSplitLaunch(rows, heads, hd int) AttentionLaunches {
+func AttentionSplitLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 	blocks := 1
 	if rows > 0 && heads > 0 {
 		blocks = min(max(attentionGroups/(rows*heads), 1), AttentionSplits)
 	}
 	l := AttentionLaunches{
-		Split:   launch("attention_split", heads*blocks, rows),
+		Split:   launch("attention_split_"+string(kv), heads*blocks, rows),
 		Combine: launch("attention_combine", heads, rows),
 		Blocks:  blocks,
 		Scratch: attentionScratch(rows, heads, hd),

@@ -111,14 +111,18 @@ func TestLaunches(t *testing.T) {
 		{RMSNormLaunch(9, 257), [2]int{9, 1}},
 		{RMSNormLaunch(1, 4096), [2]int{1, 1}},
 		{RoPELaunch(5, 32, 64), [2]int{5, 8}},
-		{KVWriteLaunch(6, 1024), [2]int{6, 4}},
-		{AttentionLaunch(1, 32, 4, 128).Split, [2]int{32 * 16, 1}},
-		{AttentionLaunch(8, 32, 4, 128).Split, [2]int{32 * 4, 8}},
-		{AttentionSplitLaunch(64, 32, 128).Split, [2]int{32, 64}},
-		{AttentionLaunch(6, 8, 1, 64).Combine, [2]int{8, 6}},
-		{AttentionLaunch(64, 32, 4, 128).Split, [2]int{8 * 16, 8}},
-		{AttentionLaunch(100, 8, 1, 64).Split, [2]int{8 * 16, 4}},
-		{AttentionLaunch(64, 16, 8, 256).Split, [2]int{2 * 16, 32}},
+		{KVWriteLaunch(6, 1024, KVF32), [2]int{6, 4}},
+		{KVWriteLaunch(6, 1024, KVF16), [2]int{6, 4}},
+		{AttentionLaunch(1, 32, 4, 128, KVF32).Split, [2]int{32 * 16, 1}},
+		{AttentionLaunch(8, 32, 4, 128, KVF32).Split, [2]int{32 * 4, 8}},
+		{AttentionSplitLaunch(64, 32, 128, KVF32).Split, [2]int{32, 64}},
+		{AttentionLaunch(6, 8, 1, 64, KVF32).Combine, [2]int{8, 6}},
+		{AttentionLaunch(64, 32, 4, 128, KVF32).Split, [2]int{8 * 16, 8}},
+		{AttentionLaunch(100, 8, 1, 64, KVF32).Split, [2]int{8 * 16, 4}},
+		{AttentionLaunch(64, 16, 8, 256, KVF32).Split, [2]int{2 * 16, 32}},
+		{AttentionLaunch(1, 32, 4, 128, KVF16).Split, [2]int{32 * 16, 1}},
+		{AttentionLaunch(64, 32, 4, 128, KVF16).Split, [2]int{8 * 16, 8}},
+		{AttentionLaunch(64, 16, 8, 256, KVF16).Split, [2]int{2 * 16, 32}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
 		{GELUTanhMulLaunch(257), [2]int{2, 1}},
 		{ClampedSwiGLULaunch(257), [2]int{2, 1}},
@@ -142,14 +146,14 @@ func TestLaunches(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {1, 6, 16}, {8, 32, 4}, {33, 32, 1}, {256, 32, 1}} {
-		if l := AttentionSplitLaunch(c.rows, c.heads, 128); l.Blocks != c.blocks || l.Split.Groups[0] != c.heads*c.blocks {
-			t.Errorf("AttentionSplitLaunch(%d, %d, 128): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
+		if l := AttentionSplitLaunch(c.rows, c.heads, 128, KVF32); l.Blocks != c.blocks || l.Split.Groups[0] != c.heads*c.blocks {
+			t.Errorf("AttentionSplitLaunch(%d, %d, 128, KVF32): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
 		} else if (l.Combine.Kernel == "") != (c.blocks == 1) {
-			t.Errorf("AttentionSplitLaunch(%d, %d, 128): %d blocks and combine %q, want a combine where blocks > 1 only", c.rows, c.heads, l.Blocks, l.Combine.Kernel)
+			t.Errorf("AttentionSplitLaunch(%d, %d, 128, KVF32): %d blocks and combine %q, want a combine where blocks > 1 only", c.rows, c.heads, l.Blocks, l.Combine.Kernel)
 		}
 	}
-	if got, want := AttentionLaunch(3, 8, 1, 64).Scratch, 3*8*AttentionSplits*66; got != want {
-		t.Errorf("AttentionLaunch(3, 8, 1, 64).Scratch = %d, want %d", got, want)
+	if got, want := AttentionLaunch(3, 8, 1, 64, KVF32).Scratch, 3*8*AttentionSplits*66; got != want {
+		t.Errorf("AttentionLaunch(3, 8, 1, 64, KVF32).Scratch = %d, want %d", got, want)
 	}
 	// The tiled kernel from AttentionTileFrom rows, when a tile holds a row; attention_split
 	// otherwise.
@@ -157,26 +161,28 @@ func TestLaunches(t *testing.T) {
 		rows, heads, group, hd int
 		kernel                 string
 	}{
-		{AttentionTileFrom - 1, 32, 4, 128, "attention_split"},
-		{AttentionTileFrom, 32, 4, 128, "attention_tile_128"},
-		{4096, 8, 1, 64, "attention_tile_128"},
-		{4096, 16, 8, 256, "attention_tile_256"},
-		{4096, 32, 32, 128, "attention_tile_128"},
-		{4096, 64, 64, 128, "attention_split"},
-		{4096, 32, 32, 256, "attention_split"},
+		{AttentionTileFrom - 1, 32, 4, 128, "attention_split_f32"},
+		{AttentionTileFrom, 32, 4, 128, "attention_tile_128_f32"},
+		{4096, 8, 1, 64, "attention_tile_128_f32"},
+		{4096, 16, 8, 256, "attention_tile_256_f32"},
+		{4096, 32, 32, 128, "attention_tile_128_f32"},
+		{4096, 64, 64, 128, "attention_split_f32"},
+		{4096, 32, 32, 256, "attention_split_f32"},
 	} {
-		if l := AttentionLaunch(c.rows, c.heads, c.group, c.hd); l.Split.Kernel != c.kernel {
+		if l := AttentionLaunch(c.rows, c.heads, c.group, c.hd, KVF32); l.Split.Kernel != c.kernel {
 			t.Errorf("AttentionLaunch(%d, %d, %d, %d) runs %s, want %s", c.rows, c.heads, c.group, c.hd, l.Split.Kernel, c.kernel)
 		}
 	}
 	for _, c := range []struct{ rows, heads, kvHeads, hd, gx int }{{1, 32, 8, 128, 10}, {7, 6, 2, 64, 2}, {3, 8, 1, 256, 3}} {
-		l, ok := QKRopeWriteLaunch(c.rows, c.heads, c.kvHeads, c.hd, c.hd/2)
-		if !ok || add(l).Groups != [2]int{c.gx, c.rows} {
-			t.Errorf("QKRopeWriteLaunch(%d, %d, %d, %d) = %+v, %v; want groups %v", c.rows, c.heads, c.kvHeads, c.hd, l, ok, [2]int{c.gx, c.rows})
+		for _, kv := range []KV{KVF32, KVF16} {
+			l, ok := QKRopeWriteLaunch(c.rows, c.heads, c.kvHeads, c.hd, c.hd/2, kv)
+			if !ok || add(l).Groups != [2]int{c.gx, c.rows} {
+				t.Errorf("QKRopeWriteLaunch(%d, %d, %d, %d, %s) = %+v, %v; want groups %v", c.rows, c.heads, c.kvHeads, c.hd, kv, l, ok, [2]int{c.gx, c.rows})
+			}
 		}
 	}
 	for _, c := range []struct{ hd, half int }{{16, 8}, {96, 48}, {512, 256}, {128, 32}} {
-		if l, ok := QKRopeWriteLaunch(1, 4, 4, c.hd, c.half); ok {
+		if l, ok := QKRopeWriteLaunch(1, 4, 4, c.hd, c.half, KVF32); ok {
 			t.Errorf("QKRopeWriteLaunch for heads of %d turned by %d frequencies = %+v, want none", c.hd, c.half, l)
 		}
 	}

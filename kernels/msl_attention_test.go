@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"testing"
 
 	"tfd/compute"
 	"tfd/compute/computetest"
 	"tfd/kernels"
+	"tfd/quant"
 )
 
 // attentionCase is a pool of sessions to attend over: their first slots, their lengths, and the
@@ -27,12 +29,15 @@ var shortSessions = attentionCase{1200, []int32{0, 300, 700}, []int{40, 300, 129
 // several chunks (2,100 keys are 33 chunks, 11 splits of 3), the last chunk ragged.
 var longSessions = attentionCase{2200, []int32{0, 2150}, []int{2100, 30}, []int{5, 64, 1023, 1024, 1500, 2099}}
 
-// attention writes random keys and values for the sessions of c with kv_write, checks where they
-// landed, and attends over them from rows of every session at several positions, in a mixed order,
-// with a sink per head when withSinks is set; the cpu backend gets the same rows through KVWrite
-// and Attention.
-func (o *op) attention(c attentionCase, hd, heads, kvHeads int, withSinks bool) {
-	spec := compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: c.slots}
+// attention writes random keys and values for the sessions of c with kv_write_KV, checks where
+// they landed (in kv's dtype, F16 as quant.F32ToF16 rounds), and attends over them from rows of
+// every session at several positions, in a mixed order, with a sink per head when withSinks is
+// set; the cpu backend gets the same rows through KVWrite and Attention on a pool of kv's dtype.
+// With F16 keys and values the kernels' attention must also be, bit for bit, their attention over
+// F32 keys and values holding the rounded ones.
+func (o *op) attention(c attentionCase, hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
+	spec := compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: c.slots, DType: kvDType(kv)}
+	size := spec.Elem().Size()
 	st := kvHeads * hd
 	sessions, lengths := c.sessions, c.lengths
 	var bases, positions []int32
@@ -43,15 +48,15 @@ func (o *op) attention(c attentionCase, hd, heads, kvHeads int, withSinks bool) 
 	}
 	rows := len(bases)
 	ks, vs := computetest.Randn(13, rows*st), computetest.Randn(14, rows*st)
-	kv, err := o.cpu.NewKV(spec)
+	pool, err := o.cpu.NewKV(spec)
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	o.cpu.KVWrite(kv, 0, o.upload(compute.F32, computetest.F32Bytes(ks), rows, st), o.upload(compute.F32, computetest.F32Bytes(vs), rows, st),
+	o.cpu.KVWrite(pool, 0, o.upload(compute.F32, computetest.F32Bytes(ks), rows, st), o.upload(compute.F32, computetest.F32Bytes(vs), rows, st),
 		o.upload(compute.I32, computetest.I32Bytes(bases), rows), o.upload(compute.I32, computetest.I32Bytes(positions), rows), rows)
 
-	kd, vd, errWord := &mbuf{make([]byte, 4*spec.Slots*st)}, &mbuf{make([]byte, 4*spec.Slots*st)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.KVWriteLaunch(rows, st), kd, vd, &mbuf{computetest.F32Bytes(ks)}, &mbuf{computetest.F32Bytes(vs)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
+	kd, vd, errWord := &mbuf{make([]byte, size*spec.Slots*st)}, &mbuf{make([]byte, size*spec.Slots*st)}, &mbuf{make([]byte, 16)}
+	o.launch(kernels.KVWriteLaunch(rows, st, kv), kd, vd, &mbuf{computetest.F32Bytes(ks)}, &mbuf{computetest.F32Bytes(vs)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
 		int32(spec.Slots), int32(st), errWord)
 	o.checkError(errWord, o.cpu.Sync(), false, 0, 0, 0)
 	wantK, wantV := make([]float32, spec.Slots*st), make([]float32, spec.Slots*st)
@@ -60,8 +65,8 @@ func (o *op) attention(c attentionCase, hd, heads, kvHeads int, withSinks bool) 
 		copy(wantK[s:s+st], ks[r*st:(r+1)*st])
 		copy(wantV[s:s+st], vs[r*st:(r+1)*st])
 	}
-	computetest.SameBits(o.t, "keys", floats(kd), wantK)
-	computetest.SameBits(o.t, "values", floats(vd), wantV)
+	sameBytes(o.t, "keys", kd.b, kvBytes(kv, wantK))
+	sameBytes(o.t, "values", vd.b, kvBytes(kv, wantV))
 
 	// Rows of every session at several positions, in a mixed order.
 	bases, positions = nil, nil
@@ -85,15 +90,63 @@ func (o *op) attention(c attentionCase, hd, heads, kvHeads int, withSinks bool) 
 		}
 		sinks, ms = o.upload(compute.F32, computetest.F32Bytes(ss), heads), &mbuf{computetest.F32Bytes(ss)}
 	}
-	o.cpu.Attention(dst, o.upload(compute.F32, computetest.F32Bytes(qs), rows, qw), kv, 0,
+	o.cpu.Attention(dst, o.upload(compute.F32, computetest.F32Bytes(qs), rows, qw), pool, 0,
 		o.upload(compute.I32, computetest.I32Bytes(bases), rows), o.upload(compute.I32, computetest.I32Bytes(positions), rows), sinks, rows, heads, scale)
 	want := o.read(dst, rows*qw)
 
 	md := &mbuf{make([]byte, 4*rows*qw)}
-	o.attend(rows, heads, kvHeads, hd, spec.Slots, md, &mbuf{computetest.F32Bytes(qs)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, ms, scale, errWord)
+	o.attend(rows, heads, kvHeads, hd, spec.Slots, md, &mbuf{computetest.F32Bytes(qs)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, ms, scale, errWord, kv)
 	// The output is a convex combination of values of magnitude about 1.
 	computetest.Near(o.t, "attention", floats(md), want, 1e-5, 1)
 	o.checkError(errWord, nil, false, 0, 0, 0)
+	if kv == kernels.KVF16 {
+		rounded := &mbuf{make([]byte, 4*rows*qw)}
+		o.attend(rows, heads, kvHeads, hd, spec.Slots, rounded, &mbuf{computetest.F32Bytes(qs)}, widened(kd), widened(vd), &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, ms, scale, errWord, kernels.KVF32)
+		computetest.SameBits(o.t, "attention over F16 keys and values against F32 ones holding them", floats(md), floats(rounded))
+	}
+}
+
+// kvDType is the compute dtype of a kv variant.
+func kvDType(kv kernels.KV) compute.DType {
+	if kv == kernels.KVF16 {
+		return compute.F16
+	}
+	return compute.F32
+}
+
+// kvBytes returns v as a pool of kv's dtype holds it: F32 bits, or quant.F32ToF16's.
+func kvBytes(kv kernels.KV, v []float32) []byte {
+	if kv == kernels.KVF32 {
+		return computetest.F32Bytes(v)
+	}
+	b := make([]byte, 2*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint16(b[2*i:], quant.F32ToF16(f))
+	}
+	return b
+}
+
+// widened returns a buffer of F16 values as F32 ones, exactly.
+func widened(m *mbuf) *mbuf {
+	v := make([]float32, len(m.b)/2)
+	for i := range v {
+		v[i] = quant.F16ToF32(binary.LittleEndian.Uint16(m.b[2*i:]))
+	}
+	return &mbuf{computetest.F32Bytes(v)}
+}
+
+// sameBytes reports the first byte of got that differs from want.
+func sameBytes(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: byte %d is %#02x, want %#02x (% x around it, want % x)", what, i, got[i], want[i],
+				got[i&^3:min(i&^3+4, len(got))], want[i&^3:min(i&^3+4, len(want))])
+		}
+	}
 }
 
 // attentionOutside writes and reads a slot past the pool: kv_write skips the row, attention gives
@@ -110,7 +163,7 @@ func (o *op) attentionOutside() {
 		o.upload(compute.I32, computetest.I32Bytes(bases), 2), o.upload(compute.I32, computetest.I32Bytes(positions), 2), 2)
 	cpuErr := o.cpu.Sync()
 	kd, vd, errWord := &mbuf{make([]byte, 4*4*8)}, &mbuf{make([]byte, 4*4*8)}, &mbuf{make([]byte, 16)}
-	o.launch(kernels.KVWriteLaunch(2, 8), kd, vd, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
+	o.launch(kernels.KVWriteLaunch(2, 8, kernels.KVF32), kd, vd, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.F32Bytes(k)}, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)},
 		int32(4), int32(8), errWord)
 	o.checkError(errWord, cpuErr, true, 3, 1, 4) // ERR_KVWRITE
 	wantK := make([]float32, 4*8)
@@ -124,7 +177,7 @@ func (o *op) attentionOutside() {
 	cpuErr = o.cpu.Sync()
 	want := o.read(dst, 2*8)
 	md, errWord := &mbuf{make([]byte, 4*2*8)}, &mbuf{make([]byte, 16)}
-	o.attend(2, 1, 1, 8, 4, md, &mbuf{computetest.F32Bytes(q)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, nil, 0.5, errWord)
+	o.attend(2, 1, 1, 8, 4, md, &mbuf{computetest.F32Bytes(q)}, kd, vd, &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}, nil, 0.5, errWord, kernels.KVF32)
 	computetest.Near(o.t, "attention", floats(md), want, 1e-5, 1)
 	computetest.SameBits(o.t, "the row outside", floats(md)[8:], make([]float32, 8))
 	o.checkError(errWord, cpuErr, true, 4, 1, 4) // ERR_ATTENTION
@@ -133,9 +186,9 @@ func (o *op) attentionOutside() {
 // attend launches attention as a backend does (kernels.AttentionLaunch): the split kernel, then
 // the combine, with a scratch buffer of the size the launch asks for; sinks nil: none (an empty
 // buffer is bound in their place, as a backend binds one).
-func (o *op) attend(rows, heads, kvHeads, hd, slots int, dst, q, k, v, bases, positions, sinks *mbuf, scale float32, errWord *mbuf) {
+func (o *op) attend(rows, heads, kvHeads, hd, slots int, dst, q, k, v, bases, positions, sinks *mbuf, scale float32, errWord *mbuf, kv kernels.KV) {
 	o.t.Helper()
-	o.attendWith(kernels.AttentionLaunch(rows, heads, heads/kvHeads, hd), rows, heads, kvHeads, hd, slots, dst, q, k, v, bases, positions, sinks, scale, errWord)
+	o.attendWith(kernels.AttentionLaunch(rows, heads, heads/kvHeads, hd, kv), rows, heads, kvHeads, hd, slots, dst, q, k, v, bases, positions, sinks, scale, errWord)
 }
 
 // attendWith is attend with the given launches; it returns the scratch of partial results.
@@ -161,7 +214,7 @@ func (o *op) attendWith(l kernels.AttentionLaunches, rows, heads, kvHeads, hd, s
 // word are the same bits. The prompt's rows cross a chunk (at position 1024) and with it the
 // change from one chunk a split to two (16, then 17 chunks: 9 splits of 2), inside a tile; the
 // tile holding the other session's rows makes a pass for each base.
-func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool) {
+func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
 	const slots = 1600
 	st := kvHeads * hd
 	var bases, positions []int32
@@ -172,11 +225,11 @@ func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool) {
 		}
 	}
 	rows := len(bases)
-	l, ok := kernels.AttentionTileLaunch(rows, heads, heads/kvHeads, hd)
+	l, ok := kernels.AttentionTileLaunch(rows, heads, heads/kvHeads, hd, kv)
 	if !ok {
 		o.t.Fatalf("no attention_tile_H for %d heads (%d kv) of %d", heads, kvHeads, hd)
 	}
-	k, v := &mbuf{computetest.F32Bytes(computetest.Randn(30, slots*st))}, &mbuf{computetest.F32Bytes(computetest.Randn(31, slots*st))}
+	k, v := &mbuf{kvBytes(kv, computetest.Randn(30, slots*st))}, &mbuf{kvBytes(kv, computetest.Randn(31, slots*st))}
 	q := &mbuf{computetest.F32Bytes(computetest.Randn(32, rows*heads*hd))}
 	var sinks *mbuf
 	if withSinks {
@@ -194,7 +247,7 @@ func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool) {
 		return dst, part, errWord
 	}
 	tiled, tiledPart, tiledErr := run(l)
-	split, splitPart, splitErr := run(kernels.AttentionSplitLaunch(rows, heads, hd))
+	split, splitPart, splitErr := run(kernels.AttentionSplitLaunch(rows, heads, hd, kv))
 	computetest.SameBits(o.t, l.Split.Kernel+" against attention_split", floats(tiled), floats(split))
 	computetest.SameBits(o.t, l.Split.Kernel+"'s partial records", floats(tiledPart), floats(splitPart))
 	o.checkError(tiledErr, errors.New("outside"), true, 4, 9, 6200) // ERR_ATTENTION, row 9, slot 1200+5000
@@ -205,7 +258,7 @@ func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool) {
 // head), which merges the row's splits itself (no attention_combine), and checks the outputs, the
 // partial records and the error word against attention_split on several groups a (row, head) and
 // attention_combine, bit for bit.
-func (o *op) attentionMerged(hd, heads, kvHeads int, withSinks bool) {
+func (o *op) attentionMerged(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
 	const slots = 1600
 	st := kvHeads * hd
 	var bases, positions []int32
@@ -216,13 +269,13 @@ func (o *op) attentionMerged(hd, heads, kvHeads int, withSinks bool) {
 		}
 	}
 	rows := len(bases)
-	apart := kernels.AttentionSplitLaunch(rows, heads, hd)
+	apart := kernels.AttentionSplitLaunch(rows, heads, hd, kv)
 	if apart.Blocks == 1 || apart.Combine.Kernel == "" {
 		o.t.Fatalf("%d rows of %d heads: %d blocks, want several and a combine", rows, heads, apart.Blocks)
 	}
 	merged := apart
 	merged.Blocks, merged.Split.Groups[0], merged.Combine = 1, heads, kernels.Launch{}
-	k, v := &mbuf{computetest.F32Bytes(computetest.Randn(30, slots*st))}, &mbuf{computetest.F32Bytes(computetest.Randn(31, slots*st))}
+	k, v := &mbuf{kvBytes(kv, computetest.Randn(30, slots*st))}, &mbuf{kvBytes(kv, computetest.Randn(31, slots*st))}
 	q := &mbuf{computetest.F32Bytes(computetest.Randn(32, rows*heads*hd))}
 	var sinks *mbuf
 	if withSinks {
@@ -272,4 +325,25 @@ func pad(v []float32, n int) []float32 {
 	out := make([]float32, n)
 	copy(out, v)
 	return out
+}
+
+// kvWriteRounding writes values whose rounding to F16 is a case of its own (ties, the edges of
+// the subnormals and of the largest binade, overflow, infinities, NaNs, −0) with kv_write_f16 and
+// checks each stored half against quant.F32ToF16.
+func (o *op) kvWriteRounding() {
+	specials := []float32{0, float32(math.Copysign(0, -1)), 1, 65504, 65519.996, 65520, 70000, float32(math.Inf(1)),
+		float32(math.NaN()), 1 + 1.0/2048, 1 + 3.0/2048, 0x1p-14, 0x1p-15, 0x1p-24, 0x1p-25, 0x1.8p-25,
+		0x1.000002p-25, 0x1p-26, 1e-30, 0x1.ffcp-15, 0x1.ffep-15, 0x1.ffap-15, 3e-8, 1e-45}
+	var ks []float32
+	for _, f := range specials {
+		ks = append(ks, f, -f)
+	}
+	st := len(ks)
+	kd, vd, errWord := &mbuf{make([]byte, 2*st)}, &mbuf{make([]byte, 2*st)}, &mbuf{make([]byte, 16)}
+	zero := []int32{0}
+	o.launch(kernels.KVWriteLaunch(1, st, kernels.KVF16), kd, vd, &mbuf{computetest.F32Bytes(ks)}, &mbuf{computetest.F32Bytes(ks)},
+		&mbuf{computetest.I32Bytes(zero)}, &mbuf{computetest.I32Bytes(zero)}, int32(1), int32(st), errWord)
+	o.checkError(errWord, nil, false, 0, 0, 0)
+	sameBytes(o.t, "keys", kd.b, kvBytes(kernels.KVF16, ks))
+	sameBytes(o.t, "values", vd.b, kvBytes(kernels.KVF16, ks))
 }

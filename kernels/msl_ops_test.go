@@ -92,31 +92,36 @@ func TestMSLRuns(t *testing.T) {
 			check(fmt.Sprint("rope ", hd, heads), func(o *op) { o.rope(hd, heads) })
 		}
 	}
-	for _, c := range []struct{ hd, heads, kvHeads int }{{16, 4, 2}, {20, 3, 1}, {64, 6, 2}, {128, 8, 8}, {256, 4, 1}} {
-		check(fmt.Sprint("kv_write and attention ", c), func(o *op) { o.attention(shortSessions, c.hd, c.heads, c.kvHeads, false) })
-	}
-	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 2, 1}, {256, 2, 2}} {
-		check(fmt.Sprint("kv_write and attention, long ", c), func(o *op) { o.attention(longSessions, c.hd, c.heads, c.kvHeads, false) })
-	}
-	for _, c := range []struct{ hd, heads, kvHeads int }{{64, 6, 2}, {128, 4, 4}, {256, 2, 1}} {
-		for _, norm := range []bool{true, false} {
-			check(fmt.Sprint("qk_rope_write ", c, norm), func(o *op) { o.qkRopeWrite(c.hd, c.heads, c.kvHeads, norm, false) })
+	for _, kv := range []kernels.KV{kernels.KVF32, kernels.KVF16} {
+		for _, c := range []struct{ hd, heads, kvHeads int }{{16, 4, 2}, {20, 3, 1}, {64, 6, 2}, {128, 8, 8}, {256, 4, 1}} {
+			check(fmt.Sprint("kv_write and attention ", kv, c), func(o *op) { o.attention(shortSessions, c.hd, c.heads, c.kvHeads, false, kv) })
 		}
+		for _, c := range []struct{ hd, heads, kvHeads int }{{20, 2, 1}, {256, 2, 2}} {
+			check(fmt.Sprint("kv_write and attention, long ", kv, c), func(o *op) { o.attention(longSessions, c.hd, c.heads, c.kvHeads, false, kv) })
+		}
+		for _, c := range []struct{ hd, heads, kvHeads int }{{64, 6, 2}, {128, 4, 4}, {256, 2, 1}} {
+			for _, norm := range []bool{true, false} {
+				check(fmt.Sprint("qk_rope_write ", kv, c, norm), func(o *op) { o.qkRopeWrite(c.hd, c.heads, c.kvHeads, norm, false, kv) })
+			}
+		}
+		check(fmt.Sprint("qk_rope_write outside the pool ", kv), func(o *op) { o.qkRopeWrite(128, 4, 2, true, true, kv) })
+		check(fmt.Sprint("kv_write and attention with sinks ", kv), func(o *op) { o.attention(shortSessions, 64, 6, 2, true, kv) })
+		check(fmt.Sprint("kv_write and attention with sinks, long ", kv), func(o *op) { o.attention(longSessions, 20, 2, 1, true, kv) })
 	}
-	check("qk_rope_write outside the pool", func(o *op) { o.qkRopeWrite(128, 4, 2, true, true) })
-	check("kv_write and attention with sinks", func(o *op) { o.attention(shortSessions, 64, 6, 2, true) })
-	check("kv_write and attention with sinks, long", func(o *op) { o.attention(longSessions, 20, 2, 1, true) })
 	check("kv_write and attention outside the pool", func(o *op) { o.attentionOutside() })
-	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 4, 1}, {128, 2, 2}, {200, 2, 1}} {
-		check(fmt.Sprint("attention_tile_H against attention_split ", c), func(o *op) { o.attentionTiles(c.hd, c.heads, c.kvHeads, false) })
+	check("kv_write_f16 rounding", func(o *op) { o.kvWriteRounding() })
+	for _, kv := range []kernels.KV{kernels.KVF32, kernels.KVF16} {
+		for _, c := range []struct{ hd, heads, kvHeads int }{{20, 4, 1}, {128, 2, 2}, {200, 2, 1}} {
+			check(fmt.Sprint("attention_tile_H against attention_split ", kv, c), func(o *op) { o.attentionTiles(c.hd, c.heads, c.kvHeads, false, kv) })
+		}
+		check(fmt.Sprint("attention_tile_H against attention_split with sinks ", kv), func(o *op) { o.attentionTiles(64, 4, 1, true, kv) })
+		// attention_split merging its own splits (one group a row and head): heads of 20, 128 and
+		// 200, rows of one split to nine.
+		for _, c := range []struct{ hd, heads, kvHeads int }{{20, 4, 1}, {128, 2, 2}, {200, 2, 1}} {
+			check(fmt.Sprint("attention_split merged ", kv, c), func(o *op) { o.attentionMerged(c.hd, c.heads, c.kvHeads, false, kv) })
+		}
+		check(fmt.Sprint("attention_split merged with sinks ", kv), func(o *op) { o.attentionMerged(64, 4, 1, true, kv) })
 	}
-	check("attention_tile_H against attention_split with sinks", func(o *op) { o.attentionTiles(64, 4, 1, true) })
-	// attention_split merging its own splits (one group a row and head): heads of 20, 128 and 200,
-	// rows of one split to nine.
-	for _, c := range []struct{ hd, heads, kvHeads int }{{20, 4, 1}, {128, 2, 2}, {200, 2, 1}} {
-		check(fmt.Sprint("attention_split merged ", c), func(o *op) { o.attentionMerged(c.hd, c.heads, c.kvHeads, false) })
-	}
-	check("attention_split merged with sinks", func(o *op) { o.attentionMerged(64, 4, 1, true) })
 	for _, n := range []int{1, 257, 5000} {
 		check(fmt.Sprint("silu_mul ", n), func(o *op) { o.elementwise("silu_mul", n) })
 		check(fmt.Sprint("gelu_tanh_mul ", n), func(o *op) { o.elementwise("gelu_tanh_mul", n) })

@@ -15,9 +15,10 @@ import (
 // norm is set), rope of both, kv_write of k and v. q and k in place, the keys and the values in
 // the pool, and the error word must come out the same bits; with bad set one row's slot falls
 // outside the pool and is reported as kv_write reports it.
-func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool) {
+func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool, kv kernels.KV) {
 	const rows, slots, eps = 5, 64, 1e-6
 	st := kvHeads * hd
+	size := kvDType(kv).Size()
 	qs, ks, vs := computetest.Randn(21, rows*heads*hd), computetest.Randn(22, rows*st), computetest.Randn(23, rows*st)
 	qw, kw := computetest.Randn(24, hd), computetest.Randn(25, hd)
 	freqs := make([]float32, hd/2)
@@ -34,22 +35,22 @@ func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool) {
 
 	// The five ops.
 	wantQ, wantK := buf(f32(qs)), buf(f32(ks))
-	wantKd, wantVd, wantErr := &mbuf{make([]byte, 4*slots*st)}, &mbuf{make([]byte, 4*slots*st)}, &mbuf{make([]byte, 16)}
+	wantKd, wantVd, wantErr := &mbuf{make([]byte, size*slots*st)}, &mbuf{make([]byte, size*slots*st)}, &mbuf{make([]byte, 16)}
 	if norm {
 		o.launch(kernels.RMSNormLaunch(rows*heads, hd), wantQ, wantQ, wantQ, buf(f32(qw)), int32(rows*heads), int32(hd), float32(eps), int32(0))
 		o.launch(kernels.RMSNormLaunch(rows*kvHeads, hd), wantK, wantK, wantK, buf(f32(kw)), int32(rows*kvHeads), int32(hd), float32(eps), int32(0))
 	}
 	o.launch(kernels.RoPELaunch(rows, heads, hd/2), wantQ, buf(i32(ropePos)), buf(f32(freqs)), int32(heads), int32(hd/2))
 	o.launch(kernels.RoPELaunch(rows, kvHeads, hd/2), wantK, buf(i32(ropePos)), buf(f32(freqs)), int32(kvHeads), int32(hd/2))
-	o.launch(kernels.KVWriteLaunch(rows, st), wantKd, wantVd, wantK, buf(f32(vs)), buf(i32(bases)), buf(i32(positions)), int32(slots), int32(st), wantErr)
+	o.launch(kernels.KVWriteLaunch(rows, st, kv), wantKd, wantVd, wantK, buf(f32(vs)), buf(i32(bases)), buf(i32(positions)), int32(slots), int32(st), wantErr)
 
 	// The one launch.
-	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvHeads, hd, hd/2)
+	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvHeads, hd, hd/2, kv)
 	if !ok {
 		o.t.Fatalf("no qk_rope_write for heads of %d", hd)
 	}
 	gotQ, gotK := buf(f32(qs)), buf(f32(ks))
-	gotKd, gotVd, gotErr := &mbuf{make([]byte, 4*slots*st)}, &mbuf{make([]byte, 4*slots*st)}, &mbuf{make([]byte, 16)}
+	gotKd, gotVd, gotErr := &mbuf{make([]byte, size*slots*st)}, &mbuf{make([]byte, size*slots*st)}, &mbuf{make([]byte, 16)}
 	hasNorm := int32(0)
 	if norm {
 		hasNorm = 1
@@ -59,8 +60,8 @@ func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool) {
 
 	computetest.SameBits(o.t, "q", floats(gotQ), floats(wantQ))
 	computetest.SameBits(o.t, "k", floats(gotK), floats(wantK))
-	computetest.SameBits(o.t, "keys", floats(gotKd), floats(wantKd))
-	computetest.SameBits(o.t, "values", floats(gotVd), floats(wantVd))
+	sameBytes(o.t, "keys", gotKd.b, wantKd.b)
+	sameBytes(o.t, "values", gotVd.b, wantVd.b)
 	if code := binary.LittleEndian.Uint32(wantErr.b); (code != 0) != bad {
 		o.t.Errorf("kv_write's error word %v with a row outside the pool %v", ints(wantErr), bad)
 	}

@@ -53,6 +53,7 @@ typedef unsigned long long ulong;
 #define LOG(x) ((float)log((double)(x)))
 #define NEG_INF __int_as_float(0xff800000)
 #define AS_FLOAT(u) __uint_as_float(u)
+#define AS_UINT(f) __float_as_uint(f)
 // Round to an integer, ties to even (the default rounding mode).
 #define RINT(x) rintf(x)
 // Ask for the 128-byte line holding p in L2, ahead of its loads (a hint: it changes no result).

@@ -49,6 +49,7 @@ using namespace metal;
 #define LOG(x) precise::log(x)
 #define NEG_INF (-INFINITY)
 #define AS_FLOAT(u) as_type<float>((uint)(u))
+#define AS_UINT(f) as_type<uint>((float)(f))
 // Round to an integer, ties to even.
 // Metal has no prefetch instruction: a hint left out, which changes no result.
 #define PREFETCH_L2(p) ((void)(p))

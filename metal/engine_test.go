@@ -20,6 +20,11 @@ func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openMetal(t))
 }
 
+// TestHalfKVEngine: the oracle checkpoints with F16 keys and values (sessions.kv_cache = "f16";
+// enginetest.CheckHalfKV): logits near transformers', forwards batch-invariant bit for bit, picks,
+// drafted chains and the model's identity.
+func TestHalfKVEngine(t *testing.T) { enginetest.CheckHalfKV(t, openMetal(t)) }
+
 // TestQuantizedEngineMatchesCPU: the bundled model quantized at load (q8, q4) and as GGUF Q8_0,
 // Q4_0, Q4_K and Q6_K files runs on the GPU: the Q8_0 and Q4_0 files give the folder's bits,
 // forwards are batch-invariant bit for bit, logits are near the cpu backend's and the greedy runs

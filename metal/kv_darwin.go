@@ -13,8 +13,8 @@ import (
 // The moves of whole KV slots: blit copies between pools and within one (CopyKV), encoded in
 // order with the kernels, and copies to and from the host in the layout every backend shares
 // (ReadKV, WriteKV) through the CPU, which shares the pools' memory (shared storage). A layer's
-// buffer holds its keys, then its values, each [slots, kvHeads, headDim] F32: ReadKV's layout per
-// layer, for a range of slots.
+// buffer holds its keys, then its values, each [slots, kvHeads, headDim] of the pool's dtype:
+// ReadKV's layout per layer, for a range of slots.
 
 // CopyKV copies n slots of src from srcSlot to dst from dstSlot in every layer, bits unchanged;
 // within one pool the ranges may overlap. Ranges outside either pool are reported by the next
@@ -22,9 +22,9 @@ import (
 // work encoded before them.
 func (b *backend) CopyKV(dst compute.KV, dstSlot int, src compute.KV, srcSlot, n int) {
 	d, s := b.asKV(dst, "CopyKV", 0), b.asKV(src, "CopyKV", 0)
-	if d.spec.Layers != s.spec.Layers || d.spec.KVHeads != s.spec.KVHeads || d.spec.HeadDim != s.spec.HeadDim {
-		panic(fmt.Sprintf("metal: CopyKV between pools of %d layers × %d×%d and %d layers × %d×%d",
-			s.spec.Layers, s.spec.KVHeads, s.spec.HeadDim, d.spec.Layers, d.spec.KVHeads, d.spec.HeadDim))
+	if d.spec.Layers != s.spec.Layers || d.spec.KVHeads != s.spec.KVHeads || d.spec.HeadDim != s.spec.HeadDim || d.spec.Elem() != s.spec.Elem() {
+		panic(fmt.Sprintf("metal: CopyKV between pools of %d layers × %d×%d %v and %d layers × %d×%d %v",
+			s.spec.Layers, s.spec.KVHeads, s.spec.HeadDim, s.spec.Elem(), d.spec.Layers, d.spec.KVHeads, d.spec.HeadDim, d.spec.Elem()))
 	}
 	if n <= 0 || (d == s && dstSlot == srcSlot) {
 		return
@@ -45,7 +45,7 @@ func (b *backend) CopyKV(dst compute.KV, dstSlot int, src compute.KV, srcSlot, n
 	if d == s {
 		piece = min(n, max(dstSlot-srcSlot, srcSlot-dstSlot))
 	}
-	slot := uint64(d.stride()) * 4
+	slot := uint64(d.slotBytes())
 	cmd := b.commandBuffer()
 	b.endCompute()
 	pl := pushPool()
@@ -86,7 +86,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 	if n == 0 {
 		return err
 	}
-	half := n * p.stride() * 4
+	half := n * p.slotBytes()
 	for i := range 2 * p.spec.Layers {
 		copy(dst[i*half:(i+1)*half], p.hostHalf(i, slot, n))
 	}
@@ -99,7 +99,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 // the next Sync and nothing is written.
 func (b *backend) WriteKV(kv compute.KV, slot int, src []byte) {
 	p := b.asKV(kv, "WriteKV", 0)
-	per := 2 * p.spec.Layers * p.stride() * 4 // bytes of one slot in every layer
+	per := 2 * p.spec.Layers * p.slotBytes() // bytes of one slot in every layer
 	if len(src)%per != 0 {
 		panic(fmt.Sprintf("metal: WriteKV of %d bytes: not a whole number of %d-byte slots", len(src), per))
 	}
@@ -118,7 +118,7 @@ func (b *backend) WriteKV(kv compute.KV, slot int, src []byte) {
 			b.pending = err
 		}
 	}
-	half := n * p.stride() * 4
+	half := n * p.slotBytes()
 	for i := range 2 * p.spec.Layers {
 		copy(p.hostHalf(i, slot, n), src[i*half:(i+1)*half])
 	}
@@ -127,9 +127,9 @@ func (b *backend) WriteKV(kv compute.KV, slot int, src []byte) {
 // hostHalf views, at the CPU address of the pool's memory, n slots from slot of half i: layer
 // i/2's keys for even i, its values for odd.
 func (kv *kvPool) hostHalf(i, slot, n int) []byte {
-	at := uint64(slot) * uint64(kv.stride()) * 4
+	at := uint64(slot) * uint64(kv.slotBytes())
 	if i%2 == 1 {
 		at += kv.values()
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(kv.layers[i/2].host, at)), n*kv.stride()*4)
+	return unsafe.Slice((*byte)(unsafe.Add(kv.layers[i/2].host, at)), n*kv.slotBytes())
 }

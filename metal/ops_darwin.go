@@ -181,7 +181,7 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 	bt := b.tensorOf(bases, "KVWrite", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "KVWrite", "positions", compute.I32, rows)
 	l := p.layers[layer]
-	b.dispatch(kernels.KVWriteLaunch(rows, st), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(kt), bufArg(vt), bufArg(bt), bufArg(pt),
+	b.dispatch(kernels.KVWriteLaunch(rows, st, p.kernels()), arg{buf: l}, arg{buf: l, off: p.values()}, bufArg(kt), bufArg(vt), bufArg(bt), bufArg(pt),
 		i32(p.spec.Slots), i32(st), b.errArg())
 }
 
@@ -193,7 +193,7 @@ func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq comp
 	p := b.asKV(kv, "QKRoPEWrite", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
 	ft := b.tensorOf(invFreq, "QKRoPEWrite", "invFreq", compute.F32, 0)
-	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd, ft.n)
+	l, ok := kernels.QKRopeWriteLaunch(rows, heads, kvh, hd, ft.n, p.kernels())
 	if !ok || (qNorm == nil) != (kNorm == nil) {
 		return false
 	}
@@ -238,7 +238,7 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	l := p.layers[layer]
 	// attention_split for every launch: attention_tile_H (what the CUDA backend runs from
 	// kernels.AttentionTileFrom rows) gives the same bits, but is unmeasured on Apple's GPUs.
-	al := kernels.AttentionSplitLaunch(rows, heads, hd)
+	al := kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
 	part := b.attentionScratch(al.Scratch)
 	if part == nil {
 		return

@@ -24,6 +24,7 @@ func TestAttentionMatchesCPU(t *testing.T)   { computetest.CheckAttention(t, new
 func TestCopyKVKeepsBits(t *testing.T)       { computetest.CheckCopyKV(t, openMetal(t)) }
 func TestKVReadWrite(t *testing.T)           { computetest.CheckKVReadWrite(t, openMetal(t)) }
 func TestKVLayout(t *testing.T)              { computetest.CheckKVLayout(t, openMetal(t)) }
+func TestHalfKV(t *testing.T)                { computetest.CheckHalfKV(t, openMetal(t)) }
 func TestExpertsMatchCPU(t *testing.T)       { computetest.CheckExperts(t, newPair(t)) }
 func TestDeltaNetMatchesCPU(t *testing.T)    { computetest.CheckDeltaNet(t, newPair(t)) }
 func TestDataErrors(t *testing.T)            { computetest.CheckDataErrors(t, openMetal(t)) }

@@ -84,7 +84,7 @@ func (t *tensor) rowLen() int {
 }
 
 // kvPool is the backend's compute.KV: a buffer per layer holding its keys, then its values,
-// each [slots, kvHeads, headDim] F32. A buffer per layer keeps each well under maxBufferLength.
+// each [slots, kvHeads, headDim] of the spec's dtype (F32 or F16). A buffer per layer keeps each well under maxBufferLength.
 type kvPool struct {
 	b      *backend
 	layers []*buffer // nil after Free
@@ -96,8 +96,19 @@ func (kv *kvPool) Slots() int { return kv.spec.Slots }
 // stride returns the elements of one slot in one layer.
 func (kv *kvPool) stride() int { return kv.spec.KVHeads * kv.spec.HeadDim }
 
+// slotBytes returns the bytes of one slot in one layer's keys (or values).
+func (kv *kvPool) slotBytes() int { return kv.stride() * kv.spec.Elem().Size() }
+
+// kernels returns the suffix of the kernels that write and read the pool.
+func (kv *kvPool) kernels() kernels.KV {
+	if kv.spec.Elem() == compute.F16 {
+		return kernels.KVF16
+	}
+	return kernels.KVF32
+}
+
 // values returns the byte offset of the values within a layer's buffer.
-func (kv *kvPool) values() uint64 { return uint64(kv.spec.Slots) * uint64(kv.stride()) * 4 }
+func (kv *kvPool) values() uint64 { return uint64(kv.spec.Slots) * uint64(kv.slotBytes()) }
 
 // buffersOf returns the buffers of a tensor or pool.
 func buffersOf(t any) []*buffer {
@@ -168,8 +179,8 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	if spec.Layers <= 0 || spec.KVHeads <= 0 || spec.HeadDim <= 0 || spec.Slots <= 0 {
 		return nil, fmt.Errorf("metal: NewKV: every dimension of %+v must be positive", spec)
 	}
-	if spec.Elem() != compute.F32 {
-		return nil, fmt.Errorf("metal: NewKV: keys and values in %v are built on the cpu backend only: set sessions.kv_cache = \"f32\"", spec.Elem())
+	if err := compute.CheckKVDType(spec.DType); err != nil {
+		return nil, fmt.Errorf("metal: NewKV: %w", err)
 	}
 	if spec.HeadDim%4 != 0 || spec.HeadDim > 256 {
 		return nil, fmt.Errorf("metal: NewKV: head size %d: the attention kernel takes multiples of 4 up to 256", spec.HeadDim)
@@ -180,7 +191,7 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 	}
 	kv := &kvPool{b: b, spec: spec}
 	for range spec.Layers {
-		a, err := b.newBuffer(4 * perLayer)
+		a, err := b.newBuffer(spec.Elem().Size() * perLayer)
 		if err != nil {
 			for _, a := range kv.layers {
 				b.residency().untrack(a, a.free)
