@@ -116,11 +116,54 @@ func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 		}
 	}
 	var total float64
-	for _, c := range cands {
-		total += math.Exp(c.score - top)
-	}
 	if sorted {
+		for _, c := range cands {
+			total += math.Exp(c.score - top)
+		}
 		return cands[:prefixReaching(cands, top, total, p, len(cands))]
+	}
+	// Beside the total, count how far below the top each score is, in bins of 1/topPBinsPerNat
+	// nats: a bin's terms are each at least exp of its far edge, so the scores down to the far
+	// edge of the bins whose least mass reaches p·total hold every candidate of the answer, and
+	// only those go through the heap. Should rounding leave the answer short of p there (the
+	// bound says it cannot; this is a guard), the whole vocabulary does, as before. The answer and the total are the same
+	// bits either way: the total is summed as before, and the best candidates come off a heap of
+	// a set that holds all of them, in the same strict order.
+	var bins [topPBins]int32
+	for _, c := range cands {
+		x := c.score - top
+		total += math.Exp(x)
+		if -x < topPBins/topPBinsPerNat { // false for NaN
+			bins[int(-x*topPBinsPerNat)]++
+		}
+	}
+	need, least, last := p*total*(1+1e-9), 0.0, -1
+	for b, n := range bins {
+		least += float64(n) * math.Exp(-float64(b+1)/topPBinsPerNat)
+		if least >= need {
+			last = b
+			break
+		}
+	}
+	if last >= 0 {
+		// Every score at or above the cut: a prefix of the candidates in better's order.
+		cut, k := top-float64(last+1)/topPBinsPerNat, 0
+		for i, c := range cands {
+			if c.score >= cut {
+				cands[i], cands[k] = cands[k], c
+				k++
+			}
+		}
+		var sum float64
+		reached := false
+		out := s.best(cands[:k], k, func(c candidate) bool {
+			sum += math.Exp(c.score-top) / total
+			reached = sum >= p
+			return reached
+		})
+		if reached {
+			return out
+		}
 	}
 	var sum float64
 	return s.best(cands, len(cands), func(c candidate) bool {
@@ -128,6 +171,14 @@ func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 		return sum >= p
 	})
 }
+
+// The histogram topP keeps of how far below the best each candidate's score is: bins of a
+// sixteenth of a nat, so a bin's least term is within 6.5% of its largest, reaching 32 nats down,
+// past which a term weighs under 1.3e-14 of the best's.
+const (
+	topPBins       = 512
+	topPBinsPerNat = 16
+)
 
 // prefixReaching returns how many of the sorted candidates, at most n, make the smallest prefix
 // whose share of total reaches p (at least one).

@@ -255,3 +255,55 @@ func BenchmarkPick(b *testing.B) {
 		})
 	}
 }
+
+// TestTopPIsTheWholeHeaps: topP, which puts only the candidates above its histogram's cut through
+// the heap, returns what the heap of every candidate returned before it, the same candidates in
+// the same order with the same scores, for peaked, spread and flat scores, ties, infinities and
+// NaNs, and p from tiny to almost 1.
+func TestTopPIsTheWholeHeaps(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	wholeHeap := func(s *sampler, cands []candidate, p float64) []candidate {
+		top := cands[0].score
+		for _, c := range cands {
+			top = max(top, c.score)
+		}
+		var total, sum float64
+		for _, c := range cands {
+			total += math.Exp(c.score - top)
+		}
+		return s.best(cands, len(cands), func(c candidate) bool {
+			sum += math.Exp(c.score-top) / total
+			return sum >= p
+		})
+	}
+	var s, ref sampler
+	for trial := range 300 {
+		n := 1 + r.IntN(20000)
+		scale := []float64{0.01, 0.5, 3, 10, 60}[trial%5]
+		cands := make([]candidate, n)
+		for i := range cands {
+			cands[i] = candidate{id: int32(i), score: r.NormFloat64() * scale}
+			switch k := r.IntN(200); {
+			case k < 10 && i > 0:
+				cands[i].score = cands[r.IntN(i)].score // ties
+			case k == 10 && trial%7 == 0:
+				cands[i].score = math.Inf(-1)
+			case k == 11 && trial%11 == 0:
+				cands[i].score = math.Inf(1)
+			case k == 12 && trial%13 == 0:
+				cands[i].score = math.NaN()
+			}
+		}
+		p := []float64{1e-6, 0.1, 0.5, 0.9, 0.95, 0.999999}[r.IntN(6)]
+		got := slices.Clone(s.topP(slices.Clone(cands), p, false))
+		want := wholeHeap(&ref, slices.Clone(cands), p)
+		if len(got) != len(want) {
+			t.Fatalf("trial %d, %d scores of scale %g, p %g: %d candidates, the whole heap gives %d", trial, n, scale, p, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].id != want[i].id || math.Float64bits(got[i].score) != math.Float64bits(want[i].score) {
+				t.Fatalf("trial %d, %d scores of scale %g, p %g: candidate %d is %+v, the whole heap's %+v", trial, n, scale, p, i, got[i], want[i])
+			}
+		}
+	}
+}
