@@ -20,6 +20,9 @@ type laneState struct {
 	active       []*active
 	closed       bool // arrivals has been closed: finish what is here, then stop
 	smp          sampler
+	smps         []*sampler // prepick's, one a goroutine
+	jobs         []pickJob  // prepick's rows
+	ahead        []int32    // prepick's picks, by logits row
 
 	// The round being built, reused from round to round.
 	rows      []batch.Row
@@ -58,13 +61,14 @@ type laneState struct {
 
 // share is one stream's part of a round: n rows from its first unfed token (position first, row
 // index row of the round), and the index of the row after its newest token among the round's
-// logits rows, or among its picks where picked, or -1.
+// logits rows, or among its picks where picked, or -1; ahead: its picks were made ahead (prepick).
 type share struct {
 	a          *active
 	first, row int
 	n          int
 	logits     int
 	picked     bool
+	ahead      bool
 }
 
 func (l *laneState) init(h *Shared, opts SharedOptions) {

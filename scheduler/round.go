@@ -157,6 +157,7 @@ func (l *laneState) addDrafts(a *active, picked bool) {
 // from its logits rows or, picked, its tokens among the model's picks.
 func (l *laneState) conclude(logits []float32, tokens []int32) {
 	vocab, context := l.h.model.Vocab(), l.h.model.Context()
+	perRow := l.prepick(logits, vocab)
 	for _, s := range l.shares {
 		if s.logits < 0 {
 			s.a.feed(s.n) // a prompt chunk short of the newest token
@@ -166,12 +167,19 @@ func (l *laneState) conclude(logits []float32, tokens []int32) {
 		s.a.feed(s.n - 1) // the rows before the newest; verify accepts what follows them
 		start := l.now()
 		var verified, landed int
-		if s.picked {
+		switch {
+		case s.picked:
 			verified, landed = s.a.verify(&l.smp, nil, tokens[s.logits:], vocab, context)
-		} else {
+		case s.ahead:
+			verified, landed = s.a.verify(&l.smp, nil, l.ahead[s.logits:], vocab, context)
+		default:
 			verified, landed = s.a.verify(&l.smp, logits[s.logits*vocab:], nil, vocab, context)
 		}
-		note(&l.costs.pick[picks(s.a)], l.now().Sub(start)/time.Duration(verified+1))
+		if s.ahead {
+			note(&l.costs.pick[picks(s.a)], perRow)
+		} else {
+			note(&l.costs.pick[picks(s.a)], l.now().Sub(start)/time.Duration(verified+1))
+		}
 		l.landing[picks(s.a)].note(verified, landed)
 		l.offerFed(s.a)
 	}

@@ -1,0 +1,74 @@
+package scheduler
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Picks made ahead, side by side. After a round the host picks the token that follows each row
+// whose logits it read back, and verify walks each stream's rows in order, accepting while its
+// drafts hold. Where a stream's pick depends only on its row's logits, its settings and the
+// position (no penalties, no constraint, no logprobs asked for), every row's pick can be made
+// before the walk, and those of all such streams of a round side by side on every core: a sampled
+// pick over a large vocabulary takes milliseconds of one core (top_p's softmax), and a round of
+// 32 sampled streams took 32 of them one after another. A pick is a pure function of its inputs,
+// so a pick made ahead is the one verify would make; rows after a draft that misses are picked
+// for nothing, at most the drafts of one round.
+
+// pickJob is one row to pick ahead: logits row row of the round, at position pos, for a.
+type pickJob struct {
+	a        *active
+	row, pos int
+}
+
+// pickAhead reports whether a's picks can be made ahead of its walk.
+func pickAhead(a *active) bool {
+	return a.constrained == nil && !a.req.Sampling.Penalties.Active() && !a.req.Logprobs
+}
+
+// prepick picks ahead, into l.ahead (by logits row), the rows of the round's streams that
+// pickAhead allows, where there are at least two, and marks their shares; it returns what one
+// row's pick cost on average, wall time over rows, which stands for each row in the host's costs.
+func (l *laneState) prepick(logits []float32, vocab int) time.Duration {
+	l.jobs = l.jobs[:0]
+	for i := range l.shares {
+		s := &l.shares[i]
+		s.ahead = false
+		if s.logits < 0 || s.picked || !pickAhead(s.a) {
+			continue
+		}
+		for d := range 1 + len(s.a.drafts) {
+			l.jobs = append(l.jobs, pickJob{a: s.a, row: s.logits + d, pos: len(s.a.tokens) + d})
+		}
+	}
+	if len(l.jobs) < 2 {
+		return 0
+	}
+	for i := range l.shares {
+		s := &l.shares[i]
+		s.ahead = s.logits >= 0 && !s.picked && pickAhead(s.a)
+	}
+	if rows := len(logits) / vocab; len(l.ahead) < rows {
+		l.ahead = make([]int32, rows)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(l.jobs))
+	for len(l.smps) < workers {
+		l.smps = append(l.smps, new(sampler))
+	}
+	start := l.now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			smp := l.smps[w]
+			for j := int(next.Add(1) - 1); j < len(l.jobs); j = int(next.Add(1) - 1) {
+				job := l.jobs[j]
+				l.ahead[job.row] = smp.pick(logits[job.row*vocab:(job.row+1)*vocab], job.a.req.Sampling, job.pos)
+			}
+		})
+	}
+	wg.Wait()
+	return l.now().Sub(start) / time.Duration(len(l.jobs))
+}
