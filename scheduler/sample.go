@@ -15,6 +15,9 @@ import (
 type sampler struct {
 	cands  []candidate
 	sorted []candidate // the best candidates taken off the heap, best first
+	terms  []float64   // softmaxWide's terms of the softmax's total, by id
+	parts  []widePart  // softmaxWide's chunks
+	bins   [topPBins]int32
 }
 
 type candidate struct {
@@ -78,17 +81,24 @@ func (s Sampling) filters(n int) bool {
 // whole vocabulary, which on a large vocabulary cost more than the rest of a sampled step.
 func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 	var cands []candidate
-	sorted := false
-	if set.TopK > 0 && set.TopK < len(logits) { // filters' conditions, one by one
+	sorted, scaled := false, false // scaled: the scores are divided by the temperature already
+	t := float64(set.Temperature)
+	topP := set.TopP > 0 && set.TopP < 1
+	switch {
+	case set.TopK > 0 && set.TopK < len(logits): // filters' conditions, one by one
 		cands, sorted = s.topK(logits, set.TopK), true
-	} else {
+	case topP && len(logits) >= parallelDraw:
+		// top_p alone over a large vocabulary: temperature and top_p in chunks on every core.
+		cands, sorted, scaled, topP = s.topPWide(logits, t, float64(set.TopP)), true, true, false
+	default:
 		cands = s.all(logits)
 	}
-	t := float64(set.Temperature)
-	for i := range cands {
-		cands[i].score /= t
+	if !scaled {
+		for i := range cands {
+			cands[i].score /= t
+		}
 	}
-	if set.TopP > 0 && set.TopP < 1 {
+	if topP {
 		cands, sorted = s.topP(cands, float64(set.TopP), sorted), true
 	}
 	if set.MinP > 0 {
@@ -110,26 +120,24 @@ func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 // when sorted, else by token id), then the best are taken until their share reaches p.
 func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 	top := cands[0].score
-	if !sorted {
-		for _, c := range cands {
-			top = max(top, c.score)
-		}
-	}
-	var total float64
 	if sorted {
+		var total float64
 		for _, c := range cands {
 			total += math.Exp(c.score - top)
 		}
 		return cands[:prefixReaching(cands, top, total, p, len(cands))]
 	}
-	// Beside the total, count how far below the top each score is, in bins of 1/topPBinsPerNat
-	// nats: a bin's terms are each at least exp of its far edge, so the scores down to the far
-	// edge of the bins whose least mass reaches p·total hold every candidate of the answer, and
-	// only those go through the heap. Should rounding leave the answer short of p there (the
-	// bound says it cannot; this is a guard), the whole vocabulary does, as before. The answer and the total are the same
-	// bits either way: the total is summed as before, and the best candidates come off a heap of
-	// a set that holds all of them, in the same strict order.
-	var bins [topPBins]int32
+	for _, c := range cands {
+		top = max(top, c.score)
+	}
+	return s.nucleus(cands, top, s.softmax(cands, top, &s.bins), &s.bins, p)
+}
+
+// softmax returns the softmax's total over unsorted candidates whose best score is top, summed
+// in their order, and counts in bins how far below top each score is (topPBins).
+func (s *sampler) softmax(cands []candidate, top float64, bins *[topPBins]int32) float64 {
+	clear(bins[:])
+	var total float64
 	for _, c := range cands {
 		x := c.score - top
 		total += math.Exp(x)
@@ -137,6 +145,18 @@ func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 			bins[int(-x*topPBinsPerNat)]++
 		}
 	}
+	return total
+}
+
+// nucleus returns topP's answer for unsorted candidates, given their best score top, the
+// softmax's total and the histogram of how far below top each score is, in bins of
+// 1/topPBinsPerNat nats. A bin's terms are each at least exp of its far edge, so the scores down
+// to the far edge of the bins whose least mass reaches p·total hold every candidate of the answer,
+// and only those go through the heap. Should rounding leave the answer short of p there (the bound
+// says it cannot; this is a guard), all the candidates do. The answer is the same bits either
+// way: the best candidates come off a heap of a set that holds all of them, in better's strict
+// order, and their shares are summed in that order.
+func (s *sampler) nucleus(cands []candidate, top, total float64, bins *[topPBins]int32, p float64) []candidate {
 	need, least, last := p*total*(1+1e-9), 0.0, -1
 	for b, n := range bins {
 		least += float64(n) * math.Exp(-float64(b+1)/topPBinsPerNat)

@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"tfd/batch"
@@ -304,6 +306,66 @@ func TestTopPIsTheWholeHeaps(t *testing.T) {
 			if got[i].id != want[i].id || math.Float64bits(got[i].score) != math.Float64bits(want[i].score) {
 				t.Fatalf("trial %d, %d scores of scale %g, p %g: candidate %d is %+v, the whole heap's %+v", trial, n, scale, p, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestTopPWideIsTopP: top_p alone over a vocabulary large enough to split, made in chunks on
+// every core (softmaxWide, then nucleus), is topP over the scaled candidates to the bit: the same
+// candidates and scores, best score, softmax total and histogram, and the same answer, whatever
+// the number of cores, for peaked, spread and flat scores, ties, infinities and NaNs.
+func TestTopPWideIsTopP(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	var s, ref sampler
+	for trial := range 40 {
+		runtime.GOMAXPROCS(1 + trial%5)
+		n := parallelDraw + r.IntN(160000)
+		scale := []float64{0.01, 0.5, 3, 10}[trial%4]
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(r.NormFloat64() * scale)
+			switch k := r.IntN(200); {
+			case k < 10 && i > 0:
+				logits[i] = logits[r.IntN(i)] // ties
+			case k == 10 && trial%3 == 0:
+				logits[i] = float32(math.Inf(-1))
+			case k == 11 && trial%7 == 0:
+				logits[i] = float32(math.Inf(1))
+			case k == 12 && trial%9 == 0:
+				logits[i] = float32(math.NaN())
+			}
+		}
+		temp := 0.2 + 1.5*r.Float64()
+		p := []float64{1e-6, 0.5, 0.9, 0.95, 0.999999}[r.IntN(5)]
+		what := fmt.Sprintf("trial %d, %d logits of scale %g, %d cores, p %g", trial, n, scale, runtime.GOMAXPROCS(0), p)
+
+		cands, top, total, bins := s.softmaxWide(logits, temp)
+		want := ref.all(logits)
+		wantTop := want[0].score / temp
+		for i := range want {
+			want[i].score /= temp
+			wantTop = max(wantTop, want[i].score)
+		}
+		var wantBins [topPBins]int32
+		wantTotal := ref.softmax(want, wantTop, &wantBins)
+		sameCandidates(t, what+": the candidates", cands, want)
+		if math.Float64bits(top) != math.Float64bits(wantTop) || math.Float64bits(total) != math.Float64bits(wantTotal) || *bins != wantBins {
+			t.Fatalf("%s: best %v, total %v, bins differ %v; one by one: %v, %v", what, top, total, *bins != wantBins, wantTop, wantTotal)
+		}
+		sameCandidates(t, what+": the nucleus", s.nucleus(cands, top, total, bins, p), ref.topP(want, p, false))
+	}
+}
+
+// sameCandidates fails unless got and want hold the same candidates in order, scores to the bit.
+func sameCandidates(t *testing.T, what string, got, want []candidate) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d candidates, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].id != want[i].id || math.Float64bits(got[i].score) != math.Float64bits(want[i].score) {
+			t.Fatalf("%s: candidate %d is %+v, want %+v", what, i, got[i], want[i])
 		}
 	}
 }

@@ -1,0 +1,82 @@
+package scheduler
+
+import (
+	"math"
+	"runtime"
+	"sync"
+)
+
+// topPWide is filter's top_p without top_k, temperature t applied, over a vocabulary large enough
+// to split (parallelDraw tokens or more): topP's answer, every bit (TestTopPWideIsTopP).
+func (s *sampler) topPWide(logits []float32, t, p float64) []candidate {
+	cands, top, total, bins := s.softmaxWide(logits, t)
+	return s.nucleus(cands, top, total, bins, p)
+}
+
+// softmaxWide returns what topP computes before it takes the nucleus: the candidates with their
+// scores divided by t, the best score, the softmax's total and the histogram of how far below the
+// best each score is. The candidates, the scores, the terms of the total and the histogram are
+// made in chunks on every core; the total is still summed one term after another in id order,
+// and the best is a maximum, which no grouping changes, so every bit is topP's.
+func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, top, total float64, bins *[topPBins]int32) {
+	n := len(logits)
+	parts := max(1, min(runtime.GOMAXPROCS(0), n/drawChunk))
+	if cap(s.cands) < n {
+		s.cands = make([]candidate, n)
+	}
+	if cap(s.terms) < n {
+		s.terms = make([]float64, n)
+	}
+	if len(s.parts) < parts {
+		s.parts = make([]widePart, parts)
+	}
+	terms, wide := s.terms[:n], s.parts[:parts]
+	cands = s.cands[:n]
+	each := func(f func(w *widePart, lo, hi int)) {
+		var wg sync.WaitGroup
+		for i := range wide {
+			wg.Go(func() { f(&wide[i], i*n/parts, (i+1)*n/parts) })
+		}
+		wg.Wait()
+	}
+	each(func(w *widePart, lo, hi int) {
+		top := float64(logits[lo]) / t
+		for i := lo; i < hi; i++ {
+			c := candidate{id: int32(i), score: float64(logits[i]) / t}
+			cands[i] = c
+			top = max(top, c.score)
+		}
+		w.top = top
+	})
+	top = wide[0].top
+	for _, w := range wide[1:] {
+		top = max(top, w.top)
+	}
+	each(func(w *widePart, lo, hi int) {
+		clear(w.bins[:])
+		for i := lo; i < hi; i++ {
+			x := cands[i].score - top
+			terms[i] = math.Exp(x)
+			if -x < topPBins/topPBinsPerNat { // false for NaN
+				w.bins[int(-x*topPBinsPerNat)]++
+			}
+		}
+	})
+	for _, e := range terms {
+		total += e
+	}
+	bins = &s.bins
+	clear(bins[:])
+	for _, w := range wide {
+		for b, c := range w.bins {
+			bins[b] += c
+		}
+	}
+	return cands, top, total, bins
+}
+
+// widePart is one chunk's share of topPWide: its best score and its histogram.
+type widePart struct {
+	top  float64
+	bins [topPBins]int32
+}
