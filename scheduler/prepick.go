@@ -53,11 +53,18 @@ func (l *laneState) prepick(logits []float32, vocab int) time.Duration {
 	if rows := len(logits) / vocab; len(l.ahead) < rows {
 		l.ahead = make([]int32, rows)
 	}
+	start := l.now()
+	l.pickJobs(logits, vocab, l.ahead)
+	return l.now().Sub(start) / time.Duration(len(l.jobs))
+}
+
+// pickJobs picks each of l.jobs' rows of logits into out[row], side by side on up to GOMAXPROCS
+// goroutines, each with a sampler of its own.
+func (l *laneState) pickJobs(logits []float32, vocab int, out []int32) {
 	workers := min(runtime.GOMAXPROCS(0), len(l.jobs))
 	for len(l.smps) < workers {
 		l.smps = append(l.smps, new(sampler))
 	}
-	start := l.now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -65,10 +72,34 @@ func (l *laneState) prepick(logits []float32, vocab int) time.Duration {
 			smp := l.smps[w]
 			for j := int(next.Add(1) - 1); j < len(l.jobs); j = int(next.Add(1) - 1) {
 				job := l.jobs[j]
-				l.ahead[job.row] = smp.pick(logits[job.row*vocab:(job.row+1)*vocab], job.a.req.Sampling, job.pos)
+				out[job.row] = smp.pick(logits[job.row*vocab:(job.row+1)*vocab], job.a.req.Sampling, job.pos)
 			}
 		})
 	}
 	wg.Wait()
-	return l.now().Sub(start) / time.Duration(len(l.jobs))
+}
+
+// draftAhead reports whether a's MTP drafts can be picked side by side: a draft is the keyed
+// pick over the head's logits with the stream's penalties (no constraint, no logprobs), so one
+// without penalties depends on nothing else.
+func draftAhead(a *active) bool { return !a.req.Sampling.Penalties.Active() }
+
+// predraft picks ahead, into l.ahead (by row of the head's logits), the drafts of the streams
+// draftMTP chains that draftAhead allows, where there are at least two; it reports whether it
+// did. A draft is the keyed pick at the position it would take, as the round's picks are.
+func (l *laneState) predraft(logits []float32, vocab int) bool {
+	l.jobs = l.jobs[:0]
+	for i, a := range l.drafting {
+		if draftAhead(a) {
+			l.jobs = append(l.jobs, pickJob{a: a, row: i, pos: len(a.tokens) + len(a.mtpDrafts)})
+		}
+	}
+	if len(l.jobs) < 2 {
+		return false
+	}
+	if len(l.ahead) < len(l.drafting) {
+		l.ahead = make([]int32, len(l.drafting))
+	}
+	l.pickJobs(logits, vocab, l.ahead)
+	return true
 }

@@ -221,11 +221,17 @@ func (l *laneState) draftMTP() {
 			note(&l.costs.head, l.now().Sub(start))
 		}
 		vocab := l.h.model.Vocab()
+		ahead := l.predraft(logits, vocab)
 		l.draftRows = l.draftRows[:0]
 		chaining := l.drafting[:0] // filtered in place: entry i is read before it is overwritten
 		for i, a := range l.drafting {
 			pos := len(a.tokens) + len(a.mtpDrafts) // the position this draft would take
-			tok := l.smp.pick(a.penalised(logits[i*vocab:(i+1)*vocab]), a.req.Sampling, pos)
+			var tok int32
+			if ahead && draftAhead(a) {
+				tok = l.ahead[i]
+			} else {
+				tok = l.smp.pick(a.penalised(logits[i*vocab:(i+1)*vocab]), a.req.Sampling, pos)
+			}
 			a.mtpDrafts = append(a.mtpDrafts, tok)
 			if len(a.mtpDrafts) < l.chainDepth(a) {
 				// The head at pos-1 reads the draft at pos and its own output behind logits row i.

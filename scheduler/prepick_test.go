@@ -1,0 +1,55 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestPicksAheadAreThePicks: the picks prepick and predraft make side by side are, row by row,
+// the picks verify and draftMTP make one after another: each stream's rows at the positions that
+// follow its newest token and its drafts, and each MTP draft at the position after the stream's
+// chain so far; streams with penalties are left to the walk (prepick) or picked in it (predraft).
+func TestPicksAheadAreThePicks(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const vocab = 40000 // past parallelDraw: top_p alone splits too
+	settings := []Sampling{{}, {Temperature: 0.7, Seed: 3}, {Temperature: 0.7, TopP: 0.9, Seed: 4},
+		{Temperature: 1, TopK: 20, TopP: 0.8, Seed: 5}, {Temperature: 0.8, MinP: 0.05, Seed: 6},
+		{Temperature: 0.7, Seed: 7, Penalties: Penalties{Presence: 0.5}}}
+	l := &laneState{now: time.Now}
+	rows := 0
+	for i, set := range settings {
+		a := &active{stream: &stream{req: Request{Sampling: set}}, tokens: make([]int32, 5+3*i), drafts: make([]int32, i%3), mtpDrafts: make([]int32, i%2)}
+		l.shares = append(l.shares, share{a: a, logits: rows})
+		l.drafting = append(l.drafting, a)
+		rows += 1 + len(a.drafts)
+	}
+	logits := make([]float32, rows*vocab)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	var one sampler
+	pick := func(a *active, row, pos int) int32 {
+		return one.pick(a.penalised(logits[row*vocab:(row+1)*vocab]), a.req.Sampling, pos)
+	}
+
+	l.prepick(logits, vocab)
+	for _, s := range l.shares {
+		if s.ahead != pickAhead(s.a) {
+			t.Errorf("%+v: picked ahead %v, want %v", s.a.req.Sampling, s.ahead, pickAhead(s.a))
+		}
+		for d := range 1 + len(s.a.drafts) {
+			if want := pick(s.a, s.logits+d, len(s.a.tokens)+d); s.ahead && l.ahead[s.logits+d] != want {
+				t.Errorf("%+v, row %d after the newest: %d ahead, %d in the walk", s.a.req.Sampling, d, l.ahead[s.logits+d], want)
+			}
+		}
+	}
+	if !l.predraft(logits, vocab) {
+		t.Fatal("predraft picked nothing ahead")
+	}
+	for i, a := range l.drafting {
+		if want := pick(a, i, len(a.tokens)+len(a.mtpDrafts)); draftAhead(a) && l.ahead[i] != want {
+			t.Errorf("%+v: draft %d ahead, %d in draftMTP", a.req.Sampling, l.ahead[i], want)
+		}
+	}
+}
