@@ -23,11 +23,25 @@ func TestBench(t *testing.T) {
 			t.Errorf("row %d = %q, want it to start %q", i, lines[2+i], want)
 		}
 	}
-	for _, bad := range [][]string{{"bench", "--streams", "0"}, {"bench", "--streams", "x"}, {"bench", "--tokens", "0"}} {
+	for _, bad := range [][]string{{"bench", "--streams", "0"}, {"bench", "--streams", "x"}, {"bench", "--tokens", "0"},
+		{"bench", "--temperature", "-1"}, {"bench", "--top-p", "1.5"}, {"bench", "--top-k", "x"}} {
 		stderr.Reset()
 		if code := run(bad, &stdout, &stderr); code != exitUsage {
 			t.Errorf("tfd %v: exit %d, want %d (a usage error)\n%s", bad, code, exitUsage, &stderr)
 		}
+	}
+}
+
+// TestBenchSampled runs tfd bench with sampled replies: the title says how they were sampled.
+func TestBenchSampled(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--streams", "2", "--prompt", "32", "--tokens", "16", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "40"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], "replies sampled at temperature 0.7, top_p 0.9, top_k 40 (reply i: seed i), of 16 tokens after 32-token prompts") {
+		t.Fatalf("want a title, a header and 2 rows:\n%s", stdout.String())
 	}
 }
 

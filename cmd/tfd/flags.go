@@ -63,6 +63,29 @@ func (f listFlag) Set(s string) error {
 	return nil
 }
 
+// rangeFlag is a flag.Value for a number from lo to hi, inclusive; like countFlag's, its error says
+// what the flag takes.
+type rangeFlag struct {
+	v      *float32
+	lo, hi float64
+}
+
+func (f rangeFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(float64(*f.v), 'g', -1, 32)
+}
+
+func (f rangeFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 32)
+	if err != nil || v < f.lo || v > f.hi {
+		return fmt.Errorf("want a number from %g to %g", f.lo, f.hi)
+	}
+	*f.v = float32(v)
+	return nil
+}
+
 // parseFlags parses args into fs for the command cmd. A bad flag is reported in one line,
 // "tfd CMD: " and the flag package's own words (an unknown flag, or a value and what the flag
 // takes), and gives exitUsage; -h prints the usage and gives 0. done is false when the command

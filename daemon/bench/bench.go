@@ -26,6 +26,9 @@ type Options struct {
 	Streams []int // concurrent replies per scenario, e.g. 1, 4, 16
 	Prompt  int   // prompt tokens per reply
 	Tokens  int   // generated tokens per reply
+	// Sampling is every reply's; greedy when its temperature is 0. Reply i of a scenario gets
+	// seed i+1, so a run is the same replies every time.
+	Sampling scheduler.Sampling
 }
 
 // benchResult is one scenario's figures.
@@ -39,10 +42,11 @@ type benchResult struct {
 }
 
 // Run loads cfg's model on cfg's backend with one session per stream of the largest scenario,
-// then runs each scenario twice, drafts off and on: that many greedy replies at once, each from a
-// prompt of Go source. It writes one progress line per scenario to logger and a table to out.
+// then runs each scenario twice, drafts off and on: that many replies at once (greedy, or as
+// opts.Sampling says), each from a prompt of Go source. It writes one progress line per scenario
+// to logger and a table to out.
 func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logger, out io.Writer) error {
-	if len(opts.Streams) == 0 || slices.Min(opts.Streams) < 1 || opts.Prompt < 1 || opts.Tokens < 1 {
+	if len(opts.Streams) == 0 || slices.Min(opts.Streams) < 1 || opts.Prompt < 1 || opts.Tokens < 1 || opts.Sampling.Temperature < 0 {
 		return fmt.Errorf("bench: streams %v, prompt %d, tokens %d: want at least one stream count, and every count 1 or more", opts.Streams, opts.Prompt, opts.Tokens)
 	}
 	most := slices.Max(opts.Streams)
@@ -57,7 +61,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, logger *slog.Logg
 	prompt := turns.GoSource(m, opts.Prompt+most)
 	// A first short run pays the one-time costs (kernel compilation, graph capture) outside the
 	// figures.
-	if _, err := benchScenario(ctx, m, plan.Layout, prompt, Options{Prompt: opts.Prompt, Tokens: min(8, opts.Tokens)}, 1, scheduler.Drafts{}); err != nil {
+	if _, err := benchScenario(ctx, m, plan.Layout, prompt, Options{Prompt: opts.Prompt, Tokens: min(8, opts.Tokens), Sampling: opts.Sampling}, 1, scheduler.Drafts{}); err != nil {
 		return err
 	}
 	// Drafts on are the config's: MTP chains up to drafts.mtp_max and n-gram copies if on.
@@ -93,7 +97,7 @@ func load(ctx context.Context, cfg config.Config, logger *slog.Logger) (*engine.
 	}
 	logger.Info("bench: loading the model", "backend", backend.Name(), "sessions", plan.LayoutString())
 	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: daemon.MaxRows, Slots: plan.Slots(), Quantize: plan.Quantize,
-		Sessions: len(plan.Layout), StateDepth: plan.StateDepth})
+		KVCache: plan.KVCache, Sessions: len(plan.Layout), StateDepth: plan.StateDepth})
 	if err != nil {
 		backend.Close()
 		return nil, nil, plan, fmt.Errorf("bench: load the model: %w", err)
@@ -101,8 +105,8 @@ func load(ctx context.Context, cfg config.Config, logger *slog.Logger) (*engine.
 	return m, backend, plan, nil
 }
 
-// benchScenario runs n greedy replies at once on a fresh host; each prompt starts i tokens into
-// the text so that no two are the same.
+// benchScenario runs n replies at once on a fresh host, greedy or as opts.Sampling says; each
+// prompt starts i tokens into the text so that no two are the same.
 func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []int32, opts Options, n int, drafts scheduler.Drafts) (benchResult, error) {
 	h, err := scheduler.NewShared(m, scheduler.SharedOptions{Layout: layout, Drafter: m.MTP(), Chainer: m.Chains(), DraftChainer: m.DraftChains(), States: m.States()})
 	if err != nil {
@@ -116,7 +120,8 @@ func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
-		req := scheduler.Request{Prompt: prompt[i : i+opts.Prompt], MaxTokens: opts.Tokens}
+		req := scheduler.Request{Prompt: prompt[i : i+opts.Prompt], MaxTokens: opts.Tokens, Sampling: opts.Sampling}
+		req.Sampling.Seed = uint64(i + 1)
 		req.Drafts = drafts
 		events, err := h.Submit(ctx, req)
 		if err != nil {
@@ -164,7 +169,11 @@ func benchScenario(ctx context.Context, m *engine.Model, layout []int, prompt []
 }
 
 func writeBench(out io.Writer, model, backend string, opts Options, results []benchResult) error {
-	fmt.Fprintf(out, "%s on %s: greedy replies of %d tokens after %d-token prompts\n", model, backend, opts.Tokens, opts.Prompt)
+	how := "greedy replies"
+	if s := opts.Sampling; !s.Greedy() {
+		how = fmt.Sprintf("replies sampled at temperature %g, top_p %g, top_k %d (reply i: seed i),", s.Temperature, s.TopP, s.TopK)
+	}
+	fmt.Fprintf(out, "%s on %s: %s of %d tokens after %d-token prompts\n", model, backend, how, opts.Tokens, opts.Prompt)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "streams\tdrafts\tfirst token\ttok/s, all\ttok/s, a reply\tdrafts landed\t")
 	for _, r := range results {
