@@ -202,7 +202,8 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 
 	// Scores, block by block of keys: the nh heads of a row are the rows of one vdots; then the
 	// dot products' tails, where hd is not a multiple of 8. One row of an F16 pool (a decode
-	// step) reads the keys as they are stored (vdotsHalf: the bits of vdots on them widened).
+	// step) reads the keys as they are stored (vdotsHalf: the bits of vdots on them widened), and
+	// below its values.
 	direct := t.kv.half() && rg.n == 1 && halfDirect(compute.F16)
 	for j0 := 0; j0 < width; j0 += block {
 		var k []float32
@@ -252,14 +253,26 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 			sums[i*nh+h] = t.softmax(e[(i*nh+h)*width:(i*nh+h)*width+keys(i)], h0+h)
 		}
 	}
-	// Weighted sums of the values, block by block of keys, then the division.
+	// Weighted sums of the values, block by block of keys, then the division; a decode row reads
+	// an F16 pool's values as they are stored too (wsumHalf: the bits of wsum on them widened).
 	for j0 := 0; j0 < width; j0 += block {
-		v, vs := t.block(s, true, base+j0, g, min(block, width-j0))
+		var v []float32
+		var vh []uint16
+		vs := t.kv.stride()
+		if direct {
+			vh = t.kv.vh[t.layer][(base+j0)*vs+g*hd:]
+		} else {
+			v, vs = t.block(s, true, base+j0, g, min(block, width-j0))
+		}
 		for i := range rg.n {
 			if n := keys(i); j0 < n {
 				for h := range nh {
 					ee := e[(i*nh+h)*width+j0 : (i*nh+h)*width+min(j0+block, n)]
-					wsum(out(i, h), ee, v, vs, j0 > 0)
+					if direct {
+						wsumHalf(out(i, h), ee, vh, vs, j0 > 0)
+					} else {
+						wsum(out(i, h), ee, v, vs, j0 > 0)
+					}
 				}
 			}
 		}

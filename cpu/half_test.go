@@ -159,3 +159,33 @@ func TestEmbedHalf(t *testing.T) {
 		})
 	}
 }
+
+// TestWSumHalfIsWSumOfWidened: the weighted sum over F16 values read as they are stored gives the
+// bits of the weighted sum over the same values widened beforehand, for row lengths with and
+// without a tail and with every block of eight, starting from zero and accumulating.
+func TestWSumHalfIsWSumOfWidened(t *testing.T) {
+	forKernels(t, func(t *testing.T) {
+		if !halfDirect(compute.F16) {
+			t.Skip("no kernels that read F16 directly")
+		}
+		for _, n := range []int{1, 7, 8, 9, 24, 33, 64, 65, 128, 136, 256} {
+			for _, keys := range []int{1, 3, 17} {
+				stride := n + 5
+				v := halfWeights(uint64(n*100+keys), (keys-1)*stride+n, compute.F16)
+				wide := make([]float32, len(v))
+				widen(wide, v, compute.F16)
+				p := computetest.Randn(uint64(keys), keys)
+				for _, accumulate := range []bool{false, true} {
+					got, want := computetest.Randn(9, n), computetest.Randn(9, n)
+					wsumHalf(got, p, v, stride, accumulate)
+					wsum(want, p, wide, stride, accumulate)
+					for d := range got {
+						if math.Float32bits(got[d]) != math.Float32bits(want[d]) {
+							t.Fatalf("n %d, %d keys, accumulate %v: element %d is %v, widened first %v", n, keys, accumulate, d, got[d], want[d])
+						}
+					}
+				}
+			}
+		}
+	})
+}

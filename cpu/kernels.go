@@ -244,6 +244,52 @@ func dot(x, w []float32) float32 {
 	return dotTail(s, x[n8:], w[n8:])
 }
 
+// wsumHalf is wsum over F16 values, each widened as it is read: the bits of wsum over the values
+// widened beforehand. Only where halfDirect(compute.F16).
+func wsumHalf(out, p []float32, v []uint16, vstride int, accumulate bool) {
+	n, keys := len(out), len(p)
+	if keys == 0 {
+		if !accumulate {
+			clear(out)
+		}
+		return
+	}
+	if len(v) < (keys-1)*vstride+n {
+		panic(fmt.Sprintf("cpu: wsumHalf out of bounds: v %d, %d keys of stride %d, %d wide", len(v), keys, vstride, n))
+	}
+	if !halfDirect(compute.F16) {
+		panic("cpu: wsumHalf without the kernels to read F16 values")
+	}
+	n8 := n &^ 7
+	if useAsm && n8 > 0 {
+		acc := 0
+		if accumulate {
+			acc = 1
+		}
+		wsumF16(&out[0], &p[0], &v[0], vstride, keys, n8, acc)
+	} else {
+		if !accumulate {
+			clear(out[:n8])
+		}
+		for j, pj := range p {
+			vj := v[j*vstride : j*vstride+n8]
+			for d, vd := range vj {
+				out[d] += float32(pj * compute.F16ToF32(vd))
+			}
+		}
+	}
+	for d := n8; d < n; d++ {
+		var acc float32
+		if accumulate {
+			acc = out[d]
+		}
+		for j, pj := range p {
+			acc += float32(pj * compute.F16ToF32(v[j*vstride+d]))
+		}
+		out[d] = acc
+	}
+}
+
 // wsum writes out[d] = Σ_j p[j]·v[j·vstride+d] for d < len(out), the terms added in j order to an
 // accumulator per d (no reduction order is involved beyond the order of j). The accumulator starts
 // at zero, or with accumulate at out[d], so that a sum over many keys can be taken in blocks of

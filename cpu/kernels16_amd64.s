@@ -196,3 +196,84 @@ whloop:
 
 	VZEROUPPER
 	RET
+
+// WSUMH_ACC sets accumulator a for the eight floats at off(DI): loaded from there when R9
+// (accumulate) is nonzero, else zero (kernels_amd64.s's WSUM_ACC).
+#define WSUMH_ACC(off, a) \
+	VXORPS a, a, a; \
+	TESTQ  R9, R9; \
+	JZ     2(PC); \
+	VMOVUPS off(DI), a
+
+// func wsumF16(out *float32, p *float32, v *uint16, vstride int, keys int, n8 int, accumulate int)
+// wsumAsm's sums over F16 values, each eight widened by VCVTPH2PS before their multiply-add: the
+// bits of wsumAsm over the values widened beforehand. Needs F16C.
+TEXT ·wsumF16(SB), NOSPLIT, $0-56
+	MOVQ out+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ v+16(FP), BX
+	MOVQ vstride+24(FP), R8
+	SHLQ $1, R8                      // bytes from one key's values to the next's
+	MOVQ keys+32(FP), CX
+	MOVQ n8+40(FP), DX               // floats left to write
+	MOVQ accumulate+48(FP), R9
+
+wh32:
+	CMPQ DX, $32
+	JB   wh8
+	WSUMH_ACC(0, Y0)
+	WSUMH_ACC(32, Y1)
+	WSUMH_ACC(64, Y2)
+	WSUMH_ACC(96, Y3)
+	XORQ AX, AX
+	MOVQ BX, R10
+
+wh32key:
+	VBROADCASTSS (SI)(AX*4), Y4
+	VCVTPH2PS    (R10), Y5
+	VCVTPH2PS    16(R10), Y6
+	VCVTPH2PS    32(R10), Y7
+	VCVTPH2PS    48(R10), Y8
+	VFMADD231PS  Y5, Y4, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y8, Y4, Y3
+	ADDQ         R8, R10
+	INCQ         AX
+	CMPQ         AX, CX
+	JB           wh32key
+
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $64, BX
+	SUBQ    $32, DX
+	JMP     wh32
+
+wh8:
+	CMPQ DX, $8
+	JB   whdone
+	WSUMH_ACC(0, Y0)
+	XORQ AX, AX
+	MOVQ BX, R10
+
+wh8key:
+	VBROADCASTSS (SI)(AX*4), Y4
+	VCVTPH2PS    (R10), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	ADDQ         R8, R10
+	INCQ         AX
+	CMPQ         AX, CX
+	JB           wh8key
+
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $16, BX
+	SUBQ    $8, DX
+	JMP     wh8
+
+whdone:
+	VZEROUPPER
+	RET

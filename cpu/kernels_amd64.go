@@ -67,6 +67,12 @@ func widenBF16(dst *float32, src *uint16, n8 int)
 //go:noescape
 func widenF16(dst *float32, src *uint16, n8 int)
 
+// wsumF16 is wsumAsm over F16 values, each widened before its multiply-add: the bits of wsumAsm
+// over the values widened beforehand. It needs F16C.
+//
+//go:noescape
+func wsumF16(out *float32, p *float32, v *uint16, vstride int, keys int, n8 int, accumulate int)
+
 // wsumAsm writes out[d] = Σ_{j<keys} p[j]·v[j·vstride+d] for d < n8, one fused multiply-add per
 // key in key order, starting from zero, or from out[d] when accumulate is 1.
 //

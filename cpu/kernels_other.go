@@ -39,6 +39,10 @@ func widenF16(dst *float32, src *uint16, n8 int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
 
+func wsumF16(out *float32, p *float32, v *uint16, vstride int, keys int, n8 int, accumulate int) {
+	panic("cpu: no assembly kernels on this architecture")
+}
+
 func wsumAsm(out *float32, p *float32, v *float32, vstride int, keys int, n8 int, accumulate int) {
 	panic("cpu: no assembly kernels on this architecture")
 }
