@@ -118,9 +118,65 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 			t.chunk, t.chunks = 1, t.group
 		}
 	}
+	if p.half() {
+		t.widenShared(b)
+	}
 	b.pool.reserve(attMaxRows * t.chunk * longest)
 	b.run(t, len(t.groups)*kvh*t.chunks, 1, parFor(work))
 	*t = attentionTask{groups: t.groups[:0]}
+}
+
+// attWideBytes bounds the slots of an F16 pool that one Attention call widens for its prompt
+// rows (widenShared); past it each item widens its blocks itself.
+const attWideBytes = 64 << 20
+
+// widenShared widens, once for the call, the slots of an F16 pool that its groups of several rows
+// read (a prompt's chunk), where they take at most attWideBytes: each such group would otherwise
+// widen every block of them for each of its chunks of heads. block then reads them there. A
+// group of one row (a decode step) reads the pool as it is.
+func (t *attentionTask) widenShared(b *backend) {
+	lo, hi := math.MaxInt, 0
+	for _, rg := range t.groups {
+		base := int(t.bases[rg.first])
+		if _, ok := t.kv.slot(t.bases[rg.first], t.positions[rg.first]); rg.n < 2 || !ok {
+			continue
+		}
+		lo = min(lo, base)
+		for r := rg.first; r < rg.first+rg.n; r++ {
+			hi = max(hi, base+int(t.positions[r])+1)
+		}
+	}
+	st := t.kv.stride()
+	n := (hi - lo) * st
+	if hi <= lo || 2*n*4 > attWideBytes {
+		return
+	}
+	if cap(b.attWide) < 2*n {
+		b.attWide = make([]float32, 2*n)
+	}
+	t.wideLo, t.wideHi = lo, hi
+	t.wk, t.wv = b.attWide[:n], b.attWide[n:2*n]
+	w := &b.wkv
+	*w = widenKVTask{dst: [2][]float32{t.wk, t.wv}, src: [2][]uint16{t.kv.kh[t.layer][lo*st : hi*st], t.kv.vh[t.layer][lo*st : hi*st]}}
+	b.run(w, 2*((n+widenChunk-1)/widenChunk), 1, parFor(2*n))
+	*w = widenKVTask{}
+}
+
+// widenKVTask widens an F16 pool's keys (item 2c) and values (2c+1), widenChunk elements an item.
+type widenKVTask struct {
+	dst [2][]float32
+	src [2][]uint16
+}
+
+const widenChunk = 1 << 14
+
+func (w *widenKVTask) run(_ *scratch, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		d, s := w.dst[i%2], w.src[i%2]
+		at := i / 2 * widenChunk
+		end := min(at+widenChunk, len(d))
+		widenOperands(d[at:end], s[at:end], compute.F16)
+	}
 }
 
 // Limits of an attention item: the rows of one session, and the query heads of one kv head, that
@@ -133,6 +189,8 @@ const (
 type attentionTask struct {
 	dst, q           []float32
 	layer            int
+	wk, wv           []float32 // an F16 pool's slots wideLo … wideHi-1, widened (widenShared), or nil
+	wideLo, wideHi   int
 	sinks            []float32 // [heads], or nil
 	bases, positions []int32
 	kv               *kvPool
@@ -292,6 +350,13 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 func (t *attentionTask) block(s *scratch, values bool, slot, g, n int) ([]float32, int) {
 	hd, st := t.kv.spec.HeadDim, t.kv.stride()
 	at := slot*st + g*hd
+	if t.wk != nil && slot >= t.wideLo && slot+n <= t.wideHi {
+		at -= t.wideLo * st
+		if values {
+			return t.wv[at:], st
+		}
+		return t.wk[at:], st
+	}
 	if !t.kv.half() {
 		if values {
 			return t.kv.v[t.layer][at:], st

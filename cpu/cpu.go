@@ -72,6 +72,10 @@ type backend struct {
 	rope  ropeTask
 	elem  elemTask
 	ckv   copyKVTask
+	wkv   widenKVTask
+	// attWide holds the slots of an F16 pool that one Attention call's prompt rows read, widened
+	// once for all of them (attentionTask.widenShared); kept for the next call.
+	attWide []float32
 
 	route   routeTask
 	expert  expertTask
