@@ -364,10 +364,19 @@ func (p *Plan) autoLayout(in PlanInput, avail int64, fits func(sessions, tokens 
 	smaller := smallerSessions(p.Context, (avail-p.layoutBytes(1, p.Context))/p.KVPerToken, in.Grow, in.AutoCap-1, ringTokens)
 	p.Layout = append([]int{p.Context}, smaller...)
 	if len(smaller) > 0 {
-		p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so one holds the whole context and smaller ones (%s) share what is left; a reply that outgrows its session moves to a larger free one, up to the whole-context one; lower model.context or raise memory.load_limit_gb for more whole-context sessions", p.Context, batch.Layout(smaller)))
+		p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so one holds the whole context and smaller ones (%s) share what is left; a reply that outgrows its session moves to a larger free one, up to the whole-context one; %s for more whole-context sessions", p.Context, batch.Layout(smaller), p.waysToMore()))
 		return
 	}
-	p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so tfd serves one reply at a time (the serial host); lower model.context or raise memory.load_limit_gb for more", p.Context))
+	p.Notes = append(p.Notes, fmt.Sprintf("auto: fewer than two sessions of %d tokens fit, so tfd serves one reply at a time (the serial host); %s for more", p.Context, p.waysToMore()))
+}
+
+// waysToMore lists the settings that let more sessions fit: a smaller context, a higher load
+// limit and, while keys and values are F32, F16 ones.
+func (p *Plan) waysToMore() string {
+	if p.KVCache == compute.F16 {
+		return "lower model.context or raise memory.load_limit_gb"
+	}
+	return `lower model.context, raise memory.load_limit_gb, or set sessions.kv_cache = "f16" (half the memory a token)`
 }
 
 // smallerSessions sizes the sessions auto puts beside the one of the whole context, within left
@@ -455,6 +464,9 @@ func (p *Plan) refuse(n, tokens int, avail int64, ways string) error {
 	what := fmt.Sprintf("%d sessions of %d tokens need", n, tokens)
 	if n == 1 {
 		what = fmt.Sprintf("1 session of %d tokens needs", tokens)
+	}
+	if p.KVCache != compute.F16 {
+		ways += `, F16 keys and values (sessions.kv_cache = "f16": half the memory a token)`
 	}
 	return fmt.Errorf("memory: %s %s, %s is left under the %s limit: %s, or raise memory.load_limit_gb",
 		what, FormatBytes(need), FormatBytes(avail), FormatBytes(p.Limit), ways)

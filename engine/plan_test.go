@@ -46,6 +46,8 @@ func TestMakePlan(t *testing.T) {
 			layout: "8192x16", context: 8192, note: "the most auto makes"},
 		{name: "auto falls back to the serial host", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 560 * MiB }),
 			layout: "8192", context: 8192, note: "one reply at a time (the serial host)"},
+		{name: "the serial host's note names F16 keys and values", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 560 * MiB }),
+			layout: "8192", context: 8192, note: `raise memory.load_limit_gb, or set sessions.kv_cache = "f16" (half the memory a token) for more`},
 		// 600 MiB: one whole-context session and 7936 tokens left, 4096 of which make a session of
 		// half the context; a quarter (2048) is under sessions.grow + 256.
 		{name: "auto keeps a whole-context session beside a smaller one", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 600 * MiB }),
@@ -57,11 +59,11 @@ func TestMakePlan(t *testing.T) {
 		{name: "auto lowers an unset context", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 180 * MiB; in.MarginGB = 0 }),
 			layout: "6144", context: 6144, note: "context lowered from the model's window of 8192 to 6144"},
 		{name: "auto keeps a set context and refuses", in: tinyInput(func(in *PlanInput) { in.DeviceMemory = 180 * MiB; in.MarginGB = 0; in.Context = 8192 }),
-			err: "memory: 1 session of 8192 tokens needs 32.0 MiB, 25.7 MiB is left under the 126.0 MiB limit: use a smaller context, or raise memory.load_limit_gb"},
+			err: "memory: 1 session of 8192 tokens needs 32.0 MiB, 25.7 MiB is left under the 126.0 MiB limit: use a smaller context, F16 keys and values (sessions.kv_cache = \"f16\": half the memory a token), or raise memory.load_limit_gb"},
 		{name: "parallel fits", in: tinyInput(func(in *PlanInput) { in.Parallel = 4; in.Context = 4096 }), layout: "4096x4", context: 4096},
 		{name: "parallel one is serial", in: tinyInput(func(in *PlanInput) { in.Parallel = 1 }), layout: "8192", context: 8192},
 		{name: "parallel over memory is refused", in: tinyInput(func(in *PlanInput) { in.Parallel = 12; in.Context = 8192 }),
-			err: "memory: 12 sessions of 8192 tokens need 384.0 MiB, 360.5 MiB is left under the 716.8 MiB limit: use fewer sessions, a smaller context, or raise memory.load_limit_gb"},
+			err: "memory: 12 sessions of 8192 tokens need 384.0 MiB, 360.5 MiB is left under the 716.8 MiB limit: use fewer sessions, a smaller context, F16 keys and values (sessions.kv_cache = \"f16\": half the memory a token), or raise memory.load_limit_gb"},
 		{name: "parallel with an unset context lowers it", in: tinyInput(func(in *PlanInput) { in.Parallel = 12 }),
 			layout: "7168x12", context: 7168, note: "so that 12 session(s) fit"},
 		{name: "a context past the window is the window", in: tinyInput(func(in *PlanInput) { in.Parallel = 2; in.Context = 100000 }), layout: "8192x2", context: 8192},
