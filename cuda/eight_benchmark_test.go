@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tfd/batch"
+	"tfd/compute"
 	"tfd/engine"
 	"tfd/engine/safetensors"
 )
@@ -23,7 +24,9 @@ import (
 // BenchmarkMatVec. streams=N is one decode row for each of N sessions per forward (benchStreams),
 // every row's logits read back; ,picks and ,hostpick take greedy picks (below);
 // prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows, and
-// prefill=4096,attention_split the same with attention_split for every attention launch.
+// prefill=4096,attention_split the same with attention_split for every attention launch. With
+// TFD_BENCH_KV=f16 every session keeps its keys and values in F16 (sessions.kv_cache = "f16"), so
+// two runs set the pools side by side.
 func BenchmarkEight(b *testing.B) {
 	dir := os.Getenv("TFD_BENCH_MODEL")
 	if dir == "" {
@@ -45,8 +48,16 @@ func BenchmarkEight(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	opts := engine.Options{Slots: streams*span + prompt}
+	switch kv := os.Getenv("TFD_BENCH_KV"); kv {
+	case "", "f32":
+	case "f16":
+		opts.KVCache = compute.F16
+	default:
+		b.Fatalf("TFD_BENCH_KV=%q: want f32 or f16", kv)
+	}
 	g := openCUDA(b)
-	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: streams*span + prompt})
+	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
