@@ -249,8 +249,14 @@ func TestReload(t *testing.T) {
 	must(t, os.Rename(link, file))
 	d.waitGeneration(t, 4, 3)
 	editInPlace(t, other, "[model]\ncontext = 1024\n[sessions]\nparallel = 3\n")
-	if rep := d.waitGeneration(t, 5, 3); rep.Plan.Context != 1024 || rep.Host.Layout != "1024x3" {
-		t.Errorf("after the context edit: %+v, context %d", rep.Host, rep.Plan.Context)
+	rep := d.waitGeneration(t, 5, 3)
+	if rep.Plan.Context != 1024 || rep.Host.Layout != "1024x3" || rep.Plan.KVCache != "f32" {
+		t.Errorf("after the context edit: %+v, context %d, keys and values %q", rep.Host, rep.Plan.Context, rep.Plan.KVCache)
+	}
+	// F16 keys and values: the model loads again, its sessions in half the memory.
+	editInPlace(t, other, "[model]\ncontext = 1024\n[sessions]\nparallel = 3\nkv_cache = \"f16\"\n")
+	if half := d.waitGeneration(t, 6, 3); half.Plan.KVCache != "f16" || 2*half.Plan.SessionsBytes != rep.Plan.SessionsBytes {
+		t.Errorf("after kv_cache = \"f16\": keys and values %q, sessions %d bytes, against %d in F32", half.Plan.KVCache, half.Plan.SessionsBytes, rep.Plan.SessionsBytes)
 	}
 
 	n := traffic.stop(t)
@@ -258,13 +264,13 @@ func TestReload(t *testing.T) {
 		t.Errorf("only %d requests streamed during the edits", n)
 	}
 	metrics := get(t, d.url+"/metrics")
-	for _, want := range []string{`tfd_config_reloads_total{outcome="applied"} 4`, `tfd_config_reloads_total{outcome="invalid"} 1`,
+	for _, want := range []string{`tfd_config_reloads_total{outcome="applied"} 5`, `tfd_config_reloads_total{outcome="invalid"} 1`,
 		`tfd_requests_total{outcome="error"} 0`, "tfd_memory_plan_context_tokens 1024", "tfd_time_to_first_token_seconds_count"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	// The counts are the serving instance's: the context edit above loaded a new one.
+	// The counts are the serving instance's: the kv_cache edit above loaded a new one.
 	for _, want := range []string{`tfd_tokens_total{driver="lone"} `, `tfd_tokens_total{driver="shared"} `, "tfd_handoffs_total "} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q", want)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"os"
+	"strings"
 
 	"tfd/batch"
 	"tfd/daemon/status"
@@ -11,7 +12,8 @@ import (
 // planReport is p as the status report shows it.
 func planReport(p engine.Plan) status.Plan {
 	return status.Plan{LimitBytes: p.Limit, WeightsBytes: p.Weights, ScratchBytes: p.Scratch, MarginBytes: p.Margin,
-		CacheBytes: p.Cache, SessionsBytes: p.KV, LeftBytes: p.Left, Context: p.Context, Layout: p.LayoutString(), Notes: p.Notes, Text: p.String()}
+		CacheBytes: p.Cache, SessionsBytes: p.KV, LeftBytes: p.Left, Context: p.Context, Layout: p.LayoutString(),
+		KVCache: strings.ToLower(p.KVCache.String()), Notes: p.Notes, Text: p.String()}
 }
 
 // statusReport builds the status report from the state in force.

@@ -68,6 +68,7 @@ type Plan struct {
 	LeftBytes     int64    `json:"left_bytes"`
 	Context       int      `json:"context"`
 	Layout        string   `json:"layout"`
+	KVCache       string   `json:"kv_cache"` // how sessions store keys and values: "f32" or "f16"
 	Notes         []string `json:"notes,omitempty"`
 	Text          string   `json:"text"`
 }
