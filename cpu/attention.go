@@ -264,14 +264,7 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 	// below its values.
 	direct := t.kv.half() && rg.n == 1 && halfDirect(compute.F16)
 	for j0 := 0; j0 < width; j0 += block {
-		var k []float32
-		var kh []uint16
-		ks := t.kv.stride()
-		if direct {
-			kh = t.kv.kh[t.layer][(base+j0)*ks+g*hd:]
-		} else {
-			k, ks = t.block(s, false, base+j0, g, min(block, width-j0))
-		}
+		k, kh, ks := t.block(s, false, direct, base+j0, g, min(block, width-j0))
 		for i := range rg.n {
 			n := keys(i)
 			if j0 >= n {
@@ -314,14 +307,7 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 	// Weighted sums of the values, block by block of keys, then the division; a decode row reads
 	// an F16 pool's values as they are stored too (wsumHalf: the bits of wsum on them widened).
 	for j0 := 0; j0 < width; j0 += block {
-		var v []float32
-		var vh []uint16
-		vs := t.kv.stride()
-		if direct {
-			vh = t.kv.vh[t.layer][(base+j0)*vs+g*hd:]
-		} else {
-			v, vs = t.block(s, true, base+j0, g, min(block, width-j0))
-		}
+		v, vh, vs := t.block(s, true, direct, base+j0, g, min(block, width-j0))
 		for i := range rg.n {
 			if n := keys(i); j0 < n {
 				for h := range nh {
@@ -346,33 +332,37 @@ func (t *attentionTask) item(s *scratch, rg rowGroup, g, h0, nh int) {
 }
 
 // block returns n keys (values: true) of kv head g from slot on, and the stride between them: in
-// an F32 pool, the pool's own memory; in an F16 pool, the keys widened into s, back to back.
-func (t *attentionTask) block(s *scratch, values bool, slot, g, n int) ([]float32, int) {
+// an F32 pool, the pool's own memory as f; in an F16 pool, as stored (h) where stored is set,
+// else widened (f): by widenShared, or into s, back to back.
+func (t *attentionTask) block(s *scratch, values, stored bool, slot, g, n int) (f []float32, h []uint16, stride int) {
 	hd, st := t.kv.spec.HeadDim, t.kv.stride()
 	at := slot*st + g*hd
-	if t.wk != nil && slot >= t.wideLo && slot+n <= t.wideHi {
-		at -= t.wideLo * st
-		if values {
-			return t.wv[at:], st
-		}
-		return t.wk[at:], st
-	}
 	if !t.kv.half() {
 		if values {
-			return t.kv.v[t.layer][at:], st
+			return t.kv.v[t.layer][at:], nil, st
 		}
-		return t.kv.k[t.layer][at:], st
+		return t.kv.k[t.layer][at:], nil, st
 	}
 	src := t.kv.kh[t.layer]
 	if values {
 		src = t.kv.vh[t.layer]
+	}
+	switch {
+	case stored:
+		return nil, src[at:], st
+	case t.wk != nil && slot >= t.wideLo && slot+n <= t.wideHi:
+		at -= t.wideLo * st
+		if values {
+			return t.wv[at:], nil, st
+		}
+		return t.wk[at:], nil, st
 	}
 	if cap(s.wide) < n*hd {
 		s.wide = make([]float32, n*hd)
 	}
 	dst := s.wide[:n*hd]
 	widenKV(dst, src[at:], st, n, hd)
-	return dst, hd
+	return dst, nil, hd
 }
 
 // attBlockBytes is the size of a block of keys (or values) of one kv head: small enough to stay

@@ -207,14 +207,11 @@ func (o *op) attendWith(l kernels.AttentionLaunches, rows, heads, kvHeads, hd, s
 	return part
 }
 
-// attentionTiles attends from the rows of a prompt, positions 1015 … 1040 of a session of 1,041
-// keys, with rows of another session and a row outside the pool among them, once with
-// attention_tile_H (kernels.AttentionTileLaunch) and once with attention_split
-// (kernels.AttentionSplitLaunch), and checks that the outputs, every partial record and the error
-// word are the same bits. The prompt's rows cross a chunk (at position 1024) and with it the
-// change from one chunk a split to two (16, then 17 chunks: 9 splits of 2), inside a tile; the
-// tile holding the other session's rows makes a pass for each base.
-func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
+// tileRows are the rows attentionTiles and attentionMerged attend from: positions 1015 … 1040
+// of a session of 1,041 keys, with rows of another session and a row outside the pool among them
+// (row 9, slot 1200+5000), over a pool of random keys and values of kv's dtype, with a sink per
+// head when withSinks is set. run attends them with the given launches.
+func (o *op) tileRows(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) (rows int, run func(kernels.AttentionLaunches) (dst, part, errWord *mbuf)) {
 	const slots = 1600
 	st := kvHeads * hd
 	var bases, positions []int32
@@ -224,11 +221,7 @@ func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool, kv kernels.K
 			bases, positions = append(bases, 1200, 1200, 1200, 1200), append(positions, 5, 70, 300, 5000) // 5000: outside
 		}
 	}
-	rows := len(bases)
-	l, ok := kernels.AttentionTileLaunch(rows, heads, heads/kvHeads, hd, kv)
-	if !ok {
-		o.t.Fatalf("no attention_tile_H for %d heads (%d kv) of %d", heads, kvHeads, hd)
-	}
+	rows = len(bases)
 	k, v := &mbuf{kvBytes(kv, computetest.Randn(30, slots*st))}, &mbuf{kvBytes(kv, computetest.Randn(31, slots*st))}
 	q := &mbuf{computetest.F32Bytes(computetest.Randn(32, rows*heads*hd))}
 	var sinks *mbuf
@@ -241,10 +234,24 @@ func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool, kv kernels.K
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	b, p := &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}
-	run := func(l kernels.AttentionLaunches) (dst, part, errWord *mbuf) {
+	return rows, func(l kernels.AttentionLaunches) (dst, part, errWord *mbuf) {
 		dst, errWord = &mbuf{make([]byte, 4*rows*heads*hd)}, &mbuf{make([]byte, 16)}
 		part = o.attendWith(l, rows, heads, kvHeads, hd, slots, dst, q, k, v, b, p, sinks, scale, errWord)
 		return dst, part, errWord
+	}
+}
+
+// attentionTiles attends from tileRows once with attention_tile_H (kernels.AttentionTileLaunch)
+// and once with attention_split (kernels.AttentionSplitLaunch), and checks that the outputs,
+// every partial record and the error word are the same bits. The prompt's rows cross a chunk (at
+// position 1024) and with it the change from one chunk a split to two (16, then 17 chunks: 9
+// splits of 2), inside a tile; the tile holding the other session's rows makes a pass for each
+// base.
+func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
+	rows, run := o.tileRows(hd, heads, kvHeads, withSinks, kv)
+	l, ok := kernels.AttentionTileLaunch(rows, heads, heads/kvHeads, hd, kv)
+	if !ok {
+		o.t.Fatalf("no attention_tile_H for %d heads (%d kv) of %d", heads, kvHeads, hd)
 	}
 	tiled, tiledPart, tiledErr := run(l)
 	split, splitPart, splitErr := run(kernels.AttentionSplitLaunch(rows, heads, hd, kv))
@@ -254,44 +261,18 @@ func (o *op) attentionTiles(hd, heads, kvHeads int, withSinks bool, kv kernels.K
 	o.checkError(splitErr, errors.New("outside"), true, 4, 9, 6200)
 }
 
-// attentionMerged attends from attentionTiles' rows with attention_split on one group a (row,
-// head), which merges the row's splits itself (no attention_combine), and checks the outputs, the
-// partial records and the error word against attention_split on several groups a (row, head) and
+// attentionMerged attends from tileRows with attention_split on one group a (row, head), which
+// merges the row's splits itself (no attention_combine), and checks the outputs, the partial
+// records and the error word against attention_split on several groups a (row, head) and
 // attention_combine, bit for bit.
 func (o *op) attentionMerged(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
-	const slots = 1600
-	st := kvHeads * hd
-	var bases, positions []int32
-	for p := int32(1015); p <= 1040; p++ {
-		bases, positions = append(bases, 0), append(positions, p)
-		if p == 1020 {
-			bases, positions = append(bases, 1200, 1200, 1200, 1200), append(positions, 5, 70, 300, 5000) // 5000: outside
-		}
-	}
-	rows := len(bases)
+	rows, run := o.tileRows(hd, heads, kvHeads, withSinks, kv)
 	apart := kernels.AttentionSplitLaunch(rows, heads, hd, kv)
 	if apart.Blocks == 1 || apart.Combine.Kernel == "" {
 		o.t.Fatalf("%d rows of %d heads: %d blocks, want several and a combine", rows, heads, apart.Blocks)
 	}
 	merged := apart
 	merged.Blocks, merged.Split.Groups[0], merged.Combine = 1, heads, kernels.Launch{}
-	k, v := &mbuf{kvBytes(kv, computetest.Randn(30, slots*st))}, &mbuf{kvBytes(kv, computetest.Randn(31, slots*st))}
-	q := &mbuf{computetest.F32Bytes(computetest.Randn(32, rows*heads*hd))}
-	var sinks *mbuf
-	if withSinks {
-		ss := computetest.Randn(33, heads)
-		for h := range ss {
-			ss[h] *= 4
-		}
-		sinks = &mbuf{computetest.F32Bytes(ss)}
-	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	b, p := &mbuf{computetest.I32Bytes(bases)}, &mbuf{computetest.I32Bytes(positions)}
-	run := func(l kernels.AttentionLaunches) (dst, part, errWord *mbuf) {
-		dst, errWord = &mbuf{make([]byte, 4*rows*heads*hd)}, &mbuf{make([]byte, 16)}
-		part = o.attendWith(l, rows, heads, kvHeads, hd, slots, dst, q, k, v, b, p, sinks, scale, errWord)
-		return dst, part, errWord
-	}
 	got, gotPart, gotErr := run(merged)
 	want, wantPart, wantErr := run(apart)
 	computetest.SameBits(o.t, "attention_split merging its splits against attention_combine", floats(got), floats(want))

@@ -35,8 +35,7 @@ func (l *laneState) prepick(logits []float32, vocab int) time.Duration {
 	l.jobs = l.jobs[:0]
 	for i := range l.shares {
 		s := &l.shares[i]
-		s.ahead = false
-		if s.logits < 0 || s.picked || !pickAhead(s.a) {
+		if s.ahead = s.logits >= 0 && !s.picked && pickAhead(s.a); !s.ahead {
 			continue
 		}
 		for d := range 1 + len(s.a.drafts) {
@@ -44,11 +43,10 @@ func (l *laneState) prepick(logits []float32, vocab int) time.Duration {
 		}
 	}
 	if len(l.jobs) < 2 {
+		for i := range l.shares {
+			l.shares[i].ahead = false // one row: the walk picks it as quickly
+		}
 		return 0
-	}
-	for i := range l.shares {
-		s := &l.shares[i]
-		s.ahead = s.logits >= 0 && !s.picked && pickAhead(s.a)
 	}
 	if rows := len(logits) / vocab; len(l.ahead) < rows {
 		l.ahead = make([]int32, rows)

@@ -162,7 +162,7 @@ func runTFD(path, idsPath string, n, streams, streamTokens int) error {
 			if err != nil {
 				return err
 			}
-			token, pos = argmax(logits), pos+1
+			token, pos = batch.Argmax(logits), pos+1
 		}
 		return nil
 	}
@@ -222,7 +222,7 @@ func decodeStreams(ctx context.Context, m *engine.Model, ids []int32, streams, t
 		}
 		vocab := len(logits) / streams
 		for s := range rows {
-			rows[s].Token = argmax(logits[s*vocab : (s+1)*vocab])
+			rows[s].Token = batch.Argmax(logits[s*vocab : (s+1)*vocab])
 			rows[s].Pos++
 		}
 	}
@@ -237,16 +237,6 @@ func cpuSeconds() float64 {
 		panic(err) // RUSAGE_SELF with a valid pointer cannot fail
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
-func argmax(logits []float32) int32 {
-	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 var hwm = regexp.MustCompile(`VmHWM:\s+(\d+) kB`)
