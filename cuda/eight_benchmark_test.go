@@ -48,14 +48,7 @@ func BenchmarkEight(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := engine.Options{Slots: streams*span + prompt}
-	switch kv := os.Getenv("TFD_BENCH_KV"); kv {
-	case "", "f32":
-	case "f16":
-		opts.KVCache = compute.F16
-	default:
-		b.Fatalf("TFD_BENCH_KV=%q: want f32 or f16", kv)
-	}
+	opts := engine.Options{Slots: streams*span + prompt, KVCache: benchKVCache(b)}
 	g := openCUDA(b)
 	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, opts)
 	if err != nil {
@@ -164,4 +157,18 @@ func weightBytesPerToken(dir string, moe engine.MoEConfig) (int64, error) {
 		n += embed
 	}
 	return n, nil
+}
+
+// benchKVCache is how a benchmark's sessions keep their keys and values: F16 where TFD_BENCH_KV
+// is f16 (sessions.kv_cache = "f16"), else F32.
+func benchKVCache(b *testing.B) compute.DType {
+	switch kv := os.Getenv("TFD_BENCH_KV"); kv {
+	case "", "f32":
+		return compute.F32
+	case "f16":
+		return compute.F16
+	default:
+		b.Fatalf("TFD_BENCH_KV=%q: want f32 or f16", kv)
+		return 0
+	}
 }

@@ -10,13 +10,14 @@ import (
 
 	"tfd/daemon"
 	"tfd/daemon/bench"
+	"tfd/daemon/bench/replies"
 )
 
 // runBench measures the configured model on this machine and prints a table: time to the first
 // token, aggregate and per-reply tokens per second, at each concurrency, drafts off and on; the
 // replies are greedy unless --temperature sets a sampled draw (with --top-p and --top-k).
 func runBench(args []string, stdout, stderr io.Writer) int {
-	opts := bench.Options{Streams: []int{1, 4, 16}, Prompt: 256, Tokens: 128}
+	opts := replies.Options{Streams: []int{1, 4, 16}, Prompt: 256, Tokens: 128}
 	conversation := 0
 	eff, _, code := loadConfigWith("bench", args, stderr, func(fs *flag.FlagSet) {
 		fs.Var(listFlag{&opts.Streams}, "streams", "concurrent replies per run")

@@ -9,17 +9,20 @@
 # of what matters most, inside the GPU machine's 10 minutes a call: the CUDA tests (graphs
 # included) while make_8b.py writes the 8B checkpoint; the 8B benchmarks; the PyTorch peer; the
 # bundled model's benchmarks and the matmul kernels; the first token after 10 s idle, tick off
-# and on; then the 8B's decode, 8 and 64 streams and prefill again under ALT (the other matmul
-# path: TFD_CUDA_MMA=0 while the tensor cores are the default), named alt/… in the log; last, an
-# ncu profile of one decode step, summed by tools/bench/ncu_step.py into the log.
+# and on; replies served by the scheduler on the 8B, greedy and sampled (BenchmarkServed: what
+# `tfd bench` measures, which the GPU machine cannot run from the tfd binary); then the 8B's
+# decode, 8 and 64 streams and prefill again under ALT (the other matmul path: TFD_CUDA_MMA=0
+# while the tensor cores are the default), named alt/… in the log; last, an ncu profile of one
+# decode step, summed by tools/bench/ncu_step.py into the log.
 # Everything goes to $OUT/log.txt; $OUT/results.json gathers the numbers, written again after
 # each stage that adds some, so that a call cut short keeps what it measured.
 #
 # STAGES names the stages to run (default: all of them, in this order): tests eight peer bundled
-# idle alt ncu. A short device budget can run a part, STAGES='eight peer' for the 8B against the
-# peer (about 100 s); the checkpoint is written whenever a stage needs it.
+# idle served alt ncu. A short device budget can run a part, STAGES='eight peer' for the 8B
+# against the peer (about 100 s); the checkpoint is written whenever a stage needs it. The tenth
+# session's run of 'tests eight peer bundled idle' took 240 s.
 set -u
-STAGES=${STAGES:-tests eight peer bundled idle alt ncu}
+STAGES=${STAGES:-tests eight peer bundled idle served alt ncu}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 OUT=${OUT:-/tmp/tfd-bench}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
@@ -40,7 +43,7 @@ stage machine
 collect() { python3 tools/bench/collect.py "$L" "$OUT/peer.json" >"$OUT/results.json"; }
 
 maker=
-if want eight || want peer || want alt || want ncu; then
+if want eight || want peer || want served || want alt || want ncu; then
 	(timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 	maker=$!
 fi
@@ -83,6 +86,12 @@ if want idle; then
 		TFD_IDLE_SECONDS=10 timeout 60 "$BIN" -test.run '^$' -test.bench "FirstTokenAfterIdle/tick=$tick\$" -test.benchtime 2x 2>&1 | tee -a "$L"
 		collect
 	done
+fi
+
+if want served; then
+	stage "replies served on the 8B checkpoint, greedy and sampled"
+	TFD_BENCH_MODEL=$M timeout 150 "$BIN" -test.v -test.run '^$' -test.bench 'Served' -test.benchtime 1x -test.timeout 145s 2>&1 | grep -v '^=== RUN' | tee -a "$L"
+	collect
 fi
 
 if want alt; then

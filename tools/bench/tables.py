@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints the tables of docs/performance.md's first sections, in Markdown, from one run's
 results.json (tools/bench/collect.py's output): the 8B checkpoint against the PyTorch peer, its
-single stream against the bandwidth limit, the bundled model, and the first token after idle.
+single stream against the bandwidth limit, the bundled model, the first token after idle, and
+replies served by the scheduler, greedy and sampled (BenchmarkServed).
 A figure the run lacks is printed as "–", never made up.
 
     python3 tools/bench/tables.py results.json
@@ -90,6 +91,17 @@ def main(argv):
     for tick in ("off", "on"):
         v = go.get(f"BenchmarkFirstTokenAfterIdle/tick={tick}", {}).get("ms/first-token")
         print(f"| tick {tick} | {num(v, 3)} |")
+    print()
+
+    # BenchmarkServed: tok/s of 1 … 64 replies at once, drafts off, served as the daemon serves
+    # them; sampled replies are drawn on the host from each row's logits.
+    served = {k: v for k, v in go.items() if k.startswith("BenchmarkServed/")}
+    if served:
+        counts = sorted({int(u.split("=")[1]) for v in served.values() for u in v if u.startswith("tok/s,streams=")})
+        print("| served, drafts off (tok/s) | " + " | ".join(f"{n} stream{'s' if n > 1 else ''}" for n in counts) + " |")
+        print("| --- |" + " ---: |" * len(counts))
+        for name, v in served.items():
+            print(f"| {name.split('/', 1)[1]} | " + " | ".join(num(v.get(f"tok/s,streams={n}"), 0) for n in counts) + " |")
 
 
 if __name__ == "__main__":
