@@ -29,12 +29,30 @@ func drawOneByOne(cands []candidate, seed uint64, pos int) int32 {
 func TestDrawIsTheOneByOneDraw(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{1, 7, 1000, parallelDraw - 1, parallelDraw, 151936} {
-		for _, shape := range []string{"random", "shuffled", "+inf ties", "-inf", "nan", "nan and -inf"} {
+		for _, shape := range []string{"random", "shuffled", "+inf ties", "-inf", "nan", "nan and -inf", "flat", "peaked", "spread", "ties"} {
 			cands := make([]candidate, n)
 			for i := range cands {
 				cands[i] = candidate{id: int32(i), score: r.NormFloat64() * 3}
 			}
 			switch shape {
+			case "flat": // every key within a few of the best: few candidates ruled out
+				for i := range cands {
+					cands[i].score = r.NormFloat64() * 0.01
+				}
+			case "peaked": // a language model's: a few tokens far above the rest
+				for i := range cands {
+					if r.IntN(1000) == 0 {
+						cands[i].score += 25 + 3*r.NormFloat64()
+					}
+				}
+			case "spread": // nearly every candidate ruled out by d ≥ 40
+				for i := range cands {
+					cands[i].score *= 20
+				}
+			case "ties": // equal scores: the lower id among equal keys
+				for i := range cands {
+					cands[i].score = float64(r.IntN(4))
+				}
 			case "shuffled":
 				r.Shuffle(n, func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
 			case "+inf ties":
@@ -51,10 +69,35 @@ func TestDrawIsTheOneByOneDraw(t *testing.T) {
 				}
 				r.Shuffle(n, func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
 			}
-			for _, pos := range []int{0, 9} {
+			for _, pos := range []int{0, 9, 1 << 20} {
 				if got, want := gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, 42, pos), drawOneByOne(cands, 42, pos); got != want {
 					t.Errorf("%d candidates, %s, position %d: drew %d, one by one %d", n, shape, pos, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestLosesToRulesOutOnlyLosers: a candidate whose key equals the best so far, or is above it
+// by the least step, is never ruled out, for noise from the smallest u to the largest and scores
+// from tiny to huge; and one far below is.
+func TestLosesToRulesOutOnlyLosers(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	// The smallest and largest u unitAt makes (the largest rounds to 1), 1 − 2⁻⁵³ below it, and
+	// the rest.
+	us := []float64{0.5 / (1 << 53), 1, 1 - 1.0/(1<<53), 0.5, 1 - 1e-9, 1e-300}
+	for range 200000 {
+		us = append(us[:6], unitAt(r.Uint64(), int32(r.Uint32())))
+		for _, u := range us {
+			score := r.NormFloat64() * math.Pow(10, float64(r.IntN(8)-3))
+			k := score + gumbel(u)
+			for _, b := range []float64{k, math.Nextafter(k, math.Inf(-1))} {
+				if losesTo(b, score, u) {
+					t.Fatalf("score %v, u %v (key %v): ruled out against %v", score, u, k, b)
+				}
+			}
+			if u < 0.99 && !losesTo(k+45, score, u) {
+				t.Fatalf("score %v, u %v (key %v): not ruled out against %v", score, u, k, k+45)
 			}
 		}
 	}

@@ -298,14 +298,17 @@ func logprobs(logits []float32, token int32, n int) (float32, []TokenLogprob) {
 // noiseKey is the part of the draw's noise that (seed, pos) alone decide, taken once for a row.
 func noiseKey(seed uint64, pos int) uint64 { return mix(mix(seed) ^ uint64(pos)) }
 
-// gumbelAt returns standard Gumbel noise for token id in the row whose noiseKey is key, from a
-// counter-based hash: the same (seed, position, id) always give the same noise.
-func gumbelAt(key uint64, id int32) float64 {
+// unitAt returns the uniform number behind the Gumbel noise of token id in the row whose
+// noiseKey is key, from a counter-based hash, so that the same (seed, position, id) always give
+// the same noise: 53 random bits → u in (0, 1], never 0 (the largest rounds to 1, whose noise
+// is +∞: one hash in 2⁵³).
+func unitAt(key uint64, id int32) float64 {
 	h := mix(key ^ uint64(uint32(id)))
-	// 53 random bits → u in (0, 1), never 0 or 1.
-	u := (float64(h>>11) + 0.5) / (1 << 53)
-	return -math.Log(-math.Log(u))
+	return (float64(h>>11) + 0.5) / (1 << 53)
 }
+
+// gumbel is the standard Gumbel noise of the uniform u.
+func gumbel(u float64) float64 { return -math.Log(-math.Log(u)) }
 
 // mix is splitmix64's finaliser: a bijection on 64 bits with good avalanche.
 func mix(x uint64) uint64 {
