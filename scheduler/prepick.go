@@ -9,13 +9,16 @@ import (
 
 // Picks made ahead, side by side. After a round the host picks the token that follows each row
 // whose logits it read back, and verify walks each stream's rows in order, accepting while its
-// drafts hold. Where a stream's pick depends only on its row's logits, its settings and the
-// position (no penalties, no constraint, no logprobs asked for), every row's pick can be made
-// before the walk, and those of all such streams of a round side by side on every core: a sampled
-// pick over a large vocabulary takes milliseconds of one core (top_p's softmax), and a round of
-// 32 sampled streams took 32 of them one after another. A pick is a pure function of its inputs,
-// so a pick made ahead is the one verify would make; rows after a draft that misses are picked
-// for nothing, at most the drafts of one round.
+// drafts hold. Where a stream's pick depends only on its row's logits, its settings, the position
+// and the tokens it holds before the round (no constraint, no logprobs asked for), every row's
+// pick can be made before the walk, and those of all such streams of a round side by side on
+// every core: a sampled pick over a large vocabulary takes milliseconds of one core (top_p's
+// softmax), and a round of 32 sampled streams took 32 of them one after another. A pick is a pure
+// function of its inputs, so a pick made ahead is the one verify would make; rows after a draft
+// that misses are picked for nothing, at most the drafts of one round. Penalties read the tokens
+// the walk accepts, so a stream with penalties is picked ahead only in a round where it has no
+// drafts (its one row follows the tokens it holds), and its penalties' state is touched by that
+// one job alone.
 
 // pickJob is one row to pick ahead: logits row row of the round, at position pos, for a.
 type pickJob struct {
@@ -25,7 +28,7 @@ type pickJob struct {
 
 // pickAhead reports whether a's picks can be made ahead of its walk.
 func pickAhead(a *active) bool {
-	return a.constrained == nil && !a.req.Sampling.Penalties.Active() && !a.req.Logprobs
+	return a.constrained == nil && !a.req.Logprobs && (len(a.drafts) == 0 || !a.req.Sampling.Penalties.Active())
 }
 
 // prepick picks ahead, into l.ahead (by logits row), the rows of the round's streams that
@@ -70,27 +73,22 @@ func (l *laneState) pickJobs(logits []float32, vocab int, out []int32) {
 			smp := l.smps[w]
 			for j := int(next.Add(1) - 1); j < len(l.jobs); j = int(next.Add(1) - 1) {
 				job := l.jobs[j]
-				out[job.row] = smp.pick(logits[job.row*vocab:(job.row+1)*vocab], job.a.req.Sampling, job.pos)
+				out[job.row] = smp.pick(job.a.penalised(logits[job.row*vocab:(job.row+1)*vocab]), job.a.req.Sampling, job.pos)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// draftAhead reports whether a's MTP drafts can be picked side by side: a draft is the keyed
-// pick over the head's logits with the stream's penalties (no constraint, no logprobs), so one
-// without penalties depends on nothing else.
-func draftAhead(a *active) bool { return !a.req.Sampling.Penalties.Active() }
-
 // predraft picks ahead, into l.ahead (by row of the head's logits), the drafts of the streams
-// draftMTP chains that draftAhead allows, where there are at least two; it reports whether it
-// did. A draft is the keyed pick at the position it would take, as the round's picks are.
+// draftMTP chains, where there are at least two; it reports whether it did. A draft is the keyed
+// pick at the position it would take, over the head's logits with the stream's penalties as its
+// tokens before the round leave them, as the round's picks are; a call of the head asks for one
+// draft a stream, so each job touches its own stream's penalties alone.
 func (l *laneState) predraft(logits []float32, vocab int) bool {
 	l.jobs = l.jobs[:0]
 	for i, a := range l.drafting {
-		if draftAhead(a) {
-			l.jobs = append(l.jobs, pickJob{a: a, row: i, pos: len(a.tokens) + len(a.mtpDrafts)})
-		}
+		l.jobs = append(l.jobs, pickJob{a: a, row: i, pos: len(a.tokens) + len(a.mtpDrafts)})
 	}
 	if len(l.jobs) < 2 {
 		return false

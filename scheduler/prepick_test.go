@@ -9,17 +9,22 @@ import (
 // TestPicksAheadAreThePicks: the picks prepick and predraft make side by side are, row by row,
 // the picks verify and draftMTP make one after another: each stream's rows at the positions that
 // follow its newest token and its drafts, and each MTP draft at the position after the stream's
-// chain so far; streams with penalties are left to the walk (prepick) or picked in it (predraft).
+// chain so far; a stream with penalties is picked ahead in a round where it has no drafts, its
+// penalties read (a bias that makes token 7 all but certain, so that a pick without them fails).
 func TestPicksAheadAreThePicks(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	const vocab = 40000 // past parallelDraw: top_p alone splits too
 	settings := []Sampling{{}, {Temperature: 0.7, Seed: 3}, {Temperature: 0.7, TopP: 0.9, Seed: 4},
 		{Temperature: 1, TopK: 20, TopP: 0.8, Seed: 5}, {Temperature: 0.8, MinP: 0.05, Seed: 6},
-		{Temperature: 0.7, Seed: 7, Penalties: Penalties{Presence: 0.5}}}
+		{Temperature: 0.7, Seed: 7, Penalties: Penalties{Presence: 0.5}},
+		{Temperature: 0.7, TopP: 0.9, Seed: 8, Penalties: Penalties{Repetition: 1.1, Frequency: 0.3, Bias: map[int32]float32{7: 40}}}}
 	l := &laneState{now: time.Now}
 	rows := 0
 	for i, set := range settings {
 		a := &active{stream: &stream{req: Request{Sampling: set}}, tokens: make([]int32, 5+3*i), drafts: make([]int32, i%3), mtpDrafts: make([]int32, i%2)}
+		for j := range a.tokens {
+			a.tokens[j] = int32(r.IntN(vocab))
+		}
 		l.shares = append(l.shares, share{a: a, logits: rows})
 		l.drafting = append(l.drafting, a)
 		rows += 1 + len(a.drafts)
@@ -48,7 +53,7 @@ func TestPicksAheadAreThePicks(t *testing.T) {
 		t.Fatal("predraft picked nothing ahead")
 	}
 	for i, a := range l.drafting {
-		if want := pick(a, i, len(a.tokens)+len(a.mtpDrafts)); draftAhead(a) && l.ahead[i] != want {
+		if want := pick(a, i, len(a.tokens)+len(a.mtpDrafts)); l.ahead[i] != want {
 			t.Errorf("%+v: draft %d ahead, %d in draftMTP", a.req.Sampling, l.ahead[i], want)
 		}
 	}

@@ -227,7 +227,7 @@ func (l *laneState) draftMTP() {
 		for i, a := range l.drafting {
 			pos := len(a.tokens) + len(a.mtpDrafts) // the position this draft would take
 			var tok int32
-			if ahead && draftAhead(a) {
+			if ahead {
 				tok = l.ahead[i]
 			} else {
 				tok = l.smp.pick(a.penalised(logits[i*vocab:(i+1)*vocab]), a.req.Sampling, pos)

@@ -34,8 +34,9 @@ func (m *flatModel) Context() int             { return m.slots }
 func (m *flatModel) MoveKV(_, _, _ int) error { return nil }
 
 // BenchmarkSampledRounds is the host's side of sampled serving: n streams of 16 tokens each over
-// a vocabulary of 151,936, sampled with temperature alone and with top_p, on a model whose
-// forwards cost nothing. tok/s counts the tokens made.
+// a vocabulary of 151,936, sampled with temperature alone, with top_p, and as Qwen2.5's
+// generation_config samples by default (top_k 20, top_p 0.8 and a repetition penalty of 1.05),
+// on a model whose forwards cost nothing. tok/s counts the tokens made.
 func BenchmarkSampledRounds(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	row := make([]float32, 151936)
@@ -45,7 +46,8 @@ func BenchmarkSampledRounds(b *testing.B) {
 	for _, set := range []struct {
 		name string
 		s    Sampling
-	}{{"temperature", Sampling{Temperature: 0.7}}, {"top_p", Sampling{Temperature: 0.7, TopP: 0.9}}} {
+	}{{"temperature", Sampling{Temperature: 0.7}}, {"top_p", Sampling{Temperature: 0.7, TopP: 0.9}},
+		{"qwen2.5", Sampling{Temperature: 0.7, TopK: 20, TopP: 0.8, Penalties: Penalties{Repetition: 1.05}}}} {
 		for _, streams := range []int{1, 8, 32} {
 			b.Run(fmt.Sprintf("%s/%d", set.name, streams), func(b *testing.B) {
 				m := &flatModel{row: row, slots: 32 * 64}
