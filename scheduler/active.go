@@ -139,20 +139,26 @@ func (a *active) accept(ev Event, context int) bool {
 }
 
 // verify runs after a forward that fed the newest token and then the drafts: row i of logits, or
-// picks[i] where the model picked (picks not nil), follows draft i-1. It picks the target's token
-// after each row and keeps going while the target's pick equals the draft just fed, so the reply
-// is the one it would be without drafts; the first mismatch is replaced by the target's own token.
+// picks[i] where the pick was made already (picks not nil: by the model, or ahead by prepick, with
+// its log-probabilities in lps[i] where the stream asked for them), follows draft i-1. It picks the
+// target's token after each row and keeps going while the target's pick equals the draft just fed,
+// so the reply is the one it would be without drafts; the first mismatch is replaced by the
+// target's own token.
 //
 // It returns how many drafts were verified and how many of those landed: all verified drafts but
 // a missed last one land.
-func (a *active) verify(smp *sampler, logits []float32, picks []int32, vocab, context int) (verified, landed int) {
+func (a *active) verify(smp *sampler, logits []float32, picks []int32, lps []Event, vocab, context int) (verified, landed int) {
 	a.drafted += len(a.drafts)
 	a.host.drafts.proposed(len(a.drafts), a.fromHead) // before a token may end the stream
 	for i := 0; ; i++ {
 		var tok int32
 		var running bool
 		if picks != nil {
-			tok, running = picks[i], a.accept(Event{Token: picks[i]}, context)
+			ev := Event{Token: picks[i]}
+			if lps != nil {
+				ev.Logprob, ev.Top = lps[i].Logprob, lps[i].Top
+			}
+			tok, running = picks[i], a.accept(ev, context)
 		} else {
 			tok, running = a.step(smp, logits[i*vocab:(i+1)*vocab], context)
 		}

@@ -23,6 +23,7 @@ type laneState struct {
 	smps         []*sampler // prepick's, one a goroutine
 	jobs         []pickJob  // prepick's rows
 	ahead        []int32    // prepick's picks, by logits row
+	aheadLP      []Event    // their log-probabilities, by logits row, for the streams that ask
 
 	// The round being built, reused from round to round.
 	rows      []batch.Row

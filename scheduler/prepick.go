@@ -10,12 +10,13 @@ import (
 // Picks made ahead, side by side. After a round the host picks the token that follows each row
 // whose logits it read back, and verify walks each stream's rows in order, accepting while its
 // drafts hold. Where a stream's pick depends only on its row's logits, its settings, the position
-// and the tokens it holds before the round (no constraint, no logprobs asked for), every row's
-// pick can be made before the walk, and those of all such streams of a round side by side on
-// every core: a sampled pick over a large vocabulary takes milliseconds of one core (top_p's
-// softmax), and a round of 32 sampled streams took 32 of them one after another. A pick is a pure
-// function of its inputs, so a pick made ahead is the one verify would make; rows after a draft
-// that misses are picked for nothing, at most the drafts of one round. Penalties read the tokens
+// and the tokens it holds before the round (no constraint), every row's pick can be made before
+// the walk, and those of all such streams of a round side by side on every core: a sampled pick
+// over a large vocabulary takes milliseconds of one core (top_p's softmax), and a round of 32
+// sampled streams took 32 of them one after another. A pick is a pure function of its inputs,
+// so a pick made ahead is the one verify would make; rows after a draft that misses are picked
+// for nothing, at most the drafts of one round. Log-probabilities, a pass over the row's logits
+// of their own, are taken ahead with the pick for the streams that ask. Penalties read the tokens
 // the walk accepts, so a stream with penalties is picked ahead only in a round where it has no
 // drafts (its one row follows the tokens it holds), and its penalties' state is touched by that
 // one job alone.
@@ -28,7 +29,7 @@ type pickJob struct {
 
 // pickAhead reports whether a's picks can be made ahead of its walk.
 func pickAhead(a *active) bool {
-	return a.constrained == nil && !a.req.Logprobs && (len(a.drafts) == 0 || !a.req.Sampling.Penalties.Active())
+	return a.constrained == nil && (len(a.drafts) == 0 || !a.req.Sampling.Penalties.Active())
 }
 
 // prepick picks ahead, into l.ahead (by logits row), the rows of the round's streams that
@@ -52,16 +53,17 @@ func (l *laneState) prepick(logits []float32, vocab int) time.Duration {
 		return 0
 	}
 	if rows := len(logits) / vocab; len(l.ahead) < rows {
-		l.ahead = make([]int32, rows)
+		l.ahead, l.aheadLP = make([]int32, rows), make([]Event, rows)
 	}
 	start := l.now()
-	l.pickJobs(logits, vocab, l.ahead)
+	l.pickJobs(logits, vocab, l.ahead, l.aheadLP)
 	return l.now().Sub(start) / time.Duration(len(l.jobs))
 }
 
 // pickJobs picks each of l.jobs' rows of logits into out[row], side by side on up to GOMAXPROCS
-// goroutines, each with a sampler of its own.
-func (l *laneState) pickJobs(logits []float32, vocab int, out []int32) {
+// goroutines, each with a sampler of its own, and where lps is not nil, the log-probabilities of
+// the rows of streams that ask for them into lps[row].
+func (l *laneState) pickJobs(logits []float32, vocab int, out []int32, lps []Event) {
 	workers := min(runtime.GOMAXPROCS(0), len(l.jobs))
 	for len(l.smps) < workers {
 		l.smps = append(l.smps, new(sampler))
@@ -73,7 +75,12 @@ func (l *laneState) pickJobs(logits []float32, vocab int, out []int32) {
 			smp := l.smps[w]
 			for j := int(next.Add(1) - 1); j < len(l.jobs); j = int(next.Add(1) - 1) {
 				job := l.jobs[j]
-				out[job.row] = smp.pick(job.a.penalised(logits[job.row*vocab:(job.row+1)*vocab]), job.a.req.Sampling, job.pos)
+				row := logits[job.row*vocab : (job.row+1)*vocab]
+				tok := smp.pick(job.a.penalised(row), job.a.req.Sampling, job.pos)
+				out[job.row] = tok
+				if lps != nil && job.a.req.Logprobs {
+					lps[job.row].Logprob, lps[job.row].Top = logprobs(row, tok, job.a.req.TopLogprobs)
+				}
 			}
 		})
 	}
@@ -94,8 +101,8 @@ func (l *laneState) predraft(logits []float32, vocab int) bool {
 		return false
 	}
 	if len(l.ahead) < len(l.drafting) {
-		l.ahead = make([]int32, len(l.drafting))
+		l.ahead, l.aheadLP = make([]int32, len(l.drafting)), make([]Event, len(l.drafting))
 	}
-	l.pickJobs(logits, vocab, l.ahead)
+	l.pickJobs(logits, vocab, l.ahead, nil)
 	return true
 }

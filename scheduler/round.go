@@ -169,11 +169,15 @@ func (l *laneState) conclude(logits []float32, tokens []int32) {
 		var verified, landed int
 		switch {
 		case s.picked:
-			verified, landed = s.a.verify(&l.smp, nil, tokens[s.logits:], vocab, context)
+			verified, landed = s.a.verify(&l.smp, nil, tokens[s.logits:], nil, vocab, context)
 		case s.ahead:
-			verified, landed = s.a.verify(&l.smp, nil, l.ahead[s.logits:], vocab, context)
+			var lps []Event
+			if s.a.req.Logprobs {
+				lps = l.aheadLP[s.logits:]
+			}
+			verified, landed = s.a.verify(&l.smp, nil, l.ahead[s.logits:], lps, vocab, context)
 		default:
-			verified, landed = s.a.verify(&l.smp, logits[s.logits*vocab:], nil, vocab, context)
+			verified, landed = s.a.verify(&l.smp, logits[s.logits*vocab:], nil, nil, vocab, context)
 		}
 		if s.ahead {
 			note(&l.costs.pick[picks(s.a)], perRow)

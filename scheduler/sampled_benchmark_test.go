@@ -36,7 +36,8 @@ func (m *flatModel) MoveKV(_, _, _ int) error { return nil }
 // BenchmarkSampledRounds is the host's side of sampled serving: n streams of 16 tokens each over
 // a vocabulary of 151,936, sampled with temperature alone, with top_p, and as Qwen2.5's
 // generation_config samples by default (top_k 20, top_p 0.8 and a repetition penalty of 1.05),
-// on a model whose forwards cost nothing. tok/s counts the tokens made.
+// and with top_k 40 and log-probabilities (five alternatives a token), on a model whose forwards
+// cost nothing. tok/s counts the tokens made.
 func BenchmarkSampledRounds(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	row := make([]float32, 151936)
@@ -44,10 +45,12 @@ func BenchmarkSampledRounds(b *testing.B) {
 		row[i] = float32(r.NormFloat64() * 3)
 	}
 	for _, set := range []struct {
-		name string
-		s    Sampling
-	}{{"temperature", Sampling{Temperature: 0.7}}, {"top_p", Sampling{Temperature: 0.7, TopP: 0.9}},
-		{"qwen2.5", Sampling{Temperature: 0.7, TopK: 20, TopP: 0.8, Penalties: Penalties{Repetition: 1.05}}}} {
+		name     string
+		s        Sampling
+		logprobs bool
+	}{{"temperature", Sampling{Temperature: 0.7}, false}, {"top_p", Sampling{Temperature: 0.7, TopP: 0.9}, false},
+		{"qwen2.5", Sampling{Temperature: 0.7, TopK: 20, TopP: 0.8, Penalties: Penalties{Repetition: 1.05}}, false},
+		{"top_k,logprobs", Sampling{Temperature: 0.7, TopK: 40}, true}} {
 		for _, streams := range []int{1, 8, 32} {
 			b.Run(fmt.Sprintf("%s/%d", set.name, streams), func(b *testing.B) {
 				m := &flatModel{row: row, slots: 32 * 64}
@@ -65,7 +68,7 @@ func BenchmarkSampledRounds(b *testing.B) {
 					var wg sync.WaitGroup
 					var mu sync.Mutex
 					for s := range streams {
-						req := Request{Prompt: []int32{1, 2, 3}, MaxTokens: 16, Sampling: set.s}
+						req := Request{Prompt: []int32{1, 2, 3}, MaxTokens: 16, Sampling: set.s, Logprobs: set.logprobs, TopLogprobs: 5}
 						req.Sampling.Seed = uint64(i*streams + s + 1)
 						events, err := h.Submit(context.Background(), req)
 						if err != nil {
