@@ -1,5 +1,7 @@
 package scheduler
 
+import "slices"
+
 // Penalties change a stream's logits before each draw, from what the stream holds so far. They
 // run in one fixed order, each on the result of the one before, as llama.cpp's sampler chain
 // does:
@@ -44,18 +46,37 @@ type penaltyState struct {
 // penalised returns logits as a's penalties leave them for its next draw: logits itself when it
 // has none, else a copy (the model's row stays untouched, for logprobs).
 func (a *active) penalised(logits []float32) []float32 {
-	p := a.req.Sampling.Penalties
-	if !p.Active() {
+	if !a.req.Sampling.Penalties.Active() {
 		return logits
 	}
-	s := &a.pen
-	s.count(a.tokens, len(a.req.Prompt), p.Repetition != 0 && p.Repetition != 1)
-	s.buf = append(s.buf[:0], logits...)
-	out := s.buf
+	a.countPenalties()
+	a.pen.buf = a.penalisedAfter(logits, nil, a.pen.buf)
+	return a.pen.buf
+}
+
+// countPenalties brings a's penalty counts up to its tokens.
+func (a *active) countPenalties() {
+	p := a.req.Sampling.Penalties
+	a.pen.count(a.tokens, len(a.req.Prompt), p.Repetition != 0 && p.Repetition != 1)
+}
+
+// penalisedAfter returns, in buf, logits as a's penalties would leave them for the draw after its
+// tokens and then extra (drafts not yet accepted): what penalised returns once extra is among
+// the tokens, the same bits, since every logit's change depends only on its own value, its id's
+// counts and the settings. a's counts must be up to date (countPenalties) and are only read, so
+// calls for different extras may run side by side.
+func (a *active) penalisedAfter(logits []float32, extra []int32, buf []float32) []float32 {
+	p, s := a.req.Sampling.Penalties, &a.pen
+	out := append(buf[:0], logits...)
 	for id, b := range p.Bias {
 		if id >= 0 && int(id) < len(out) {
 			out[id] += b
 		}
+	}
+	// extraFirst: extra[i] is the first of its id in extra and the counts do not hold it.
+	extraFirst := func(i int) bool {
+		_, generated := s.generated[extra[i]]
+		return !generated && !slices.Contains(extra[:i], extra[i])
 	}
 	if r := p.Repetition; r != 0 && r != 1 {
 		for id := range s.prompt {
@@ -66,13 +87,34 @@ func (a *active) penalised(logits []float32) []float32 {
 				out[id] = repeated(out[id], r)
 			}
 		}
+		for i, id := range extra {
+			if _, inPrompt := s.prompt[id]; !inPrompt && extraFirst(i) {
+				out[id] = repeated(out[id], r)
+			}
+		}
 	}
 	if p.Frequency != 0 || p.Presence != 0 {
 		for id, c := range s.generated {
-			out[id] -= float32(c)*p.Frequency + p.Presence
+			out[id] -= float32(c+countOf(extra, id))*p.Frequency + p.Presence
+		}
+		for i, id := range extra {
+			if extraFirst(i) {
+				out[id] -= float32(countOf(extra, id))*p.Frequency + p.Presence
+			}
 		}
 	}
 	return out
+}
+
+// countOf returns how many times id occurs in ids.
+func countOf(ids []int32, id int32) int32 {
+	var n int32
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
 }
 
 // repeated applies the repetition penalty r to one logit.

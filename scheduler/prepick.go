@@ -9,28 +9,29 @@ import (
 
 // Picks made ahead, side by side. After a round the host picks the token that follows each row
 // whose logits it read back, and verify walks each stream's rows in order, accepting while its
-// drafts hold. Where a stream's pick depends only on its row's logits, its settings, the position
-// and the tokens it holds before the round (no constraint), every row's pick can be made before
-// the walk, and those of all such streams of a round side by side on every core: a sampled pick
-// over a large vocabulary takes milliseconds of one core (top_p's softmax), and a round of 32
-// sampled streams took 32 of them one after another. A pick is a pure function of its inputs,
-// so a pick made ahead is the one verify would make; rows after a draft that misses are picked
-// for nothing, at most the drafts of one round. Log-probabilities, a pass over the row's logits
-// of their own, are taken ahead with the pick for the streams that ask. Penalties read the tokens
-// the walk accepts, so a stream with penalties is picked ahead only in a round where it has no
-// drafts (its one row follows the tokens it holds), and its penalties' state is touched by that
-// one job alone.
+// drafts hold. Where a stream is not constrained, row d's pick depends only on the row's logits,
+// the settings, the position and the tokens the stream holds once its drafts before d are
+// accepted, which is the only case in which the walk picks at row d; so every row's pick can be
+// made before the walk, and those of all the round's streams side by side on every core: a sampled
+// pick over a large vocabulary takes milliseconds of one core (top_p's softmax), and a round of 32
+// sampled streams took 32 of them one after another. A pick is a pure function of its inputs, so
+// a pick made ahead is the one verify would make; rows after a draft that misses are picked for
+// nothing, at most the drafts of one round. Penalties read the stream's counts, brought up to its
+// tokens before the jobs start and only read by them, plus the drafts before the row
+// (penalisedAfter). Log-probabilities, a pass over the row's logits of their own, are taken ahead
+// with the pick for the streams that ask.
 
-// pickJob is one row to pick ahead: logits row row of the round, at position pos, for a.
+// pickJob is one row to pick ahead: logits row row of the round, at position pos, for a, whose
+// penalties count extra after its tokens.
 type pickJob struct {
 	a        *active
 	row, pos int
+	extra    []int32
 }
 
-// pickAhead reports whether a's picks can be made ahead of its walk.
-func pickAhead(a *active) bool {
-	return a.constrained == nil && (len(a.drafts) == 0 || !a.req.Sampling.Penalties.Active())
-}
+// pickAhead reports whether a's picks can be made ahead of its walk: a constraint's state moves
+// with each token the walk accepts.
+func pickAhead(a *active) bool { return a.constrained == nil }
 
 // prepick picks ahead, into l.ahead (by logits row), the rows of the round's streams that
 // pickAhead allows, where there are at least two, and marks their shares; it returns what one
@@ -42,8 +43,11 @@ func (l *laneState) prepick(logits []float32, vocab int) time.Duration {
 		if s.ahead = s.logits >= 0 && !s.picked && pickAhead(s.a); !s.ahead {
 			continue
 		}
+		if s.a.req.Sampling.Penalties.Active() {
+			s.a.countPenalties()
+		}
 		for d := range 1 + len(s.a.drafts) {
-			l.jobs = append(l.jobs, pickJob{a: s.a, row: s.logits + d, pos: len(s.a.tokens) + d})
+			l.jobs = append(l.jobs, pickJob{a: s.a, row: s.logits + d, pos: len(s.a.tokens) + d, extra: s.a.drafts[:d]})
 		}
 	}
 	if len(l.jobs) < 2 {
@@ -76,7 +80,12 @@ func (l *laneState) pickJobs(logits []float32, vocab int, out []int32, lps []Eve
 			for j := int(next.Add(1) - 1); j < len(l.jobs); j = int(next.Add(1) - 1) {
 				job := l.jobs[j]
 				row := logits[job.row*vocab : (job.row+1)*vocab]
-				tok := smp.pick(job.a.penalised(row), job.a.req.Sampling, job.pos)
+				allowed := row
+				if job.a.req.Sampling.Penalties.Active() {
+					smp.penalised = job.a.penalisedAfter(row, job.extra, smp.penalised)
+					allowed = smp.penalised
+				}
+				tok := smp.pick(allowed, job.a.req.Sampling, job.pos)
 				out[job.row] = tok
 				if lps != nil && job.a.req.Logprobs {
 					lps[job.row].Logprob, lps[job.row].Top = logprobs(row, tok, job.a.req.TopLogprobs)
@@ -90,11 +99,13 @@ func (l *laneState) pickJobs(logits []float32, vocab int, out []int32, lps []Eve
 // predraft picks ahead, into l.ahead (by row of the head's logits), the drafts of the streams
 // draftMTP chains, where there are at least two; it reports whether it did. A draft is the keyed
 // pick at the position it would take, over the head's logits with the stream's penalties as its
-// tokens before the round leave them, as the round's picks are; a call of the head asks for one
-// draft a stream, so each job touches its own stream's penalties alone.
+// tokens leave them (draftMTP's penalised), as the round's picks are.
 func (l *laneState) predraft(logits []float32, vocab int) bool {
 	l.jobs = l.jobs[:0]
 	for i, a := range l.drafting {
+		if a.req.Sampling.Penalties.Active() {
+			a.countPenalties()
+		}
 		l.jobs = append(l.jobs, pickJob{a: a, row: i, pos: len(a.tokens) + len(a.mtpDrafts)})
 	}
 	if len(l.jobs) < 2 {

@@ -18,6 +18,8 @@ type sampler struct {
 	terms  []float64   // softmaxWide's terms of the softmax's total, by id
 	parts  []widePart  // softmaxWide's chunks
 	bins   [topPBins]int32
+	// penalised is a row as a stream's penalties leave it, for picks made ahead (pickJobs).
+	penalised []float32
 }
 
 type candidate struct {
