@@ -38,8 +38,8 @@ func BenchmarkServed(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(m.Close)
-	drafts := config.Default().Drafts
-	on := scheduler.Drafts{MTP: drafts.MTPMax, NGram: drafts.NGramMax}
+	mtp, ngram := config.Default().Drafts.Depths()
+	on := scheduler.Drafts{MTP: mtp, NGram: ngram}
 	for _, tc := range []struct {
 		name     string
 		sampling scheduler.Sampling

@@ -110,10 +110,8 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 func stateDepth(d config.DraftsConfig) int {
 	depth := 2
 	if d.Enabled {
-		depth += d.MTPMax
-		if d.NGram {
-			depth += d.NGramMax
-		}
+		mtp, ngram := d.Depths()
+		depth += mtp + ngram
 	}
 	return depth
 }

@@ -240,11 +240,8 @@ func drafts(d config.DraftsConfig, requested *bool) scheduler.Drafts {
 	if !d.Enabled || (requested != nil && !*requested) {
 		return scheduler.Drafts{}
 	}
-	out := scheduler.Drafts{MTP: d.MTPMax}
-	if d.NGram {
-		out.NGram = d.NGramMax
-	}
-	return out
+	mtp, ngram := d.Depths()
+	return scheduler.Drafts{MTP: mtp, NGram: ngram}
 }
 
 // checkMaxTokens rejects a reply bound below 1.

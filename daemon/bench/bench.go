@@ -34,11 +34,8 @@ func Run(ctx context.Context, cfg config.Config, opts replies.Options, logger *s
 	}
 	defer backend.Close()
 	defer m.Close()
-	on := scheduler.Drafts{MTP: cfg.Drafts.MTPMax}
-	if cfg.Drafts.NGram {
-		on.NGram = cfg.Drafts.NGramMax
-	}
-	results, err := replies.Run(ctx, m, plan.Layout, opts, on, func(streams int, drafts bool) {
+	mtp, ngram := cfg.Drafts.Depths()
+	results, err := replies.Run(ctx, m, plan.Layout, opts, scheduler.Drafts{MTP: mtp, NGram: ngram}, func(streams int, drafts bool) {
 		logger.Info("bench: running", "streams", streams, "drafts", drafts, "prompt", opts.Prompt, "tokens", opts.Tokens)
 	})
 	if err != nil {

@@ -117,6 +117,15 @@ type DraftsConfig struct {
 	NGramMax int  `koanf:"ngram_max"`
 }
 
+// Depths returns how many tokens a round may draft from the MTP head and by n-gram copies, when
+// drafting is on: mtp_max, and ngram_max where ngram allows copies.
+func (d DraftsConfig) Depths() (mtp, ngram int) {
+	if d.NGram {
+		ngram = d.NGramMax
+	}
+	return d.MTPMax, ngram
+}
+
 // SamplingConfig is the [sampling] section: defaults for requests that set none. A negative
 // Temperature, TopP, TopK or MinP is unset, and the model's generation_config.json decides.
 // The same type carries a model's own defaults in [Model.Defaults].
