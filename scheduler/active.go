@@ -106,7 +106,7 @@ func (a *active) step(smp *sampler, logits []float32, context int) (int32, bool)
 	tok := smp.pick(allowed, a.req.Sampling, len(a.tokens))
 	ev := Event{Token: tok}
 	if a.req.Logprobs {
-		ev.Logprob, ev.Top = logprobs(logits, tok, a.req.TopLogprobs)
+		ev.Logprob, ev.Top = smp.logprobs(logits, tok, a.req.TopLogprobs)
 	}
 	return tok, a.accept(ev, context)
 }

@@ -88,7 +88,7 @@ func (l *laneState) pickJobs(logits []float32, vocab int, out []int32, lps []Eve
 				tok := smp.pick(allowed, job.a.req.Sampling, job.pos)
 				out[job.row] = tok
 				if lps != nil && job.a.req.Logprobs {
-					lps[job.row].Logprob, lps[job.row].Top = logprobs(row, tok, job.a.req.TopLogprobs)
+					lps[job.row].Logprob, lps[job.row].Top = smp.logprobs(row, tok, job.a.req.TopLogprobs)
 				}
 			}
 		})

@@ -72,7 +72,7 @@ func TestPicksAheadAreThePicks(t *testing.T) {
 				t.Errorf("%+v, row %d after the newest: %d ahead, %d in the walk", s.a.req.Sampling, d, l.ahead[row], want)
 			}
 			if s.a.req.Logprobs {
-				lp, top := logprobs(logits[row*vocab:(row+1)*vocab], want, 3)
+				lp, top := new(sampler).logprobs(logits[row*vocab:(row+1)*vocab], want, 3)
 				if got := l.aheadLP[row]; got.Logprob != lp || !slices.Equal(got.Top, top) {
 					t.Errorf("%+v, row %d after the newest: log-probabilities %v %v ahead, %v %v in the walk", s.a.req.Sampling, d, got.Logprob, got.Top, lp, top)
 				}

@@ -15,9 +15,11 @@ import (
 type sampler struct {
 	cands  []candidate
 	sorted []candidate // the best candidates taken off the heap, best first
-	terms  []float64   // softmaxWide's terms of the softmax's total, by id
+	terms  []float64   // softmaxWide's and logprobsWide's terms of the softmax's total, by id
 	parts  []widePart  // softmaxWide's chunks
-	bins   [topPBins]int32
+	// lpParts are logprobsWide's chunks.
+	lpParts []lpPart
+	bins    [topPBins]int32
 	// penalised is a row as a stream's penalties leave it, for picks made ahead (pickJobs).
 	penalised []float32
 }
@@ -254,47 +256,6 @@ func siftDown(h []candidate, i int) {
 		h[i], h[c] = h[c], h[i]
 		i = c
 	}
-}
-
-// logprob returns the natural log of token's softmax probability over the raw logits.
-func logprob(logits []float32, token int32) float32 {
-	lp, _ := logprobs(logits, token, 0)
-	return lp
-}
-
-// logprobs returns the natural log of token's softmax probability over the raw logits and the n
-// likeliest tokens with theirs, likeliest first, ties to the lower id.
-func logprobs(logits []float32, token int32, n int) (float32, []TokenLogprob) {
-	peak := float64(logits[batch.Argmax(logits)])
-	var total float64
-	for _, l := range logits {
-		total += math.Exp(float64(l) - peak)
-	}
-	norm := peak + math.Log(total)
-	n = min(n, MaxTopLogprobs, len(logits))
-	if n <= 0 {
-		return float32(float64(logits[token]) - norm), nil
-	}
-	// The n best by insertion into a short sorted list: n is at most 20.
-	best := make([]int32, 0, n+1)
-	for id := range logits {
-		at := len(best)
-		for at > 0 && logits[best[at-1]] < logits[id] { // strict: an equal logit keeps the lower id first
-			at--
-		}
-		if at == n {
-			continue
-		}
-		best = slices.Insert(best, at, int32(id))
-		if len(best) > n {
-			best = best[:n]
-		}
-	}
-	top := make([]TokenLogprob, len(best))
-	for i, id := range best {
-		top[i] = TokenLogprob{Token: id, Logprob: float32(float64(logits[id]) - norm)}
-	}
-	return float32(float64(logits[token]) - norm), top
 }
 
 // noiseKey is the part of the draw's noise that (seed, pos) alone decide, taken once for a row.

@@ -113,37 +113,6 @@ func TestFilters(t *testing.T) {
 	}
 }
 
-func TestLogprob(t *testing.T) {
-	logits := []float32{0, float32(math.Log(3))}
-	if got := logprob(logits, 1); math.Abs(float64(got)-math.Log(0.75)) > 1e-6 {
-		t.Fatalf("logprob = %v, want ln 0.75 = %v", got, math.Log(0.75))
-	}
-}
-
-func TestTopLogprobs(t *testing.T) {
-	logits := []float32{1, 3, 2, 3, -1}
-	lp, top := logprobs(logits, 2, 3)
-	var total float64
-	for _, l := range logits {
-		total += math.Exp(float64(l))
-	}
-	want := func(id int) float32 { return float32(float64(logits[id]) - math.Log(total)) }
-	if math.Abs(float64(lp-want(2))) > 1e-6 {
-		t.Errorf("logprob of token 2 = %v, want %v", lp, want(2))
-	}
-	if len(top) != 3 || top[0].Token != 1 || top[1].Token != 3 || top[2].Token != 2 {
-		t.Fatalf("top 3 = %+v, want tokens 1, 3 (the tie, lower id first), then 2", top)
-	}
-	for _, e := range top {
-		if math.Abs(float64(e.Logprob-want(int(e.Token)))) > 1e-6 {
-			t.Errorf("token %d: logprob %v, want %v", e.Token, e.Logprob, want(int(e.Token)))
-		}
-	}
-	if _, top := logprobs(logits, 0, 0); top != nil {
-		t.Errorf("no alternatives asked, got %v", top)
-	}
-}
-
 // ids returns the candidates' ids in order.
 func ids(cands []candidate) []int32 {
 	out := make([]int32, len(cands))
