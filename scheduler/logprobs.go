@@ -53,6 +53,9 @@ func (s *sampler) logprobsIn(logits []float32, token int32, n, parts int) (float
 // ids sorted likeliest first, and returns it: an id goes after every id whose logit is not
 // strictly below its own, so equal logits keep the order the ids came in.
 func likeliest(best []int32, logits []float32, lo, hi, n int) []int32 {
+	if n <= 0 {
+		return best
+	}
 	for id := lo; id < hi; id++ {
 		best = insertLikely(best, logits, int32(id), n)
 	}
