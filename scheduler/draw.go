@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"math"
-	"runtime"
 	"sync"
 )
 
@@ -32,15 +31,23 @@ type draw struct {
 	ok  bool
 }
 
+// drawParts returns how many chunks a pass over n candidates is cut into on up to cores
+// goroutines: one below parallelDraw, else as many as cores and drawChunk allow. The draw, top_p's
+// softmax and the log-probabilities are cut so.
+func drawParts(n, cores int) int {
+	if n < parallelDraw {
+		return 1
+	}
+	return max(1, min(cores, n/drawChunk))
+}
+
 // gumbelArgmax returns pick's token among n candidates (at least one), candidate i's id and
 // scaled score being at(i), at position pos under seed: the largest score plus its Gumbel noise,
-// ties to the lower id, and candidate 0's id where no key is a number.
-func gumbelArgmax(n int, at func(i int) (int32, float64), seed uint64, pos int) int32 {
+// ties to the lower id, and candidate 0's id where no key is a number. It runs on up to cores
+// goroutines.
+func gumbelArgmax(n int, at func(i int) (int32, float64), seed uint64, pos, cores int) int32 {
 	key := noiseKey(seed, pos)
-	parts := 1
-	if n >= parallelDraw {
-		parts = min(runtime.GOMAXPROCS(0), n/drawChunk)
-	}
+	parts := drawParts(n, cores)
 	first, _ := at(0)
 	best := draw{id: first, key: math.Inf(-1)}
 	if parts <= 1 {

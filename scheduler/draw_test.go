@@ -70,7 +70,7 @@ func TestDrawIsTheOneByOneDraw(t *testing.T) {
 				r.Shuffle(n, func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
 			}
 			for _, pos := range []int{0, 9, 1 << 20} {
-				if got, want := gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, 42, pos), drawOneByOne(cands, 42, pos); got != want {
+				if got, want := gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, 42, pos, runtime.GOMAXPROCS(0)), drawOneByOne(cands, 42, pos); got != want {
 					t.Errorf("%d candidates, %s, position %d: drew %d, one by one %d", n, shape, pos, got, want)
 				}
 			}
@@ -117,7 +117,7 @@ func BenchmarkDraw(b *testing.B) {
 	})
 	b.Run(fmt.Sprintf("chunked, %d procs", min(len(cands)/drawChunk, runtime.GOMAXPROCS(0))), func(b *testing.B) {
 		for i := range b.N {
-			gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, 1, i)
+			gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, 1, i, runtime.GOMAXPROCS(0))
 		}
 	})
 }

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"math"
-	"runtime"
 	"sync"
 
 	"tfd/batch"
@@ -12,16 +11,13 @@ import (
 // likeliest tokens with theirs, likeliest first, ties to the lower id.
 //
 // The softmax's total is summed one term after another in id order. Over a large vocabulary its
-// exponentials, one a token, cost about a millisecond a row (151,936 of them), more than the rest
-// of a lone stream's pick: the best logit, the exponentials and each chunk's likeliest are taken
-// in chunks on every core, the terms kept in the sampler and still summed in id order, so every
-// bit is the one-goroutine answer's (TestLogprobsWideAreLogprobs).
+// exponentials, one a token, cost about 1.5 ms a row of 151,936 on one core of the development
+// machine (BenchmarkLogprobs), more than the rest of a lone stream's pick: the best logit, the
+// exponentials and each chunk's likeliest are taken in chunks on the cores the sampler may use
+// (spread), the terms kept in the sampler and still summed in id order, so every bit is the
+// one-goroutine answer's (TestLogprobsWideAreLogprobs).
 func (s *sampler) logprobs(logits []float32, token int32, n int) (float32, []TokenLogprob) {
-	parts := 1
-	if len(logits) >= parallelDraw {
-		parts = min(runtime.GOMAXPROCS(0), len(logits)/drawChunk)
-	}
-	return s.logprobsIn(logits, token, n, parts)
+	return s.logprobsIn(logits, token, n, drawParts(len(logits), s.spread()))
 }
 
 // logprobsIn is logprobs in parts chunks side by side.

@@ -72,6 +72,10 @@ func (l *laneState) pickJobs(logits []float32, vocab int, out []int32, lps []Eve
 	for len(l.smps) < workers {
 		l.smps = append(l.smps, new(sampler))
 	}
+	for _, smp := range l.smps[:workers] {
+		// The rows run side by side already: a wide pick spreads over its share of the cores.
+		smp.cores = max(1, runtime.GOMAXPROCS(0)/workers)
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"math"
+	"runtime"
 	"slices"
 
 	"tfd/batch"
@@ -22,6 +23,17 @@ type sampler struct {
 	bins    [topPBins]int32
 	// penalised is a row as a stream's penalties leave it, for picks made ahead (pickJobs).
 	penalised []float32
+	// cores is how many goroutines one pick may spread over (0: GOMAXPROCS); pickJobs, which
+	// runs picks side by side, gives each its share.
+	cores int
+}
+
+// spread returns how many goroutines one of s's picks may spread over.
+func (s *sampler) spread() int {
+	if s.cores > 0 {
+		return s.cores
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 type candidate struct {
@@ -65,10 +77,10 @@ func (s *sampler) pick(logits []float32, set Sampling, pos int) int32 {
 		// Every token is a candidate: the draw reads the logits, scaled as filter would, with no
 		// candidates written first (a pass over a vocabulary that cost as much as a parallel draw).
 		t := float64(set.Temperature)
-		return gumbelArgmax(len(logits), func(i int) (int32, float64) { return int32(i), float64(logits[i]) / t }, set.Seed, pos)
+		return gumbelArgmax(len(logits), func(i int) (int32, float64) { return int32(i), float64(logits[i]) / t }, set.Seed, pos, s.spread())
 	}
 	cands := s.filter(logits, set)
-	return gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, set.Seed, pos)
+	return gumbelArgmax(len(cands), func(i int) (int32, float64) { return cands[i].id, cands[i].score }, set.Seed, pos, s.spread())
 }
 
 // filters reports whether top_k, top_p or min_p leave out any of a vocabulary of n tokens'
@@ -92,7 +104,7 @@ func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 	case set.TopK > 0 && set.TopK < len(logits): // filters' conditions, one by one
 		cands, sorted = s.topK(logits, set.TopK), true
 	case topP && len(logits) >= parallelDraw:
-		// top_p alone over a large vocabulary: temperature and top_p in chunks on every core.
+		// top_p alone over a large vocabulary: temperature and top_p in chunks on the sampler's cores (spread).
 		cands, sorted, scaled, topP = s.topPWide(logits, t, float64(set.TopP)), true, true, false
 	default:
 		cands = s.all(logits)

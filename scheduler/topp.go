@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"math"
-	"runtime"
 	"sync"
 )
 
@@ -16,11 +15,11 @@ func (s *sampler) topPWide(logits []float32, t, p float64) []candidate {
 // softmaxWide returns what topP computes before it takes the nucleus: the candidates with their
 // scores divided by t, the best score, the softmax's total and the histogram of how far below the
 // best each score is. The candidates, the scores, the terms of the total and the histogram are
-// made in chunks on every core; the total is still summed one term after another in id order,
+// made in chunks on the sampler's cores (spread); the total is still summed one term after another in id order,
 // and the best is a maximum, which no grouping changes, so every bit is topP's.
 func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, top, total float64, bins *[topPBins]int32) {
 	n := len(logits)
-	parts := max(1, min(runtime.GOMAXPROCS(0), n/drawChunk))
+	parts := drawParts(n, s.spread())
 	if cap(s.cands) < n {
 		s.cands = make([]candidate, n)
 	}
