@@ -30,6 +30,7 @@ type backend struct {
 	pdlAllowed   bool   // the device and driver have programmatic dependent launch
 	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
 	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
+	wgmma        bool   // many rows run matmul_wg_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
 	// pdlRows is the most rows a forward may have for its kernels to be launched dependent
@@ -160,6 +161,11 @@ func (b *backend) init() (err error) {
 		}
 	}
 	b.arch, b.sms = fmt.Sprintf("sm_%d%d", major, minor), int(sms)
+	if major == 9 && minor == 0 {
+		// sm_90a's code has Hopper's warpgroup MMA (wgmma), which the many-row matmuls use; it
+		// runs on compute capability 9.0 alone, which is this device.
+		b.arch = "sm_90a"
+	}
 	var name [256]byte
 	if err := check("cuDeviceGetName", cuDeviceGetName(&name[0], int32(len(name)), b.dev)); err != nil {
 		return err
@@ -230,14 +236,20 @@ func (b *backend) init() (err error) {
 	// measuring one against the other and testing the tiles on any rows. The bits are the same
 	// either way.
 	b.attnTile = os.Getenv("TFD_CUDA_ATTN_TILE")
-	// TFD_CUDA_MMA_TILE=1, 2 or 4 runs every tensor-core matmul with tiles of that S instead of
+	// TFD_CUDA_MMA_TILE=1, 2, 4 or 64 (kernels.WGRows: matmul_wg_bf16_N, on a GPU with wgmma)
+	// runs every tensor-core matmul with tiles of that S instead of
 	// kernels.MMATile's choice by shape (BenchmarkTileSizes); the bits are the same.
 	// TFD_CUDA_XSPLIT=0 has the S = 2 tiles split x into BF16 hi and lo in every group, as
 	// before mma_split_x (kernels/src/mmasplit.kern); the bits are the same.
 	b.splitX = os.Getenv("TFD_CUDA_XSPLIT") != "0"
+	// TFD_CUDA_WGMMA=0 keeps the many-row matmuls off Hopper's warpgroup MMA
+	// (kernels/src/mmawg.kern); the bits are the same.
+	b.wgmma = b.arch == "sm_90a" && os.Getenv("TFD_CUDA_WGMMA") != "0"
 	switch s := os.Getenv("TFD_CUDA_MMA_TILE"); s {
 	case "1", "2", "4":
 		b.mmaTile = int(s[0] - '0')
+	case strconv.Itoa(kernels.WGRows): // the warpgroup's tile, where the device has it
+		b.mmaTile = kernels.WGRows
 	}
 	return nil
 }

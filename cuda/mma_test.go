@@ -7,6 +7,7 @@ import (
 	"tfd/compute"
 	"tfd/compute/computetest"
 	"tfd/engine/enginetest"
+	"tfd/kernels"
 	"tfd/scheduler/schedulertest"
 )
 
@@ -145,8 +146,9 @@ func TestTileSizesKeepBits(t *testing.T) {
 			return matMuls(t, b, x, w, [3]compute.Tensor{nil, bias, nil}, outs, rows)
 		}
 		want := run(1)
-		for _, s := range []int{0, 2, 4, -2} {
-			// -2: S = 2 splitting x in every group rather than once (mma_split_x).
+		for _, s := range []int{0, 2, 4, -2, kernels.WGRows} {
+			// -2: S = 2 splitting x in every group rather than once (mma_split_x); kernels.WGRows:
+			// the warpgroup's tile (matmul_wg_bf16_N, S = 4 where the GPU has no wgmma).
 			setSplitX(b, s > 0)
 			got := run(max(s, -s))
 			setSplitX(b, true)

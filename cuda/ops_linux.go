@@ -155,14 +155,30 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 // mmaLaunch is the tensor cores' launch for rows rows of x (at xp, in elements each) against
 // matrices stored packed or row-major, the same tiles and bits either way, and the x it takes:
 // for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B operand
-// by mma_split_x, launched here (matmul_mma_xs_bf16_S then reads the split). False, with the error
+// by mma_split_x, launched here (matmul_mma_xs_bf16_S then reads the split); for the
+// warpgroup's tile (kernels.UsesWG, on sm_90a), x split once by mma_split_wg. False, with the error
 // kept for the next Sync, if the device has no room for the split.
 func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (kernels.Launch, uint64, bool) {
 	s := b.mmaTile
 	if s == 0 {
 		s = kernels.MMATile(rows, outs, b.sms)
+		if packed && b.wgmma && kernels.UsesWG(rows, outs, b.sms) {
+			s = kernels.WGRows
+		}
 	}
 	switch {
+	case packed && s == kernels.WGRows && b.wgmma:
+		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
+		if !ok {
+			return kernels.Launch{}, 0, false
+		}
+		b.launchAs(kernels.SplitWGLaunch(rows, in), xs, xp, i32(rows), i32(in))
+		return kernels.MatMulsWGLaunch(rows, outs), xs, true
+	case s == kernels.WGRows: // no wgmma here, or weights not packed: the largest tile instead
+		if packed {
+			return kernels.MatMulsPackedLaunchS(rows, outs, 4), xp, true
+		}
+		return kernels.MatMulsLaunchS(rows, outs, 4), xp, true
 	case packed && s == 2 && b.splitX:
 		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
 		if !ok {

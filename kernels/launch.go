@@ -111,11 +111,48 @@ func SplitXLaunch(rows, kdim int) Launch {
 // SplitXWords is the size of mma_split_x's output in 32-bit words: rows rounded up to 32, by kdim.
 func SplitXWords(rows, kdim int) int { return ceilDiv(max(rows, 0), 32) * 32 * kdim }
 
+// WGRows is the rows of matmul_wg_bf16_N's tile (N), which makes 128 outputs by WGRows rows a
+// group; the backend runs it from WGFrom rows on a GPU that has wgmma (CUDA compute capability
+// 9.0), and its bits are the other tiles' (kernels/src/mmawg.kern).
+const WGRows = 64
+
+// WGFrom is the fewest rows the backend gives matmul_wg_bf16_N: below it a tile of WGRows rows
+// is mostly rows that are not there, and MMATile's tiles waste less (not measured below 64).
+const WGFrom = 48
+
+// UsesWG says whether the backend gives rows rows against matrices of outs outputs to
+// matmul_wg_bf16_N on a GPU of sms multiprocessors that has it: from WGFrom rows, where its
+// groups (128 outputs by WGRows rows each) fill every multiprocessor at least once. On the H200
+// (132) with an 8B layer's matrices (BenchmarkTileSizes, µs a launch, against S = 4's tiles):
+// gate and up at 64 rows (192 groups) 103 against 121, at 256 rows 315 against 446; q/k/v at
+// 256 rows (192) 108 against 117; but q/k/v at 64 rows (48 groups) 86 against 51, o and down at
+// 64 rows (32) 85 and 249 against 40 and 116. o and down at 256 rows (128 groups, just short of
+// one a multiprocessor) were 86 and 257 against 93 and 266: left to S = 4 until a run of the
+// whole model measures the rule that would take them.
+func UsesWG(rows int, outs [3]int, sms int) bool {
+	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
+	return rows >= WGFrom && tiles*ceilDiv(rows, WGRows) >= sms
+}
+
+// MatMulsWGLaunch is the launch of matmul_wg_bf16_N, MatMulsPackedLaunch's kernel (the same
+// arguments and bits) with x split once beforehand by SplitWGLaunch: x is then that split.
+func MatMulsWGLaunch(rows int, outs [3]int) Launch {
+	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
+	return launch(wgName, ceilDiv(rows, WGRows), tiles)
+}
+
+// SplitWGLaunch is the launch of mma_split_wg, mma_split_x's twin for matmul_wg_bf16_N: its
+// output is SplitXWords(rows, kdim) words too.
+func SplitWGLaunch(rows, kdim int) Launch {
+	return launch("mma_split_wg", ceilDiv(SplitXWords(rows, kdim)/256, 4), 1)
+}
+
 // The kernels' names, made once: a backend records a matmul without allocating.
 var (
 	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
 	mmaPackedNames = [...]string{1: "matmul_mma_packed_bf16_1", 2: "matmul_mma_packed_bf16_2", 4: "matmul_mma_packed_bf16_4"}
 	mmaSplitNames  = [...]string{1: "matmul_mma_xs_bf16_1", 2: "matmul_mma_xs_bf16_2"}
+	wgName         = fmt.Sprintf("matmul_wg_bf16_%d", WGRows)
 	matmulNames    = func() map[string][len(MatMulRows)]string {
 		m := map[string][len(MatMulRows)]string{}
 		for _, w := range []string{"bf16", "f16", "f32"} {

@@ -98,6 +98,24 @@ func TestLaunches(t *testing.T) {
 	if l := add(SplitXLaunch(70, 4096)); l.Kernel != "mma_split_x" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} || SplitXWords(70, 4096) != 96*4096 {
 		t.Errorf("SplitXLaunch(70, 4096) = %+v, %d words", l, SplitXWords(70, 4096))
 	}
+	// The warpgroup's tile: 128 outputs by WGRows rows a group, 256 threads; its split has
+	// mma_split_x's grid; UsesWG from WGFrom rows where the groups fill every SM once.
+	if l := add(MatMulsWGLaunch(70, [3]int{4096, 1000, 40})); l.Kernel != "matmul_wg_bf16_64" || l.Groups != [2]int{2, 32 + 8 + 1} || l.Threads != 256 {
+		t.Errorf("MatMulsWGLaunch(70, {4096, 1000, 40}) = %+v", l)
+	}
+	if l := add(SplitWGLaunch(70, 4096)); l.Kernel != "mma_split_wg" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} {
+		t.Errorf("SplitWGLaunch(70, 4096) = %+v", l)
+	}
+	for _, c := range []struct {
+		rows int
+		outs [3]int
+		want bool
+	}{{64, [3]int{12288, 12288}, true}, {47, [3]int{12288, 12288}, false}, {64, [3]int{4096}, false}, {64, [3]int{4096, 1024, 1024}, false},
+		{256, [3]int{4096, 1024, 1024}, true}, {256, [3]int{4096}, false}, {256, [3]int{12288, 12288}, true}} {
+		if got := UsesWG(c.rows, c.outs, 132); got != c.want {
+			t.Errorf("UsesWG(%d, %v, 132) = %v, want %v", c.rows, c.outs, got, c.want)
+		}
+	}
 	if add(EmbedPackedLaunch(7, 320)).Groups != [2]int{7, 2} {
 		t.Errorf("EmbedPackedLaunch: %+v", EmbedPackedLaunch(7, 320))
 	}

@@ -66,6 +66,13 @@ func TestMSLRuns(t *testing.T) {
 			for _, c := range []struct{ in, rows, s int }{{32, 1, 2}, {160, 40, 2}, {64, 3, 2}, {1056, 20, 2}, {2080, 3, 1}} {
 				check(fmt.Sprint("matmul_mma_xs ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, c.s) })
 			}
+			// The warpgroup's tile (mma_split_wg, matmul_wg_bf16_N): one chunk (partials 1 to 3
+			// empty), 3 and 5 chunks (uneven partials), rows over two tiles, 33 chunks that turn
+			// the ring many times; 37, 16 and 50 outputs leave most of each 128-output tile past
+			// its matrix.
+			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {160, 40}, {1056, 20}} {
+				check(fmt.Sprint("matmul_wg ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, kernels.WGRows) })
+			}
 		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
 			check(fmt.Sprint("embed ", dt, s.vocab, s.dim), func(o *op) { o.embed(dt, s.vocab, s.dim, -1) })
@@ -285,7 +292,8 @@ func (o *op) matMuls(rows int) {
 // the packed order against one x in one launch, and checks each against the row-major kernel's
 // launch of the same matrices, bit for bit; each packed matrix is a buffer of its whole bands, so
 // a read past them faults. With split (1 or 2; 0: none), x is split once by mma_split_x and the
-// launch is matmul_mma_xs_bf16_S's for S = split.
+// launch is matmul_mma_xs_bf16_S's for S = split; with split = kernels.WGRows, by mma_split_wg
+// for matmul_wg_bf16_N.
 func (o *op) matMulsPacked(in, rows, split int) {
 	outs := [3]int{37, 16, 50}
 	mx := &mbuf{computetest.F32Bytes(computetest.Randn(1, rows*in))}
@@ -301,13 +309,20 @@ func (o *op) matMulsPacked(in, rows, split int) {
 		return []any{dst[0], dst[1], dst[2], mx, w[0], w[1], w[2], &mbuf{}, bias, &mbuf{},
 			int32(rows), int32(in), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2)}
 	}
-	if split != 0 {
+	switch split {
+	case kernels.WGRows:
+		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
+		o.launch(kernels.SplitWGLaunch(rows, in), xs, mx, int32(rows), int32(in))
+		a := args(packed, got)
+		a[3] = xs
+		o.launch(kernels.MatMulsWGLaunch(rows, outs), a...)
+	case 1, 2:
 		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
 		o.launch(kernels.SplitXLaunch(rows, in), xs, mx, int32(rows), int32(in))
 		a := args(packed, got)
 		a[3] = xs
 		o.launch(kernels.MatMulsSplitLaunch(rows, outs, split), a...)
-	} else {
+	default:
 		o.launch(kernels.MatMulsPackedLaunch(rows, outs), args(packed, got)...)
 	}
 	o.launch(kernels.MatMulsLaunch(rows, outs), args(ws, want)...)

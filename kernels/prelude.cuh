@@ -315,3 +315,100 @@ FUNC void tfd_mma_b_of_slot(tfd_mma_b& b, const uint4* slot) {
 #define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs)
 #define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot)
 #define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv)
+
+// Hopper's warpgroup MMA (kernels/src/mmawg.kern): four SIMD groups (a warpgroup) add a k16 step
+// of 64 weight rows by N rows of x at once, x read from SHARED memory. It adds exactly as
+// mma.sync does (tools/bench/wgmma_bits.cu), so the steps of tfd_mma_step, hi, lo, hi, lo, give
+// tfd_mma_step's bits. SIMD group w of a warpgroup holds weight rows 16w … 16w+15 in mma.sync's A
+// registers (tfd_mma_a) and its accumulators as N/8 tfd_mma_acc, as mma.sync would lay them out.
+// wgmma exists only in sm_90a's code, which the backend compiles for a GPU of compute capability
+// 9.0 (and launches matmul_wg_bf16_N only there); elsewhere a launch would trap.
+
+// matmul_wg_bf16_N's ring holds WG_DEPTH chunks of x; a SIMD group's MMAs on a chunk go on
+// while it starts the next step (WG_LAG steps may still be running), so the ring is fetched
+// WG_AHEAD chunks ahead.
+#define WG_DEPTH 4
+#define WG_LAG 1
+#define WG_AHEAD (WG_DEPTH - 1 - WG_LAG)
+
+// A slot of x for wgmma (mma_split_wg) holds 8 rows by the chunk's 32 elements as wgmma's B
+// operand reads them without swizzling: four k16 steps (hi and lo of elements 8t … 8t+3, then of
+// 8t+4 … 8t+7) of two 8×8 core matrices (k-slots 0–7, 8–15) of 8 rows of 16 bytes. Lane l = 4g+t
+// holds, for each step and core, the BF16 pair of row g at k-slots 2t and 2t+1 (tfd_mma_b's hi[0]
+// for step 0, core 0; hi[1] for core 1; lo[0] and lo[1] for step 1; hi[2], hi[3], lo[2], lo[3]):
+// word 32·(2·step + core) + l.
+FUNC void tfd_wg_split_to(uint* slot, const tfd_mma_x& xv) {
+	tfd_mma_b b;
+	tfd_mma_b_of(b, xv);
+	int l = LANE;
+	slot[l] = b.hi[0], slot[32 + l] = b.hi[1], slot[64 + l] = b.lo[0], slot[96 + l] = b.lo[1];
+	slot[128 + l] = b.hi[2], slot[160 + l] = b.hi[3], slot[192 + l] = b.lo[2], slot[224 + l] = b.lo[3];
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// tfd_wg_desc is the shared-memory descriptor of a step's B operand at p: core matrices 128 bytes
+// apart along K, groups of 8 rows (slots) 1 KiB apart, no swizzle.
+FUNC ulong tfd_wg_desc(const void* p) {
+	ulong a = tfd_shared_addr(p);
+	return ((a & 0x3ffff) >> 4) | ((ulong)(128 >> 4) << 16) | ((ulong)(1024 >> 4) << 32);
+}
+
+// tfd_wg64 is one step, D += A·B, for 64 weight rows by 64 rows of x.
+FUNC void tfd_wg64(tfd_mma_acc* d, uint a0, uint a1, uint a2, uint a3, ulong desc) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
+	             : "+f"(d[0].c[0]), "+f"(d[0].c[1]), "+f"(d[0].c[2]), "+f"(d[0].c[3]), "+f"(d[1].c[0]), "+f"(d[1].c[1]), "+f"(d[1].c[2]), "+f"(d[1].c[3]), "+f"(d[2].c[0]), "+f"(d[2].c[1]), "+f"(d[2].c[2]), "+f"(d[2].c[3]), "+f"(d[3].c[0]), "+f"(d[3].c[1]), "+f"(d[3].c[2]), "+f"(d[3].c[3]), "+f"(d[4].c[0]), "+f"(d[4].c[1]), "+f"(d[4].c[2]), "+f"(d[4].c[3]), "+f"(d[5].c[0]), "+f"(d[5].c[1]), "+f"(d[5].c[2]), "+f"(d[5].c[3]), "+f"(d[6].c[0]), "+f"(d[6].c[1]), "+f"(d[6].c[2]), "+f"(d[6].c[3]), "+f"(d[7].c[0]), "+f"(d[7].c[1]), "+f"(d[7].c[2]), "+f"(d[7].c[3])
+	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
+}
+
+// tfd_wg_step64 starts adding a chunk of x (the 8 slots at slot) to d with tfd_mma_step's four
+// steps, one group of wgmma; d, the weights in a and the slots are the MMAs' until WG_WAIT says
+// the group is done.
+FUNC void tfd_wg_step64(tfd_mma_acc* d, const tfd_mma_a& a, const uint4* slot) {
+	ulong desc = tfd_wg_desc(slot);
+	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+	tfd_wg64(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, desc);
+	tfd_wg64(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, desc + (256 >> 4));
+	tfd_wg64(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, desc + (512 >> 4));
+	tfd_wg64(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, desc + (768 >> 4));
+	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+// WG_WAIT(n) waits until at most n of this warpgroup's groups of wgmma are still running.
+#define WG_WAIT(n) asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(n) : "memory")
+#else
+FUNC void tfd_wg_step64(tfd_mma_acc*, const tfd_mma_a&, const uint4*) { __trap(); }
+#define WG_WAIT(n) ((void)(n))
+#endif
+
+// tfd_mma_fold adds cur to tot (or makes tot cur, first) and zeroes cur.
+FUNC void tfd_mma_fold(tfd_mma_acc& tot, tfd_mma_acc& cur, bool first) {
+	UNROLL
+	for (int i = 0; i < 4; i++) {
+		tot.c[i] = first ? cur.c[i] : ADD(tot.c[i], cur.c[i]);
+		cur.c[i] = 0.0f;
+	}
+}
+
+// tfd_mma_store_out writes the tile of outputs o … o+15 by rows r … r+7 to dst[row][output] (plus
+// bias[output] if withBias), outputs from ndim and rows from rows left alone.
+FUNC void tfd_mma_store_out(const tfd_mma_acc& a, float* dst, int ndim, int o, int r, int rows, const float* bias, int withBias) {
+	int g = LANE >> 2, t = LANE & 3;
+	UNROLL
+	for (int i = 0; i < 4; i++) {
+		int oo = o + g + 8 * (i >> 1), rr = r + 2 * t + (i & 1);
+		if (oo < ndim && rr < rows) dst[(ulong)rr * ndim + oo] = withBias ? ADD(a.c[i], bias[oo]) : a.c[i];
+	}
+}
+
+#define MMA_SPLIT_WG_TO(slot, xv) tfd_wg_split_to(slot, xv)
+#define WG_FETCH16(dst, src, ok) tfd_cp16_cg(dst, src, (ok) ? 16 : 0)
+// WG_SHARED_READY orders this thread's finished copies into SHARED memory before wgmma's reads
+// of them (the async proxy), ahead of the barrier that orders them for the other threads.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_SHARED_READY() asm volatile("fence.proxy.async.shared::cta;" ::: "memory")
+#else
+#define WG_SHARED_READY()
+#endif
+#define WG_STEP_64(acc, a, slot, stage) tfd_wg_step64(acc, a, slot)
+#define MMA_FOLD(tot, cur, first, stage) tfd_mma_fold(tot, cur, first)
+#define MMA_STORE_OUT(acc, dst, ndim, o, r, rows, bias, withBias, stage) tfd_mma_store_out(acc, dst, ndim, o, r, rows, bias, withBias)

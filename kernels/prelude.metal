@@ -279,3 +279,61 @@ FUNC void tfd_mma_b_of_slot(thread tfd_mma_b& b, Slot slot, Stage s, int lane) {
 #define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs, LANE)
 #define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot, stage, LANE)
 #define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv, LANE)
+
+// The warpgroup's matmul (kernels/src/mmawg.kern; prelude.cuh says what it is for). Here each
+// SIMD group runs its own 16 outputs by N rows as mma.kern's tiles do, tile by tile, and the
+// x split for it is mma_split_x's (the floats as they are). Two chunks in the ring: with the
+// eight SIMD groups' stages that is the 32 KiB of threadgroup memory an Apple GPU has. A step's
+// MMAs are done when it returns (WG_LAG 0), so the ring is fetched one chunk ahead.
+#define WG_DEPTH 2
+#define WG_LAG 0
+#define WG_AHEAD (WG_DEPTH - 1 - WG_LAG)
+#define WG_WAIT(n) ((void)(n))
+#define MMA_SPLIT_WG_TO(slot, xv) tfd_mma_split_to(slot, xv, LANE)
+#define WG_FETCH16(dst, src, ok) (*(dst) = (ok) ? VLOAD(uint4, src) : tfd_zero4())
+#define WG_SHARED_READY() ((void)0)
+
+// tfd_wg_step64 adds a chunk of x (8 slots of 8 rows at slot) to d[0 … 7], as tfd_mma_step does.
+template <typename Slot, typename Stage>
+FUNC void tfd_wg_step64(thread tfd_mma_acc* d, thread tfd_mma_a& a, Slot slot, Stage s, int lane) {
+	for (int i = 0; i < 8; i++) {
+		tfd_mma_b b;
+		tfd_mma_b_of_slot(b, slot + 64 * i, s, lane);
+		tfd_mma_step(d[i], a, b);
+	}
+}
+
+// tfd_mma_fold adds cur to tot (or makes tot cur, first), element by element through the stage,
+// and zeroes cur.
+template <typename Stage>
+FUNC void tfd_mma_fold(thread tfd_mma_acc& tot, thread tfd_mma_acc& cur, bool first, Stage s, int lane) {
+	if (first) {
+		tot = cur;
+	} else {
+		tfd_mma_store(tot, s);
+		tfd_mma_store(cur, s + 128);
+		simdgroup_barrier(mem_flags::mem_threadgroup);
+		for (int e = lane; e < 128; e += 32) s[e] = ADD(s[e], s[128 + e]);
+		simdgroup_barrier(mem_flags::mem_threadgroup);
+		simdgroup_load(tot.m[0], s, 8);
+		simdgroup_load(tot.m[1], s + 64, 8);
+		simdgroup_barrier(mem_flags::mem_threadgroup);
+	}
+	tfd_mma_zero(cur);
+}
+
+// tfd_mma_store_out writes the tile of outputs o … o+15 by rows r … r+7 to dst[row][output] (plus
+// bias[output] if withBias) through the stage, outputs from ndim and rows from rows left alone.
+template <typename Stage>
+FUNC void tfd_mma_store_out(thread tfd_mma_acc& a, device float* dst, int ndim, int o, int r, int rows, const device float* bias, int withBias, Stage s, int lane) {
+	tfd_mma_store(a, s);
+	simdgroup_barrier(mem_flags::mem_threadgroup);
+	for (int e = lane; e < 128; e += 32) {
+		int oo = o + e / 8, rr = r + e % 8;
+		if (oo < ndim && rr < rows) dst[(ulong)rr * ndim + oo] = withBias ? ADD(s[e], bias[oo]) : s[e];
+	}
+	simdgroup_barrier(mem_flags::mem_threadgroup);
+}
+#define WG_STEP_64(acc, a, slot, stage) tfd_wg_step64(acc, a, slot, stage, LANE)
+#define MMA_FOLD(tot, cur, first, stage) tfd_mma_fold(tot, cur, first, stage, LANE)
+#define MMA_STORE_OUT(acc, dst, ndim, o, r, rows, bias, withBias, stage) tfd_mma_store_out(acc, dst, ndim, o, r, rows, bias, withBias, stage, LANE)
