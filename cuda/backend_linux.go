@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"unsafe"
@@ -175,6 +176,13 @@ func (b *backend) init() (err error) {
 		return err
 	}
 	cubin, err := compile(b.arch)
+	if err != nil && b.arch == "sm_90a" {
+		// An NVRTC older than CUDA 12 knows no sm_90a: the plain sm_90 code has every kernel
+		// but the warpgroup's tile, which the backend then leaves alone (b.wgmma).
+		slog.Warn("cuda: compiling for sm_90a failed; compiling for sm_90, without the wgmma matmuls", "err", err)
+		b.arch = "sm_90"
+		cubin, err = compile(b.arch)
+	}
 	if err != nil {
 		return err
 	}
