@@ -166,26 +166,26 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (
 			s = kernels.WGRows
 		}
 	}
-	switch {
-	case packed && s == kernels.WGRows && b.wgmma:
+	// split launches split (mma_split_x or mma_split_wg) of x into the scratch and returns the
+	// matmul launch l that reads it.
+	split := func(split, l kernels.Launch) (kernels.Launch, uint64, bool) {
 		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
 		if !ok {
 			return kernels.Launch{}, 0, false
 		}
-		b.launchAs(kernels.SplitWGLaunch(rows, in), xs, xp, i32(rows), i32(in))
-		return kernels.MatMulsWGLaunch(rows, outs), xs, true
+		b.launchAs(split, xs, xp, i32(rows), i32(in))
+		return l, xs, true
+	}
+	switch {
+	case packed && s == kernels.WGRows && b.wgmma:
+		return split(kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs))
 	case s == kernels.WGRows: // no wgmma here, or weights not packed: the largest tile instead
 		if packed {
 			return kernels.MatMulsPackedLaunchS(rows, outs, 4), xp, true
 		}
 		return kernels.MatMulsLaunchS(rows, outs, 4), xp, true
 	case packed && s == 2 && b.splitX:
-		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
-		if !ok {
-			return kernels.Launch{}, 0, false
-		}
-		b.launchAs(kernels.SplitXLaunch(rows, in), xs, xp, i32(rows), i32(in))
-		return kernels.MatMulsSplitLaunch(rows, outs, s), xs, true
+		return split(kernels.SplitXLaunch(rows, in), kernels.MatMulsSplitLaunch(rows, outs, s))
 	case packed:
 		return kernels.MatMulsPackedLaunchS(rows, outs, s), xp, true
 	}

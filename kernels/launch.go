@@ -104,8 +104,11 @@ func MatMulsSplitLaunch(rows int, outs [3]int, s int) Launch {
 
 // SplitXLaunch is the launch of mma_split_x for rows rows of kdim elements (a multiple of 32): a
 // SIMD group per slot of 8 rows by 32 elements, rows rounded up to 32.
-func SplitXLaunch(rows, kdim int) Launch {
-	return launch("mma_split_x", ceilDiv(SplitXWords(rows, kdim)/256, 4), 1)
+func SplitXLaunch(rows, kdim int) Launch { return splitLaunch("mma_split_x", rows, kdim) }
+
+// splitLaunch is the launch of mma_split_L (name) for rows rows of kdim elements.
+func splitLaunch(name string, rows, kdim int) Launch {
+	return launch(name, ceilDiv(SplitXWords(rows, kdim)/256, 4), 1)
 }
 
 // SplitXWords is the size of mma_split_x's output in 32-bit words: rows rounded up to 32, by kdim.
@@ -130,22 +133,25 @@ const WGFrom = 48
 // one a multiprocessor) were 86 and 257 against 93 and 266: left to S = 4 until a run of the
 // whole model measures the rule that would take them.
 func UsesWG(rows int, outs [3]int, sms int) bool {
-	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
-	return rows >= WGFrom && tiles*ceilDiv(rows, WGRows) >= sms
+	tiles, rowGroups := wgGroups(rows, outs)
+	return rows >= WGFrom && tiles*rowGroups >= sms
+}
+
+// wgGroups is the grid of matmul_wg_bf16_N: tiles of 128 outputs by row groups of WGRows.
+func wgGroups(rows int, outs [3]int) (tiles, rowGroups int) {
+	return ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128), ceilDiv(rows, WGRows)
 }
 
 // MatMulsWGLaunch is the launch of matmul_wg_bf16_N, MatMulsPackedLaunch's kernel (the same
 // arguments and bits) with x split once beforehand by SplitWGLaunch: x is then that split.
 func MatMulsWGLaunch(rows int, outs [3]int) Launch {
-	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
-	return launch(wgName, ceilDiv(rows, WGRows), tiles)
+	tiles, rowGroups := wgGroups(rows, outs)
+	return launch(wgName, rowGroups, tiles)
 }
 
-// SplitWGLaunch is the launch of mma_split_wg, mma_split_x's twin for matmul_wg_bf16_N: its
-// output is SplitXWords(rows, kdim) words too.
-func SplitWGLaunch(rows, kdim int) Launch {
-	return launch("mma_split_wg", ceilDiv(SplitXWords(rows, kdim)/256, 4), 1)
-}
+// SplitWGLaunch is the launch of mma_split_wg, mma_split_x's other layout, for matmul_wg_bf16_N:
+// its output is SplitXWords(rows, kdim) words too.
+func SplitWGLaunch(rows, kdim int) Launch { return splitLaunch("mma_split_wg", rows, kdim) }
 
 // The kernels' names, made once: a backend records a matmul without allocating.
 var (

@@ -309,21 +309,20 @@ func (o *op) matMulsPacked(in, rows, split int) {
 		return []any{dst[0], dst[1], dst[2], mx, w[0], w[1], w[2], &mbuf{}, bias, &mbuf{},
 			int32(rows), int32(in), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2)}
 	}
-	switch split {
-	case kernels.WGRows:
-		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
-		o.launch(kernels.SplitWGLaunch(rows, in), xs, mx, int32(rows), int32(in))
-		a := args(packed, got)
-		a[3] = xs
-		o.launch(kernels.MatMulsWGLaunch(rows, outs), a...)
-	case 1, 2:
-		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
-		o.launch(kernels.SplitXLaunch(rows, in), xs, mx, int32(rows), int32(in))
-		a := args(packed, got)
-		a[3] = xs
-		o.launch(kernels.MatMulsSplitLaunch(rows, outs, split), a...)
-	default:
+	if split == 0 {
 		o.launch(kernels.MatMulsPackedLaunch(rows, outs), args(packed, got)...)
+	} else {
+		var sl, ml kernels.Launch
+		if split == kernels.WGRows {
+			sl, ml = kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs)
+		} else {
+			sl, ml = kernels.SplitXLaunch(rows, in), kernels.MatMulsSplitLaunch(rows, outs, split)
+		}
+		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
+		o.launch(sl, xs, mx, int32(rows), int32(in))
+		a := args(packed, got)
+		a[3] = xs
+		o.launch(ml, a...)
 	}
 	o.launch(kernels.MatMulsLaunch(rows, outs), args(ws, want)...)
 	for m := range outs {

@@ -314,7 +314,7 @@ FUNC void tfd_mma_b_of_slot(tfd_mma_b& b, const uint4* slot) {
 }
 #define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs)
 #define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot)
-#define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv)
+#define MMA_SPLIT_TO_x(slot, xv) tfd_mma_split_to(slot, xv)
 
 // Hopper's warpgroup MMA (kernels/src/mmawg.kern): four SIMD groups (a warpgroup) add a k16 step
 // of 64 weight rows by N rows of x at once, x read from SHARED memory. It adds exactly as
@@ -400,7 +400,7 @@ FUNC void tfd_mma_store_out(const tfd_mma_acc& a, float* dst, int ndim, int o, i
 	}
 }
 
-#define MMA_SPLIT_WG_TO(slot, xv) tfd_wg_split_to(slot, xv)
+#define MMA_SPLIT_TO_wg(slot, xv) tfd_wg_split_to(slot, xv)
 #define WG_FETCH16(dst, src, ok) tfd_cp16_cg(dst, src, (ok) ? 16 : 0)
 // WG_SHARED_READY orders this thread's finished copies into SHARED memory before wgmma's reads
 // of them (the async proxy), ahead of the barrier that orders them for the other threads.

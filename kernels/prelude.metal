@@ -278,7 +278,7 @@ FUNC void tfd_mma_b_of_slot(thread tfd_mma_b& b, Slot slot, Stage s, int lane) {
 }
 #define MMA_FETCH_XS(slot, xs) tfd_mma_fetch_xs(slot, xs, LANE)
 #define MMA_B_OF_SLOT(b, slot, stage) tfd_mma_b_of_slot(b, slot, stage, LANE)
-#define MMA_SPLIT_TO(slot, xv) tfd_mma_split_to(slot, xv, LANE)
+#define MMA_SPLIT_TO_x(slot, xv) tfd_mma_split_to(slot, xv, LANE)
 
 // The warpgroup's matmul (kernels/src/mmawg.kern; prelude.cuh says what it is for). Here each
 // SIMD group runs its own 16 outputs by N rows as mma.kern's tiles do, tile by tile, and the
@@ -289,7 +289,7 @@ FUNC void tfd_mma_b_of_slot(thread tfd_mma_b& b, Slot slot, Stage s, int lane) {
 #define WG_LAG 0
 #define WG_AHEAD (WG_DEPTH - 1 - WG_LAG)
 #define WG_WAIT(n) ((void)(n))
-#define MMA_SPLIT_WG_TO(slot, xv) tfd_mma_split_to(slot, xv, LANE)
+#define MMA_SPLIT_TO_wg(slot, xv) tfd_mma_split_to(slot, xv, LANE)
 #define WG_FETCH16(dst, src, ok) (*(dst) = (ok) ? VLOAD(uint4, src) : tfd_zero4())
 #define WG_SHARED_READY() ((void)0)
 
