@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -29,6 +30,7 @@ func TestAttentionTileEqualsSplit(t *testing.T) {
 	t.Setenv("TFD_CUDA_ATTN_TILE", "1") // the tiles even where a pass per base costs (windows)
 	tile := openCUDA(t)
 	t.Setenv("TFD_CUDA_ATTN_TILE", "0")
+	t.Setenv("TFD_CUDA_ATTN_WARP", "0")
 	split := openCUDA(t)
 	for _, hd := range []int{64, 128, 256} {
 		for _, group := range []int{1, 4, 8} {
@@ -47,7 +49,7 @@ func TestAttentionTileEqualsSplit(t *testing.T) {
 				for p := range n {
 					bases, positions = append(bases, 0), append(positions, int32(p))
 				}
-				c.compare(t, tile, split, bases, positions)
+				c.compare(t, "attention_tile_H", tile, split, bases, positions)
 			})
 			t.Run(fmt.Sprintf("hd=%d,group=%d,window", hd, group), func(t *testing.T) {
 				var bases, positions []int32
@@ -55,8 +57,42 @@ func TestAttentionTileEqualsSplit(t *testing.T) {
 					first := max(0, p-700+1)
 					bases, positions = append(bases, int32(first)), append(positions, int32(p-first))
 				}
-				c.compare(t, tile, split, bases, positions)
+				c.compare(t, "attention_tile_H", tile, split, bases, positions)
 			})
+		}
+	}
+}
+
+// TestAttentionWarpEqualsSplit: attention_warp gives every row attention_split's bits, its outputs
+// and every partial record of a row of several splits, on heads of 64, 128 and 256 with 1, 3, 4
+// and 8 query heads to a kv head (3: a block's last SIMD groups past the last head), in rounds
+// as the engine makes them: one row of each of many sessions of different lengths (one chunk to
+// several a split, 2,600 keys at most), rounds small enough for several groups a row and head
+// and large enough for one.
+func TestAttentionWarpEqualsSplit(t *testing.T) {
+	t.Setenv("TFD_CUDA_ATTN_TILE", "0")
+	t.Setenv("TFD_CUDA_ATTN_WARP", "1")
+	warp := openCUDA(t)
+	t.Setenv("TFD_CUDA_ATTN_WARP", "0")
+	split := openCUDA(t)
+	for _, hd := range []int{64, 128, 256} {
+		for _, group := range []int{1, 3, 4, 8} {
+			c := tileCase{hd: hd, heads: 2 * group, kvHeads: 2, sinks: hd == 64}
+			// 17 rows: several groups a row and head; rows·heads past 2,048: one, merging.
+			for _, rows := range []int{17, (2048 + c.heads) / c.heads} {
+				t.Run(fmt.Sprintf("hd=%d,group=%d,rows=%d", hd, group, rows), func(t *testing.T) {
+					r := rand.New(rand.NewPCG(uint64(hd), uint64(group*rows)))
+					var bases, positions []int32
+					for i := range rows {
+						// Sessions of 2,600 slots each in the pool of 8,000: three, as many rows.
+						bases, positions = append(bases, int32(2600*(i%3))), append(positions, int32(r.IntN(2600)))
+					}
+					if l := kernels.AttentionWarpLaunch(rows, c.heads, hd, kernels.KVF32); (l.Blocks == 1) != (rows > 17) {
+						t.Fatalf("%d rows of %d heads: %d blocks", rows, c.heads, l.Blocks)
+					}
+					c.compare(t, "attention_warp", warp, split, bases, positions)
+				})
+			}
 		}
 	}
 }
@@ -68,13 +104,16 @@ type tileCase struct {
 	sinks              bool
 }
 
-// compare attends from the given rows on both backends and checks the outputs and the partial
-// records of every split of each row of several, bit for bit.
-func (c tileCase) compare(t *testing.T, tile, split compute.Backend, bases, positions []int32) {
+// compare attends from the given rows on both backends, the first running the kernel named
+// (attention_tile_H or attention_warp), the second attention_split, and checks the outputs and the
+// partial records of every split of each row of several, bit for bit.
+func (c tileCase) compare(t *testing.T, kernel string, other, split compute.Backend, bases, positions []int32) {
 	const slots = 8000
 	rows, st, qw := len(bases), c.kvHeads*c.hd, c.heads*c.hd
-	if l := kernels.AttentionLaunch(rows, c.heads, c.heads/c.kvHeads, c.hd, kernels.KVF32); !strings.HasPrefix(l.Split.Kernel, "attention_tile_") {
-		t.Fatalf("%d rows run %s, not attention_tile_H", rows, l.Split.Kernel)
+	if kernel == "attention_tile_H" {
+		if l := kernels.AttentionLaunch(rows, c.heads, c.heads/c.kvHeads, c.hd, kernels.KVF32); !strings.HasPrefix(l.Split.Kernel, "attention_tile_") {
+			t.Fatalf("%d rows run %s, not attention_tile_H", rows, l.Split.Kernel)
+		}
 	}
 	ks, vs, qs := computetest.Randn(40, slots*st), computetest.Randn(41, slots*st), computetest.Randn(42, rows*qw)
 	sinks := computetest.Randn(43, c.heads)
@@ -86,7 +125,7 @@ func (c tileCase) compare(t *testing.T, tile, split compute.Backend, bases, posi
 		slotPos[i] = int32(i)
 	}
 	var outs, parts [2][]float32
-	for i, b := range []compute.Backend{tile, split} {
+	for i, b := range []compute.Backend{other, split} {
 		up := func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
 			x, err := b.Upload(dt, shape, data)
 			if err != nil {
@@ -118,7 +157,7 @@ func (c tileCase) compare(t *testing.T, tile, split compute.Backend, bases, posi
 			t.Fatal(err)
 		}
 	}
-	computetest.SameBits(t, "attention_tile_H against attention_split", outs[0], outs[1])
+	computetest.SameBits(t, kernel+" against attention_split", outs[0], outs[1])
 	// The records of the splits a row has, where it has more than one (the rest of the scratch
 	// is never written).
 	var got, want []float32
@@ -146,3 +185,7 @@ func (c tileCase) compare(t *testing.T, tile, split compute.Backend, bases, posi
 // setAttentionTile sets a cuda backend's choice of attention kernel as TFD_CUDA_ATTN_TILE would
 // (a test hook: the benchmarks measure the kernels against each other on one loaded model).
 func setAttentionTile(b compute.Backend, mode string) { b.(*backend).attnTile = mode }
+
+// setAttentionWarp sets a cuda backend's choice of attention_warp as TFD_CUDA_ATTN_WARP would
+// (a test hook, as setAttentionTile).
+func setAttentionWarp(b compute.Backend, mode string) { b.(*backend).attnWarp = mode }

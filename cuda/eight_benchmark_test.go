@@ -22,7 +22,8 @@ import (
 // bytes one token reads (every matrix but the embedding table, of which a token reads one row)
 // and those bytes times tokens per second, to set against the matvec bandwidth of
 // BenchmarkMatVec. streams=N is one decode row for each of N sessions per forward (benchStreams),
-// every row's logits read back; ,picks and ,hostpick take greedy picks (below);
+// every row's logits read back; ,picks and ,hostpick take greedy picks (below), and
+// ,picks,attention_warp the same with attention_warp where attention_split runs;
 // prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows, and
 // prefill=4096,attention_split the same with attention_split for every attention launch. With
 // TFD_BENCH_KV=f16 every session keeps its keys and values in F16 (sessions.kv_cache = "f16"), so
@@ -89,6 +90,15 @@ func BenchmarkEight(b *testing.B) {
 	for _, n := range []int{1, 32, 64} {
 		b.Run(fmt.Sprintf("streams=%d,picks", n), func(b *testing.B) { benchStreams(b, m, n, span, devicePicks) })
 		b.Run(fmt.Sprintf("streams=%d,hostpick", n), func(b *testing.B) { benchStreams(b, m, n, span, hostPicks) })
+	}
+	// ",picks,attention_warp": attention_warp (TFD_CUDA_ATTN_WARP=1) for 32 and 64 rows, against
+	// the default's attention_split.
+	for _, n := range []int{32, 64} {
+		b.Run(fmt.Sprintf("streams=%d,picks,attention_warp", n), func(b *testing.B) {
+			setAttentionWarp(g, "1")
+			defer setAttentionWarp(g, "")
+			benchStreams(b, m, n, span, devicePicks)
+		})
 	}
 	// ",attention_tile": attention_tile_H for 64 rows of 64 sessions, a pass over the keys a row,
 	// against the default's attention_split (kernels.AttentionTileShares).

@@ -39,6 +39,9 @@ func setMMATile(b compute.Backend, s int) { b.(*backend).mmaTile = s }
 // TFD_CUDA_XSPLIT=0 does.
 func setSplitX(b compute.Backend, on bool) { b.(*backend).splitX = on }
 
+// setWGQuarters sets a cuda backend's choice of matmul_wg1_bf16_N as TFD_CUDA_WG_QUARTERS would.
+func setWGQuarters(b compute.Backend, mode string) { b.(*backend).wgQuarters = mode }
+
 // setQKRoPE lets QKRoPEWrite fuse (on) or makes it decline, so that the engine runs the norms,
 // RoPE and KVWrite one by one.
 func setQKRoPE(b compute.Backend, on bool) { b.(*backend).qkRoPEOff = !on }

@@ -10,11 +10,15 @@ func setGraphs(b compute.Backend, on bool) {}
 
 func setAttentionTile(b compute.Backend, mode string) {}
 
+func setAttentionWarp(b compute.Backend, mode string) {}
+
 func setDependentLaunch(b compute.Backend, on bool) bool { return false }
 
 func setMMATile(b compute.Backend, s int) {}
 
 func setSplitX(b compute.Backend, on bool) {}
+
+func setWGQuarters(b compute.Backend, mode string) {}
 
 func setQKRoPE(b compute.Backend, on bool) {}
 

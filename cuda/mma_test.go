@@ -146,14 +146,20 @@ func TestTileSizesKeepBits(t *testing.T) {
 			return matMuls(t, b, x, w, [3]compute.Tensor{nil, bias, nil}, outs, rows)
 		}
 		want := run(1)
-		for _, s := range []int{0, 2, 4, -2, kernels.WGRows} {
+		for _, s := range []int{0, 2, 4, -2, kernels.WGRows, -kernels.WGRows} {
 			// -2: S = 2 splitting x in every group rather than once (mma_split_x); kernels.WGRows:
-			// the warpgroup's tile (matmul_wg_bf16_N, S = 4 where the GPU has no wgmma).
-			setSplitX(b, s > 0)
+			// the warpgroup's tile (matmul_wg4_bf16_N, S = 4 where the GPU has no wgmma), and
+			// -kernels.WGRows the same a quarter of K a group (matmul_wg1_bf16_N and
+			// mma_sum_quarters).
+			setSplitX(b, s > 0 || s == -kernels.WGRows)
+			if s == -kernels.WGRows {
+				setWGQuarters(b, "1")
+			}
 			got := run(max(s, -s))
 			setSplitX(b, true)
+			setWGQuarters(b, "")
 			for m := range outs {
-				computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d, S = %d against S = 1 (0: the default; -2: x split in every group)", rows, m, s), got[m], want[m])
+				computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d, S = %d against S = 1 (0: the default; -2: x split in every group; -%d: quarters)", rows, m, s, kernels.WGRows), got[m], want[m])
 			}
 		}
 		b.Free(x)

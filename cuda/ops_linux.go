@@ -128,10 +128,8 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		}
 	}
 	if mma && (packed || rowMajor) {
-		l, xa, ok := b.mmaLaunch(packed, rows, in, outs, xp)
-		if ok {
-			b.launchAs(l, dps[0], dps[1], dps[2], xa, wps[0], wps[1], wps[2],
-				bps[0], bps[1], bps[2], i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+		if r, ok := b.mmaLaunch(packed, rows, in, outs, xp); ok {
+			b.launchMMA(r, dps, wps, bps, rows, in, outs, hasBias)
 		}
 		return
 	}
@@ -142,8 +140,8 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		case wt.dtype.Quantized():
 			b.matmulQuant(dst[m], x, wt, bias[m], rows)
 		case b.mma && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
-			if l, xa, ok := b.mmaLaunch(wt.packed, rows, in, [3]int{outs[m]}, xp); ok {
-				b.launchAs(l, dps[m], 0, 0, xa, wps[m], 0, 0, bps[m], 0, 0, i32(rows), i32(in), i32(outs[m]), 0, 0, hasBias>>m&1)
+			if r, ok := b.mmaLaunch(wt.packed, rows, in, [3]int{outs[m]}, xp); ok {
+				b.launchMMA(r, [3]uint64{dps[m]}, [3]uint64{wps[m]}, [3]uint64{bps[m]}, rows, in, [3]int{outs[m]}, hasBias>>m&1)
 			}
 		default:
 			b.launchAs(kernels.MatMulLanesLaunch(weightSuffix[weightIndex(wt.dtype)], rows, outs[m]),
@@ -152,44 +150,80 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 	}
 }
 
-// mmaLaunch is the tensor cores' launch for rows rows of x (at xp, in elements each) against
-// matrices stored packed or row-major, the same tiles and bits either way, and the x it takes:
-// for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B operand
-// by mma_split_x, launched here (matmul_mma_xs_bf16_S then reads the split); for the
-// warpgroup's tile (kernels.UsesWG, on sm_90a), x split once by mma_split_wg. False, with the error
-// kept for the next Sync, if the device has no room for the split.
-func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (kernels.Launch, uint64, bool) {
-	s := b.mmaTile
+// mmaRun is a tensor-core matmul as mmaLaunch plans it: l on x at xa; where sum names a kernel,
+// l writes quarters to the scratch at part and sum adds them into the outputs.
+type mmaRun struct {
+	l, sum   kernels.Launch
+	xa, part uint64
+}
+
+// mmaLaunch plans the tensor cores' matmul of rows rows of x (at xp, in elements each) against
+// matrices stored packed or row-major, the same tiles and bits either way, and launches what x
+// needs first: for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B
+// operand by mma_split_x (matmul_mma_xs_bf16_S then reads the split); for the warpgroup's tile
+// (kernels.UsesWG, on sm_90a), x split once by mma_split_wg, and with TFD_CUDA_WG_QUARTERS=1,
+// where its groups would be too few (kernels.UsesWGQuarters), a group a quarter of K and a sum of
+// the quarters. False, with the error kept for the next Sync, if the device has no room for a
+// scratch.
+func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (mmaRun, bool) {
+	s, quarters := b.mmaTile, b.wgQuarters == "1"
 	if s == 0 {
 		s = kernels.MMATile(rows, outs, b.sms)
 		if packed && b.wgmma && kernels.UsesWG(rows, outs, b.sms) {
 			s = kernels.WGRows
 		}
+		if packed && b.wgmma && b.wgQuarters == "1" && kernels.UsesWGQuarters(rows, outs, b.sms) {
+			s, quarters = kernels.WGRows, true
+		}
 	}
-	// split launches split (mma_split_x or mma_split_wg) of x into the scratch and returns the
-	// matmul launch l that reads it.
-	split := func(split, l kernels.Launch) (kernels.Launch, uint64, bool) {
+	// split launches split (mma_split_x or mma_split_wg) of x into the scratch and plans the
+	// matmul l that reads it.
+	split := func(split, l kernels.Launch) (mmaRun, bool) {
 		xs, ok := b.scratch(&b.xsplit, kernels.SplitXWords(rows, in), "MatMul: the scratch for its split of x")
 		if !ok {
-			return kernels.Launch{}, 0, false
+			return mmaRun{}, false
 		}
 		b.launchAs(split, xs, xp, i32(rows), i32(in))
-		return l, xs, true
+		return mmaRun{l: l, xa: xs}, true
 	}
 	switch {
+	case packed && s == kernels.WGRows && b.wgmma && quarters:
+		part, ok := b.scratch(&b.wgParts, kernels.WGQuarterWords(rows, outs), "MatMul: the scratch for its quarters")
+		if !ok {
+			return mmaRun{}, false
+		}
+		l, sum := kernels.MatMulsWGQuartersLaunch(rows, outs)
+		r, ok := split(kernels.SplitWGLaunch(rows, in), l)
+		r.sum, r.part = sum, part
+		return r, ok
 	case packed && s == kernels.WGRows && b.wgmma:
 		return split(kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs))
 	case s == kernels.WGRows: // no wgmma here, or weights not packed: the largest tile instead
 		if packed {
-			return kernels.MatMulsPackedLaunchS(rows, outs, 4), xp, true
+			return mmaRun{l: kernels.MatMulsPackedLaunchS(rows, outs, 4), xa: xp}, true
 		}
-		return kernels.MatMulsLaunchS(rows, outs, 4), xp, true
+		return mmaRun{l: kernels.MatMulsLaunchS(rows, outs, 4), xa: xp}, true
 	case packed && s == 2 && b.splitX:
 		return split(kernels.SplitXLaunch(rows, in), kernels.MatMulsSplitLaunch(rows, outs, s))
 	case packed:
-		return kernels.MatMulsPackedLaunchS(rows, outs, s), xp, true
+		return mmaRun{l: kernels.MatMulsPackedLaunchS(rows, outs, s), xa: xp}, true
 	}
-	return kernels.MatMulsLaunchS(rows, outs, s), xp, true
+	return mmaRun{l: kernels.MatMulsLaunchS(rows, outs, s), xa: xp}, true
+}
+
+// launchMMA launches r for up to three matrices (a zero address: none) against rows rows of in
+// elements.
+func (b *backend) launchMMA(r mmaRun, dst, w, bias [3]uint64, rows, in int, outs [3]int, hasBias uint64) {
+	d := dst
+	if r.sum.Kernel != "" {
+		d = [3]uint64{r.part}
+	}
+	b.launchAs(r.l, d[0], d[1], d[2], r.xa, w[0], w[1], w[2], bias[0], bias[1], bias[2],
+		i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+	if r.sum.Kernel != "" {
+		b.launchAs(r.sum, dst[0], dst[1], dst[2], r.part, bias[0], bias[1], bias[2],
+			i32(rows), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+	}
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
@@ -255,9 +289,10 @@ func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq comp
 // kernels.AttentionTileFrom rows whose bases come in runs at least a tile long (a prompt's rows;
 // kernels.AttentionTileShares, from the runs the bases were written in) the splits are made by
 // attention_tile_H, a tile of rows and the query heads of a kv head sharing each load of keys
-// and values, with the same bits. A row whose
-// slots fall outside the pool gets zeros and is reported by the next Sync.
-// With sinks, each head's sink joins the sum just before the division.
+// and values, and with TFD_CUDA_ATTN_WARP=1 elsewhere by attention_warp, a SIMD group a row and
+// head, all with the same bits. A row whose slots fall outside the pool gets zeros and
+// is reported by the next Sync. With sinks, each head's sink joins the sum just before the
+// division.
 func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
 	p := b.asKV(kv, "Attention", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
@@ -274,6 +309,9 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	}
 	kd, vd := p.layer(layer)
 	l := kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
+	if b.attnWarp == "1" {
+		l = kernels.AttentionWarpLaunch(rows, heads, hd, p.kernels())
+	}
 	runs := bt.runs
 	if runs == 0 {
 		runs = rows // written on the device: nothing says the rows share bases

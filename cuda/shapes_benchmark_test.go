@@ -88,8 +88,9 @@ func benchMatMuls(b *testing.B, path matmulPath, outs []int, in, rows int) {
 
 // BenchmarkTileSizes measures the packed tensor-core matmul of a Qwen3-8B layer's matrices (the
 // make_8b.py checkpoint's) at 16 to 256 rows with each tile size S the kernels have (1, 2, 4, and
-// 64 for the warpgroup's tile, matmul_wg_bf16_N: the same bits), to choose S by shape as well as
-// rows; S = 2 also with x split in every group (",xsplit=0") rather than once (mma_split_x).
+// 64 for the warpgroup's tile, matmul_wg4_bf16_N, and a quarter of K a group, ",quarters":
+// matmul_wg1_bf16_N; the same bits), to choose S by shape as well as rows; S = 2 also with x
+// split in every group (",xsplit=0") rather than once (mma_split_x).
 func BenchmarkTileSizes(b *testing.B) {
 	shapes := []struct {
 		name string
@@ -103,12 +104,16 @@ func BenchmarkTileSizes(b *testing.B) {
 	}
 	for _, rows := range []int{16, 32, 64, 128, 256} {
 		for _, sh := range shapes {
-			for _, s := range []string{"1", "2", "2,xsplit=0", "4", "64"} {
+			for _, s := range []string{"1", "2", "2,xsplit=0", "4", "64", "64,quarters"} {
 				b.Run(fmt.Sprintf("%s/rows=%d/S=%s", sh.name, rows, s), func(b *testing.B) {
 					tile, noSplit := strings.CutSuffix(s, ",xsplit=0")
+					tile, quarters := strings.CutSuffix(tile, ",quarters")
 					b.Setenv("TFD_CUDA_MMA_TILE", tile)
 					if noSplit {
 						b.Setenv("TFD_CUDA_XSPLIT", "0")
+					}
+					if quarters {
+						b.Setenv("TFD_CUDA_WG_QUARTERS", "1")
 					}
 					benchMatMuls(b, packed, sh.outs, sh.in, rows)
 				})

@@ -114,17 +114,17 @@ func splitLaunch(name string, rows, kdim int) Launch {
 // SplitXWords is the size of mma_split_x's output in 32-bit words: rows rounded up to 32, by kdim.
 func SplitXWords(rows, kdim int) int { return ceilDiv(max(rows, 0), 32) * 32 * kdim }
 
-// WGRows is the rows of matmul_wg_bf16_N's tile (N), which makes 128 outputs by WGRows rows a
+// WGRows is the rows of matmul_wgP_bf16_N's tile (N), which makes 128 outputs by WGRows rows a
 // group; the backend runs it from WGFrom rows on a GPU that has wgmma (CUDA compute capability
 // 9.0), and its bits are the other tiles' (kernels/src/mmawg.kern).
 const WGRows = 64
 
-// WGFrom is the fewest rows the backend gives matmul_wg_bf16_N: below it a tile of WGRows rows
+// WGFrom is the fewest rows the backend gives matmul_wgP_bf16_N: below it a tile of WGRows rows
 // is mostly rows that are not there, and MMATile's tiles waste less (not measured below 64).
 const WGFrom = 48
 
 // UsesWG says whether the backend gives rows rows against matrices of outs outputs to
-// matmul_wg_bf16_N on a GPU of sms multiprocessors that has it: from WGFrom rows, where its
+// matmul_wg4_bf16_N on a GPU of sms multiprocessors that has it: from WGFrom rows, where its
 // groups (128 outputs by WGRows rows each) fill every multiprocessor at least once. On the H200
 // (132) with an 8B layer's matrices (BenchmarkTileSizes, µs a launch, against S = 4's tiles):
 // gate and up at 64 rows (192 groups) 103 against 121, at 256 rows 315 against 446; q/k/v at
@@ -137,19 +137,43 @@ func UsesWG(rows int, outs [3]int, sms int) bool {
 	return rows >= WGFrom && tiles*rowGroups >= sms
 }
 
-// wgGroups is the grid of matmul_wg_bf16_N: tiles of 128 outputs by row groups of WGRows.
+// UsesWGQuarters says whether the backend gives rows rows against matrices of outs outputs to
+// matmul_wg1_bf16_N (MatMulsWGQuartersLaunch) on a GPU of sms multiprocessors that has it: from
+// WGFrom rows, where matmul_wg4_bf16_N's groups would leave multiprocessors idle.
+func UsesWGQuarters(rows int, outs [3]int, sms int) bool {
+	tiles, rowGroups := wgGroups(rows, outs)
+	return rows >= WGFrom && tiles*rowGroups < sms
+}
+
+// wgGroups is the grid of matmul_wg4_bf16_N: tiles of 128 outputs by row groups of WGRows.
 func wgGroups(rows int, outs [3]int) (tiles, rowGroups int) {
 	return ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128), ceilDiv(rows, WGRows)
 }
 
-// MatMulsWGLaunch is the launch of matmul_wg_bf16_N, MatMulsPackedLaunch's kernel (the same
+// MatMulsWGLaunch is the launch of matmul_wg4_bf16_N, MatMulsPackedLaunch's kernel (the same
 // arguments and bits) with x split once beforehand by SplitWGLaunch: x is then that split.
 func MatMulsWGLaunch(rows int, outs [3]int) Launch {
 	tiles, rowGroups := wgGroups(rows, outs)
 	return launch(wgName, rowGroups, tiles)
 }
 
-// SplitWGLaunch is the launch of mma_split_wg, mma_split_x's other layout, for matmul_wg_bf16_N:
+// MatMulsWGQuartersLaunch is matmul_wg4_bf16_N's work in four times the groups: matmul_wg1_bf16_N
+// (its arguments, but dst0 a scratch of WGQuarterWords floats and dst1, dst2 unused), a group a
+// quarter of K's chunks, and then Sum, mma_sum_quarters (dst0, dst1, dst2, that scratch, bias0,
+// bias1, bias2, rows, n0, n1, n2, hasBias), which adds the quarters in matmul_wg4_bf16_N's order:
+// the same bits.
+func MatMulsWGQuartersLaunch(rows int, outs [3]int) (matmul, sum Launch) {
+	tiles, rowGroups := wgGroups(rows, outs)
+	n := max(rows, 0) * (max(outs[0], 0) + max(outs[1], 0) + max(outs[2], 0))
+	return launch(wgQuartersName, 4*rowGroups, tiles), launch("mma_sum_quarters", ceilDiv(n, 256), 1)
+}
+
+// WGQuarterWords is the size of matmul_wg1_bf16_N's scratch of quarters, in floats.
+func WGQuarterWords(rows int, outs [3]int) int {
+	return 4 * max(rows, 0) * (max(outs[0], 0) + max(outs[1], 0) + max(outs[2], 0))
+}
+
+// SplitWGLaunch is the launch of mma_split_wg, mma_split_x's other layout, for matmul_wgP_bf16_N:
 // its output is SplitXWords(rows, kdim) words too.
 func SplitWGLaunch(rows, kdim int) Launch { return splitLaunch("mma_split_wg", rows, kdim) }
 
@@ -158,7 +182,8 @@ var (
 	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}
 	mmaPackedNames = [...]string{1: "matmul_mma_packed_bf16_1", 2: "matmul_mma_packed_bf16_2", 4: "matmul_mma_packed_bf16_4"}
 	mmaSplitNames  = [...]string{1: "matmul_mma_xs_bf16_1", 2: "matmul_mma_xs_bf16_2"}
-	wgName         = fmt.Sprintf("matmul_wg_bf16_%d", WGRows)
+	wgName         = fmt.Sprintf("matmul_wg4_bf16_%d", WGRows)
+	wgQuartersName = fmt.Sprintf("matmul_wg1_bf16_%d", WGRows)
 	matmulNames    = func() map[string][len(MatMulRows)]string {
 		m := map[string][len(MatMulRows)]string{}
 		for _, w := range []string{"bf16", "f16", "f32"} {
@@ -363,6 +388,30 @@ func AttentionSplitLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 	}
 	if blocks == 1 {
 		l.Combine = Launch{} // each block merges its own row's splits
+	}
+	return l
+}
+
+// attentionWarps is about how many SIMD groups attention_warp is given where few rows attend.
+const attentionWarps = 4 * attentionGroups
+
+// AttentionWarpLaunch is the launch of attention_warp (and attention_combine): a SIMD group per
+// (row, head, g), blocks of four heads; Blocks groups per (row, head) as AttentionSplitLaunch
+// counts them, and no Combine where Blocks is 1 (each SIMD group merges its head's splits). It
+// gives every row attention_split's bits.
+func AttentionWarpLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
+	blocks := 1
+	if rows > 0 && heads > 0 {
+		blocks = min(max(attentionWarps/(rows*heads), 1), AttentionSplits)
+	}
+	l := AttentionLaunches{
+		Split:   launch("attention_warp_"+string(kv), ceilDiv(heads, 4)*blocks, rows),
+		Combine: launch("attention_combine", heads, rows),
+		Blocks:  blocks,
+		Scratch: attentionScratch(rows, heads, hd),
+	}
+	if blocks == 1 {
+		l.Combine = Launch{}
 	}
 	return l
 }

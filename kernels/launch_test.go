@@ -100,8 +100,12 @@ func TestLaunches(t *testing.T) {
 	}
 	// The warpgroup's tile: 128 outputs by WGRows rows a group, 256 threads; its split has
 	// mma_split_x's grid; UsesWG from WGFrom rows where the groups fill every SM once.
-	if l := add(MatMulsWGLaunch(70, [3]int{4096, 1000, 40})); l.Kernel != "matmul_wg_bf16_64" || l.Groups != [2]int{2, 32 + 8 + 1} || l.Threads != 256 {
+	if l := add(MatMulsWGLaunch(70, [3]int{4096, 1000, 40})); l.Kernel != "matmul_wg4_bf16_64" || l.Groups != [2]int{2, 32 + 8 + 1} || l.Threads != 256 {
 		t.Errorf("MatMulsWGLaunch(70, {4096, 1000, 40}) = %+v", l)
+	}
+	if l, sum := MatMulsWGQuartersLaunch(70, [3]int{4096, 1000, 40}); add(l).Kernel != "matmul_wg1_bf16_64" || l.Groups != [2]int{8, 32 + 8 + 1} ||
+		add(sum).Kernel != "mma_sum_quarters" || sum.Groups != [2]int{(70*5136 + 255) / 256, 1} || WGQuarterWords(70, [3]int{4096, 1000, 40}) != 4*70*5136 {
+		t.Errorf("MatMulsWGQuartersLaunch(70, {4096, 1000, 40}) = %+v, %+v", l, sum)
 	}
 	if l := add(SplitWGLaunch(70, 4096)); l.Kernel != "mma_split_wg" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} {
 		t.Errorf("SplitWGLaunch(70, 4096) = %+v", l)
@@ -114,6 +118,17 @@ func TestLaunches(t *testing.T) {
 		{256, [3]int{4096, 1024, 1024}, true}, {256, [3]int{4096}, false}, {256, [3]int{12288, 12288}, true}} {
 		if got := UsesWG(c.rows, c.outs, 132); got != c.want {
 			t.Errorf("UsesWG(%d, %v, 132) = %v, want %v", c.rows, c.outs, got, c.want)
+		}
+	}
+	// Quarters where the whole tiles would leave SMs idle.
+	for _, c := range []struct {
+		rows int
+		outs [3]int
+		want bool
+	}{{64, [3]int{4096}, true}, {64, [3]int{4096, 1024, 1024}, true}, {64, [3]int{12288, 12288}, false}, {47, [3]int{4096}, false},
+		{64, [3]int{1024}, true}, {256, [3]int{4096}, true}, {256, [3]int{4096, 1024, 1024}, false}} {
+		if got := UsesWGQuarters(c.rows, c.outs, 132); got != c.want {
+			t.Errorf("UsesWGQuarters(%d, %v, 132) = %v, want %v", c.rows, c.outs, got, c.want)
 		}
 	}
 	if add(EmbedPackedLaunch(7, 320)).Groups != [2]int{7, 2} {
@@ -141,6 +156,10 @@ func TestLaunches(t *testing.T) {
 		{AttentionLaunch(1, 32, 4, 128, KVF16).Split, [2]int{32 * 16, 1}},
 		{AttentionLaunch(64, 32, 4, 128, KVF16).Split, [2]int{8 * 16, 8}},
 		{AttentionLaunch(64, 16, 8, 256, KVF16).Split, [2]int{2 * 16, 32}},
+		{AttentionWarpLaunch(1, 32, 128, KVF32).Split, [2]int{8 * 16, 1}},
+		{AttentionWarpLaunch(64, 32, 128, KVF32).Split, [2]int{8 * 2, 64}},
+		{AttentionWarpLaunch(128, 32, 128, KVF16).Split, [2]int{8, 128}},
+		{AttentionWarpLaunch(20, 6, 64, KVF16).Combine, [2]int{6, 20}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
 		{GELUTanhMulLaunch(257), [2]int{2, 1}},
 		{ClampedSwiGLULaunch(257), [2]int{2, 1}},
@@ -168,6 +187,13 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("AttentionSplitLaunch(%d, %d, 128, KVF32): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
 		} else if (l.Combine.Kernel == "") != (c.blocks == 1) {
 			t.Errorf("AttentionSplitLaunch(%d, %d, 128, KVF32): %d blocks and combine %q, want a combine where blocks > 1 only", c.rows, c.heads, l.Blocks, l.Combine.Kernel)
+		}
+	}
+	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {16, 32, 8}, {64, 32, 2}, {65, 32, 1}, {300, 6, 2}} {
+		if l := AttentionWarpLaunch(c.rows, c.heads, 128, KVF32); l.Blocks != c.blocks || l.Split.Groups[0] != (c.heads+3)/4*c.blocks {
+			t.Errorf("AttentionWarpLaunch(%d, %d, 128, KVF32): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
+		} else if (l.Combine.Kernel == "") != (c.blocks == 1) {
+			t.Errorf("AttentionWarpLaunch(%d, %d, 128, KVF32): %d blocks and combine %q, want a combine where blocks > 1 only", c.rows, c.heads, l.Blocks, l.Combine.Kernel)
 		}
 	}
 	if got, want := AttentionLaunch(3, 8, 1, 64, KVF32).Scratch, 3*8*AttentionSplits*66; got != want {

@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -279,6 +280,28 @@ func (o *op) attentionMerged(hd, heads, kvHeads int, withSinks bool, kv kernels.
 	computetest.SameBits(o.t, "the partial records, written either way", floats(gotPart), floats(wantPart))
 	o.checkError(gotErr, errors.New("outside"), true, 4, 9, 6200) // ERR_ATTENTION, row 9, slot 1200+5000
 	o.checkError(wantErr, errors.New("outside"), true, 4, 9, 6200)
+}
+
+// attentionWarp attends from tileRows with attention_warp, on one group a (row, four heads),
+// which merges the row's splits itself, and on several with attention_combine, and checks the
+// outputs, the partial records and the error word against attention_split, bit for bit.
+func (o *op) attentionWarp(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
+	rows, run := o.tileRows(hd, heads, kvHeads, withSinks, kv)
+	want, wantPart, wantErr := run(kernels.AttentionSplitLaunch(rows, heads, hd, kv))
+	o.checkError(wantErr, errors.New("outside"), true, 4, 9, 6200) // ERR_ATTENTION, row 9, slot 1200+5000
+	apart := kernels.AttentionWarpLaunch(rows, heads, hd, kv)
+	merged := apart
+	merged.Blocks, merged.Split.Groups[0], merged.Combine = 1, (heads+3)/4, kernels.Launch{}
+	if apart.Blocks == 1 || apart.Combine.Kernel == "" {
+		o.t.Fatalf("%d rows of %d heads: %d blocks, want several and a combine", rows, heads, apart.Blocks)
+	}
+	for _, l := range []kernels.AttentionLaunches{merged, apart} {
+		got, gotPart, gotErr := run(l)
+		what := fmt.Sprintf("attention_warp on %d blocks against attention_split", l.Blocks)
+		computetest.SameBits(o.t, what, floats(got), floats(want))
+		computetest.SameBits(o.t, what+": the partial records", floats(gotPart), floats(wantPart))
+		o.checkError(gotErr, errors.New("outside"), true, 4, 9, 6200)
+	}
 }
 
 // Data helpers.

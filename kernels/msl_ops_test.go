@@ -73,6 +73,11 @@ func TestMSLRuns(t *testing.T) {
 			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {160, 40}, {1056, 20}} {
 				check(fmt.Sprint("matmul_wg ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, kernels.WGRows) })
 			}
+			// The same a quarter of K a group (matmul_wg1_bf16_N, mma_sum_quarters): quarters
+			// with no chunk (one and three chunks), uneven quarters, rows over two tiles.
+			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {160, 40}, {1056, 20}} {
+				check(fmt.Sprint("matmul_wg quarters ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, -kernels.WGRows) })
+			}
 		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
 			check(fmt.Sprint("embed ", dt, s.vocab, s.dim), func(o *op) { o.embed(dt, s.vocab, s.dim, -1) })
@@ -127,6 +132,12 @@ func TestMSLRuns(t *testing.T) {
 			check(fmt.Sprint("attention_split merged ", kv, c), func(o *op) { o.attentionMerged(c.hd, c.heads, c.kvHeads, false, kv) })
 		}
 		check(fmt.Sprint("attention_split merged with sinks ", kv), func(o *op) { o.attentionMerged(64, 4, 1, true, kv) })
+		// attention_warp: heads of 20 to 256; 6 heads leave two SIMD groups of the second block
+		// past the last head; 8 heads to a kv head span two blocks.
+		for _, c := range []struct{ hd, heads, kvHeads int }{{20, 4, 1}, {128, 8, 1}, {64, 6, 2}, {200, 2, 1}, {256, 4, 2}} {
+			check(fmt.Sprint("attention_warp against attention_split ", kv, c), func(o *op) { o.attentionWarp(c.hd, c.heads, c.kvHeads, false, kv) })
+		}
+		check(fmt.Sprint("attention_warp against attention_split with sinks ", kv), func(o *op) { o.attentionWarp(64, 4, 1, true, kv) })
 	}
 	for _, n := range []int{1, 257, 5000} {
 		check(fmt.Sprint("silu_mul ", n), func(o *op) { o.elementwise("silu_mul", n) })
@@ -293,7 +304,7 @@ func (o *op) matMuls(rows int) {
 // launch of the same matrices, bit for bit; each packed matrix is a buffer of its whole bands, so
 // a read past them faults. With split (1 or 2; 0: none), x is split once by mma_split_x and the
 // launch is matmul_mma_xs_bf16_S's for S = split; with split = kernels.WGRows, by mma_split_wg
-// for matmul_wg_bf16_N.
+// for matmul_wg4_bf16_N, and with −kernels.WGRows for matmul_wg1_bf16_N and mma_sum_quarters.
 func (o *op) matMulsPacked(in, rows, split int) {
 	outs := [3]int{37, 16, 50}
 	mx := &mbuf{computetest.F32Bytes(computetest.Randn(1, rows*in))}
@@ -312,17 +323,29 @@ func (o *op) matMulsPacked(in, rows, split int) {
 	if split == 0 {
 		o.launch(kernels.MatMulsPackedLaunch(rows, outs), args(packed, got)...)
 	} else {
-		var sl, ml kernels.Launch
-		if split == kernels.WGRows {
+		var sl, ml, sum kernels.Launch
+		switch split {
+		case kernels.WGRows:
 			sl, ml = kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs)
-		} else {
+		case -kernels.WGRows:
+			sl = kernels.SplitWGLaunch(rows, in)
+			ml, sum = kernels.MatMulsWGQuartersLaunch(rows, outs)
+		default:
 			sl, ml = kernels.SplitXLaunch(rows, in), kernels.MatMulsSplitLaunch(rows, outs, split)
 		}
 		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
 		o.launch(sl, xs, mx, int32(rows), int32(in))
 		a := args(packed, got)
 		a[3] = xs
-		o.launch(ml, a...)
+		if sum.Kernel == "" {
+			o.launch(ml, a...)
+		} else {
+			part := &mbuf{make([]byte, 4*kernels.WGQuarterWords(rows, outs))}
+			a[0], a[1], a[2] = part, &mbuf{}, &mbuf{}
+			o.launch(ml, a...)
+			o.launch(sum, got[0], got[1], got[2], part, &mbuf{}, bias, &mbuf{},
+				int32(rows), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2))
+		}
 	}
 	o.launch(kernels.MatMulsLaunch(rows, outs), args(ws, want)...)
 	for m := range outs {
