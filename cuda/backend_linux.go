@@ -32,10 +32,10 @@ type backend struct {
 	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
 	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
 	wgmma        bool   // many rows run matmul_wgP_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
-	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "1": matmul_wg1_bf16_N where kernels.UsesWGQuarters (with TFD_CUDA_MMA_TILE=64: wherever the warpgroup's tile runs)
+	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (with TFD_CUDA_MMA_TILE=64: every launch)
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
-	attnWarp     string // TFD_CUDA_ATTN_WARP: "1": attention_warp wherever the tiles do not run; else attention_split
+	attnWarp     string // TFD_CUDA_ATTN_WARP: "" (attention_warp from kernels.AttentionWarpFrom rows), "0" (never), "1" (from one row)
 	// pdlRows is the most rows a forward may have for its kernels to be launched dependent
 	// (pdl_linux.go; 0: every launch), and forwardRows the rows of the forward being recorded, as
 	// its last matmul saw them.
@@ -249,9 +249,10 @@ func (b *backend) init() (err error) {
 	// measuring one against the other and testing the tiles on any rows. The bits are the same
 	// either way.
 	b.attnTile = os.Getenv("TFD_CUDA_ATTN_TILE")
-	// Where the tiles do not run, attention_split makes the splits (four SIMD groups a row and
-	// head); TFD_CUDA_ATTN_WARP=1 has attention_warp make them (one a row and head). The bits are
-	// the same either way. Not yet the default: attention_warp has run only on the MSL shim.
+	// Where the tiles do not run, attention_warp makes the splits of rounds of
+	// kernels.AttentionWarpFrom rows or more (a SIMD group a row and head) and attention_split
+	// those of fewer (four a row and head); TFD_CUDA_ATTN_WARP=0 keeps attention_split for every
+	// such launch and =1 runs attention_warp for every one. The bits are the same either way.
 	b.attnWarp = os.Getenv("TFD_CUDA_ATTN_WARP")
 	// TFD_CUDA_MMA_TILE=1, 2, 4 or 64 (kernels.WGRows: matmul_wg_bf16_N, on a GPU with wgmma)
 	// runs every tensor-core matmul with tiles of that S instead of
@@ -262,9 +263,9 @@ func (b *backend) init() (err error) {
 	// TFD_CUDA_WGMMA=0 keeps the many-row matmuls off Hopper's warpgroup MMA
 	// (kernels/src/mmawg.kern); the bits are the same.
 	b.wgmma = b.arch == "sm_90a" && os.Getenv("TFD_CUDA_WGMMA") != "0"
-	// TFD_CUDA_WG_QUARTERS=1 runs the warpgroup's tile a quarter of K a group where its whole
-	// tiles would be too few (kernels.UsesWGQuarters; with TFD_CUDA_MMA_TILE=64, wherever it
-	// runs); the bits are the same. Not yet the default: it has run only on the MSL shim.
+	// The warpgroup's tile runs a quarter of K a group where its whole tiles would be too few
+	// (kernels.UsesWGQuarters); TFD_CUDA_WG_QUARTERS=0 never, =1 with TFD_CUDA_MMA_TILE=64 for
+	// every launch. The bits are the same either way.
 	b.wgQuarters = os.Getenv("TFD_CUDA_WG_QUARTERS")
 	switch s := os.Getenv("TFD_CUDA_MMA_TILE"); s {
 	case "1", "2", "4":

@@ -23,7 +23,8 @@ import (
 // and those bytes times tokens per second, to set against the matvec bandwidth of
 // BenchmarkMatVec. streams=N is one decode row for each of N sessions per forward (benchStreams),
 // every row's logits read back; ,picks and ,hostpick take greedy picks (below), and
-// ,picks,attention_warp the same with attention_warp where attention_split runs;
+// ,picks,attention_split and ,picks,whole_tiles the same without attention_warp or without the
+// quarters of matmul_wg1_bf16_N;
 // prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows, and
 // prefill=4096,attention_split the same with attention_split for every attention launch. With
 // TFD_BENCH_KV=f16 every session keeps its keys and values in F16 (sessions.kv_cache = "f16"), so
@@ -91,17 +92,23 @@ func BenchmarkEight(b *testing.B) {
 		b.Run(fmt.Sprintf("streams=%d,picks", n), func(b *testing.B) { benchStreams(b, m, n, span, devicePicks) })
 		b.Run(fmt.Sprintf("streams=%d,hostpick", n), func(b *testing.B) { benchStreams(b, m, n, span, hostPicks) })
 	}
-	// ",picks,attention_warp": attention_warp (TFD_CUDA_ATTN_WARP=1) for 32 and 64 rows, against
-	// the default's attention_split.
+	// ",picks,attention_split": attention_split for 32 and 64 rows, against the default's
+	// attention_warp (kernels.AttentionWarpFrom); ",picks,whole_tiles": no quarters
+	// (kernels.UsesWGQuarters), the matmuls on the tiles they took before.
 	for _, n := range []int{32, 64} {
-		b.Run(fmt.Sprintf("streams=%d,picks,attention_warp", n), func(b *testing.B) {
-			setAttentionWarp(g, "1")
+		b.Run(fmt.Sprintf("streams=%d,picks,attention_split", n), func(b *testing.B) {
+			setAttentionWarp(g, "0")
 			defer setAttentionWarp(g, "")
+			benchStreams(b, m, n, span, devicePicks)
+		})
+		b.Run(fmt.Sprintf("streams=%d,picks,whole_tiles", n), func(b *testing.B) {
+			setWGQuarters(g, "0")
+			defer setWGQuarters(g, "")
 			benchStreams(b, m, n, span, devicePicks)
 		})
 	}
 	// ",attention_tile": attention_tile_H for 64 rows of 64 sessions, a pass over the keys a row,
-	// against the default's attention_split (kernels.AttentionTileShares).
+	// against the default's attention_warp (kernels.AttentionTileShares).
 	b.Run(fmt.Sprintf("streams=%d,attention_tile", streams), func(b *testing.B) {
 		setAttentionTile(g, "1")
 		defer setAttentionTile(g, "")
@@ -112,7 +119,9 @@ func BenchmarkEight(b *testing.B) {
 		b.Run(fmt.Sprintf("prefill=%d%s", prompt, attention), func(b *testing.B) {
 			if attention != "" {
 				setAttentionTile(g, "0")
+				setAttentionWarp(g, "0")
 				defer setAttentionTile(g, "")
+				defer setAttentionWarp(g, "")
 			}
 			benchPrefill(b, m, streams*span, prompt)
 		})

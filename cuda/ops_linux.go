@@ -161,19 +161,18 @@ type mmaRun struct {
 // matrices stored packed or row-major, the same tiles and bits either way, and launches what x
 // needs first: for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B
 // operand by mma_split_x (matmul_mma_xs_bf16_S then reads the split); for the warpgroup's tile
-// (kernels.UsesWG, on sm_90a), x split once by mma_split_wg, and with TFD_CUDA_WG_QUARTERS=1,
-// where its groups would be too few (kernels.UsesWGQuarters), a group a quarter of K and a sum of
-// the quarters. False, with the error kept for the next Sync, if the device has no room for a
+// (kernels.UsesWG, on sm_90a), x split once by mma_split_wg, and where its groups would be too
+// few (kernels.UsesWGQuarters) a group a quarter of K and a sum of the quarters. False, with the error kept for the next Sync, if the device has no room for a
 // scratch.
 func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (mmaRun, bool) {
 	s, quarters := b.mmaTile, b.wgQuarters == "1"
 	if s == 0 {
 		s = kernels.MMATile(rows, outs, b.sms)
-		if packed && b.wgmma && kernels.UsesWG(rows, outs, b.sms) {
-			s = kernels.WGRows
-		}
-		if packed && b.wgmma && b.wgQuarters == "1" && kernels.UsesWGQuarters(rows, outs, b.sms) {
+		switch {
+		case packed && b.wgmma && b.wgQuarters != "0" && kernels.UsesWGQuarters(rows, outs, b.sms):
 			s, quarters = kernels.WGRows, true
+		case packed && b.wgmma && kernels.UsesWG(rows, outs, b.sms):
+			s = kernels.WGRows
 		}
 	}
 	// split launches split (mma_split_x or mma_split_wg) of x into the scratch and plans the
@@ -289,8 +288,8 @@ func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq comp
 // kernels.AttentionTileFrom rows whose bases come in runs at least a tile long (a prompt's rows;
 // kernels.AttentionTileShares, from the runs the bases were written in) the splits are made by
 // attention_tile_H, a tile of rows and the query heads of a kv head sharing each load of keys
-// and values, and with TFD_CUDA_ATTN_WARP=1 elsewhere by attention_warp, a SIMD group a row and
-// head, all with the same bits. A row whose slots fall outside the pool gets zeros and
+// and values, and elsewhere from kernels.AttentionWarpFrom rows by attention_warp, a SIMD group a
+// row and head, all with the same bits. A row whose slots fall outside the pool gets zeros and
 // is reported by the next Sync. With sinks, each head's sink joins the sum just before the
 // division.
 func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
@@ -309,7 +308,7 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 	}
 	kd, vd := p.layer(layer)
 	l := kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
-	if b.attnWarp == "1" {
+	if b.attnWarp == "1" || b.attnWarp != "0" && rows >= kernels.AttentionWarpFrom {
 		l = kernels.AttentionWarpLaunch(rows, heads, hd, p.kernels())
 	}
 	runs := bt.runs

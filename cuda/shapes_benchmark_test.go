@@ -112,6 +112,7 @@ func BenchmarkTileSizes(b *testing.B) {
 					if noSplit {
 						b.Setenv("TFD_CUDA_XSPLIT", "0")
 					}
+					b.Setenv("TFD_CUDA_WG_QUARTERS", "0")
 					if quarters {
 						b.Setenv("TFD_CUDA_WG_QUARTERS", "1")
 					}

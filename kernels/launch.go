@@ -138,11 +138,15 @@ func UsesWG(rows int, outs [3]int, sms int) bool {
 }
 
 // UsesWGQuarters says whether the backend gives rows rows against matrices of outs outputs to
-// matmul_wg1_bf16_N (MatMulsWGQuartersLaunch) on a GPU of sms multiprocessors that has it: from
-// WGFrom rows, where matmul_wg4_bf16_N's groups would leave multiprocessors idle.
+// matmul_wg1_bf16_N (MatMulsWGQuartersLaunch) on a GPU of sms multiprocessors that has it, ahead
+// of UsesWG: from WGFrom rows, where matmul_wg4_bf16_N would make fewer than two groups a
+// multiprocessor. On the H200 (BenchmarkTileSizes, µs a launch, the quarters against the best
+// other tile): q/k/v, o and down at 64 rows 35.3 / 29.7 / 79.8 against S = 2's 44.9 / 31.5 /
+// 83.3; o and down at 128 rows 36.8 / 92.8 against S = 4's 48.4 / 137.8, q/k/v 64.6 against 61.9;
+// at 256 rows 100.5 / 70.0 / 175.4 against the whole tiles' 105.1 / 82.6 / 243.9.
 func UsesWGQuarters(rows int, outs [3]int, sms int) bool {
 	tiles, rowGroups := wgGroups(rows, outs)
-	return rows >= WGFrom && tiles*rowGroups < sms
+	return rows >= WGFrom && tiles*rowGroups < 2*sms
 }
 
 // wgGroups is the grid of matmul_wg4_bf16_N: tiles of 128 outputs by row groups of WGRows.
@@ -392,8 +396,15 @@ func AttentionSplitLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 	return l
 }
 
-// attentionWarps is about how many SIMD groups attention_warp is given where few rows attend.
-const attentionWarps = 4 * attentionGroups
+// AttentionWarpFrom is the fewest rows for which the CUDA backend takes attention_warp over
+// attention_split: on the H200 with the 8B's 32 heads, 32 and 64 decoding rows ran 5% faster
+// with it and one row 3% slower (docs/performance.md). The choice changes no bits.
+const AttentionWarpFrom = 32
+
+// attentionWarps is about how many SIMD groups attention_warp is given where few rows attend:
+// one group a row and head from 1,024 (at 32 and 64 rows of 32 heads one group merging its own
+// splits ran 2-3% faster than two or four and a combine).
+const attentionWarps = attentionGroups
 
 // AttentionWarpLaunch is the launch of attention_warp (and attention_combine): a SIMD group per
 // (row, head, g), blocks of four heads; Blocks groups per (row, head) as AttentionSplitLaunch

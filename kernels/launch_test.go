@@ -120,13 +120,13 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("UsesWG(%d, %v, 132) = %v, want %v", c.rows, c.outs, got, c.want)
 		}
 	}
-	// Quarters where the whole tiles would leave SMs idle.
+	// Quarters where the whole tiles would make fewer than two groups an SM.
 	for _, c := range []struct {
 		rows int
 		outs [3]int
 		want bool
-	}{{64, [3]int{4096}, true}, {64, [3]int{4096, 1024, 1024}, true}, {64, [3]int{12288, 12288}, false}, {47, [3]int{4096}, false},
-		{64, [3]int{1024}, true}, {256, [3]int{4096}, true}, {256, [3]int{4096, 1024, 1024}, false}} {
+	}{{64, [3]int{4096}, true}, {64, [3]int{4096, 1024, 1024}, true}, {64, [3]int{12288, 12288}, true}, {47, [3]int{4096}, false},
+		{64, [3]int{1024}, true}, {256, [3]int{4096}, true}, {256, [3]int{4096, 1024, 1024}, true}, {256, [3]int{12288, 12288}, false}, {200, [3]int{12288, 12288}, false}} {
 		if got := UsesWGQuarters(c.rows, c.outs, 132); got != c.want {
 			t.Errorf("UsesWGQuarters(%d, %v, 132) = %v, want %v", c.rows, c.outs, got, c.want)
 		}
@@ -157,7 +157,8 @@ func TestLaunches(t *testing.T) {
 		{AttentionLaunch(64, 32, 4, 128, KVF16).Split, [2]int{8 * 16, 8}},
 		{AttentionLaunch(64, 16, 8, 256, KVF16).Split, [2]int{2 * 16, 32}},
 		{AttentionWarpLaunch(1, 32, 128, KVF32).Split, [2]int{8 * 16, 1}},
-		{AttentionWarpLaunch(64, 32, 128, KVF32).Split, [2]int{8 * 2, 64}},
+		{AttentionWarpLaunch(16, 32, 128, KVF32).Split, [2]int{8 * 2, 16}},
+		{AttentionWarpLaunch(64, 32, 128, KVF32).Split, [2]int{8, 64}},
 		{AttentionWarpLaunch(128, 32, 128, KVF16).Split, [2]int{8, 128}},
 		{AttentionWarpLaunch(20, 6, 64, KVF16).Combine, [2]int{6, 20}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
@@ -189,7 +190,7 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("AttentionSplitLaunch(%d, %d, 128, KVF32): %d blocks and combine %q, want a combine where blocks > 1 only", c.rows, c.heads, l.Blocks, l.Combine.Kernel)
 		}
 	}
-	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {16, 32, 8}, {64, 32, 2}, {65, 32, 1}, {300, 6, 2}} {
+	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {16, 32, 2}, {32, 32, 1}, {64, 32, 1}, {100, 6, 1}, {80, 6, 2}} {
 		if l := AttentionWarpLaunch(c.rows, c.heads, 128, KVF32); l.Blocks != c.blocks || l.Split.Groups[0] != (c.heads+3)/4*c.blocks {
 			t.Errorf("AttentionWarpLaunch(%d, %d, 128, KVF32): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
 		} else if (l.Combine.Kernel == "") != (c.blocks == 1) {
