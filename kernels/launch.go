@@ -402,9 +402,10 @@ func AttentionSplitLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 const AttentionWarpFrom = 32
 
 // attentionWarps is about how many SIMD groups attention_warp is given where few rows attend:
-// one group a row and head from 1,024 (at 32 and 64 rows of 32 heads one group merging its own
-// splits ran 2-3% faster than two or four and a combine).
-const attentionWarps = attentionGroups
+// one group a row and head from 2,048 row-heads, a wave of four groups an SM on a 132-SM GPU. On
+// the H200 32 rows of 32 heads ran 4% faster on two groups a (row, head) and a combine than on
+// one merging its splits; 64 rows the same on one.
+const attentionWarps = 2 * attentionGroups
 
 // AttentionWarpLaunch is the launch of attention_warp (and attention_combine): a SIMD group per
 // (row, head, g), blocks of four heads; Blocks groups per (row, head) as AttentionSplitLaunch

@@ -157,7 +157,7 @@ func TestLaunches(t *testing.T) {
 		{AttentionLaunch(64, 32, 4, 128, KVF16).Split, [2]int{8 * 16, 8}},
 		{AttentionLaunch(64, 16, 8, 256, KVF16).Split, [2]int{2 * 16, 32}},
 		{AttentionWarpLaunch(1, 32, 128, KVF32).Split, [2]int{8 * 16, 1}},
-		{AttentionWarpLaunch(16, 32, 128, KVF32).Split, [2]int{8 * 2, 16}},
+		{AttentionWarpLaunch(16, 32, 128, KVF32).Split, [2]int{8 * 4, 16}},
 		{AttentionWarpLaunch(64, 32, 128, KVF32).Split, [2]int{8, 64}},
 		{AttentionWarpLaunch(128, 32, 128, KVF16).Split, [2]int{8, 128}},
 		{AttentionWarpLaunch(20, 6, 64, KVF16).Combine, [2]int{6, 20}},
@@ -190,7 +190,7 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("AttentionSplitLaunch(%d, %d, 128, KVF32): %d blocks and combine %q, want a combine where blocks > 1 only", c.rows, c.heads, l.Blocks, l.Combine.Kernel)
 		}
 	}
-	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {16, 32, 2}, {32, 32, 1}, {64, 32, 1}, {100, 6, 1}, {80, 6, 2}} {
+	for _, c := range []struct{ rows, heads, blocks int }{{1, 32, 16}, {16, 32, 4}, {32, 32, 2}, {64, 32, 1}, {400, 6, 1}, {150, 6, 2}} {
 		if l := AttentionWarpLaunch(c.rows, c.heads, 128, KVF32); l.Blocks != c.blocks || l.Split.Groups[0] != (c.heads+3)/4*c.blocks {
 			t.Errorf("AttentionWarpLaunch(%d, %d, 128, KVF32): %d blocks on %v, want %d", c.rows, c.heads, l.Blocks, l.Split.Groups, c.blocks)
 		} else if (l.Combine.Kernel == "") != (c.blocks == 1) {
