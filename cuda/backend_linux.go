@@ -32,7 +32,7 @@ type backend struct {
 	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
 	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
 	wgmma        bool   // many rows run matmul_wgP_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
-	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (with TFD_CUDA_MMA_TILE=64: every launch)
+	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (wherever the warpgroup's tile runs)
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
 	attnWarp     string // TFD_CUDA_ATTN_WARP: "" (attention_warp from kernels.AttentionWarpFrom rows), "0" (never), "1" (from one row)
@@ -264,8 +264,8 @@ func (b *backend) init() (err error) {
 	// (kernels/src/mmawg.kern); the bits are the same.
 	b.wgmma = b.arch == "sm_90a" && os.Getenv("TFD_CUDA_WGMMA") != "0"
 	// The warpgroup's tile runs a quarter of K a group where its whole tiles would be too few
-	// (kernels.UsesWGQuarters); TFD_CUDA_WG_QUARTERS=0 never, =1 with TFD_CUDA_MMA_TILE=64 for
-	// every launch. The bits are the same either way.
+	// (kernels.UsesWGQuarters); TFD_CUDA_WG_QUARTERS=0 never, =1 wherever the warpgroup's tile
+	// runs (with TFD_CUDA_MMA_TILE=64, every launch). The bits are the same either way.
 	b.wgQuarters = os.Getenv("TFD_CUDA_WG_QUARTERS")
 	switch s := os.Getenv("TFD_CUDA_MMA_TILE"); s {
 	case "1", "2", "4":

@@ -162,8 +162,8 @@ type mmaRun struct {
 // needs first: for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B
 // operand by mma_split_x (matmul_mma_xs_bf16_S then reads the split); for the warpgroup's tile
 // (kernels.UsesWG, on sm_90a), x split once by mma_split_wg, and where its groups would be too
-// few (kernels.UsesWGQuarters) a group a quarter of K and a sum of the quarters. False, with the error kept for the next Sync, if the device has no room for a
-// scratch.
+// few (kernels.UsesWGQuarters) a group a quarter of K and a sum of the quarters. False, with the
+// error kept for the next Sync, if the device has no room for a scratch.
 func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (mmaRun, bool) {
 	s, quarters := b.mmaTile, b.wgQuarters == "1"
 	if s == 0 {
