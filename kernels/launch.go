@@ -129,9 +129,8 @@ const WGFrom = 48
 // (132) with an 8B layer's matrices (BenchmarkTileSizes, µs a launch, against S = 4's tiles):
 // gate and up at 64 rows (192 groups) 103 against 121, at 256 rows 315 against 446; q/k/v at
 // 256 rows (192) 108 against 117; but q/k/v at 64 rows (48 groups) 86 against 51, o and down at
-// 64 rows (32) 85 and 249 against 40 and 116. o and down at 256 rows (128 groups, just short of
-// one a multiprocessor) were 86 and 257 against 93 and 266: left to S = 4 until a run of the
-// whole model measures the rule that would take them.
+// 64 rows (32) 85 and 249 against 40 and 116. The backend asks UsesWGQuarters first: where the
+// whole tiles make fewer than two groups a multiprocessor, their quarters run instead.
 func UsesWG(rows int, outs [3]int, sms int) bool {
 	tiles, rowGroups := wgGroups(rows, outs)
 	return rows >= WGFrom && tiles*rowGroups >= sms
@@ -397,8 +396,9 @@ func AttentionSplitLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 }
 
 // AttentionWarpFrom is the fewest rows for which the CUDA backend takes attention_warp over
-// attention_split: on the H200 with the 8B's 32 heads, 32 and 64 decoding rows ran 5% faster
-// with it and one row 3% slower (docs/performance.md). The choice changes no bits.
+// attention_split: on the H200 with the 8B's 32 heads, 32 and 64 decoding rows ran 8% and 14%
+// faster with it, and one row 3% slower (with the kernel's first, unbounded registers; 16 rows
+// not measured; docs/performance.md). The choice changes no bits.
 const AttentionWarpFrom = 32
 
 // attentionWarps is about how many SIMD groups attention_warp is given where few rows attend:
