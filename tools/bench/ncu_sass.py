@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Where one kernel's warps stall, instruction by instruction, from ncu's SASS view.
+
+ncu samples each warp's program counter and why it could not issue; its source page prints the
+samples a SASS instruction, split by stall reason. This prints the instructions that hold the most
+samples, with their main reasons and the instructions just before them (a stall is usually on an
+operand that an earlier instruction produces):
+
+  ncu --clock-control none -k regex:matmul_wg1 -c 1 --section SourceCounters \\
+      --page source --print-source sass --csv \\
+      ./cuda.test -test.run '^$' -test.bench 'TileSizes/gateup/rows=64/S=64,quarters' \\
+      -test.benchtime 3x > sass.csv
+  python3 tools/bench/ncu_sass.py sass.csv              # the 12 busiest instructions
+  python3 tools/bench/ncu_sass.py --top 5 --before 8 sass.csv
+
+The fourteenth session found this way that matmul_wg's loads of weights went through moves that
+waited for them (docs/performance.md, "Weights that always load").
+"""
+import argparse
+import csv
+
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+def number(s):
+    try:
+        return float(s.replace(",", "")) if s else 0.0
+    except ValueError:
+        return 0.0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("csv", help="ncu --page source --print-source sass --csv output")
+    p.add_argument("--top", type=int, default=12, help="instructions to print, most samples first")
+    p.add_argument("--before", type=int, default=0, help="instructions before each to print too")
+    a = p.parse_args()
+
+    with open(a.csv, newline="") as f:
+        rows = list(csv.reader(f))  # ncu's own log lines parse as rows of one or two cells
+    kernel = next((r[1] for r in rows if len(r) > 1 and r[0] == "Kernel Name"), "?")
+    at = next((i for i, r in enumerate(rows) if r and r[0] == "Address"), None)
+    if at is None:
+        raise SystemExit(f"{a.csv}: no SASS table (want ncu --page source --print-source sass --csv)")
+    head = rows[at]
+    col = {name: i for i, name in enumerate(head)}
+    code = [r for r in rows[at + 1:] if len(r) == len(head)]
+    reasons = [n for n in head if n.startswith("stall_") and not n.endswith("(Not Issued)")]
+    total = sum(number(r[col[SAMPLES]]) for r in code)
+    print(f"{kernel}: {len(code)} instructions, {total:.0f} samples")
+    if total == 0:
+        return
+
+    def line(i, mark):
+        r = code[i]
+        share = 100 * number(r[col[SAMPLES]]) / total
+        execs = r[col["Instructions Executed"]] if "Instructions Executed" in col else ""
+        return f"{mark} {r[0][-6:]} {share:5.1f}% {execs:>9} {r[1]}"
+
+    order = sorted(range(len(code)), key=lambda i: -number(code[i][col[SAMPLES]]))
+    for i in order[: a.top]:
+        for j in range(max(0, i - a.before), i):
+            print(line(j, " "))
+        main_reasons = sorted(((number(code[i][col[n]]), n[6:]) for n in reasons), reverse=True)[:3]
+        why = ", ".join(f"{n} {v:.0f}" for v, n in main_reasons if v > 0)
+        print(line(i, ">"), f"  [{why}]")
+        if a.before:
+            print()
+
+
+if __name__ == "__main__":
+    main()
