@@ -13,7 +13,8 @@
 # `tfd bench` measures, which the GPU machine cannot run from the tfd binary); then the 8B's
 # decode, 8 and 64 streams and prefill again under ALT (the other matmul path: TFD_CUDA_MMA=0
 # while the tensor cores are the default), named alt/… in the log; last, an ncu profile of one
-# decode step, summed by tools/bench/ncu_step.py into the log.
+# decode step, summed by tools/bench/ncu_step.py into the log (ncu64 and ncuprefill, the same for
+# a step of 64 streams and for the prefill, only when STAGES names them).
 # Everything goes to $OUT/log.txt; $OUT/results.json gathers the numbers, written again after
 # each stage that adds some, so that a call cut short keeps what it measured.
 #
@@ -43,7 +44,7 @@ stage machine
 collect() { python3 tools/bench/collect.py "$L" "$OUT/peer.json" >"$OUT/results.json"; }
 
 maker=
-if want eight || want peer || want served || want alt || want ncu; then
+if want eight || want peer || want served || want alt || want ncu || want ncu64 || want ncuprefill; then
 	(timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 	maker=$!
 fi
@@ -102,18 +103,32 @@ if want alt; then
 	collect
 fi
 
+# profile NAME BENCH LAUNCHES SECONDS [--all] times every kernel of BENCH (one iteration) alone,
+# graphs off, and sums the last whole forward (--all: every forward) by tools/bench/ncu_step.py,
+# which says what the sum means, into the log; the CSV is kept, gzipped, as ncu-NAME.csv.gz.
+profile() {
+	if ! command -v ncu >/dev/null; then
+		echo "no ncu on the PATH" | tee -a "$L"
+		return
+	fi
+	TFD_CUDA_GRAPHS=0 TFD_BENCH_MODEL=$M timeout "$4" ncu --clock-control none --csv --page raw \
+		--metrics gpu__time_duration.sum --launch-count "$3" "$BIN" -test.run '^$' \
+		-test.bench "^BenchmarkEight\$/^$2\$" -test.benchtime 1x >"$OUT/ncu-$1.csv" 2>"$OUT/ncu-$1.err"
+	python3 tools/bench/ncu_step.py ${5:-} "$OUT/ncu-$1.csv" 2>&1 | tee -a "$L"
+	gzip -f "$OUT/ncu-$1.csv"
+}
+# Last, so that a slow profiler costs no figure above. ncu64 and ncuprefill are not in the default
+# STAGES (they would not fit one call with the rest): run them in a call of their own.
 if want ncu; then
 	stage "ncu: where one 8B decode step's kernel time goes"
-	# Last, so that a slow profiler costs no figure above; graphs off, every kernel timed alone
-	# (tools/bench/ncu_step.py says what the sum means).
-	if command -v ncu >/dev/null; then
-		TFD_CUDA_GRAPHS=0 TFD_BENCH_MODEL=$M timeout 90 ncu --clock-control none --csv --page raw \
-			--metrics gpu__time_duration.sum --launch-count 2200 "$BIN" -test.run '^$' \
-			-test.bench '^BenchmarkEight$/^decode$' -test.benchtime 1x >"$OUT/ncu-decode.csv" 2>"$OUT/ncu-decode.err"
-		python3 tools/bench/ncu_step.py "$OUT/ncu-decode.csv" 2>&1 | tee -a "$L"
-		gzip -f "$OUT/ncu-decode.csv"
-	else
-		echo "no ncu on the PATH" | tee -a "$L"
-	fi
+	profile decode decode 2200 90
+fi
+if want ncu64; then
+	stage "ncu64: where one 8B step of 64 streams with device picks goes"
+	profile 64 'streams=64,picks' 2600 120
+fi
+if want ncuprefill; then
+	stage "ncuprefill: where the 8B prefill of 4,096 tokens goes (16 forwards of 256 rows)"
+	profile prefill 'prefill=4096' 12000 240 --all
 fi
 stage done
