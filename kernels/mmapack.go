@@ -1,17 +1,23 @@
 package kernels
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
-// The packed order of a BF16 matrix for the matrix unit (matmul_mma_packed_bf16_S and
-// embed_packed_bf16). A matrix of n rows (outputs) of k elements, k a multiple of MMAChunk, is
+// The packed order of a BF16 matrix for the matrix unit (matmul_mma_packed_bf16_S, matmul_wgP_bf16_N
+// and embed_packed_bf16). A matrix of n rows (outputs) of k elements, k a multiple of MMAChunk, is
 // stored as ceil(n/16) bands of 16 rows, the last one padded with zero rows; a band as its k/32
-// chunks in order; a chunk as 512 elements (1,024 bytes): for h = 0 and 1, and lane l = 0 … 31,
-// elements 256h + 8l … 256h + 8l + 7 are elements 8(l%4) … 8(l%4)+7 of the chunk in row 8h + l/4
-// of the band. Those eight are exactly what lane l of a SIMD group loads of that row for one
-// MMA_STEP (the A operand of mma.sync.m16n8k16, prelude.cuh), so a chunk is two loads of 512
-// contiguous bytes, 16 bytes a lane, where the row-major matrix gives 16 scattered runs of 64.
-// Only the place of each element changes: a product on packed weights has the bits of the same
-// product on the row-major ones.
+// chunks in order; a chunk as 512 elements (1,024 bytes): for step s = 0 and 1, and lane
+// l = 4g + t (g, t < 8, 4), elements 256s + 8l … 256s + 8l + 7 are four BF16 pairs, elements
+// 8t + 4s + 2j and 8t + 4s + 2j + 1 of the chunk of rows g, g+8, g, g+8 for j = 0, 0, 1, 1. Those
+// four pairs are exactly the A operand of one MMA step in the order mma.sync.m16n8k16 and wgmma
+// take their four registers (prelude.cuh: tfd_mma_a), so a chunk is two loads of 512 contiguous
+// bytes, 16 bytes a lane, each of which lands in the registers an MMA reads: with the rows side by
+// side instead (each lane's 16 bytes one row's), ptxas copied every loaded word into place right
+// after the load and so waited for it there (ncu, matmul_wg: a third of the stalls). Only the
+// place of each element changes: a product on packed weights has the bits of the same product on
+// the row-major ones.
 
 // MMABandRows is the rows of a band of the packed order.
 const MMABandRows = 16
@@ -24,7 +30,8 @@ func MMAPackedLen(n, k int) int { return (n + MMABandRows - 1) / MMABandRows * M
 // packed order (embed_packed_bf16 computes the same).
 func MMAPackedAt(o, i, k int) int {
 	band, r, c, e := o/MMABandRows, o%MMABandRows, i/MMAChunk, i%MMAChunk
-	return (band*(k/MMAChunk)+c)*512 + r/8*256 + (r%8*4+e/8)*8 + e%8
+	lane, step, j := r%8*4+e/8, e%8/4, e%4/2*2+r/8
+	return (band*(k/MMAChunk)+c)*512 + step*256 + lane*8 + j*2 + e%2
 }
 
 // PackMMA writes the n×k BF16 matrix src (row-major, little-endian, 2n·k bytes) into dst in the
@@ -39,15 +46,20 @@ func PackMMA(dst, src []byte, n, k int) {
 	chunks := k / MMAChunk
 	for band := range (n + MMABandRows - 1) / MMABandRows {
 		for r := range MMABandRows {
-			row, slot := band*MMABandRows+r, r/8*32+r%8*4 // lane slot%32 of half slot/32 holds row r's
+			row := band*MMABandRows + r
 			for c := range chunks {
-				at := (band*chunks+c)*1024 + 16*slot
-				d := dst[at : at+64 : at+64] // the row's 32 elements: its four lanes' 16 bytes, side by side
-				if row >= n {
-					clear(d)
-					continue
+				base := (band*chunks+c)*1024 + 4*(r/8) // byte 4·j of a lane's 16, j = 2·(pair) + r/8
+				for t := range 4 {
+					for p := range 4 { // the row's pairs 8t+2p, 8t+2p+1: step p/2, pair p%2
+						at := base + 512*(p/2) + 16*(r%8*4+t) + 8*(p%2)
+						if row >= n {
+							binary.LittleEndian.PutUint32(dst[at:], 0)
+							continue
+						}
+						from := 2 * (row*k + c*MMAChunk + 8*t + 2*p)
+						binary.LittleEndian.PutUint32(dst[at:], binary.LittleEndian.Uint32(src[from:]))
+					}
 				}
-				copy(d, src[2*(row*k+c*MMAChunk):])
 			}
 		}
 	}

@@ -92,7 +92,11 @@ struct tfd_mma_acc {
 	float c[4]; // (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1): output, row
 };
 struct tfd_mma_a {
-	uint4 w[2]; // rows g and g+8: 8 BF16 each
+	// The A registers of the chunk's two steps, as mma.sync and wgmma take them: w[s] holds the
+	// BF16 pairs at elements 8t+4s and 8t+4s+2 of rows g and g+8, in the order (g, 8t+4s),
+	// (g+8, 8t+4s), (g, 8t+4s+2), (g+8, 8t+4s+2): the packed order's 16 bytes (kernels.PackMMA),
+	// so that a load of them lands in the registers an MMA reads, with no copy to wait on.
+	uint4 w[2];
 };
 struct tfd_mma_b {
 	uint hi[4], lo[4]; // BF16 pairs of x[g][8t … 8t+7]
@@ -112,8 +116,10 @@ FUNC void tfd_mma_zero(tfd_mma_acc& a) {
 // on are zeros and are not read.
 FUNC void tfd_mma_load_a(tfd_mma_a& a, const ushort* w, int ldw, int nw) {
 	int g = LANE >> 2, t = LANE & 3;
-	a.w[0] = g < nw ? VLOAD(uint4, w + (ulong)g * ldw + 8 * t) : make_uint4(0, 0, 0, 0);
-	a.w[1] = g + 8 < nw ? VLOAD(uint4, w + (ulong)(g + 8) * ldw + 8 * t) : make_uint4(0, 0, 0, 0);
+	uint4 r0 = g < nw ? VLOAD(uint4, w + (ulong)g * ldw + 8 * t) : make_uint4(0, 0, 0, 0);
+	uint4 r1 = g + 8 < nw ? VLOAD(uint4, w + (ulong)(g + 8) * ldw + 8 * t) : make_uint4(0, 0, 0, 0);
+	a.w[0] = make_uint4(r0.x, r1.x, r0.y, r1.y);
+	a.w[1] = make_uint4(r0.z, r1.z, r0.w, r1.w);
 }
 
 // tfd_bf16_pair packs bf16(a) in the low half and bf16(b) in the high half, each rounded to
@@ -171,7 +177,7 @@ FUNC uint4 tfd_ld_stream(const ushort* p) {
 }
 
 // tfd_mma_load_a_packed loads the chunk of 16 weight rows at w, stored in the packed order
-// (kernels.PackMMA: lane l's 16 bytes of rows g and g+8 at elements 8l and 256 + 8l), into the
+// (kernels.PackMMA: lane l's 16 bytes of each step at elements 8l and 256 + 8l), into the
 // registers tfd_mma_load_a fills from the row-major matrix, with two fully coalesced 512-byte
 // loads. If nw <= 0 the band is past the matrix: zeros, and w is not read.
 FUNC void tfd_mma_load_a_packed(tfd_mma_a& a, const ushort* w, int nw) {
@@ -246,10 +252,10 @@ FUNC void tfd_mma16816(tfd_mma_acc& d, uint a0, uint a1, uint a2, uint a3, uint 
 
 // tfd_mma_step adds one chunk: hi and lo of elements 8t … 8t+3, then of 8t+4 … 8t+7 (see above).
 FUNC void tfd_mma_step(tfd_mma_acc& d, const tfd_mma_a& a, const tfd_mma_b& b) {
-	tfd_mma16816(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, b.hi[0], b.hi[1]);
-	tfd_mma16816(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, b.lo[0], b.lo[1]);
-	tfd_mma16816(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, b.hi[2], b.hi[3]);
-	tfd_mma16816(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, b.lo[2], b.lo[3]);
+	tfd_mma16816(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, b.hi[0], b.hi[1]);
+	tfd_mma16816(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, b.lo[0], b.lo[1]);
+	tfd_mma16816(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, b.hi[2], b.hi[3]);
+	tfd_mma16816(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, b.lo[2], b.lo[3]);
 }
 
 // tfd_mma_store writes the tile to s as s[output][row], 16 × 8 floats.
@@ -367,10 +373,10 @@ FUNC void tfd_wg64(tfd_mma_acc* d, uint a0, uint a1, uint a2, uint a3, ulong des
 FUNC void tfd_wg_step64(tfd_mma_acc* d, const tfd_mma_a& a, const uint4* slot) {
 	ulong desc = tfd_wg_desc(slot);
 	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-	tfd_wg64(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, desc);
-	tfd_wg64(d, a.w[0].x, a.w[1].x, a.w[0].y, a.w[1].y, desc + (256 >> 4));
-	tfd_wg64(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, desc + (512 >> 4));
-	tfd_wg64(d, a.w[0].z, a.w[1].z, a.w[0].w, a.w[1].w, desc + (768 >> 4));
+	tfd_wg64(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc);
+	tfd_wg64(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc + (256 >> 4));
+	tfd_wg64(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (512 >> 4));
+	tfd_wg64(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (768 >> 4));
 	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 // WG_WAIT(n) waits until at most n of this warpgroup's groups of wgmma are still running.

@@ -151,14 +151,25 @@ FUNC void tfd_mma_load_a(thread tfd_mma_a& a, const device ushort* w, int ldw, i
 	tfd_mma_stage_a(a, w + (ulong)g * ldw + 8 * t, w + (ulong)(g + 8) * ldw + 8 * t, g < nw, g + 8 < nw, s, lane);
 }
 
+// tfd_mma_stage_steps stages a lane's share of a packed chunk as tfd_mma_stage_words does: q0 and
+// q1 are its 16 bytes of steps 0 and 1 (kernels.PackMMA), each the pairs (g, 8t+4s), (g+8, 8t+4s),
+// (g, 8t+4s+2), (g+8, 8t+4s+2), which give rows g and g+8 back.
+template <typename Stage>
+FUNC void tfd_mma_stage_steps(thread tfd_mma_a& a, uint4 q0, uint4 q1, Stage s, int lane) {
+	uint4 r0, r1;
+	r0.x = q0.x, r0.y = q0.z, r0.z = q1.x, r0.w = q1.z;
+	r1.x = q0.y, r1.y = q0.w, r1.z = q1.y, r1.w = q1.w;
+	tfd_mma_stage_words(a, r0, r1, s, lane);
+}
+
 // tfd_mma_load_a_packed loads the chunk of 16 weight rows at w, stored in the packed order
-// (kernels.PackMMA: lane l's 8 BF16 of rows g and g+8 at elements 8l and 256 + 8l), as
+// (kernels.PackMMA: lane l's 16 bytes of each step at elements 8l and 256 + 8l), as
 // tfd_mma_load_a does from the row-major matrix. If nw <= 0 the band is past the matrix: zeros,
 // and w is not read. (The Metal backend keeps its matrices row-major; the packed kernels are
 // here so that both backends compile every kernel and the MSL checks run them.)
 template <typename Stage>
 FUNC void tfd_mma_load_a_packed(thread tfd_mma_a& a, const device ushort* w, int nw, Stage s, int lane) {
-	tfd_mma_stage_a(a, w + 8 * lane, w + 256 + 8 * lane, nw > 0, nw > 0, s, lane);
+	tfd_mma_stage_steps(a, nw > 0 ? VLOAD(uint4, w + 8 * lane) : tfd_zero4(), nw > 0 ? VLOAD(uint4, w + 256 + 8 * lane) : tfd_zero4(), s, lane);
 }
 
 // tfd_mma_x is a lane's share of 8 rows of 32 floats of x as loaded: elements 8t … 8t+7 of row g.
@@ -238,7 +249,7 @@ FUNC void tfd_mma_fetch_x(Slot slot, const device float* x, int ldx, int nx, int
 }
 template <typename Slot, typename Stage>
 FUNC void tfd_mma_a_of(thread tfd_mma_a& a, Slot slot, Stage s, int lane) {
-	tfd_mma_stage_words(a, slot[lane], slot[32 + lane], s, lane);
+	tfd_mma_stage_steps(a, slot[lane], slot[32 + lane], s, lane);
 }
 template <typename Slot>
 FUNC void tfd_mma_x_of(thread tfd_mma_x& xv, Slot slot, int lane) {
