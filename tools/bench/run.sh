@@ -50,7 +50,7 @@ if want eight || want peer || want served || want alt || want ncu || want ncu64 
 fi
 if want tests; then
 	stage "make_8b in the background; CUDA tests"
-	timeout 200 "$BIN" -test.v -test.run . -test.timeout 195s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
+	timeout 300 "$BIN" -test.v -test.run . -test.timeout 295s 2>&1 | grep -v 'ptxas info' | tee -a "$L"
 fi
 if want tests && ! grep -q -- '--- PASS: TestGraphsKeepBits' "$L"; then
 	# Measure without graphs rather than not at all; the log says why.
