@@ -13,8 +13,7 @@
 # sub-benchmarks on the 8B checkpoint, which make_8b.py writes meanwhile (either may be empty).
 # TESTS, a -test.run pattern, runs on every build but the first (the whole binary, TESTS='.',
 # takes about 170 s on the H200, within its 300 s; on several builds, a call's 600 s go fast).
-# Each line is logged to
-# $OUT/log.txt as NAME/….
+# Each line is logged to $OUT/log.txt as NAME/….
 set -u
 OUT=${OUT:-/tmp/tfd-ab}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
