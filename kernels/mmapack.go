@@ -5,19 +5,19 @@ import (
 	"fmt"
 )
 
-// The packed order of a BF16 matrix for the matrix unit (matmul_mma_packed_bf16_S, matmul_wgP_bf16_N
-// and embed_packed_bf16). A matrix of n rows (outputs) of k elements, k a multiple of MMAChunk, is
-// stored as ceil(n/16) bands of 16 rows, the last one padded with zero rows; a band as its k/32
-// chunks in order; a chunk as 512 elements (1,024 bytes): for step s = 0 and 1, and lane
-// l = 4g + t (g, t < 8, 4), elements 256s + 8l … 256s + 8l + 7 are four BF16 pairs, elements
-// 8t + 4s + 2j and 8t + 4s + 2j + 1 of the chunk of rows g, g+8, g, g+8 for j = 0, 0, 1, 1. Those
-// four pairs are exactly the A operand of one MMA step in the order mma.sync.m16n8k16 and wgmma
-// take their four registers (prelude.cuh: tfd_mma_a), so a chunk is two loads of 512 contiguous
-// bytes, 16 bytes a lane, each of which lands in the registers an MMA reads: with the rows side by
-// side instead (each lane's 16 bytes one row's), ptxas copied every loaded word into place right
-// after the load and so waited for it there (ncu, matmul_wg: a third of the stalls). Only the
-// place of each element changes: a product on packed weights has the bits of the same product on
-// the row-major ones.
+// The packed order of a BF16 matrix for the matrix unit (matmul_mma_packed_bf16_S,
+// matmul_wgP_bf16_N and embed_packed_bf16). A matrix of n rows (outputs) of k elements, k a
+// multiple of MMAChunk, is stored as ceil(n/16) bands of 16 rows, the last one padded with zero
+// rows; a band as its k/32 chunks in order; a chunk as 512 elements (1,024 bytes): for step s = 0
+// and 1 and lane l = 4g + t (g < 8, t < 4), elements 256s + 8l … 256s + 8l + 7 are four BF16
+// pairs of the chunk: elements 8t+4s and 8t+4s+1 of row g, the same of row g+8, then 8t+4s+2 and
+// 8t+4s+3 of row g and of row g+8. Those four pairs are exactly the A operand of one MMA step in
+// the order mma.sync.m16n8k16 and wgmma take their four registers (prelude.cuh: tfd_mma_a), so a
+// chunk is two loads of 512 contiguous bytes, 16 bytes a lane, each of which lands in the
+// registers an MMA reads: with the rows side by side instead (each lane's 16 bytes one row's),
+// ptxas copied every loaded word into place right after the load and so waited for it there
+// (ncu, matmul_wg: a third of the stalls). Only the place of each element changes: a product on
+// packed weights has the bits of the same product on the row-major ones.
 
 // MMABandRows is the rows of a band of the packed order.
 const MMABandRows = 16
