@@ -44,21 +44,36 @@ func PackMMA(dst, src []byte, n, k int) {
 			n, k, len(dst), len(src), MMAChunk, 2*MMAPackedLen(n, k), 2*n*k))
 	}
 	chunks := k / MMAChunk
+	le := binary.LittleEndian
+	var zeros [64]byte // a padding row's chunk
 	for band := range (n + MMABandRows - 1) / MMABandRows {
-		for r := range MMABandRows {
-			row := band*MMABandRows + r
+		for g := range 8 { // rows g and g+8 of the band, whose pairs share each lane's 16 bytes
+			var row0, row1 []byte // nil past n: zeros
+			if r := band*MMABandRows + g; r < n {
+				row0 = src[2*r*k:][:2*k]
+			}
+			if r := band*MMABandRows + g + 8; r < n {
+				row1 = src[2*r*k:][:2*k]
+			}
 			for c := range chunks {
-				base := (band*chunks+c)*1024 + 4*(r/8) // byte 4·j of a lane's 16, j = 2·(pair) + r/8
-				for t := range 4 {
-					for p := range 4 { // the row's pairs 8t+2p, 8t+2p+1: step p/2, pair p%2
-						at := base + 512*(p/2) + 16*(r%8*4+t) + 8*(p%2)
-						if row >= n {
-							binary.LittleEndian.PutUint32(dst[at:], 0)
-							continue
-						}
-						from := 2 * (row*k + c*MMAChunk + 8*t + 2*p)
-						binary.LittleEndian.PutUint32(dst[at:], binary.LittleEndian.Uint32(src[from:]))
-					}
+				out := dst[(band*chunks+c)*1024:][:1024]
+				x0, x1 := zeros[:], zeros[:] // the two rows' 64 bytes of the chunk
+				if row0 != nil {
+					x0 = row0[64*c:][:64]
+				}
+				if row1 != nil {
+					x1 = row1[64*c:][:64]
+				}
+				// Lane 4g+t's 16 bytes of step s are at 512s + 64g + 16t: from elements 8t+4s …
+				// 8t+4s+3 of each row, two pairs each, the low words first.
+				step0, step1 := out[64*g:][:64], out[512+64*g:][:64]
+				for t := 0; t < 64; t += 16 {
+					u0, v0 := le.Uint64(x0[t:]), le.Uint64(x1[t:])
+					u1, v1 := le.Uint64(x0[t+8:]), le.Uint64(x1[t+8:])
+					le.PutUint64(step0[t:], u0&0xffffffff|v0<<32)
+					le.PutUint64(step0[t+8:], u0>>32|v0&^0xffffffff)
+					le.PutUint64(step1[t:], u1&0xffffffff|v1<<32)
+					le.PutUint64(step1[t+8:], u1>>32|v1&^0xffffffff)
 				}
 			}
 		}

@@ -60,3 +60,18 @@ func TestPackMMARefusesRaggedRows(t *testing.T) {
 	}()
 	PackMMA(make([]byte, 2*MMAPackedLen(2, 40)), make([]byte, 2*2*40), 2, 40)
 }
+
+// BenchmarkPackMMA measures the host's packing of one 8B-shaped 4,096 × 4,096 BF16 matrix (the
+// CUDA backend packs every matrix as it uploads, a few bands at a time over the CPUs).
+func BenchmarkPackMMA(b *testing.B) {
+	n, k := 4096, 4096
+	src := make([]byte, 2*n*k)
+	for i := range src {
+		src[i] = byte(i * 131)
+	}
+	dst := make([]byte, 2*MMAPackedLen(n, k))
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		PackMMA(dst, src, n, k)
+	}
+}
