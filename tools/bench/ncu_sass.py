@@ -12,12 +12,18 @@ operand that an earlier instruction produces):
       -test.benchtime 3x > sass.csv
   python3 tools/bench/ncu_sass.py sass.csv              # the 12 busiest instructions
   python3 tools/bench/ncu_sass.py --top 5 --before 8 sass.csv
+  python3 tools/bench/ncu_sass.py --per HGMMA --top 0 sass.csv   # the whole kernel's mix
+
+--per OP adds a summary: the stall reasons' shares of all samples, and by opcode the share of
+samples and the instructions executed for every 4 executions of OP (for matmul_wg: a chunk's
+four HGMMA of a SIMD group).
 
 The fourteenth session found this way that matmul_wg's loads of weights went through moves that
 waited for them (docs/performance.md, "Weights that always load").
 """
 import argparse
 import csv
+import gzip
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 
@@ -31,12 +37,13 @@ def number(s):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("csv", help="ncu --page source --print-source sass --csv output")
+    p.add_argument("csv", help="ncu --page source --print-source sass --csv output (or it gzipped)")
     p.add_argument("--top", type=int, default=12, help="instructions to print, most samples first")
     p.add_argument("--before", type=int, default=0, help="instructions before each to print too")
+    p.add_argument("--per", metavar="OP", help="summarize stalls and the opcode mix per 4 executions of OP")
     a = p.parse_args()
 
-    with open(a.csv, newline="") as f:
+    with (gzip.open(a.csv, "rt", newline="") if a.csv.endswith(".gz") else open(a.csv, newline="")) as f:
         rows = list(csv.reader(f))  # ncu's own log lines parse as rows of one or two cells
     kernel = next((r[1] for r in rows if len(r) > 1 and r[0] == "Kernel Name"), "?")
     at = next((i for i, r in enumerate(rows) if r and r[0] == "Address"), None)
@@ -57,6 +64,9 @@ def main():
         execs = r[col["Instructions Executed"]] if "Instructions Executed" in col else ""
         return f"{mark} {r[0][-6:]} {share:5.1f}% {execs:>9} {r[1]}"
 
+    if a.per:
+        summarize(code, col, reasons, total, a.per)
+
     order = sorted(range(len(code)), key=lambda i: -number(code[i][col[SAMPLES]]))
     for i in order[: a.top]:
         for j in range(max(0, i - a.before), i):
@@ -66,6 +76,26 @@ def main():
         print(line(i, ">"), f"  [{why}]")
         if a.before:
             print()
+
+
+def summarize(code, col, reasons, total, per):
+    """Prints the stall reasons' shares, and each opcode's samples and executions per 4 of per."""
+    execs = lambda r: number(r[col["Instructions Executed"]])
+    share = {n[6:]: sum(number(r[col[n]]) for r in code) for n in reasons}
+    print("stalls:", ", ".join(f"{n} {100 * v / total:.1f}%" for n, v in sorted(share.items(), key=lambda x: -x[1])[:6]))
+    ops = {}
+    for r in code:
+        words = r[1].split()
+        op = (words[1] if words and words[0].startswith("@") and len(words) > 1 else words[0] if words else "?").split(".")[0]
+        s, e = ops.get(op, (0.0, 0.0))
+        ops[op] = (s + number(r[col[SAMPLES]]), e + execs(r))
+    anchor = ops.get(per, (0.0, 0.0))[1]
+    if anchor == 0:
+        print(f"no {per} executed")
+        return
+    print(f"instructions executed per 4 {per}: {4 * sum(e for _, e in ops.values()) / anchor:.1f}")
+    for op, (s, e) in sorted(ops.items(), key=lambda x: -x[1][0])[:12]:
+        print(f"  {op:<12} {100 * s / total:5.1f}% of samples  {4 * e / anchor:6.1f} per 4 {per}")
 
 
 if __name__ == "__main__":
