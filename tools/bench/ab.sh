@@ -11,8 +11,9 @@
 #
 # KERNELS is a -test.bench pattern run without the checkpoint; EIGHT a pattern of BenchmarkEight's
 # sub-benchmarks on the 8B checkpoint, which make_8b.py writes meanwhile (either may be empty).
-# TESTS, a -test.run pattern, runs on every build but the first (the whole binary, TESTS='.',
-# takes about 170 s on the H200, within its 300 s; on several builds, a call's 600 s go fast).
+# TESTS, a -test.run pattern, runs on every build but the first, or on those TESTED names (the
+# whole binary, TESTS='.', takes about 170 s on the H200, within its 300 s; on several builds, a
+# call's 600 s go fast: TESTED=d tests only the last of a, b, c, d).
 # Each line is logged to $OUT/log.txt as NAME/….
 set -u
 OUT=${OUT:-/tmp/tfd-ab}
@@ -20,6 +21,7 @@ M=${TFD_BENCH_DIR:-/tmp/q8b}
 KERNELS=${KERNELS:-}
 EIGHT=${EIGHT:-}
 TESTS=${TESTS:-}
+TESTED=${TESTED:-}
 L=$OUT/log.txt
 D=$(mktemp -d)
 mkdir -p "$OUT"
@@ -39,7 +41,8 @@ if [ -n "$EIGHT" ]; then
 	maker=$!
 fi
 if [ -n "$TESTS" ]; then
-	for x in "${builds[@]:1}"; do
+	[ -n "$TESTED" ] || TESTED="${builds[*]:1}"
+	for x in $TESTED; do
 		stage "tests on $x: $TESTS"
 		timeout 300 "$D/$x.test" -test.v -test.run "$TESTS" -test.timeout 295s 2>&1 | grep -e '^--- ' -e '^ok' -e FAIL -e panic | sed "s/^/$x: /" | tee -a "$L"
 	done
