@@ -22,6 +22,10 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 #define STORE_f16(x) f32_to_f16(x)
 #define LOAD4_f32(p) VLOAD(float4, p)
 #define LOAD4_f16(p) f16x4_to_f32(p)
+// RINGED_KV says whether attention_warp may stream a pool's keys and values through its ring of
+// 16-byte copies (attention_warp.kern): F32's four elements of a lane are 16 bytes, F16's eight.
+#define RINGED_KV_f32 1
+#define RINGED_KV_f16 0
 
 // f32_to_f16 rounds f to the nearest F16, ties to even, as package quant's F32ToF16 does: past
 // the largest finite half to an infinity, below half the smallest subnormal to zero, a NaN to the
@@ -146,6 +150,8 @@ typedef uint xin_xs;
 // ATTN_SPLITS splits.
 #define ATTN_CHUNK 64
 #define ATTN_SPLITS 16
+// attention_warp's ring runs ATTN_AHEAD items of sixteen rows ahead of its sums (8 KiB each).
+#define ATTN_AHEAD 2
 
 // Quantized weights (src/quant.kern), read as 16-bit words.
 
