@@ -364,6 +364,16 @@ type MultiMatMul interface {
 	MatMuls(dst [3]Tensor, x Tensor, w, bias [3]Tensor, rows int)
 }
 
+// SiLUMulMatMuler is an optional interface of a Backend that can feed a matmul the SwiGLU
+// product as it prepares its x, where SiLUMul then MatMul would write the product and read it
+// back, in a launch of its own.
+type SiLUMulMatMuler interface {
+	// SiLUMulMatMul does, where it can, MatMul(dst, silu(gate) ⊙ up, w, bias, rows) with the bits
+	// of SiLUMul then MatMul, leaving gate and up as they are, and reports true; it does nothing
+	// and reports false where it would not save a pass (then the caller runs the two ops).
+	SiLUMulMatMul(dst, gate, up, w, bias Tensor, rows int) bool
+}
+
 // HostBuffers is an optional interface of a Backend that reads into host memory of its own
 // faster than into other memory (CUDA: page-locked memory the GPU copies into directly, where
 // other memory takes a second copy, through a staging buffer, on the CPU).

@@ -32,6 +32,7 @@ type backend struct {
 	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
 	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
 	wgmma        bool   // many rows run matmul_wgP_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
+	fusedSiLU    bool   // SiLUMulMatMul takes what it can unless TFD_CUDA_FUSED_SILU=0
 	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (wherever the warpgroup's tile runs)
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
@@ -267,6 +268,10 @@ func (b *backend) init() (err error) {
 	// (kernels.UsesWGQuarters); TFD_CUDA_WG_QUARTERS=0 never, =1 wherever the warpgroup's tile
 	// runs (with TFD_CUDA_MMA_TILE=64, every launch). The bits are the same either way.
 	b.wgQuarters = os.Getenv("TFD_CUDA_WG_QUARTERS")
+	// Where the warpgroup's tile splits x for the down projection, the SwiGLU's product goes
+	// straight into the split (mma_split_silu_wg), saving silu_mul's launch and the product's
+	// pass through memory; TFD_CUDA_FUSED_SILU=0 launches the two apart. The bits are the same.
+	b.fusedSiLU = os.Getenv("TFD_CUDA_FUSED_SILU") != "0"
 	switch s := os.Getenv("TFD_CUDA_MMA_TILE"); s {
 	case "1", "2", "4":
 		b.mmaTile = int(s[0] - '0')

@@ -128,7 +128,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		}
 	}
 	if mma && (packed || rowMajor) {
-		if r, ok := b.mmaLaunch(packed, rows, in, outs, xp); ok {
+		if r, ok := b.mmaLaunch(packed, rows, in, outs, xp, 0); ok {
 			b.launchMMA(r, dps, wps, bps, rows, in, outs, hasBias)
 		}
 		return
@@ -140,7 +140,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		case wt.dtype.Quantized():
 			b.matmulQuant(dst[m], x, wt, bias[m], rows)
 		case b.mma && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
-			if r, ok := b.mmaLaunch(wt.packed, rows, in, [3]int{outs[m]}, xp); ok {
+			if r, ok := b.mmaLaunch(wt.packed, rows, in, [3]int{outs[m]}, xp, 0); ok {
 				b.launchMMA(r, [3]uint64{dps[m]}, [3]uint64{wps[m]}, [3]uint64{bps[m]}, rows, in, [3]int{outs[m]}, hasBias>>m&1)
 			}
 		default:
@@ -157,15 +157,11 @@ type mmaRun struct {
 	xa, part uint64
 }
 
-// mmaLaunch plans the tensor cores' matmul of rows rows of x (at xp, in elements each) against
-// matrices stored packed or row-major, the same tiles and bits either way, and launches what x
-// needs first: for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split once into the B
-// operand by mma_split_x (matmul_mma_xs_bf16_S then reads the split); for the warpgroup's tile
-// (kernels.UsesWG, on sm_90a), x split once by mma_split_wg, and where its groups would be too
-// few (kernels.UsesWGQuarters) a group a quarter of K and a sum of the quarters. False, with the
-// error kept for the next Sync, if the device has no room for a scratch.
-func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (mmaRun, bool) {
-	s, quarters := b.mmaTile, b.wgQuarters == "1"
+// mmaPlan is the tile of the tensor cores' matmul of rows rows against matrices of outs outputs,
+// stored packed or row-major: S (kernels.WGRows for the warpgroup's tile), and for the warpgroup's
+// tile whether its groups make a quarter of K each.
+func (b *backend) mmaPlan(packed bool, rows int, outs [3]int) (s int, quarters bool) {
+	s, quarters = b.mmaTile, b.wgQuarters == "1"
 	if s == 0 {
 		s = kernels.MMATile(rows, outs, b.sms)
 		switch {
@@ -175,6 +171,30 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (
 			s = kernels.WGRows
 		}
 	}
+	return s, quarters
+}
+
+// wgSplits says whether the tensor cores' matmul of rows rows against packed matrices of outs
+// outputs is the warpgroup's tile, on x split once by mma_split_wg.
+func (b *backend) wgSplits(rows int, outs [3]int) bool {
+	s, _ := b.mmaPlan(true, rows, outs)
+	return s == kernels.WGRows && b.wgmma
+}
+
+// mmaLaunch plans the tensor cores' matmul of rows rows of x (at xp, in elements each) against
+// matrices stored packed or row-major, the same tiles and bits either way (mmaPlan), and
+// launches what x needs first: for S = 2 on packed matrices, unless TFD_CUDA_XSPLIT=0, x split
+// once into the B operand by mma_split_x (matmul_mma_xs_bf16_S then reads the split); for the
+// warpgroup's tile (kernels.UsesWG, on sm_90a), x split once by mma_split_wg, and where its
+// groups would be too few (kernels.UsesWGQuarters) a group a quarter of K and a sum of the
+// quarters. Where up is not zero, x is a SwiGLU's gate and the matmul's x is silu(gate)·up,
+// which only the warpgroup's split makes (mma_split_silu_wg; wgSplits says when). False, with
+// the error kept for the next Sync, if the device has no room for a scratch.
+func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp, up uint64) (mmaRun, bool) {
+	s, quarters := b.mmaPlan(packed, rows, outs)
+	if up != 0 && !(packed && s == kernels.WGRows && b.wgmma) {
+		panic("cuda: a SwiGLU product for a matmul that does not split x for the warpgroup's tile")
+	}
 	// split launches split (mma_split_x or mma_split_wg) of x into the scratch and plans the
 	// matmul l that reads it.
 	split := func(split, l kernels.Launch) (mmaRun, bool) {
@@ -182,7 +202,11 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp uint64) (
 		if !ok {
 			return mmaRun{}, false
 		}
-		b.launchAs(split, xs, xp, i32(rows), i32(in))
+		if up != 0 {
+			b.launchAs(kernels.SplitSiLUWGLaunch(rows, in), xs, xp, up, i32(rows), i32(in))
+		} else {
+			b.launchAs(split, xs, xp, i32(rows), i32(in))
+		}
 		return mmaRun{l: l, xa: xs}, true
 	}
 	switch {
@@ -348,6 +372,33 @@ func (b *backend) scratch(t **tensor, n int, what string) (uint64, bool) {
 	}
 	*t = nt.(*tensor)
 	return ptr(*t), true
+}
+
+// SiLUMulMatMul runs MatMul(dst, silu(gate)·up, w, bias, rows) where that matmul would split x
+// for the warpgroup's tile: the split reads gate and up (mma_split_silu_wg), with the bits of
+// SiLUMul then that split, so the product never goes through memory and silu_mul's launch goes.
+// Elsewhere it reports false. It implements compute.SiLUMulMatMuler.
+func (b *backend) SiLUMulMatMul(dst, gate, up, w, bias compute.Tensor, rows int) bool {
+	wt := b.asTensor(w, "SiLUMulMatMul", "w")
+	if !b.fusedSiLU || !b.mma || !wt.packed || wt.dtype != compute.BF16 || len(wt.shape) != 2 {
+		return false
+	}
+	outs, in := [3]int{wt.shape[0]}, wt.shape[1]
+	if !kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in) || !b.wgSplits(rows, outs) {
+		return false
+	}
+	b.forwardRows = rows
+	gp := ptr(b.tensorOf(gate, "SiLUMulMatMul", "gate", compute.F32, rows*in))
+	upp := ptr(b.tensorOf(up, "SiLUMulMatMul", "up", compute.F32, rows*in))
+	dp := ptr(b.tensorOf(dst, "SiLUMulMatMul", "dst", compute.F32, rows*outs[0]))
+	var bp, hasBias uint64
+	if bias != nil {
+		bp, hasBias = ptr(b.tensorOf(bias, "SiLUMulMatMul", "bias", compute.F32, outs[0])), 1
+	}
+	if r, ok := b.mmaLaunch(true, rows, in, outs, gp, upp); ok {
+		b.launchMMA(r, [3]uint64{dp}, [3]uint64{ptr(wt)}, [3]uint64{bp}, rows, in, outs, hasBias)
+	}
+	return true
 }
 
 // SiLUMul writes dst[r] = silu(gate[r])·up[r] for r < rows, rows of dst's row length.

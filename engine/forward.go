@@ -444,9 +444,12 @@ func (m *Model) mlp(l *layerWeights, rows int) {
 	}
 	b, a := m.backend, m.act
 	m.matMuls([3]compute.Tensor{a.gate, a.up}, a.h, [3]compute.Tensor{l.gate, l.up}, [3]compute.Tensor{l.gateBias, l.upBias}, rows)
-	if m.cfg.Gemma.Enabled {
+	switch f, fused := b.(compute.SiLUMulMatMuler); {
+	case m.cfg.Gemma.Enabled:
 		b.GELUTanhMul(a.gate, a.gate, a.up, rows)
-	} else {
+	case fused && f.SiLUMulMatMul(a.out, a.gate, a.up, l.down, l.downBias, rows):
+		return
+	default:
 		b.SiLUMul(a.gate, a.gate, a.up, rows)
 	}
 	b.MatMul(a.out, a.gate, l.down, l.downBias, rows)

@@ -180,6 +180,10 @@ func WGQuarterWords(rows int, outs [3]int) int {
 // its output is SplitXWords(rows, kdim) words too.
 func SplitWGLaunch(rows, kdim int) Launch { return splitLaunch("mma_split_wg", rows, kdim) }
 
+// SplitSiLUWGLaunch is the launch of mma_split_silu_wg (xs, gate, up, rows, kdim): SplitWGLaunch's
+// split of silu_mul(gate, up), its grid and output.
+func SplitSiLUWGLaunch(rows, kdim int) Launch { return splitLaunch("mma_split_silu_wg", rows, kdim) }
+
 // The kernels' names, made once: a backend records a matmul without allocating.
 var (
 	mmaNames       = [...]string{1: "matmul_mma_bf16_1", 2: "matmul_mma_bf16_2", 4: "matmul_mma_bf16_4"}

@@ -110,6 +110,9 @@ func TestLaunches(t *testing.T) {
 	if l := add(SplitWGLaunch(70, 4096)); l.Kernel != "mma_split_wg" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} {
 		t.Errorf("SplitWGLaunch(70, 4096) = %+v", l)
 	}
+	if l := add(SplitSiLUWGLaunch(70, 4096)); l.Kernel != "mma_split_silu_wg" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} {
+		t.Errorf("SplitSiLUWGLaunch(70, 4096) = %+v", l)
+	}
 	for _, c := range []struct {
 		rows int
 		outs [3]int

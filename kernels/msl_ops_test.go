@@ -1,6 +1,7 @@
 package kernels_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -77,6 +78,10 @@ func TestMSLRuns(t *testing.T) {
 			// with no chunk (one and three chunks), uneven quarters, rows over two tiles.
 			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {160, 40}, {1056, 20}} {
 				check(fmt.Sprint("matmul_wg quarters ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, -kernels.WGRows) })
+			}
+			// silu_mul folded into the split (mma_split_silu_wg): ragged rows, one chunk and many.
+			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {1056, 20}} {
+				check(fmt.Sprint("mma_split_silu_wg ", c), func(o *op) { o.splitSiLU(c.in, c.rows) })
 			}
 		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
@@ -351,6 +356,34 @@ func (o *op) matMulsPacked(in, rows, split int) {
 	for m := range outs {
 		computetest.SameBits(o.t, fmt.Sprintf("matrix %d packed against row-major", m), floats(got[m]), floats(want[m]))
 	}
+}
+
+// splitSiLU checks mma_split_silu_wg of gate and up against silu_mul's product split by
+// mma_split_wg, bit for bit, padding rows included.
+func (o *op) splitSiLU(in, rows int) {
+	n := rows * in
+	gate := &mbuf{computetest.F32Bytes(computetest.Randn(5, n))}
+	up := &mbuf{computetest.F32Bytes(computetest.Randn(6, n))}
+	prod := &mbuf{make([]byte, 4*n)}
+	o.launch(kernels.SiLUMulLaunch(n), prod, gate, up, int32(n))
+	want := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
+	o.launch(kernels.SplitWGLaunch(rows, in), want, prod, int32(rows), int32(in))
+	got := &mbuf{bytes.Repeat([]byte{0xff}, len(want.b))}
+	o.launch(kernels.SplitSiLUWGLaunch(rows, in), got, gate, up, int32(rows), int32(in))
+	if i := firstDiff(got.b, want.b); i >= 0 {
+		o.t.Errorf("mma_split_silu_wg: word %d is %#x, silu_mul then mma_split_wg gives %#x", i/4,
+			binary.LittleEndian.Uint32(got.b[i&^3:]), binary.LittleEndian.Uint32(want.b[i&^3:]))
+	}
+}
+
+// firstDiff is the first byte at which a and b (of one length) differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
 }
 
 // embedPacked checks embed_packed_bf16 on a packed table against the cpu backend's Embed of the
