@@ -10,6 +10,7 @@ this sum is what launches, gaps and overlap cost.
       ./cuda.test -test.run '^$' -test.bench '^BenchmarkEight$/^decode$' -test.benchtime 1x > ncu.csv
   python3 tools/bench/ncu_step.py ncu.csv          # the last whole forward
   python3 tools/bench/ncu_step.py --all ncu.csv    # every kernel from the first forward on
+  python3 tools/bench/ncu_step.py docs/ncu/step-decode-89c3b55.csv.gz   # a committed one, gzipped
 
 A forward starts with its embedding kernel (embed_*); the last forward profiled whole (between
 the last two embeddings) is summed by kernel, largest first, and the matmuls again by grid (one
@@ -17,12 +18,13 @@ grid a matrix shape). Both of ncu's CSV pages are read: --page raw (a column a m
 default --page details (a row a metric).
 """
 import csv
+import gzip
 import sys
 from collections import defaultdict
 
 
 def main(path, whole_run=False):
-    with open(path, newline="") as f:
+    with (gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")) as f:
         lines = [l for l in f if l.startswith('"')]  # ncu's own log lines are not CSV
     rows = list(csv.reader(lines))
     head = rows[0]
