@@ -27,7 +27,7 @@ type backend struct {
 	sms          int
 	total        uint64
 	k            kernelSet
-	mma          bool   // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (ops_linux.go, MatMuls)
+	mma          bool   // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (matmul_linux.go, MatMuls)
 	pdlAllowed   bool   // the device and driver have programmatic dependent launch
 	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
 	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
