@@ -370,20 +370,7 @@ func (o *op) splitSiLU(in, rows int) {
 	o.launch(kernels.SplitWGLaunch(rows, in), want, prod, int32(rows), int32(in))
 	got := &mbuf{bytes.Repeat([]byte{0xff}, len(want.b))}
 	o.launch(kernels.SplitSiLUWGLaunch(rows, in), got, gate, up, int32(rows), int32(in))
-	if i := firstDiff(got.b, want.b); i >= 0 {
-		o.t.Errorf("mma_split_silu_wg: word %d is %#x, silu_mul then mma_split_wg gives %#x", i/4,
-			binary.LittleEndian.Uint32(got.b[i&^3:]), binary.LittleEndian.Uint32(want.b[i&^3:]))
-	}
-}
-
-// firstDiff is the first byte at which a and b (of one length) differ, or -1.
-func firstDiff(a, b []byte) int {
-	for i := range a {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return -1
+	sameBytes(o.t, "mma_split_silu_wg against silu_mul then mma_split_wg", got.b, want.b)
 }
 
 // embedPacked checks embed_packed_bf16 on a packed table against the cpu backend's Embed of the
