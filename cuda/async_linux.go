@@ -89,11 +89,11 @@ func (b *backend) ReadInt32Async(src compute.Tensor, n int) compute.Ticket {
 	r.last++
 	slot := &r.slots[r.last%compute.AsyncReads]
 	slot.ticket = r.last // a read not awaited by now is overtaken
-	c := b.w.record()
+	c := b.record()
 	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(unsafe.SliceData(slot.host)))), uint64(s.ptr), uint64(4 * n)}}
-	c = b.w.record()
+	c = b.record()
 	*c = command{kind: cmdEvent, args: [maxArgs]uint64{uint64(slot.event)}}
-	b.w.flush()
+	b.flush()
 	return r.last
 }
 
@@ -110,7 +110,7 @@ func (b *backend) AwaitInt32(t compute.Ticket, dst []int32) error {
 	}
 	slot.ticket = 0
 	r.waitOn = slot.event
-	err := b.w.wait(false, r.wait)
+	err := b.wait(false, r.wait)
 	copy(dst, slot.host)
 	return err
 }

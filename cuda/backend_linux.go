@@ -33,6 +33,7 @@ type backend struct {
 	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
 	wgmma        bool   // many rows run matmul_wgP_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
 	fusedSiLU    bool   // SiLUMulMatMul takes what it can unless TFD_CUDA_FUSED_SILU=0
+	foldQuarters bool   // AddRMSNorm adds a matmul's quarters itself where it can unless TFD_CUDA_FOLD_QUARTERS=0
 	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (wherever the warpgroup's tile runs)
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
@@ -70,6 +71,16 @@ type backend struct {
 	// wgParts is matmul_wg1_bf16_N's quarters of its outputs, before mma_sum_quarters adds them,
 	// grown as attnPart is; nil until the first.
 	wgParts *tensor
+	// pendingSum is mma_sum_quarters for one matrix's quarters, recorded but not yet launched:
+	// an AddRMSNorm of the matmul's output that comes next adds the quarters itself (rmsnorm_row
+	// with quarters set, writing the sum to dst as the launch would), and any other command
+	// launches it first (b.record, b.wait, b.flush), so the stream does the same work in the
+	// same order either way. Launch.Kernel "" when none.
+	pendingSum struct {
+		l                     kernels.Launch
+		dst, part, bias, bits uint64 // bits: hasBias
+		rows, out             int
+	}
 
 	live    map[any]struct{} // tensors and pools not yet freed; Close frees them
 	pending error            // a data error found while recording, for the next Sync
@@ -268,6 +279,10 @@ func (b *backend) init() (err error) {
 	// (kernels.UsesWGQuarters); TFD_CUDA_WG_QUARTERS=0 never, =1 wherever the warpgroup's tile
 	// runs (with TFD_CUDA_MMA_TILE=64, every launch). The bits are the same either way.
 	b.wgQuarters = os.Getenv("TFD_CUDA_WG_QUARTERS")
+	// A one-matrix matmul in quarters whose output the next op, an AddRMSNorm, reads leaves the
+	// sum of its quarters to the norm (b.pendingSum); TFD_CUDA_FOLD_QUARTERS=0 launches
+	// mma_sum_quarters for every one. The bits are the same either way.
+	b.foldQuarters = os.Getenv("TFD_CUDA_FOLD_QUARTERS") != "0"
 	// Where the warpgroup's tile splits x for the down projection, the SwiGLU's product goes
 	// straight into the split (mma_split_silu_wg), saving silu_mul's launch and the product's
 	// pass through memory; TFD_CUDA_FUSED_SILU=0 launches the two apart. The bits are the same.
@@ -397,9 +412,9 @@ func (b *backend) Sync() error {
 	if b.closed {
 		return errors.New("cuda: Sync on a closed backend")
 	}
-	c := b.w.record()
+	c := b.record()
 	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(b.hostErr))), uint64(b.errWord), 16}}
-	err := b.w.wait(true, nil)
+	err := b.wait(true, nil)
 	b.arenaAt = 0
 	if b.pending != nil {
 		err = errors.Join(b.pending, err)
@@ -441,6 +456,7 @@ func (b *backend) Close() error {
 	if b.closed {
 		return errors.New("cuda: backend closed twice")
 	}
+	b.launchPendingSum()
 	err := b.w.stop(b.release)
 	b.closed = true
 	return err

@@ -104,7 +104,7 @@ func (b *backend) CopyRows(dst compute.Tensor, dstRow int, src compute.Tensor, s
 		if dt == st && dstRow > srcRow {
 			off = n - done - m // from the end backwards
 		}
-		c := b.w.record()
+		c := b.record()
 		*c = command{kind: cmdDtoD, args: [maxArgs]uint64{
 			uint64(dt.ptr + devPtr(dstRow+off)*row), uint64(st.ptr + devPtr(srcRow+off)*row), uint64(devPtr(m) * row)}}
 	}

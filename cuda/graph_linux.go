@@ -258,7 +258,7 @@ func (w *worker) dropGraphs() {
 // the graphs kept. They stay off where they are not allowed (no graph API, TFD_CUDA_GRAPHS=0) or
 // have failed.
 func (b *backend) setGraphs(on bool) {
-	b.w.wait(false, func() error {
+	b.wait(false, func() error {
 		g := &b.w.g
 		if !on {
 			b.w.dropGraphs()
@@ -271,7 +271,7 @@ func (b *backend) setGraphs(on bool) {
 // graphState reports whether graphs are on, how many were captured and replayed so far, and why
 // they were turned off if they failed.
 func (b *backend) graphState() (on bool, captures, replays int, err error) {
-	b.w.wait(false, func() error {
+	b.wait(false, func() error {
 		g := &b.w.g
 		on, captures, replays, err = g.on, g.captures, g.replays, g.err
 		return nil

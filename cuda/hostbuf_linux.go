@@ -15,7 +15,7 @@ func (b *backend) HostFloat32(n int) ([]float32, error) {
 		return nil, fmt.Errorf("cuda: HostFloat32 of %d floats", n)
 	}
 	var p unsafe.Pointer
-	err := b.w.wait(false, func() error {
+	err := b.wait(false, func() error {
 		var err error
 		p, err = hostAlloc(4 * n)
 		return err
@@ -39,7 +39,7 @@ func (b *backend) FreeHost(buf []float32) {
 		panic("cuda: FreeHost of memory HostFloat32 did not return")
 	}
 	b.pinned = slices.Delete(b.pinned, i, i+1)
-	if err := b.w.wait(false, func() error {
+	if err := b.wait(false, func() error {
 		return check("cuMemFreeHost", cuMemFreeHost(unsafe.Pointer(unsafe.SliceData(buf))))
 	}); err != nil {
 		panic(fmt.Sprintf("cuda: FreeHost: %v", err)) // the pointer came from cuMemAllocHost

@@ -52,7 +52,7 @@ func (b *backend) CopyKV(dst compute.KV, dstSlot int, src compute.KV, srcSlot, n
 				if d == s && dstSlot > srcSlot {
 					off = n - done - m // from the end backwards
 				}
-				c := b.w.record()
+				c := b.record()
 				*c = command{kind: cmdDtoD, args: [maxArgs]uint64{
 					uint64(half[0] + devPtr(dstSlot+off)*slot), uint64(half[1] + devPtr(srcSlot+off)*slot), uint64(devPtr(m) * slot)}}
 			}
@@ -86,7 +86,7 @@ func (b *backend) ReadKV(kv compute.KV, slot, n int, dst []byte) error {
 		last := min(first+perSync, 2*p.spec.Layers)
 		for i := first; i < last; i++ {
 			src := p.half(i) + devPtr(slot*p.slotBytes())
-			c := b.w.record()
+			c := b.record()
 			*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(&b.stage[(i-first)*half]))), uint64(src), uint64(half)}}
 		}
 		if serr := b.Sync(); err == nil {

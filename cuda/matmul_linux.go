@@ -208,7 +208,13 @@ func (b *backend) launchMMA(r mmaRun, dst, w, bias [3]uint64, rows, in int, outs
 	}
 	b.launchAs(r.l, d[0], d[1], d[2], r.xa, w[0], w[1], w[2], bias[0], bias[1], bias[2],
 		i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
-	if r.sum.Kernel != "" {
+	switch {
+	case r.sum.Kernel == "":
+	case b.foldQuarters && outs[1] == 0 && outs[2] == 0:
+		// One matrix: an AddRMSNorm of its output may add the quarters itself (rmsnorm).
+		b.pendingSum.l, b.pendingSum.dst, b.pendingSum.part, b.pendingSum.bias = r.sum, dst[0], r.part, bias[0]
+		b.pendingSum.bits, b.pendingSum.rows, b.pendingSum.out = hasBias&1, rows, outs[0]
+	default:
 		b.launchAs(r.sum, dst[0], dst[1], dst[2], r.part, bias[0], bias[1], bias[2],
 			i32(rows), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
 	}

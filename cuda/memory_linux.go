@@ -115,7 +115,7 @@ func (b *backend) upload(dtype compute.DType, shape []int, data []byte, pack boo
 	if dtype == compute.I32 {
 		t.runs = runsOfWords(data)
 	}
-	err = b.w.wait(false, func() error {
+	err = b.wait(false, func() error {
 		if pack {
 			p, err := deviceAlloc(2 * kernels.MMAPackedLen(shape[0], shape[1]))
 			if err != nil {
@@ -190,14 +190,14 @@ func (b *backend) NewKV(spec compute.KVSpec) (compute.KV, error) {
 // that could use them.
 func (b *backend) alloc(bytes int) (devPtr, error) {
 	var p devPtr
-	err := b.w.wait(false, func() (err error) {
+	err := b.wait(false, func() (err error) {
 		p, err = deviceAlloc(bytes)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	c := b.w.record()
+	c := b.record()
 	*c = command{kind: cmdZero, args: [maxArgs]uint64{uint64(p), uint64(bytes)}}
 	return p, nil
 }
@@ -235,7 +235,7 @@ func (b *backend) free(t any) {
 	}
 	delete(b.live, t)
 	p := ptrOf(t)
-	err := b.w.wait(true, func() error { return check("cuMemFree", cuMemFree(p)) })
+	err := b.wait(true, func() error { return check("cuMemFree", cuMemFree(p)) })
 	b.arenaAt = 0
 	if err != nil && b.pending == nil {
 		b.pending = err
@@ -293,7 +293,7 @@ func (b *backend) writeHost(dst devPtr, src []byte) {
 		}
 	}
 	copy(b.arena[b.arenaAt:], src)
-	c := b.w.record()
+	c := b.record()
 	*c = command{kind: cmdHtoD, args: [maxArgs]uint64{uint64(dst), uint64(uintptr(unsafe.Pointer(&b.arena[b.arenaAt]))), uint64(bytes)}}
 	b.arenaAt += (bytes + 255) &^ 255
 }
@@ -307,7 +307,7 @@ func (b *backend) ReadFloat32(src compute.Tensor, dst []float32) error {
 	}
 	if b.pinnedHolds(dst) {
 		// The backend's own page-locked memory (HostFloat32): the GPU copies into it directly.
-		c := b.w.record()
+		c := b.record()
 		*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(&dst[0]))), uint64(s.ptr), uint64(4 * len(dst))}}
 		return b.Sync()
 	}
@@ -333,7 +333,7 @@ func (b *backend) read(s *tensor, bytes int) error {
 	if bytes > len(b.stage) {
 		b.replaceHost(&b.stage, bytes)
 	}
-	c := b.w.record()
+	c := b.record()
 	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(&b.stage[0]))), uint64(s.ptr), uint64(bytes)}}
 	return b.Sync()
 }
@@ -341,7 +341,7 @@ func (b *backend) read(s *tensor, bytes int) error {
 // replaceHost swaps a pinned buffer for one of at least bytes, after the recorded work is done.
 func (b *backend) replaceHost(buf *[]byte, bytes int) {
 	bytes = (bytes + stageBytes - 1) &^ (stageBytes - 1)
-	err := b.w.wait(true, func() error {
+	err := b.wait(true, func() error {
 		if err := check("cuMemFreeHost", cuMemFreeHost(sliceData(*buf))); err != nil {
 			return err
 		}

@@ -72,7 +72,19 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 	if residual != nil {
 		rt, add = b.tensorOf(residual, op, "residual", compute.F32, n*d), 1
 	}
-	b.launchAs(kernels.RMSNormLaunch(n, d), ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add)
+	l := kernels.RMSNormLaunch(n, d)
+	if d < kernels.RMSNormRowFrom {
+		b.launchAs(l, ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add)
+		return
+	}
+	if p := b.pendingSum; p.l.Kernel != "" && add == 1 && p.dst == ptr(xt) && p.rows == n && p.out == d {
+		// x is the output of the matmul just before, still in quarters: the norm adds them,
+		// and writes their sum to x as the sum's launch would have.
+		b.pendingSum.l = kernels.Launch{}
+		b.launchAs(l, ptr(dt), ptr(rt), p.part, ptr(wt), i32(n), i32(d), f32(eps), add, p.dst, p.bias, 1, p.bits)
+		return
+	}
+	b.launchAs(l, ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add, 0, 0, 0, 0)
 }
 
 // RoPE rotates each head of x[r] in place by positions[r]·invFreq[j], pairing element j with
@@ -222,6 +234,33 @@ func (b *backend) elementwiseLen(op string, dst compute.Tensor, rows int) int {
 	return n
 }
 
+// record, wait and flush are the worker's, for every command the backend records: each first
+// launches a sum of quarters left pending (b.pendingSum), so that it stays where it was recorded.
+func (b *backend) record() *command {
+	b.launchPendingSum()
+	return b.w.record()
+}
+
+func (b *backend) wait(sync bool, call func() error) error {
+	b.launchPendingSum()
+	return b.w.wait(sync, call)
+}
+
+func (b *backend) flush() {
+	b.launchPendingSum()
+	b.w.flush()
+}
+
+// launchPendingSum launches the sum of quarters left pending, if any.
+func (b *backend) launchPendingSum() {
+	p := b.pendingSum
+	if p.l.Kernel == "" {
+		return
+	}
+	b.pendingSum.l = kernels.Launch{}
+	b.launchAs(p.l, p.dst, 0, 0, p.part, p.bias, 0, 0, i32(p.rows), i32(p.out), 0, 0, p.bits)
+}
+
 // launchAs records the launch l, which tfd/kernels made for the op.
 func (b *backend) launchAs(l kernels.Launch, args ...uint64) {
 	k := b.k.byName[l.Kernel]
@@ -246,7 +285,7 @@ func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {
 	if gy > 65535 {
 		panic(fmt.Sprintf("cuda: %s: %d rows of blocks is past CUDA's 65535", k.name, gy))
 	}
-	c := b.w.record()
+	c := b.record()
 	c.kind, c.k, c.nargs = cmdLaunch, k, uint8(len(args))
 	c.grid = [3]uint32{uint32(gx), uint32(gy), 1}
 	c.block = uint32(k.threads)

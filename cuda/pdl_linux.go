@@ -100,7 +100,7 @@ func (w *worker) launchDependent(c *command) cuResult {
 // setDependentLaunch turns programmatic dependent launch on or off for the work recorded from now
 // on, where the device allows it (tests and benchmarks: the bits must not change, the time may).
 func (b *backend) setDependentLaunch(on bool) {
-	b.w.wait(false, func() error {
+	b.wait(false, func() error {
 		b.w.setDependentLaunch(on && b.pdlAllowed)
 		return nil
 	})

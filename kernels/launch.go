@@ -248,7 +248,9 @@ func GatherLaunch(rows, width int) Launch { return launch("gather", rows, ceilDi
 const RMSNormRowFrom = 257
 
 // RMSNormLaunch is the launch of RMSNorm and AddRMSNorm for n vectors of d elements: a group per
-// vector from RMSNormRowFrom elements, else four vectors per group, one per SIMD group.
+// vector from RMSNormRowFrom elements, else four vectors per group, one per SIMD group. rmsnorm
+// takes (dst, residual, x, w, n, d, eps, accumulate); rmsnorm_row those and (sum, bias,
+// quarters, hasBias), quarters 0 but where x is a matmul's quarters (kernels/src/norm.kern).
 func RMSNormLaunch(n, d int) Launch {
 	if d >= RMSNormRowFrom {
 		return launch("rmsnorm_row", n, 1)

@@ -103,6 +103,13 @@ func TestMSLRuns(t *testing.T) {
 			check(fmt.Sprint("rmsnorm add ", d, n), func(o *op) { o.rmsNorm(d, n, true) })
 		}
 	}
+	// rmsnorm_row adding a matmul's quarters itself: one pass and two, with and without the
+	// residual and a bias.
+	for _, d := range []int{384, 5000} {
+		for _, c := range []struct{ add, bias bool }{{true, true}, {true, false}, {false, true}} {
+			check(fmt.Sprint("rmsnorm quarters ", d, c), func(o *op) { o.rmsNormQuarters(d, 5, c.add, c.bias) })
+		}
+	}
 	for _, hd := range []int{16, 22, 128, 512} { // 22: 11 pairs; 512: the kernel's most, 256 pairs
 		for _, heads := range []int{2, 6} {
 			check(fmt.Sprint("rope ", hd, heads), func(o *op) { o.rope(hd, heads) })
@@ -473,17 +480,57 @@ func (o *op) rmsNorm(d, n int, add bool) {
 	md, mx, mw := &mbuf{make([]byte, 4*n*d)}, &mbuf{computetest.F32Bytes(xs)}, &mbuf{computetest.F32Bytes(ws)}
 	if add {
 		mr := &mbuf{computetest.F32Bytes(rs)}
-		o.launch(l, md, mr, mx, mw, int32(n), int32(d), float32(eps), int32(1))
+		o.launch(l, rmsNormArgs(l, md, mr, mx, mw, n, d, eps, 1)...)
 		computetest.Near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
 		computetest.SameBits(o.t, "residual", floats(mr), o.read(res, n*d))
 		return
 	}
 	// Without the residual, as tfd/cuda binds it: residual is x.
-	o.launch(l, md, mx, mx, mw, int32(n), int32(d), float32(eps), int32(0))
+	o.launch(l, rmsNormArgs(l, md, mx, mx, mw, n, d, eps, 0)...)
 	computetest.Near(o.t, "dst", floats(md), want, 2e-6, 1e-3)
 	// In place: dst is x too.
-	o.launch(l, mx, mx, mx, mw, int32(n), int32(d), float32(eps), int32(0))
+	o.launch(l, rmsNormArgs(l, mx, mx, mx, mw, n, d, eps, 0)...)
 	computetest.SameBits(o.t, "in place", floats(mx), floats(md))
+}
+
+// rmsNormArgs are l's arguments for RMSNormLaunch's kernel, x as it is (rmsnorm_row takes sum,
+// bias, quarters and hasBias too).
+func rmsNormArgs(l kernels.Launch, dst, res, x, w *mbuf, n, d int, eps float32, add int32) []any {
+	if l.Kernel == "rmsnorm_row" {
+		return []any{dst, res, x, w, int32(n), int32(d), eps, add, &mbuf{}, &mbuf{}, int32(0), int32(0)}
+	}
+	return []any{dst, res, x, w, int32(n), int32(d), eps, add}
+}
+
+// rmsNormQuarters checks rmsnorm_row on a matmul's four partials (quarters set; with and without
+// a bias, with and without the residual) against mma_sum_quarters of them and then rmsnorm_row on
+// the sum, bit for bit: the sum it writes, the residual and the output.
+func (o *op) rmsNormQuarters(d, n int, add, withBias bool) {
+	const eps = 1e-6
+	size := n * d
+	part := &mbuf{computetest.F32Bytes(computetest.Randn(8, 4*size))}
+	bias := &mbuf{computetest.F32Bytes(computetest.Randn(9, d))}
+	mw := &mbuf{computetest.F32Bytes(computetest.Randn(7, d))}
+	rs := computetest.Randn(6, size)
+	hasBias, accumulate := int32(0), int32(0)
+	if withBias {
+		hasBias = 1
+	}
+	if add {
+		accumulate = 1
+	}
+	wantSum := &mbuf{make([]byte, 4*size)}
+	_, sum := kernels.MatMulsWGQuartersLaunch(n, [3]int{d})
+	o.launch(sum, wantSum, &mbuf{}, &mbuf{}, part, bias, &mbuf{}, &mbuf{},
+		int32(n), int32(d), int32(0), int32(0), hasBias)
+	l := kernels.RMSNormLaunch(n, d)
+	want, wantRes := &mbuf{make([]byte, 4*size)}, &mbuf{computetest.F32Bytes(rs)}
+	o.launch(l, want, wantRes, wantSum, mw, int32(n), int32(d), float32(eps), accumulate, &mbuf{}, &mbuf{}, int32(0), int32(0))
+	got, gotRes, gotSum := &mbuf{make([]byte, 4*size)}, &mbuf{computetest.F32Bytes(rs)}, &mbuf{make([]byte, 4*size)}
+	o.launch(l, got, gotRes, part, mw, int32(n), int32(d), float32(eps), accumulate, gotSum, bias, int32(1), hasBias)
+	computetest.SameBits(o.t, "the quarters' sum", floats(gotSum), floats(wantSum))
+	computetest.SameBits(o.t, "residual", floats(gotRes), floats(wantRes))
+	computetest.SameBits(o.t, "dst", floats(got), floats(want))
 }
 
 func (o *op) rope(hd, heads int) {

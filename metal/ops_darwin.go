@@ -84,7 +84,12 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 	if residual != nil {
 		rt, add = b.tensorOf(residual, op, "residual", compute.F32, n*d), 1
 	}
-	b.dispatch(kernels.RMSNormLaunch(n, d), bufArg(dt), bufArg(rt), bufArg(xt), bufArg(wt), i32(n), i32(d), f32(eps), i32(add))
+	l := kernels.RMSNormLaunch(n, d)
+	if d >= kernels.RMSNormRowFrom { // rmsnorm_row: x as it is, no quarters here
+		b.dispatch(l, bufArg(dt), bufArg(rt), bufArg(xt), bufArg(wt), i32(n), i32(d), f32(eps), i32(add), arg{}, arg{}, i32(0), i32(0))
+		return
+	}
+	b.dispatch(l, bufArg(dt), bufArg(rt), bufArg(xt), bufArg(wt), i32(n), i32(d), f32(eps), i32(add))
 }
 
 // MatMul writes dst[r][o] = Σ_i x[r][i]·w[o][i] + bias[o] for r < rows; w is [out, in] of F32,
