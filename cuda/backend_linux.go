@@ -148,6 +148,7 @@ func open() (compute.Backend, error) {
 	if err := b.w.start(b.init); err != nil {
 		return nil, err
 	}
+	handlersOnAltStack() // the driver and NVRTC are loaded, the context made (signals_linux.go)
 	return b, nil
 }
 
