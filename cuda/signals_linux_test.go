@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tfd/compute"
-	"tfd/compute/computetest"
+	"tfd/engine"
+	"tfd/engine/enginetest"
 )
 
 // childMode is how a test of this file runs when it is the child of itself: "" in the parent.
@@ -85,8 +85,8 @@ func termOnStrippedHandler(t *testing.T, fix bool) {
 
 // TestSIGTERMWithTheBackendOpen sends SIGTERM, which the process has asked Go to deliver (as tfd
 // serve does, to drain its requests when systemd stops it), to every thread of a process that has
-// opened the CUDA backend and run a kernel, the driver's own threads included, and checks that the
-// process lives and gets it. On the H200, before handlersOnAltStack, the child died on the worker's
+// opened the CUDA backend and decoded with it, the driver's own threads included, and checks that
+// the process lives and gets it. On the H200, before handlersOnAltStack, the child died on the worker's
 // thread: "signal 15 received but handler not on signal stack".
 func TestSIGTERMWithTheBackendOpen(t *testing.T) {
 	if childMode() == "backend" {
@@ -101,18 +101,12 @@ func TestSIGTERMWithTheBackendOpen(t *testing.T) {
 	}
 }
 
-// termEveryThread is TestSIGTERMWithTheBackendOpen's child: open, run a kernel, then SIGTERM to
-// each thread.
+// termEveryThread is TestSIGTERMWithTheBackendOpen's child: open, load the bundled model and
+// decode a few tokens greedily (graphs captured and replayed, as a served model's are), then
+// SIGTERM to each thread.
 func termEveryThread(t *testing.T) {
-	b := openCUDA(t)
-	x, err := b.Upload(compute.F32, []int{4}, computetest.Encode(compute.F32, []float32{1, 2, 3, 4}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, 4)
-	if err := b.ReadFloat32(x, got); err != nil {
-		t.Fatal(err)
-	}
+	m := enginetest.Load(t, openCUDA(t), bundledDir, engine.Options{MaxRows: 8})
+	enginetest.Greedy(t, m, []int32{1, 2, 3}, 6)
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, unix.SIGTERM)
 	defer signal.Stop(c)
