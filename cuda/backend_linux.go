@@ -145,10 +145,11 @@ func open() (compute.Backend, error) {
 		return nil, err
 	}
 	b := &backend{w: newWorker(), live: map[any]struct{}{}}
-	if err := b.w.start(b.init); err != nil {
+	err := b.w.start(b.init)
+	handlersOnAltStack() // NVRTC is loaded and the context made, or tried (signals_linux.go)
+	if err != nil {
 		return nil, err
 	}
-	handlersOnAltStack() // the driver and NVRTC are loaded, the context made (signals_linux.go)
 	return b, nil
 }
 

@@ -154,28 +154,36 @@ var (
 	driverErr  error // the outcome of loading and initialising libcuda, for every Open
 )
 
-// loadDriver opens libcuda, binds the driver API and calls cuInit, once per process.
+// loadDriver opens libcuda, binds the driver API and calls cuInit, once per process. Whatever
+// comes of it, the signal handlers libcuda installed are put on the alternate stack
+// (signals_linux.go): a process that falls back to another backend keeps libcuda loaded.
 func loadDriver() error {
 	driverOnce.Do(func() {
-		lib, path, err := dlopenFirst("NVIDIA driver library libcuda.so.1", "TFD_LIBCUDA", driverCandidates())
-		if err != nil {
-			driverErr = fmt.Errorf("%w: %w", compute.ErrNoDevice, err)
-			return
-		}
-		if driverErr = bind(lib, path, driverBindings); driverErr != nil {
-			return
-		}
-		graphBindingsErr = bind(lib, path, graphBindingsOptional)
-		// Without it (a driver before CUDA 12.0) fnLaunchKernelEx stays 0 and every launch waits
-		// for the kernel before it (pdl_linux.go).
-		_ = bind(lib, path, []binding{{name: "cuLaunchKernelEx", addr: &fnLaunchKernelEx}})
-		if r := cuInit(0); r == cudaErrorNoDevice {
-			driverErr = fmt.Errorf("%w: cuda: cuInit with %s: %w", compute.ErrNoDevice, path, cuError(r))
-		} else if r != 0 {
-			driverErr = fmt.Errorf("cuda: cuInit with %s: %w (is an NVIDIA GPU visible to this process?)", path, cuError(r))
-		}
+		openDriver()
+		handlersOnAltStack()
 	})
 	return driverErr
+}
+
+// openDriver is loadDriver's work.
+func openDriver() {
+	lib, path, err := dlopenFirst("NVIDIA driver library libcuda.so.1", "TFD_LIBCUDA", driverCandidates())
+	if err != nil {
+		driverErr = fmt.Errorf("%w: %w", compute.ErrNoDevice, err)
+		return
+	}
+	if driverErr = bind(lib, path, driverBindings); driverErr != nil {
+		return
+	}
+	graphBindingsErr = bind(lib, path, graphBindingsOptional)
+	// Without it (a driver before CUDA 12.0) fnLaunchKernelEx stays 0 and every launch waits
+	// for the kernel before it (pdl_linux.go).
+	_ = bind(lib, path, []binding{{name: "cuLaunchKernelEx", addr: &fnLaunchKernelEx}})
+	if r := cuInit(0); r == cudaErrorNoDevice {
+		driverErr = fmt.Errorf("%w: cuda: cuInit with %s: %w", compute.ErrNoDevice, path, cuError(r))
+	} else if r != 0 {
+		driverErr = fmt.Errorf("cuda: cuInit with %s: %w (is an NVIDIA GPU visible to this process?)", path, cuError(r))
+	}
 }
 
 // triplet is the Debian multiarch directory name of this architecture.

@@ -15,8 +15,9 @@ import (
 // process with the backend open died on SIGTERM, which systemd sends to stop tfd serve, with
 // "fatal error: non-Go code set up signal handler without SA_ONSTACK flag", where it should have
 // drained its requests and stopped (TestSIGTERMWithTheBackendOpen). handlersOnAltStack adds the
-// flag to every handler that lacks it once the libraries are loaded and the context is made; the
-// library's handler then runs on the alternate stack and calls Go's from there.
+// flag to every handler that lacks it, after cuInit and again after open (NVRTC loaded, the
+// context made), whether they worked or not; the library's handler then runs on the alternate
+// stack and calls Go's from there.
 
 // saOnStack is SA_ONSTACK.
 const saOnStack = 0x08000000
