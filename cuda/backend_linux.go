@@ -146,7 +146,7 @@ func open() (compute.Backend, error) {
 	}
 	b := &backend{w: newWorker(), live: map[any]struct{}{}}
 	err := b.w.start(b.init)
-	handlersOnAltStack() // NVRTC is loaded and the context made, or tried (signals_linux.go)
+	putHandlersOnAltStack("open") // NVRTC is loaded and the context made, or tried
 	if err != nil {
 		return nil, err
 	}

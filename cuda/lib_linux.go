@@ -160,7 +160,7 @@ var (
 func loadDriver() error {
 	driverOnce.Do(func() {
 		openDriver()
-		handlersOnAltStack()
+		putHandlersOnAltStack("cuInit")
 	})
 	return driverErr
 }

@@ -3,6 +3,8 @@
 package cuda
 
 import (
+	"log/slog"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +51,18 @@ func handlersOnAltStack() []unix.Signal {
 		}
 	}
 	return fixed
+}
+
+// putHandlersOnAltStack is handlersOnAltStack with a line at debug level naming what it changed,
+// after which library (what).
+func putHandlersOnAltStack(what string) {
+	if fixed := handlersOnAltStack(); len(fixed) > 0 {
+		names := make([]string, len(fixed))
+		for i, sig := range fixed {
+			names[i] = unix.SignalName(sig)
+		}
+		slog.Debug("cuda: signal handlers put on the alternate stack", "after", what, "signals", strings.Join(names, " "))
+	}
 }
 
 // rtSigaction is the rt_sigaction system call: it installs act (unless nil) and reports the

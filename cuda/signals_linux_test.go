@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -105,6 +106,7 @@ func TestSIGTERMWithTheBackendOpen(t *testing.T) {
 // decode a few tokens greedily (graphs captured and replayed, as a served model's are), then
 // SIGTERM to each thread.
 func termEveryThread(t *testing.T) {
+	slog.SetLogLoggerLevel(slog.LevelDebug) // the line naming the handlers put on the alternate stack
 	m := enginetest.Load(t, openCUDA(t), bundledDir, engine.Options{MaxRows: 8})
 	enginetest.Greedy(t, m, []int32{1, 2, 3}, 6)
 	c := make(chan os.Signal, 1)
