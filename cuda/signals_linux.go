@@ -18,8 +18,9 @@ import (
 // "fatal error: non-Go code set up signal handler without SA_ONSTACK flag", where it should have
 // drained its requests and stopped (TestSIGTERMWithTheBackendOpen). handlersOnAltStack adds the
 // flag to every handler that lacks it, after cuInit and again after open (NVRTC loaded, the
-// context made), whether they worked or not; the library's handler then runs on the alternate
-// stack and calls Go's from there.
+// context made), whether they worked or not, and at a Sync a second or more after the last look
+// (CUDA 13 was seen installing handlers only after some workloads: yalue/onnxruntime_go#140);
+// the library's handler then runs on the alternate stack and calls Go's from there.
 
 // saOnStack is SA_ONSTACK.
 const saOnStack = 0x08000000
