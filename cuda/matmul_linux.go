@@ -215,9 +215,15 @@ func (b *backend) launchMMA(r mmaRun, dst, w, bias [3]uint64, rows, in int, outs
 		b.pendingSum.l, b.pendingSum.dst, b.pendingSum.part, b.pendingSum.bias = r.sum, dst[0], r.part, bias[0]
 		b.pendingSum.bits, b.pendingSum.rows, b.pendingSum.out = hasBias&1, rows, outs[0]
 	default:
-		b.launchAs(r.sum, dst[0], dst[1], dst[2], r.part, bias[0], bias[1], bias[2],
-			i32(rows), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+		b.launchSum(r.sum, dst, r.part, bias, rows, outs, hasBias)
 	}
+}
+
+// launchSum launches sum (mma_sum_quarters), adding the quarters at part into up to three
+// matrices' outputs, with their biases.
+func (b *backend) launchSum(sum kernels.Launch, dst [3]uint64, part uint64, bias [3]uint64, rows int, outs [3]int, hasBias uint64) {
+	b.launchAs(sum, dst[0], dst[1], dst[2], part, bias[0], bias[1], bias[2],
+		i32(rows), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
 }
 
 // scratch returns the address of *t, a scratch buffer of F32-sized elements grown to at least n

@@ -258,7 +258,7 @@ func (b *backend) launchPendingSum() {
 		return
 	}
 	b.pendingSum.l = kernels.Launch{}
-	b.launchAs(p.l, p.dst, 0, 0, p.part, p.bias, 0, 0, i32(p.rows), i32(p.out), 0, 0, p.bits)
+	b.launchSum(p.l, [3]uint64{p.dst}, p.part, [3]uint64{p.bias}, p.rows, [3]int{p.out}, p.bits)
 }
 
 // launchAs records the launch l, which tfd/kernels made for the op.
