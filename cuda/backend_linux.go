@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"time"
 	"unsafe"
 
 	"tfd/compute"
@@ -83,8 +82,6 @@ type backend struct {
 		rows, out             int
 	}
 
-	signalsChecked time.Time // when Sync last put the signal handlers on the alternate stack
-
 	live    map[any]struct{} // tensors and pools not yet freed; Close frees them
 	pending error            // a data error found while recording, for the next Sync
 	closed  bool
@@ -149,7 +146,7 @@ func open() (compute.Backend, error) {
 	}
 	b := &backend{w: newWorker(), live: map[any]struct{}{}}
 	err := b.w.start(b.init)
-	putHandlersOnAltStack("open") // NVRTC is loaded and the context made, or tried
+	putBackSigactions(goHandlers, "open") // NVRTC has compiled and the context is made, or tried
 	if err != nil {
 		return nil, err
 	}
@@ -421,12 +418,6 @@ func (b *backend) Sync() error {
 	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(b.hostErr))), uint64(b.errWord), 16}}
 	err := b.wait(true, nil)
 	b.arenaAt = 0
-	// A library may install a signal handler long after open (signals_linux.go): look again
-	// now and then, a second apart at most, at the cost of 64 system calls.
-	if now := time.Now(); now.Sub(b.signalsChecked) >= time.Second {
-		b.signalsChecked = now
-		putHandlersOnAltStack("a sync")
-	}
 	if b.pending != nil {
 		err = errors.Join(b.pending, err)
 		b.pending = nil

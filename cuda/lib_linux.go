@@ -151,16 +151,18 @@ var driverBindings = []binding{
 
 var (
 	driverOnce sync.Once
-	driverErr  error // the outcome of loading and initialising libcuda, for every Open
+	driverErr  error       // the outcome of loading and initialising libcuda, for every Open
+	goHandlers *sigactions // every signal's action before libcuda loaded: Go's
 )
 
 // loadDriver opens libcuda, binds the driver API and calls cuInit, once per process. Whatever
-// comes of it, the signal handlers libcuda installed are put on the alternate stack
-// (signals_linux.go): a process that falls back to another backend keeps libcuda loaded.
+// comes of it, the signal handlers it installed are replaced by Go's again (signals_linux.go): a
+// process that falls back to another backend keeps libcuda loaded.
 func loadDriver() error {
 	driverOnce.Do(func() {
+		goHandlers = readSigactions()
 		openDriver()
-		putHandlersOnAltStack("cuInit")
+		putBackSigactions(goHandlers, "cuInit")
 	})
 	return driverErr
 }

@@ -3,30 +3,37 @@
 package cuda
 
 import (
+	"bufio"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Signal handlers that the loaded libraries install. Go runs its signal handlers on each thread's
-// alternate signal stack and asks the same of every handler non-Go code installs (SA_ONSTACK, the
-// os/signal documentation), since such a handler calls Go's, which must not run on a goroutine's
-// stack. A library of the CUDA backend installs a SIGTERM handler without the flag: on the H200 a
-// process with the backend open died on SIGTERM, which systemd sends to stop tfd serve, with
-// "fatal error: non-Go code set up signal handler without SA_ONSTACK flag", where it should have
-// drained its requests and stopped (TestSIGTERMWithTheBackendOpen). handlersOnAltStack adds the
-// flag to every handler that lacks it, after cuInit and again after open (NVRTC loaded, the
-// context made), whether they worked or not, and at a Sync a second or more after the last look
-// (CUDA 13 was seen installing handlers only after some workloads: yalue/onnxruntime_go#140);
-// the library's handler then runs on the alternate stack and calls Go's from there.
+// Signal handlers that the loaded libraries install. Go owns a Go program's signals: tfd serve
+// asks os/signal for SIGTERM, which systemd sends to stop it, to drain its requests, and Go's
+// handlers run on each thread's alternate signal stack. A library of the CUDA backend replaces
+// Go's handlers of SIGINT, SIGTERM and SIGXFSZ while open compiles the kernels (on the H200 the
+// change shows after open, not after cuInit: NVRTC, whose compiler registers handlers of its own),
+// with handlers that lack SA_ONSTACK and that end the process on SIGTERM. A process with the
+// backend open died on SIGTERM, first with "fatal error: non-Go code set up signal handler
+// without SA_ONSTACK flag", then, with the flag added, killed by the signal
+// (TestSIGTERMWithTheBackendOpen). So the backend reads every signal's action before it loads
+// libcuda and puts back whatever differs after cuInit and after open, whether they worked or not:
+// the libraries lose their handlers, of which they need none to run kernels, and the process
+// keeps Go's. Nothing is looked at later: no handler was seen changing after open, through a
+// decode with graphs captured and replayed (the same test).
 
 // saOnStack is SA_ONSTACK.
 const saOnStack = 0x08000000
 
-// kernelSigaction is the kernel's struct sigaction on amd64 and arm64. It is read and written
-// back whole with only flags changed.
+// kernelSigaction is the kernel's struct sigaction on amd64 and arm64, read and written back
+// whole.
 type kernelSigaction struct {
 	handler  uintptr // SIG_DFL 0, SIG_IGN 1, else a function
 	flags    uint64
@@ -34,36 +41,82 @@ type kernelSigaction struct {
 	mask     uint64
 }
 
-// handlersOnAltStack adds SA_ONSTACK to every installed handler that lacks it and returns their
-// signals. Go's own handlers have it and are left alone.
-func handlersOnAltStack() []unix.Signal {
-	var fixed []unix.Signal
+// sigactions is every signal's action at one moment, indexed by signal number (1 to 64).
+type sigactions [65]kernelSigaction
+
+// readSigactions reads every signal's action; a signal the kernel will not report (SIGKILL and
+// SIGSTOP report too, but cannot be changed) keeps a zero action.
+func readSigactions() *sigactions {
+	var s sigactions
+	for sig := unix.Signal(1); sig <= 64; sig++ {
+		rtSigaction(sig, nil, &s[sig])
+	}
+	return &s
+}
+
+// restoreSigactions puts back the action in saved of every signal whose action now differs from
+// it, and returns those signals with the handlers that had replaced saved's.
+func restoreSigactions(saved *sigactions) (changed []unix.Signal, handlers []uintptr) {
 	for sig := unix.Signal(1); sig <= 64; sig++ {
 		if sig == unix.SIGKILL || sig == unix.SIGSTOP {
 			continue
 		}
-		var sa kernelSigaction
-		if rtSigaction(sig, nil, &sa) != nil || sa.handler <= 1 || sa.flags&saOnStack != 0 {
+		var now kernelSigaction
+		if rtSigaction(sig, nil, &now) != nil || now == saved[sig] {
 			continue
 		}
-		sa.flags |= saOnStack
-		if rtSigaction(sig, &sa, nil) == nil {
-			fixed = append(fixed, sig)
+		if rtSigaction(sig, &saved[sig], nil) == nil {
+			changed = append(changed, sig)
+			handlers = append(handlers, now.handler)
 		}
 	}
-	return fixed
+	return changed, handlers
 }
 
-// putHandlersOnAltStack is handlersOnAltStack with a line at debug level naming what it changed,
-// after which library (what).
-func putHandlersOnAltStack(what string) {
-	if fixed := handlersOnAltStack(); len(fixed) > 0 {
-		names := make([]string, len(fixed))
-		for i, sig := range fixed {
-			names[i] = unix.SignalName(sig)
-		}
-		slog.Debug("cuda: signal handlers put on the alternate stack", "after", what, "signals", strings.Join(names, " "))
+// putBackSigactions is restoreSigactions with a line naming what was put back, after which
+// library call (after), and where the handlers that had replaced Go's live.
+func putBackSigactions(saved *sigactions, after string) {
+	changed, handlers := restoreSigactions(saved)
+	if len(changed) == 0 {
+		return
 	}
+	names := make([]string, len(changed))
+	for i, sig := range changed {
+		names[i] = unix.SignalName(sig)
+	}
+	slog.Debug("cuda: signal handlers a library installed replaced by Go's again", "after", after,
+		"signals", strings.Join(names, " "), "their_code", mappedFile(handlers[0]))
+}
+
+// mappedFile names the file mapped at addr in this process, or says why it cannot.
+func mappedFile(addr uintptr) string {
+	if addr <= 1 {
+		return [2]string{"SIG_DFL", "SIG_IGN"}[addr]
+	}
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 7f2c5a000000-7f2c5a021000 r-xp 00000000 fd:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.1
+		fields := strings.Fields(sc.Text())
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || uint64(addr) < start || uint64(addr) >= end {
+			continue
+		}
+		if len(fields) < 6 {
+			return "anonymous memory"
+		}
+		return filepath.Base(fields[5])
+	}
+	return fmt.Sprintf("%#x, in no mapping", addr)
 }
 
 // rtSigaction is the rt_sigaction system call: it installs act (unless nil) and reports the

@@ -35,45 +35,60 @@ func runChild(t *testing.T, name, mode string) (string, error) {
 	return string(out), err
 }
 
-// TestHandlersOnAltStack checks handlersOnAltStack on Go's own SIGTERM handler stripped of
-// SA_ONSTACK, as the CUDA backend's libraries install theirs: SIGTERM to a thread running Go code
-// then kills the process (the control, which shows what the test can tell), and with the flag put
-// back by handlersOnAltStack the process lives and gets the signal through os/signal.
-func TestHandlersOnAltStack(t *testing.T) {
-	switch childMode() {
-	case "stripped", "fixed":
-		termOnStrippedHandler(t, childMode() == "fixed")
+// TestSigactionsPutBack checks restoreSigactions on the two ways a library's SIGTERM handler was
+// seen to end a process with the CUDA backend open: Go's handler left in place without SA_ONSTACK
+// (Go dies complaining of it) and a handler that ends the process on the signal (the default
+// action stands in for it). Each control, a child changing SIGTERM's action behind Go's back,
+// dies of the signal it should have received; each child that puts the saved actions back first
+// lives and gets SIGTERM through os/signal.
+func TestSigactionsPutBack(t *testing.T) {
+	if mode := childMode(); mode != "" {
+		kind, fix := strings.CutSuffix(mode, ",fixed")
+		termAfterChange(t, kind, fix)
 		return
 	}
-	out, err := runChild(t, "TestHandlersOnAltStack", "stripped")
-	if err == nil || !strings.Contains(out, "SA_ONSTACK") {
-		t.Errorf("control: SIGTERM on a handler without SA_ONSTACK should kill the process with Go's complaint about it; it ended %v:\n%s", err, out)
-	}
-	if out, err := runChild(t, "TestHandlersOnAltStack", "fixed"); err != nil {
-		t.Errorf("SIGTERM after handlersOnAltStack: %v\n%s", err, out)
+	for _, c := range []struct {
+		kind, control string // the control's output names it, or its error does
+	}{
+		{"stripped", "SA_ONSTACK"},
+		{"default", "signal: terminated"},
+	} {
+		out, err := runChild(t, "TestSigactionsPutBack", c.kind)
+		if err == nil || !strings.Contains(out+err.Error(), c.control) {
+			t.Errorf("control %s: SIGTERM should have killed the child (%q); it ended %v:\n%s", c.kind, c.control, err, out)
+		}
+		if out, err := runChild(t, "TestSigactionsPutBack", c.kind+",fixed"); err != nil {
+			t.Errorf("%s: SIGTERM after restoreSigactions: %v\n%s", c.kind, err, out)
+		}
 	}
 }
 
-// termOnStrippedHandler is TestHandlersOnAltStack's child: it strips SA_ONSTACK from SIGTERM's
-// handler, puts it back where fix says so, and sends SIGTERM to its own thread.
-func termOnStrippedHandler(t *testing.T, fix bool) {
+// termAfterChange is TestSigactionsPutBack's child: it asks os/signal for SIGTERM, saves every
+// action, changes SIGTERM's as kind says, puts the saved actions back where fix says so, and
+// sends SIGTERM to its own thread.
+func termAfterChange(t *testing.T, kind string, fix bool) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, unix.SIGTERM)
 	defer signal.Stop(c)
-	var sa kernelSigaction
-	if err := rtSigaction(unix.SIGTERM, nil, &sa); err != nil {
-		t.Fatal(err)
+	saved := readSigactions()
+	sa := saved[unix.SIGTERM]
+	if sa.handler <= 1 || sa.flags&saOnStack == 0 {
+		t.Fatalf("SIGTERM's action is not Go's handler on the alternate stack: %+v", sa)
 	}
-	if sa.flags&saOnStack == 0 {
-		t.Fatalf("Go's SIGTERM handler has no SA_ONSTACK: flags %#x", sa.flags)
+	switch kind {
+	case "stripped":
+		sa.flags &^= saOnStack
+	case "default":
+		sa.handler = 0
+	default:
+		t.Fatalf("unknown change %q", kind)
 	}
-	sa.flags &^= saOnStack
 	if err := rtSigaction(unix.SIGTERM, &sa, nil); err != nil {
 		t.Fatal(err)
 	}
 	if fix {
-		if fixed := handlersOnAltStack(); !slices.Contains(fixed, unix.SIGTERM) {
-			t.Fatalf("handlersOnAltStack fixed %v, not SIGTERM", fixed)
+		if changed, _ := restoreSigactions(saved); !slices.Equal(changed, []unix.Signal{unix.SIGTERM}) {
+			t.Fatalf("restoreSigactions put back %v, want SIGTERM alone", changed)
 		}
 	}
 	runtime.LockOSThread()
@@ -87,8 +102,9 @@ func termOnStrippedHandler(t *testing.T, fix bool) {
 // TestSIGTERMWithTheBackendOpen sends SIGTERM, which the process has asked Go to deliver (as tfd
 // serve does, to drain its requests when systemd stops it), to every thread of a process that has
 // opened the CUDA backend and decoded with it, the driver's own threads included, and checks that
-// the process lives and gets it. On the H200, before handlersOnAltStack, the child died on the worker's
-// thread: "signal 15 received but handler not on signal stack".
+// the process lives and gets it. On the H200 the child died on the worker's thread, "signal 15
+// received but handler not on signal stack", and with SA_ONSTACK added to the handlers that
+// lacked it, of the signal itself, until the backend put Go's handlers back.
 func TestSIGTERMWithTheBackendOpen(t *testing.T) {
 	if childMode() == "backend" {
 		termEveryThread(t)
@@ -106,7 +122,7 @@ func TestSIGTERMWithTheBackendOpen(t *testing.T) {
 // decode a few tokens greedily (graphs captured and replayed, as a served model's are), then
 // SIGTERM to each thread.
 func termEveryThread(t *testing.T) {
-	slog.SetLogLoggerLevel(slog.LevelDebug) // the line naming the handlers put on the alternate stack
+	slog.SetLogLoggerLevel(slog.LevelDebug) // the line naming the handlers put back
 	m := enginetest.Load(t, openCUDA(t), bundledDir, engine.Options{MaxRows: 8})
 	enginetest.Greedy(t, m, []int32{1, 2, 3}, 6)
 	c := make(chan os.Signal, 1)
