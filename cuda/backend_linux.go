@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"tfd/compute"
@@ -81,6 +82,8 @@ type backend struct {
 		dst, part, bias, bits uint64 // bits: hasBias
 		rows, out             int
 	}
+
+	signalsChecked time.Time // when Sync last put back the signal actions a library changed
 
 	live    map[any]struct{} // tensors and pools not yet freed; Close frees them
 	pending error            // a data error found while recording, for the next Sync
@@ -418,6 +421,12 @@ func (b *backend) Sync() error {
 	*c = command{kind: cmdDtoH, args: [maxArgs]uint64{uint64(uintptr(unsafe.Pointer(b.hostErr))), uint64(b.errWord), 16}}
 	err := b.wait(true, nil)
 	b.arenaAt = 0
+	// A library may install a signal handler long after open (signals_linux.go): look again
+	// now and then, a second apart at most, at the cost of 64 system calls.
+	if now := time.Now(); now.Sub(b.signalsChecked) >= time.Second {
+		b.signalsChecked = now
+		putBackSigactions(goHandlers, "a sync")
+	}
 	if b.pending != nil {
 		err = errors.Join(b.pending, err)
 		b.pending = nil

@@ -17,17 +17,21 @@ import (
 
 // Signal handlers that the loaded libraries install. Go owns a Go program's signals: tfd serve
 // asks os/signal for SIGTERM, which systemd sends to stop it, to drain its requests, and Go's
-// handlers run on each thread's alternate signal stack. A library of the CUDA backend replaces
-// Go's handlers of SIGINT, SIGTERM and SIGXFSZ while open compiles the kernels (on the H200 the
-// change shows after open, not after cuInit: NVRTC, whose compiler registers handlers of its own),
-// with handlers that lack SA_ONSTACK and that end the process on SIGTERM. A process with the
-// backend open died on SIGTERM, first with "fatal error: non-Go code set up signal handler
-// without SA_ONSTACK flag", then, with the flag added, killed by the signal
-// (TestSIGTERMWithTheBackendOpen). So the backend reads every signal's action before it loads
-// libcuda and puts back whatever differs after cuInit and after open, whether they worked or not:
-// the libraries lose their handlers, of which they need none to run kernels, and the process
-// keeps Go's. Nothing is looked at later: no handler was seen changing after open, through a
-// decode with graphs captured and replayed (the same test).
+// handlers run on each thread's alternate signal stack. While open compiles the kernels, a
+// library of the CUDA backend (NVRTC, whose compiler registers handlers of its own: the change
+// shows after open, not after cuInit) installs SIGINT, SIGTERM and SIGXFSZ actions that lack
+// SA_ONSTACK, and a process with the backend open died on SIGTERM with "fatal error: non-Go code
+// set up signal handler without SA_ONSTACK flag" (TestSIGTERMWithTheBackendOpen). With Go's
+// actions put back after open it was still killed by the signal after a decode: a library
+// installs a handler later too (onnxruntime_go's users saw CUDA 13 do so after some workloads,
+// yalue/onnxruntime_go#140). So the backend reads every signal's action before it loads libcuda
+// and puts back each that a library changed, after cuInit, after open (whether they worked or
+// not) and at a Sync a second or more after the last look: the libraries lose their handlers, of
+// which they need none to run kernels, and the process keeps Go's.
+//
+// A changed action is a library's when it is a handler that is not Go's: Go's own changes after
+// the backend opened (signal.Ignore, signal.Reset, signal.Notify of a signal that was ignored at
+// start) install SIG_IGN, SIG_DFL or Go's handler with Go's flags, and stand.
 
 // saOnStack is SA_ONSTACK.
 const saOnStack = 0x08000000
@@ -54,15 +58,21 @@ func readSigactions() *sigactions {
 	return &s
 }
 
-// restoreSigactions puts back the action in saved of every signal whose action now differs from
-// it, and returns those signals with the handlers that had replaced saved's.
+// restoreSigactions puts back the action in saved of every signal whose action now is a handler
+// other than saved's and not Go's own, and returns those signals with the handlers that had
+// replaced saved's. Go's action is the one saved for SIGURG, which Go always handles (goroutine
+// preemption); every handler Go installs has its function, flags and restorer.
 func restoreSigactions(saved *sigactions) (changed []unix.Signal, handlers []uintptr) {
+	goAction := saved[unix.SIGURG]
+	isGo := func(a kernelSigaction) bool {
+		return a.handler == goAction.handler && a.flags == goAction.flags && a.restorer == goAction.restorer
+	}
 	for sig := unix.Signal(1); sig <= 64; sig++ {
 		if sig == unix.SIGKILL || sig == unix.SIGSTOP {
 			continue
 		}
 		var now kernelSigaction
-		if rtSigaction(sig, nil, &now) != nil || now == saved[sig] {
+		if rtSigaction(sig, nil, &now) != nil || now == saved[sig] || now.handler <= 1 || isGo(now) {
 			continue
 		}
 		if rtSigaction(sig, &saved[sig], nil) == nil {
@@ -76,6 +86,9 @@ func restoreSigactions(saved *sigactions) (changed []unix.Signal, handlers []uin
 // putBackSigactions is restoreSigactions with a line naming what was put back, after which
 // library call (after), and where the handlers that had replaced Go's live.
 func putBackSigactions(saved *sigactions, after string) {
+	if saved == nil { // a backend made without loadDriver, as the fake device's tests make
+		return
+	}
 	changed, handlers := restoreSigactions(saved)
 	if len(changed) == 0 {
 		return
