@@ -19,15 +19,54 @@ type Row struct {
 	Pick bool
 }
 
-// Argmax returns the index of the largest of logits, ties to the lowest: a greedy pick.
+// Argmax returns the index of the largest of logits, ties to the lowest: a greedy pick. It is
+// the loop that moves to i where logits[i] > logits[best], from best = 0, so a NaN is passed
+// over (and logits[0] NaN gives 0), and −0 does not replace +0.
+//
+// A decoding stream that reads its logits back waits on this pick before its next forward: a
+// vocabulary of 151,936 took 88 µs a pick in that loop on this project's machine, a sixtieth of
+// an 8B token on the H200. Four lanes, each that loop over every fourth logit from best = 0,
+// break its chain of dependent compares (44 µs, BenchmarkArgmax); the lanes' answers, each the
+// lowest index of its largest, combine into the loop's.
 func Argmax(logits []float32) int32 {
-	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
+	if len(logits) == 0 {
+		return 0
+	}
+	var at [4]int
+	var top [4]float32
+	for k := range top {
+		top[k] = logits[0]
+	}
+	i := 0
+	for ; i+4 <= len(logits); i += 4 {
+		v := logits[i : i+4 : i+4]
+		if v[0] > top[0] {
+			top[0], at[0] = v[0], i
+		}
+		if v[1] > top[1] {
+			top[1], at[1] = v[1], i+1
+		}
+		if v[2] > top[2] {
+			top[2], at[2] = v[2], i+2
+		}
+		if v[3] > top[3] {
+			top[3], at[3] = v[3], i+3
 		}
 	}
-	return int32(best)
+	for ; i < len(logits); i++ {
+		if logits[i] > top[0] {
+			top[0], at[0] = logits[i], i
+		}
+	}
+	best := 0
+	for k := range at {
+		// A lane that found nothing above logits[0] holds 0 and logits[0]; the lowest index of
+		// the largest wins, as the loop's first of its largest does.
+		if top[k] > top[best] || (top[k] == top[best] && at[k] < at[best]) {
+			best = k
+		}
+	}
+	return int32(at[best])
 }
 
 // DraftRow is one position of a stream fed to a model's MTP head after a forward: the head reads
