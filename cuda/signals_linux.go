@@ -19,15 +19,16 @@ import (
 // asks os/signal for SIGTERM, which systemd sends to stop it, to drain its requests, and Go's
 // handlers run on each thread's alternate signal stack. While open compiles the kernels, a
 // library of the CUDA backend (NVRTC, whose compiler registers handlers of its own: the change
-// shows after open, not after cuInit) installs SIGINT, SIGTERM and SIGXFSZ actions that lack
+// shows after open, not after cuInit) installs SIGINT, SIGTERM and SIGXFSZ handlers without
 // SA_ONSTACK, and a process with the backend open died on SIGTERM with "fatal error: non-Go code
-// set up signal handler without SA_ONSTACK flag" (TestSIGTERMWithTheBackendOpen). With Go's
-// actions put back after open it was still killed by the signal after a decode: a library
-// installs a handler later too (onnxruntime_go's users saw CUDA 13 do so after some workloads,
-// yalue/onnxruntime_go#140). So the backend reads every signal's action before it loads libcuda
-// and puts back each that a library changed, after cuInit, after open (whether they worked or
-// not) and at a Sync a second or more after the last look: the libraries lose their handlers, of
-// which they need none to run kernels, and the process keeps Go's.
+// set up signal handler without SA_ONSTACK flag" (TestSIGTERMWithTheBackendOpen); with the flag
+// added, the library's handler itself ended the process on the signal. So the backend reads
+// every signal's action before it loads libcuda and puts back each that a library changed, after
+// cuInit and after open (whether they worked or not): the libraries lose their handlers, of which
+// they need none to run kernels, and the process keeps Go's. Sync looks again a second or more
+// after the last look: no handler was seen changing after open on the H200, through a decode
+// with graphs captured and replayed, but onnxruntime_go's users saw CUDA 13 install some only
+// after some workloads (yalue/onnxruntime_go#140), and the look costs 64 system calls.
 //
 // A changed action is a library's when it is a handler that is not Go's: Go's own changes after
 // the backend opened (signal.Ignore, signal.Reset, signal.Notify of a signal that was ignored at
