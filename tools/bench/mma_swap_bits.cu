@@ -15,16 +15,9 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-constexpr int STEPS = 8;
+#include "bits.cuh"
 
-__device__ uint32_t mix(uint32_t x) {
-	x ^= x >> 16;
-	x *= 0x7feb352du;
-	x ^= x >> 15;
-	x *= 0x846ca68bu;
-	x ^= x >> 16;
-	return x;
-}
+constexpr int STEPS = 8;
 
 __device__ float rf(uint32_t h, int spread) {
 	uint32_t r = mix(h);

@@ -15,16 +15,9 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-constexpr int STEPS = 4;
+#include "bits.cuh"
 
-__device__ uint32_t mix(uint32_t x) {
-	x ^= x >> 16;
-	x *= 0x7feb352du;
-	x ^= x >> 15;
-	x *= 0x846ca68bu;
-	x ^= x >> 16;
-	return x;
-}
+constexpr int STEPS = 4;
 
 // A BF16 of random sign and mantissa, exponent 127 ± spread.
 __device__ uint16_t rbf16(uint32_t h, int spread) {
