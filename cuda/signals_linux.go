@@ -18,17 +18,19 @@ import (
 // Signal handlers that the loaded libraries install. Go owns a Go program's signals: tfd serve
 // asks os/signal for SIGTERM, which systemd sends to stop it, to drain its requests, and Go's
 // handlers run on each thread's alternate signal stack. While open compiles the kernels, a
-// library of the CUDA backend (NVRTC, whose compiler registers handlers of its own: the change
-// shows after open, not after cuInit) installs SIGINT, SIGTERM and SIGXFSZ handlers without
-// SA_ONSTACK, and a process with the backend open died on SIGTERM with "fatal error: non-Go code
-// set up signal handler without SA_ONSTACK flag" (TestSIGTERMWithTheBackendOpen); with the flag
-// added, the library's handler itself ended the process on the signal. So the backend reads
-// every signal's action before it loads libcuda and puts back each that a library changed, after
-// cuInit and after open (whether they worked or not): the libraries lose their handlers, of which
-// they need none to run kernels, and the process keeps Go's. Sync looks again a second or more
-// after the last look: no handler was seen changing after open on the H200, through a decode
-// with graphs captured and replayed, but onnxruntime_go's users saw CUDA 13 install some only
-// after some workloads (yalue/onnxruntime_go#140), and the look costs 64 system calls.
+// library of the CUDA backend changes the actions of SIGINT, SIGTERM and SIGXFSZ (on the H200
+// after open, not after cuInit: NVRTC, whose compiler registers handlers and puts back the ones
+// before it through the C library, is the likely one): the handler is Go's function again, but
+// its flags are not Go's, SA_ONSTACK gone, and a process with the backend open died on SIGTERM
+// with "fatal error: non-Go code set up signal handler without SA_ONSTACK flag"
+// (TestSIGTERMWithTheBackendOpen). Adding the flag alone was not enough to pass that test. So
+// the backend reads every signal's action before it loads libcuda and puts back each that a
+// library changed, whole, after cuInit and after open (whether they worked or not): the
+// libraries need no handler to run kernels, and the process keeps Go's. Sync looks again a
+// second or more after the last look: no action was seen changing after open on the H200,
+// through a decode with graphs captured and replayed, but onnxruntime_go's users saw CUDA 13
+// install handlers only after some workloads (yalue/onnxruntime_go#140), and the look costs 64
+// system calls.
 //
 // A changed action is a library's when it is a handler that is not Go's: Go's own changes after
 // the backend opened (signal.Ignore, signal.Reset, signal.Notify of a signal that was ignored at
@@ -98,8 +100,8 @@ func putBackSigactions(saved *sigactions, after string) {
 	for i, sig := range changed {
 		names[i] = unix.SignalName(sig)
 	}
-	slog.Debug("cuda: signal handlers a library installed replaced by Go's again", "after", after,
-		"signals", strings.Join(names, " "), "their_code", mappedFile(handlers[0]))
+	slog.Debug("cuda: signal actions a library changed put back", "after", after,
+		"signals", strings.Join(names, " "), "handler_in", mappedFile(handlers[0]))
 }
 
 // mappedFile names the file mapped at addr in this process, or says why it cannot.
