@@ -51,8 +51,7 @@ type kernelSigaction struct {
 // sigactions is every signal's action at one moment, indexed by signal number (1 to 64).
 type sigactions [65]kernelSigaction
 
-// readSigactions reads every signal's action; a signal the kernel will not report (SIGKILL and
-// SIGSTOP report too, but cannot be changed) keeps a zero action.
+// readSigactions reads every signal's action (one the kernel will not report stays zero).
 func readSigactions() *sigactions {
 	var s sigactions
 	for sig := unix.Signal(1); sig <= 64; sig++ {
@@ -61,10 +60,10 @@ func readSigactions() *sigactions {
 	return &s
 }
 
-// restoreSigactions puts back the action in saved of every signal whose action now is a handler
-// other than saved's and not Go's own, and returns those signals with the handlers that had
-// replaced saved's. Go's action is the one saved for SIGURG, which Go always handles (goroutine
-// preemption); every handler Go installs has its function, flags and restorer.
+// restoreSigactions puts back the action in saved of every signal whose action now differs from
+// it and is a handler, but not Go's own, and returns those signals with the handlers that it
+// replaced. Go's action is the one saved for SIGURG, which Go always handles (goroutine
+// preemption): every handler Go installs has its function, flags and restorer.
 func restoreSigactions(saved *sigactions) (changed []unix.Signal, handlers []uintptr) {
 	goAction := saved[unix.SIGURG]
 	isGo := func(a kernelSigaction) bool {
@@ -118,6 +117,9 @@ func mappedFile(addr uintptr) string {
 	for sc.Scan() {
 		// 7f2c5a000000-7f2c5a021000 r-xp 00000000 fd:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.1
 		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
 		if !ok {
 			continue

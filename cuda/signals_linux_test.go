@@ -173,3 +173,22 @@ func logChangedSigactions(t *testing.T) {
 		}
 	}
 }
+
+// TestMappedFileNamesTheBinary checks the debug line's pointer to where a handler lives: Go's
+// own handler is in this test binary, SIG_DFL and SIG_IGN are named, and an address of no
+// mapping says so.
+func TestMappedFileNamesTheBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mappedFile(readSigactions()[unix.SIGURG].handler), filepath.Base(exe); got != want {
+		t.Errorf("Go's SIGURG handler is in %q, want %q", got, want)
+	}
+	if got := mappedFile(0) + " " + mappedFile(1); got != "SIG_DFL SIG_IGN" {
+		t.Errorf("mappedFile of 0 and 1: %q", got)
+	}
+	if got := mappedFile(16); !strings.Contains(got, "in no mapping") {
+		t.Errorf("mappedFile(16) = %q, want an address in no mapping", got)
+	}
+}
