@@ -156,8 +156,8 @@ var (
 )
 
 // loadDriver opens libcuda, binds the driver API and calls cuInit, once per process. Whatever
-// comes of it, the signal handlers it installed are replaced by Go's again (signals_linux.go): a
-// process that falls back to another backend keeps libcuda loaded.
+// comes of it, the signal actions it changed are put back (signals_linux.go): a process that
+// falls back to another backend keeps libcuda loaded.
 func loadDriver() error {
 	driverOnce.Do(func() {
 		goHandlers = readSigactions()
