@@ -289,7 +289,8 @@ func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {
 	c.kind, c.k, c.nargs = cmdLaunch, k, uint8(len(args))
 	c.grid = [3]uint32{uint32(gx), uint32(gy), 1}
 	c.block = uint32(k.threads)
-	c.dependent = b.pdlRows == 0 || b.forwardRows <= b.pdlRows
+	c.dependent = (b.pdlRows == 0 || b.forwardRows <= b.pdlRows) && !(b.serialMatMuls && k.streams && b.lastStreamed)
+	b.lastStreamed = k.streams
 	copy(c.args[:], args)
 }
 
