@@ -43,9 +43,12 @@ type backend struct {
 	// (pdl_linux.go; 0: every launch), and forwardRows the rows of the forward being recorded, as
 	// its last matmul saw them.
 	pdlRows, forwardRows int
-	// With serialMatMuls (TFD_CUDA_SERIAL_MATMULS=1) a matmul recorded straight after another,
-	// lastStreamed, is launched not dependent (streamsWeights).
-	serialMatMuls, lastStreamed bool
+	// With serialHeavy (TFD_CUDA_SERIAL_HEAVY=1) a heavy kernel recorded straight after another,
+	// lastHeavy, is launched not dependent (heavy, pdl_linux.go).
+	serialHeavy, lastHeavy bool
+	// leaveOut (benchmarks: BenchmarkStepWithout) names kernel prefixes that are not launched at
+	// all, to measure what the rest of a step costs; the results are then wrong.
+	leaveOut []string
 
 	// Set at Open; the pinned host buffers are read and written by both goroutines, never at the
 	// same time: the worker touches them only while the backend's goroutine waits.
@@ -120,7 +123,7 @@ type kernel struct {
 	fn      cuFunction
 	threads int
 	params  int
-	streams bool // streamsWeights(name): a matmul, which another must not start under
+	heavy   bool // heavy(name): a matmul or attention, which another must not start under
 }
 
 // The weight dtypes the kernels come in, by index, and their suffix in kernel names.
@@ -259,11 +262,11 @@ func (b *backend) init() (err error) {
 	if s := os.Getenv("TFD_CUDA_PDL_ROWS"); s != "" {
 		b.pdlRows, _ = strconv.Atoi(s)
 	}
+	b.serialHeavy = os.Getenv("TFD_CUDA_SERIAL_HEAVY") == "1"
 	// BF16 matmuls run on the tensor cores unless TFD_CUDA_MMA=0: on the H200 that is 1.2 times
 	// the CUDA cores' single-stream decode of an 8B model, 3.6 to 6.4 times the aggregate of 8 to
 	// 64 streams and 4.8 times the prefill (docs/performance.md). The bits differ between the two, so
 	// a prompt cache spilled under one setting must not be read under the other.
-	b.serialMatMuls = os.Getenv("TFD_CUDA_SERIAL_MATMULS") == "1"
 	b.mma = os.Getenv("TFD_CUDA_MMA") != "0"
 	// Attention runs attention_tile_H where its tiles share loads of keys
 	// (kernels.AttentionTileShares); TFD_CUDA_ATTN_TILE=0 keeps attention_split for every launch
@@ -313,7 +316,7 @@ func (b *backend) resolve() error {
 		if len(def.Params) > maxArgs {
 			return fmt.Errorf("cuda: kernel %s takes %d parameters; commands hold %d (maxArgs)", def.Name, len(def.Params), maxArgs)
 		}
-		k := &kernel{name: def.Name, threads: def.Threads, params: len(def.Params), streams: streamsWeights(def.Name)}
+		k := &kernel{name: def.Name, threads: def.Threads, params: len(def.Params), heavy: heavy(def.Name)}
 		if err := check("cuModuleGetFunction "+def.Name, cuModuleGetFunction(&k.fn, b.module, def.Name)); err != nil {
 			return err
 		}

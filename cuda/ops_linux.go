@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"tfd/compute"
 	"tfd/kernels"
@@ -285,12 +286,17 @@ func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {
 	if gy > 65535 {
 		panic(fmt.Sprintf("cuda: %s: %d rows of blocks is past CUDA's 65535", k.name, gy))
 	}
+	for _, p := range b.leaveOut {
+		if strings.HasPrefix(k.name, p) {
+			return
+		}
+	}
 	c := b.record()
 	c.kind, c.k, c.nargs = cmdLaunch, k, uint8(len(args))
 	c.grid = [3]uint32{uint32(gx), uint32(gy), 1}
 	c.block = uint32(k.threads)
-	c.dependent = (b.pdlRows == 0 || b.forwardRows <= b.pdlRows) && !(b.serialMatMuls && k.streams && b.lastStreamed)
-	b.lastStreamed = k.streams
+	c.dependent = (b.pdlRows == 0 || b.forwardRows <= b.pdlRows) && !(b.serialHeavy && k.heavy && b.lastHeavy)
+	b.lastHeavy = k.heavy
 	copy(c.args[:], args)
 }
 

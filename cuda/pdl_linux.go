@@ -18,8 +18,8 @@ import (
 // before they wait, so the weights are already streaming when the step before them ends.
 //
 // It is on where the device and driver allow it, unless TFD_CUDA_PDL=0, for the kernels of forwards
-// of at most pdlRows rows (TFD_CUDA_PDL_ROWS=N sets N; 0: every forward), but for a matmul straight
-// after a matmul where TFD_CUDA_SERIAL_MATMULS=1 (streamsWeights). Captured graphs keep it: stream
+// of at most pdlRows rows (TFD_CUDA_PDL_ROWS=N sets N; 0: every forward), but for a heavy kernel
+// straight after a heavy one where TFD_CUDA_SERIAL_HEAVY=1 (heavy). Captured graphs keep it: stream
 // capture records the programmatic edges.
 
 // cuLaunchKernelEx(config, f, params, extra), bound when the driver has it (CUDA 12.0 and later).
@@ -69,20 +69,22 @@ type dependentLaunch struct {
 // matmuls' weights stream in early), and cost 32 and 64 streams 10-20% (docs/performance.md).
 const pdlRows = 8
 
-// streamsWeights reports whether the kernel named streams a weight matrix through the GPU: the
-// matmuls, dense, quantized and of experts. With TFD_CUDA_SERIAL_MATMULS=1 one of them is
-// launched not dependent when it comes straight after another (backend.launch), so that it
-// starts only once that one has ended. On the H200 the 8B's 145 one-row matmuls of a token, with
-// every other kernel left out, took 4.91 ms launched dependent and 4.26 ms each after the one
-// before (docs/performance.md, "Where a one-row step's time goes in the chain"). A dense BF16
-// forward never records two matmuls in a row, so there the setting changes nothing (measured:
-// 200.3 tok/s against 200.6 and 200.2); where it acts (Qwen3-Next's q gate after q/k/v, a
-// mixture's experts' gate then up and its shared expert, matrices on the CUDA cores one launch
-// each) it is not yet measured, so it is off by default. Between a small kernel and the matmul
-// after it, dependent launch stays: there the matmul's weights start streaming while the small
+// heavy reports whether the kernel named fills the GPU streaming a large operand through it:
+// the matmuls (dense, quantized and of experts) and attention over the KV cache. With
+// TFD_CUDA_SERIAL_HEAVY=1 a heavy kernel recorded straight after another is launched not
+// dependent (backend.launch), so that it starts only once that one has ended. On the H200 the
+// 8B's 145 one-row matmuls of a token, with every other kernel left out, took 4.91 ms launched
+// dependent and 4.26 ms each after the one before; with only attention_combine left out, o's
+// matmul started under attention and the step lost 5% (docs/performance.md, "Where a one-row
+// step's time goes in the chain"). A dense forward never records two heavy kernels in a row, so
+// there the setting changes nothing (measured for matmuls: 200.3 tok/s against 200.6 and
+// 200.2); where it acts (Qwen3-Next's q gate after q/k/v, a mixture's experts' gate then up and
+// its shared expert's matmuls, matrices on the CUDA cores one launch each, attention without a
+// combine) it is not yet measured, so it is off by default. Between a small kernel and the heavy
+// one after it dependent launch stays: there a matmul's weights start streaming while the small
 // kernel runs, worth 2.5% of the 8B's token.
-func streamsWeights(name string) bool {
-	for _, p := range [...]string{"matmul_", "qmatmul_", "expert_matmul_", "expert_qmatmul_"} {
+func heavy(name string) bool {
+	for _, p := range [...]string{"matmul_", "qmatmul_", "expert_matmul_", "expert_qmatmul_", "attention_split_", "attention_warp_", "attention_tile_"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

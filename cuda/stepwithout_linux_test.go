@@ -1,0 +1,61 @@
+package cuda
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"tfd/engine"
+)
+
+// BenchmarkStepWithout measures where a one-row decode step of an 8B-class checkpoint (the folder
+// named by TFD_BENCH_MODEL, as BenchmarkEight) spends its time, by leaving kinds of kernels out of
+// every step (backend.leaveOut) and by launching heavy kernels that come to be neighbours one
+// after the other (backend.serialHeavy, TFD_CUDA_SERIAL_HEAVY). The outputs are wrong wherever a
+// kernel is left out, so each figure is an upper bound on what fusing that kernel away could
+// give, not a speed tfd has (docs/performance.md, "Where a one-row step's time goes in the
+// chain"). Each sub-benchmark is streams=1 of BenchmarkEight:
+//
+//	all                 the step as main runs it
+//	all,serial          the same with TFD_CUDA_SERIAL_HEAVY's rule
+//	less=K,serial       without the kernels named K…, the rule on
+//	matmuls[,serial]    the matmuls alone: every other kernel left out
+//
+//	TFD_BENCH_MODEL=/tmp/q8b ./bin/cuda.test -test.run '^$' -test.bench StepWithout -test.benchtime 1s
+func BenchmarkStepWithout(b *testing.B) {
+	dir := os.Getenv("TFD_BENCH_MODEL")
+	if dir == "" {
+		b.Skip("TFD_BENCH_MODEL names no model folder; tools/bench/make_8b.py writes one")
+	}
+	const span = 512
+	g := openCUDA(b)
+	be := g.(*backend)
+	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: span})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	light := []string{"rmsnorm", "qk_rope_write_", "rope", "kv_write_", "attention_", "silu_mul", "embed_", "gather", "add"}
+	for _, c := range []struct {
+		name   string
+		leave  []string
+		serial bool
+	}{
+		{"all", nil, false},
+		{"all,serial", nil, true},
+		{"less=silu_mul,serial", []string{"silu_mul"}, true},
+		{"less=qk_rope_write,serial", []string{"qk_rope_write_"}, true},
+		{"less=rmsnorm_row,serial", []string{"rmsnorm_row"}, true},
+		{"less=attention_combine,serial", []string{"attention_combine"}, true},
+		{"less=attention_split,serial", []string{"attention_split_"}, true},
+		{"matmuls,serial", light, true},
+		{"matmuls", light, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			serial := be.serialHeavy
+			be.leaveOut, be.serialHeavy = c.leave, c.serial
+			defer func() { be.leaveOut, be.serialHeavy = nil, serial }()
+			benchStreams(b, m, 1, span, logitsRead)
+		})
+	}
+}
