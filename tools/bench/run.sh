@@ -14,7 +14,8 @@
 # decode, 8 and 64 streams and prefill again under ALT (the other matmul path: TFD_CUDA_MMA=0
 # while the tensor cores are the default), named alt/… in the log; last, an ncu profile of one
 # decode step, summed by tools/bench/ncu_step.py into the log (ncu64 and ncuprefill, the same for
-# a step of 64 streams and for the prefill, only when STAGES names them).
+# a step of 64 streams and for the prefill, only when STAGES names them; and without,
+# BenchmarkStepWithout: a one-row step without each kind of kernel, an upper bound on fusing it).
 # Everything goes to $OUT/log.txt; $OUT/results.json gathers the numbers, written again after
 # each stage that adds some, so that a call cut short keeps what it measured.
 #
@@ -44,7 +45,7 @@ stage machine
 collect() { python3 tools/bench/collect.py "$L" "$OUT/peer.json" >"$OUT/results.json"; }
 
 maker=
-if want eight || want peer || want served || want alt || want ncu || want ncu64 || want ncuprefill; then
+if want eight || want peer || want served || want alt || want without || want ncu || want ncu64 || want ncuprefill; then
 	(timeout 120 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 	maker=$!
 fi
@@ -101,6 +102,11 @@ if want alt; then
 	env $ALT TFD_BENCH_MODEL=$M timeout 50 "$BIN" -test.run '^$' -test.bench 'Eight/(decode|streams=(8|64)|prefill=4096)$' -test.benchtime 0.5s -test.timeout 45s 2>&1 |
 		sed 's/^Benchmark/alt\/Benchmark/' | tee -a "$L"
 	collect
+fi
+
+if want without; then
+	stage "where a one-row 8B step's time goes: each kind of kernel left out (wrong outputs, upper bounds)"
+	TFD_BENCH_MODEL=$M timeout 100 "$BIN" -test.run '^$' -test.bench 'StepWithout' -test.benchtime 1s -test.timeout 95s 2>&1 | tee -a "$L"
 fi
 
 # profile NAME BENCH LAUNCHES SECONDS [--all] times every kernel of BENCH (one iteration) alone,
