@@ -84,13 +84,16 @@ const pdlRows = 8
 // one after it dependent launch stays: there a matmul's weights start streaming while the small
 // kernel runs, worth 2.5% of the 8B's token.
 func heavy(name string) bool {
-	for _, p := range [...]string{"matmul_", "qmatmul_", "expert_matmul_", "expert_qmatmul_", "attention_split_", "attention_warp_", "attention_tile_"} {
+	for _, p := range heavyPrefixes {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}
 	return false
 }
+
+// heavyPrefixes begin the names of the heavy kernels' families (attention_combine is light).
+var heavyPrefixes = [...]string{"matmul_", "qmatmul_", "expert_matmul_", "expert_qmatmul_", "attention_split_", "attention_warp_", "attention_tile_"}
 
 // pdlAvailable reports whether programmatic dependent launch can be used on a device of the given
 // compute capability with the driver loaded.

@@ -19,7 +19,8 @@ import (
 //	all                 the step as main runs it
 //	all,serial          the same with TFD_CUDA_SERIAL_HEAVY's rule
 //	less=K,serial       without the kernels named K…, the rule on
-//	matmuls[,serial]    the matmuls alone: every other kernel left out
+//	matmuls[,serial]    the matmuls alone: every other kernel left out, the embedding and the
+//	                    last add and gather too (docs/performance.md's branch kept those three)
 //
 //	TFD_BENCH_MODEL=/tmp/q8b ./bin/cuda.test -test.run '^$' -test.bench StepWithout -test.benchtime 1s
 func BenchmarkStepWithout(b *testing.B) {
