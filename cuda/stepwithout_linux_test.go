@@ -60,3 +60,46 @@ func BenchmarkStepWithout(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrefillWithout is BenchmarkStepWithout for BenchmarkEight's prefill: a 4,096-token
+// prompt in forwards of the engine's MaxRows, as prefill=4096 runs it, with kinds of kernels
+// left out of every forward, so that where a prefill's time goes comes from one command:
+//
+//	all                 the prefill as main runs it
+//	less=attention      without attention_tile, _split, _warp and attention_combine
+//	less=rmsnorm        without the norms
+//	less=qk_rope_write  without the q/k norms, RoPE and KV write
+//	matmuls             the matmuls alone, with the splits of x they read (mma_split_*,
+//	                    mma_sum_quarters)
+//
+//	TFD_BENCH_MODEL=/tmp/q8b ./bin/cuda.test -test.run '^$' -test.bench PrefillWithout -test.benchtime 3x
+func BenchmarkPrefillWithout(b *testing.B) {
+	dir := os.Getenv("TFD_BENCH_MODEL")
+	if dir == "" {
+		b.Skip("TFD_BENCH_MODEL names no model folder; tools/bench/make_8b.py writes one")
+	}
+	const prompt = 4096
+	g := openCUDA(b)
+	be := g.(*backend)
+	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: prompt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	for _, c := range []struct {
+		name  string
+		leave []string
+	}{
+		{"all", nil},
+		{"less=attention", []string{"attention_"}},
+		{"less=rmsnorm", []string{"rmsnorm"}},
+		{"less=qk_rope_write", []string{"qk_rope_write_"}},
+		{"matmuls", []string{"rmsnorm", "qk_rope_write_", "rope", "kv_write_", "attention_", "silu_mul", "embed_", "gather", "add"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			be.leaveOut = c.leave
+			defer func() { be.leaveOut = nil }()
+			benchPrefill(b, m, 0, prompt)
+		})
+	}
+}
