@@ -22,8 +22,9 @@ FUNC float f16_hi(uint u) { return f16_to_f32((ushort)(u >> 16)); }
 #define STORE_f16(x) f32_to_f16(x)
 #define LOAD4_f32(p) VLOAD(float4, p)
 #define LOAD4_f16(p) f16x4_to_f32(p)
-// RINGED_KV says whether attention_warp may stream a pool's keys and values through its ring of
-// 16-byte copies (attention_warp.kern): F32's four elements of a lane are 16 bytes, F16's eight.
+// RINGED_KV says whether a pool's keys and values may be copied into shared memory as they are,
+// 16 bytes at a time (attention_warp's ring, attention_tile_H's stages), where a thread takes four
+// elements: F32's four are 16 bytes, F16's eight (an F16 pool goes through LOAD4 instead).
 #define RINGED_KV_f32 1
 #define RINGED_KV_f16 0
 

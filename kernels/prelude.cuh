@@ -408,6 +408,9 @@ FUNC void tfd_mma_store_out(const tfd_mma_acc& a, float* dst, int ndim, int o, i
 
 #define MMA_SPLIT_TO_wg(slot, xv) tfd_wg_split_to(slot, xv)
 #define WG_FETCH16(dst, src, ok) tfd_cp16_cg(dst, src, (ok) ? 16 : 0)
+// F4_FETCH starts the copy of the 16 bytes at src into the SHARED float4 at dst (zeros where ok is
+// false, reading nothing), waited for by MMA_WAIT: attention_tile_H's stages of keys and values.
+#define F4_FETCH(dst, src, ok) tfd_cp16_cg((uint4*)(dst), src, (ok) ? 16 : 0)
 // WG_SHARED_READY orders this thread's finished copies into SHARED memory before wgmma's reads
 // of them (the async proxy), ahead of the barrier that orders them for the other threads.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -302,6 +302,8 @@ FUNC void tfd_mma_b_of_slot(thread tfd_mma_b& b, Slot slot, Stage s, int lane) {
 #define WG_WAIT(n) ((void)(n))
 #define MMA_SPLIT_TO_wg(slot, xv) tfd_mma_split_to(slot, xv, LANE)
 #define WG_FETCH16(dst, src, ok) (*(dst) = (ok) ? VLOAD(uint4, src) : tfd_zero4())
+// F4_FETCH (prelude.cuh says what for): here a plain copy, done when called.
+#define F4_FETCH(dst, src, ok) (*(dst) = (ok) ? VLOAD(float4, src) : float4(0.0f))
 #define WG_SHARED_READY() ((void)0)
 
 // tfd_wg_step64 adds a chunk of x (8 slots of 8 rows at slot) to d[0 … 7], as tfd_mma_step does.

@@ -15,7 +15,8 @@
 # while the tensor cores are the default), named alt/… in the log; last, an ncu profile of one
 # decode step, summed by tools/bench/ncu_step.py into the log (ncu64 and ncuprefill, the same for
 # a step of 64 streams and for the prefill, only when STAGES names them; and without,
-# BenchmarkStepWithout: a one-row step without each kind of kernel, an upper bound on fusing it).
+# BenchmarkStepWithout and BenchmarkPrefillWithout: a one-row step, and the 4,096-token prefill,
+# without each kind of kernel, an upper bound on fusing it and where the prefill's time goes).
 # Everything goes to $OUT/log.txt; $OUT/results.json gathers the numbers, written again after
 # each stage that adds some, so that a call cut short keeps what it measured.
 #
@@ -107,6 +108,8 @@ fi
 if want without; then
 	stage "where a one-row 8B step's time goes: each kind of kernel left out (wrong outputs, upper bounds)"
 	TFD_BENCH_MODEL=$M timeout 100 "$BIN" -test.run '^$' -test.bench 'StepWithout' -test.benchtime 1s -test.timeout 95s 2>&1 | tee -a "$L"
+	stage "where the 8B prefill's time goes: each kind of kernel left out"
+	TFD_BENCH_MODEL=$M timeout 100 "$BIN" -test.run '^$' -test.bench 'PrefillWithout' -test.benchtime 3x -test.timeout 95s 2>&1 | tee -a "$L"
 fi
 
 # profile NAME BENCH LAUNCHES SECONDS [--all] times every kernel of BENCH (one iteration) alone,
