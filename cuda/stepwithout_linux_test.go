@@ -24,18 +24,8 @@ import (
 //
 //	TFD_BENCH_MODEL=/tmp/q8b ./bin/cuda.test -test.run '^$' -test.bench StepWithout -test.benchtime 1s
 func BenchmarkStepWithout(b *testing.B) {
-	dir := os.Getenv("TFD_BENCH_MODEL")
-	if dir == "" {
-		b.Skip("TFD_BENCH_MODEL names no model folder; tools/bench/make_8b.py writes one")
-	}
 	const span = 512
-	g := openCUDA(b)
-	be := g.(*backend)
-	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: span})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(m.Close)
+	be, m := loadWithout(b, span)
 	light := []string{"rmsnorm", "qk_rope_write_", "rope", "kv_write_", "attention_", "silu_mul", "embed_", "gather", "add"}
 	for _, c := range []struct {
 		name   string
@@ -74,18 +64,8 @@ func BenchmarkStepWithout(b *testing.B) {
 //
 //	TFD_BENCH_MODEL=/tmp/q8b ./bin/cuda.test -test.run '^$' -test.bench PrefillWithout -test.benchtime 3x
 func BenchmarkPrefillWithout(b *testing.B) {
-	dir := os.Getenv("TFD_BENCH_MODEL")
-	if dir == "" {
-		b.Skip("TFD_BENCH_MODEL names no model folder; tools/bench/make_8b.py writes one")
-	}
 	const prompt = 4096
-	g := openCUDA(b)
-	be := g.(*backend)
-	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: prompt})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(m.Close)
+	be, m := loadWithout(b, prompt)
 	for _, c := range []struct {
 		name  string
 		leave []string
@@ -102,4 +82,20 @@ func BenchmarkPrefillWithout(b *testing.B) {
 			benchPrefill(b, m, 0, prompt)
 		})
 	}
+}
+
+// loadWithout loads the checkpoint TFD_BENCH_MODEL names on the GPU with slots KV slots, for the
+// benchmarks that leave kernels out of its forwards; it skips where no checkpoint is named.
+func loadWithout(b *testing.B, slots int) (*backend, *engine.Model) {
+	dir := os.Getenv("TFD_BENCH_MODEL")
+	if dir == "" {
+		b.Skip("TFD_BENCH_MODEL names no model folder; tools/bench/make_8b.py writes one")
+	}
+	g := openCUDA(b)
+	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: slots})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	return g.(*backend), m
 }
