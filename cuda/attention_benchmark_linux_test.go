@@ -1,0 +1,105 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"tfd/compute"
+	"tfd/compute/computetest"
+	"tfd/kernels"
+)
+
+// BenchmarkPrefillAttention times one layer's attention of the 8B checkpoint's shape (32 query
+// heads of 128, 8 kv heads, an F32 pool) for a 4,096-token prompt as BenchmarkEight's prefill
+// runs it, without loading a checkpoint: random keys and values in a pool of 4,096 slots, and
+// q for a forward of 256 rows at positions at … at+255 of one session (attention_tile_H, the
+// kernel such rows take), or the whole prompt's 16 forwards one after another ("prompt"). It
+// reports µs a pass (one launch, or the prompt's 16), and the fused multiply-adds of the scores
+// and of the values' sums per second (2·heads·hd a key a row), against which the CUDA cores'
+// F32 rate is 33.5 T on an H200. Graphs off, no sync between launches.
+//
+//	./bin/cuda.test -test.run '^$' -test.bench PrefillAttention -test.benchtime 20x
+func BenchmarkPrefillAttention(b *testing.B) {
+	const (
+		prompt  = 4096
+		rows    = 256
+		heads   = 32
+		kvHeads = 8
+		hd      = 128
+	)
+	g := openCUDA(b)
+	setGraphs(g, false)
+	st, qw := kvHeads*hd, heads*hd
+	up := func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
+		x, err := g.Upload(dt, shape, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { g.Free(x) })
+		return x
+	}
+	kv, err := g.NewKV(compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: prompt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.FreeKV(kv) })
+	slotPos := make([]int32, prompt)
+	for i := range slotPos {
+		slotPos[i] = int32(i)
+	}
+	g.KVWrite(kv, 0, up(compute.F32, computetest.F32Bytes(computetest.Randn(50, prompt*st)), prompt, st),
+		up(compute.F32, computetest.F32Bytes(computetest.Randn(51, prompt*st)), prompt, st),
+		up(compute.I32, computetest.I32Bytes(make([]int32, prompt)), prompt), up(compute.I32, computetest.I32Bytes(slotPos), prompt), prompt)
+	q := up(compute.F32, computetest.F32Bytes(computetest.Randn(52, rows*qw)), rows, qw)
+	dst := up(compute.F32, make([]byte, 4*rows*qw), rows, qw)
+	bases := up(compute.I32, computetest.I32Bytes(make([]int32, rows)), rows)
+	scale := float32(1 / math.Sqrt(hd))
+	// forward f's positions: 256·f … 256·f+255.
+	positions := make([]compute.Tensor, prompt/rows)
+	for f := range positions {
+		p := make([]int32, rows)
+		for i := range p {
+			p[i] = int32(f*rows + i)
+		}
+		positions[f] = up(compute.I32, computetest.I32Bytes(p), rows)
+	}
+	if l := kernels.AttentionLaunch(rows, heads, heads/kvHeads, hd, kernels.KVF32); l.Split.Kernel != "attention_tile_128_f32" {
+		b.Logf("256 rows of one session take %s", l.Split.Kernel)
+	}
+	for _, c := range []struct {
+		name     string
+		forwards []int
+	}{
+		{"at=0", []int{0}},
+		{"at=1792", []int{7}},
+		{"at=3840", []int{15}},
+		{"prompt", []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}},
+	} {
+		keys := 0 // (row, key) pairs of one pass over c's forwards
+		for _, f := range c.forwards {
+			keys += rows*f*rows + rows*(rows+1)/2
+		}
+		b.Run(fmt.Sprintf("rows=%d,%s", rows, c.name), func(b *testing.B) {
+			attend := func() {
+				for _, f := range c.forwards {
+					g.Attention(dst, q, kv, 0, bases, positions[f], nil, rows, heads, scale)
+				}
+			}
+			attend() // warm up
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				attend()
+			}
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			s := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(s*1e6, "µs/pass")
+			b.ReportMetric(float64(keys)*2*heads*hd/s/1e12, "TFMA/s")
+		})
+	}
+}
