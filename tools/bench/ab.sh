@@ -14,7 +14,8 @@
 # TESTS, a -test.run pattern, runs on every build but the first, or on those TESTED names (the
 # whole binary, TESTS='.', takes about 170 s on the H200, within its 300 s; on several builds, a
 # call's 600 s go fast: TESTED=d tests only the last of a, b, c, d).
-# Each line is logged to $OUT/log.txt as NAME/….
+# Each line is logged to $OUT/log.txt as NAME/…; last, a line a benchmark sums its rounds: each
+# build's mean time an op, and the first build's mean over it (above 1: faster than the first).
 set -u
 OUT=${OUT:-/tmp/tfd-ab}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
@@ -26,6 +27,39 @@ L=$OUT/log.txt
 D=$(mktemp -d)
 mkdir -p "$OUT"
 stage() { echo "=== $* ($(date +%T))" | tee -a "$L"; }
+# summarize LOG BUILD… prints, for each benchmark the log has lines of (BUILD/Benchmark…, as the
+# stages below write them), each build's mean ns/op over its rounds and the first build's mean
+# over it.
+summarize() {
+	local log=$1
+	shift
+	awk -v builds="$*" '
+		$4 == "ns/op" && index($1, "/Benchmark") > 0 {
+			b = substr($1, 1, index($1, "/") - 1)
+			name = substr($1, length(b) + 2)
+			sum[name, b] += $3
+			n[name, b]++
+			if (!(name in seen)) {
+				seen[name] = 1
+				order[++k] = name
+			}
+		}
+		END {
+			nb = split(builds, bs, " ")
+			for (i = 1; i <= k; i++) {
+				name = order[i]
+				line = name ":"
+				base = n[name, bs[1]] ? sum[name, bs[1]] / n[name, bs[1]] : 0
+				for (j = 1; j <= nb; j++) {
+					if (!n[name, bs[j]]) continue
+					m = sum[name, bs[j]] / n[name, bs[j]]
+					line = line sprintf(" %s %.4g ms", bs[j], m / 1e6)
+					if (base) line = line sprintf(" (%.3f)", base / m)
+				}
+				print line
+			}
+		}' "$log"
+}
 
 builds=()
 for f in bin/*.test.xz; do
@@ -69,4 +103,6 @@ if [ -n "$EIGHT" ]; then
 	done
 fi
 rm -rf "$D"
+stage "summary: each build's mean time an op, and the first build's over it (above 1: faster)"
+summarize "$L" "${builds[@]}" | tee -a "$L"
 stage done
