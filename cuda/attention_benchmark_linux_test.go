@@ -31,14 +31,6 @@ func BenchmarkPrefillAttention(b *testing.B) {
 	g := openCUDA(b)
 	setGraphs(g, false)
 	st, qw := kvHeads*hd, heads*hd
-	up := func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
-		x, err := g.Upload(dt, shape, data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { g.Free(x) })
-		return x
-	}
 	kv, err := g.NewKV(compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: prompt})
 	if err != nil {
 		b.Fatal(err)
@@ -48,12 +40,12 @@ func BenchmarkPrefillAttention(b *testing.B) {
 	for i := range slotPos {
 		slotPos[i] = int32(i)
 	}
-	g.KVWrite(kv, 0, up(compute.F32, computetest.F32Bytes(computetest.Randn(50, prompt*st)), prompt, st),
-		up(compute.F32, computetest.F32Bytes(computetest.Randn(51, prompt*st)), prompt, st),
-		up(compute.I32, computetest.I32Bytes(make([]int32, prompt)), prompt), up(compute.I32, computetest.I32Bytes(slotPos), prompt), prompt)
-	q := up(compute.F32, computetest.F32Bytes(computetest.Randn(52, rows*qw)), rows, qw)
-	dst := up(compute.F32, make([]byte, 4*rows*qw), rows, qw)
-	bases := up(compute.I32, computetest.I32Bytes(make([]int32, rows)), rows)
+	g.KVWrite(kv, 0, computetest.UploadF32(b, g, computetest.Randn(50, prompt*st), prompt, st),
+		computetest.UploadF32(b, g, computetest.Randn(51, prompt*st), prompt, st),
+		computetest.UploadI32(b, g, make([]int32, prompt)), computetest.UploadI32(b, g, slotPos), prompt)
+	q := computetest.UploadF32(b, g, computetest.Randn(52, rows*qw), rows, qw)
+	dst := computetest.UploadF32(b, g, make([]float32, rows*qw), rows, qw)
+	bases := computetest.UploadI32(b, g, make([]int32, rows))
 	scale := float32(1 / math.Sqrt(hd))
 	// forward f's positions: 256·f … 256·f+255.
 	positions := make([]compute.Tensor, prompt/rows)
@@ -62,7 +54,7 @@ func BenchmarkPrefillAttention(b *testing.B) {
 		for i := range p {
 			p[i] = int32(f*rows + i)
 		}
-		positions[f] = up(compute.I32, computetest.I32Bytes(p), rows)
+		positions[f] = computetest.UploadI32(b, g, p)
 	}
 	if l := kernels.AttentionLaunch(rows, heads, heads/kvHeads, hd, kernels.KVF32); l.Split.Kernel != "attention_tile_128_f32" {
 		b.Logf("256 rows of one session take %s", l.Split.Kernel)
