@@ -18,6 +18,8 @@ typedef unsigned long long ulong;
 #define BARRIER() __syncthreads()
 #define SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
 #define VLOAD(T, p) (*(const T*)(p))
+// TG_VIEW(T, a): the threadgroup array a read and written as Ts (a float4 array as floats).
+#define TG_VIEW(T, a) ((T*)(a))
 #define FUNC static __device__ __forceinline__
 #define UNROLL _Pragma("unroll")
 

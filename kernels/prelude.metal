@@ -27,6 +27,13 @@ using namespace metal;
 #define BARRIER() threadgroup_barrier(mem_flags::mem_threadgroup)
 #define SHFL_XOR(v, m) simd_shuffle_xor((v), (ushort)(m))
 #define VLOAD(T, p) (*(const device T*)(p))
+// TG_VIEW(T, a): the threadgroup array a read and written as Ts (a float4 array as floats). The
+// cast names the address space alone: TFD_THREADGROUP where a checking shim's threadgroup says
+// more than that (mslcheck/shim_compile's makes its arrays static too).
+#ifndef TFD_THREADGROUP
+#define TFD_THREADGROUP threadgroup
+#endif
+#define TG_VIEW(T, a) ((TFD_THREADGROUP T*)(a))
 #define FUNC static inline
 #define UNROLL _Pragma("unroll")
 // A command buffer's kernels run one after another on Metal: the CUDA prelude's programmatic
