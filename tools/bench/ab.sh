@@ -11,6 +11,7 @@
 #
 # KERNELS is a -test.bench pattern run without the checkpoint; EIGHT a pattern of BenchmarkEight's
 # sub-benchmarks on the 8B checkpoint, which make_8b.py writes meanwhile (either may be empty).
+# ROUNDS (2 unless set) is how many times each benchmark runs on each build.
 # TESTS, a -test.run pattern, runs on every build but the first, or on those TESTED names (the
 # whole binary, TESTS='.', takes about 170 s on the H200, within its 300 s; on several builds, a
 # call's 600 s go fast: TESTED=d tests only the last of a, b, c, d).
@@ -23,6 +24,7 @@ KERNELS=${KERNELS:-}
 EIGHT=${EIGHT:-}
 TESTS=${TESTS:-}
 TESTED=${TESTED:-}
+ROUNDS=${ROUNDS:-2}
 L=$OUT/log.txt
 D=$(mktemp -d)
 mkdir -p "$OUT"
@@ -83,7 +85,7 @@ if [ -n "$TESTS" ]; then
 fi
 if [ -n "$KERNELS" ]; then
 	stage "kernels: $KERNELS"
-	for round in 1 2; do
+	for round in $(seq "$ROUNDS"); do
 		for x in "${builds[@]}"; do
 			timeout 60 "$D/$x.test" -test.run '^$' -test.bench "$KERNELS" -test.benchtime 100x 2>&1 |
 				grep '^Benchmark' | sed "s/^/$x\//" | tee -a "$L"
@@ -94,7 +96,7 @@ if [ -n "$EIGHT" ]; then
 	wait "$maker"
 	tee -a "$L" <"$OUT/make_8b.txt"
 	stage "8B checkpoint: $EIGHT"
-	for round in 1 2; do
+	for round in $(seq "$ROUNDS"); do
 		for x in "${builds[@]}"; do
 			TFD_BENCH_MODEL=$M timeout 60 "$D/$x.test" -test.run '^$' -test.timeout 55s \
 				-test.bench "^BenchmarkEight\$/$EIGHT" -test.benchtime 1s 2>&1 |
