@@ -30,10 +30,11 @@ using namespace metal;
 // TG_VIEW(T, a): the threadgroup array a read and written as Ts (a float4 array as floats). The
 // cast names the address space alone: TFD_THREADGROUP where a checking shim's threadgroup says
 // more than that (mslcheck/shim_compile's makes its arrays static too).
-#ifndef TFD_THREADGROUP
-#define TFD_THREADGROUP threadgroup
-#endif
+#ifdef TFD_THREADGROUP
 #define TG_VIEW(T, a) ((TFD_THREADGROUP T*)(a))
+#else
+#define TG_VIEW(T, a) ((threadgroup T*)(a))
+#endif
 #define FUNC static inline
 #define UNROLL _Pragma("unroll")
 // A command buffer's kernels run one after another on Metal: the CUDA prelude's programmatic
