@@ -21,6 +21,11 @@ def opcode(src):
     return op.split(".")[0]
 
 
+def count(row, col, name):
+    """The row's integer in the column name (blank: 0)."""
+    return int(row[col[name]] or 0)
+
+
 def main():
     path = sys.argv[1]
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 12
@@ -32,12 +37,11 @@ def main():
     for r in rows[2:]:
         if len(r) < len(header):
             continue
-        num = lambda h: int(r[col[h]] or 0)
         src = r[col["Source"]].strip()
         insts.append({
-            "src": src, "op": opcode(src), "executed": num("Instructions Executed"),
-            "samples": num("Warp Stall Sampling (All Samples)"),
-            "stalls": {h[len("stall_"):]: num(h) for h in reasons},
+            "src": src, "op": opcode(src), "executed": count(r, col, "Instructions Executed"),
+            "samples": count(r, col, "Warp Stall Sampling (All Samples)"),
+            "stalls": {h[len("stall_"):]: count(r, col, h) for h in reasons},
         })
     samples = sum(i["samples"] for i in insts) or 1
     executed = sum(i["executed"] for i in insts) or 1
