@@ -14,7 +14,9 @@
 # ROUNDS (2 unless set) is how many times each benchmark runs on each build.
 # TESTS, a -test.run pattern, runs on every build but the first, or on those TESTED names (the
 # whole binary, TESTS='.', takes about 170 s on the H200, within its 300 s; on several builds, a
-# call's 600 s go fast: TESTED=d tests only the last of a, b, c, d).
+# call's 600 s go fast: TESTED=d tests only the last of a, b, c, d). The log keeps the top-level
+# results, the binary's exit status and a tally of tests and subtests passed, failed and skipped;
+# $OUT/NAME-tests.txt.gz the whole -test.v output.
 # Each line is logged to $OUT/log.txt as NAME/…; last, a line a benchmark sums its rounds: each
 # build's mean time an op, and the first build's mean over it (above 1: faster than the first).
 set -u
@@ -80,7 +82,13 @@ if [ -n "$TESTS" ]; then
 	[ -n "$TESTED" ] || TESTED="${builds[*]:1}"
 	for x in $TESTED; do
 		stage "tests on $x: $TESTS"
-		timeout 300 "$D/$x.test" -test.v -test.run "$TESTS" -test.timeout 295s 2>&1 | grep -e '^--- ' -e '^ok' -e FAIL -e panic | sed "s/^/$x: /" | tee -a "$L"
+		timeout 300 "$D/$x.test" -test.v -test.run "$TESTS" -test.timeout 295s >"$D/$x-tests.txt" 2>&1
+		echo "exit $?" >>"$D/$x-tests.txt"
+		grep -e '^--- ' -e '^ok' -e '^exit' -e FAIL -e panic "$D/$x-tests.txt" | sed "s/^/$x: /" | tee -a "$L"
+		# The tally counts subtests too (indented --- lines).
+		for v in PASS FAIL SKIP; do echo "$(grep -c -e "^ *--- $v" "$D/$x-tests.txt") ${v,,}"; done |
+			paste -sd ' ' | sed "s/^/$x: tests and subtests: /" | tee -a "$L"
+		gzip -c "$D/$x-tests.txt" >"$OUT/$x-tests.txt.gz"
 	done
 fi
 if [ -n "$KERNELS" ]; then
