@@ -8,7 +8,7 @@
 # profiles the second launch of a kernel matching KERNEL (the first is the benchmark's warm-up)
 # in bin/a.test.xz and bin/b.test.xz, writing $OUT/NAME-details.txt and $OUT/NAME-sass.csv.gz.
 # ncu runs with --clock-control none, the clocks the kernels serve at. tools/bench/ncu_sass.py
-# sums the SASS counters: where the stall samples go, by reason, opcode and loop.
+# reads the SASS counters (--per FFMA --loops 8: stall reasons, opcode mix, loops).
 set -u
 OUT=${OUT:-/tmp/tfd-prof}
 KERNEL=${KERNEL:?a regular expression of kernel names}
