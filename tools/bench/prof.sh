@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 for x in "$@"; do
 	xz -dc "bin/$x.test.xz" >"/tmp/$x.test" && chmod +x "/tmp/$x.test"
 	timeout 200 ncu --clock-control none -k "regex:$KERNEL" --launch-skip 1 --launch-count 1 --set full \
-		--import-source no -o "/tmp/$x" "/tmp/$x.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime 1x \
+		--import-source no -f -o "/tmp/$x" "/tmp/$x.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime 1x \
 		>"/tmp/$x-ncu.log" 2>&1
 	tail -2 "/tmp/$x-ncu.log"
 	ncu -i "/tmp/$x.ncu-rep" --page details >"$OUT/$x-details.txt" 2>&1
