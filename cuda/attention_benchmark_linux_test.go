@@ -95,3 +95,71 @@ func BenchmarkPrefillAttention(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeAttention times one layer's attention of the 8B checkpoint's shape (32 query
+// heads of 128, 8 kv heads, an F32 pool) for a round of decoding streams as BenchmarkEight's
+// streams=N runs it, without loading a checkpoint: rows sessions of random keys and values, each
+// row at position at of its own session (so the rows share no keys, and the round takes
+// attention_warp from kernels.AttentionWarpFrom rows, attention_split below). It reports µs a
+// launch and the bytes of keys and values a second the launch reads (each kv head once: four query
+// heads share one).
+//
+//	./bin/cuda.test -test.run '^$' -test.bench DecodeAttention -test.benchtime 200x
+func BenchmarkDecodeAttention(b *testing.B) {
+	const (
+		heads   = 32
+		kvHeads = 8
+		hd      = 128
+	)
+	g := openCUDA(b)
+	setGraphs(g, false)
+	st, qw := kvHeads*hd, heads*hd
+	for _, c := range []struct{ rows, at int }{{1, 130}, {32, 130}, {64, 130}, {64, 1000}, {1, 4000}} {
+		b.Run(fmt.Sprintf("rows=%d,at=%d", c.rows, c.at), func(b *testing.B) {
+			n := c.at + 1 // keys a row: session r's are slots r·n … r·n+n−1
+			kv, err := g.NewKV(compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: c.rows * n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.FreeKV(kv)
+			all := c.rows * n
+			slotOf := make([]int32, all)
+			for i := range slotOf {
+				slotOf[i] = int32(i)
+			}
+			k, v := computetest.UploadF32(b, g, computetest.Randn(60, all*st), all, st),
+				computetest.UploadF32(b, g, computetest.Randn(61, all*st), all, st)
+			zeros, slots := computetest.UploadI32(b, g, make([]int32, all)), computetest.UploadI32(b, g, slotOf)
+			g.KVWrite(kv, 0, k, v, zeros, slots, all)
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			for _, t := range []compute.Tensor{k, v, zeros, slots} {
+				g.Free(t)
+			}
+			bs, ps := make([]int32, c.rows), make([]int32, c.rows)
+			for r := range bs {
+				bs[r], ps[r] = int32(r*n), int32(c.at)
+			}
+			q := computetest.UploadF32(b, g, computetest.Randn(59, c.rows*qw), c.rows, qw)
+			dst := computetest.UploadF32(b, g, make([]float32, c.rows*qw), c.rows, qw)
+			bases, positions := computetest.UploadI32(b, g, bs), computetest.UploadI32(b, g, ps)
+			scale := float32(1 / math.Sqrt(hd))
+			attend := func() { g.Attention(dst, q, kv, 0, bases, positions, nil, c.rows, heads, scale) }
+			attend() // warm up
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				attend()
+			}
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			s := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(s*1e6, "µs/launch")
+			b.ReportMetric(float64(c.rows*n*2*st*4)/s/1e9, "GB/s")
+		})
+	}
+}
