@@ -78,16 +78,13 @@ type backend struct {
 	// wgParts is matmul_wg1_bf16_N's quarters of its outputs, before mma_sum_quarters adds them,
 	// grown as attnPart is; nil until the first.
 	wgParts *tensor
-	// pendingSum is mma_sum_quarters for one matrix's quarters, recorded but not yet launched:
-	// an AddRMSNorm of the matmul's output that comes next adds the quarters itself (rmsnorm_row
-	// with quarters set, writing the sum to dst as the launch would), and any other command
-	// launches it first (b.record, b.wait, b.flush), so the stream does the same work in the
-	// same order either way. Launch.Kernel "" when none.
-	pendingSum struct {
-		l                     kernels.Launch
-		dst, part, bias, bits uint64 // bits: hasBias
-		rows, out             int
-	}
+	// pendingSum is mma_sum_quarters of a matmul's quarters, recorded but not yet launched, where
+	// the next op may add them itself and write the sums as the launch would: an AddRMSNorm of a
+	// one-matrix matmul's output (rmsnorm_row with quarters set), a SiLUMulMatMul of a gate and up
+	// matmul's two (mma_split_silu_wg with quarters set). Any other command launches it first
+	// (b.record, b.wait, b.flush), so the stream does the same work in the same order either way.
+	// Launch.Kernel "" when none.
+	pendingSum quarterSum
 
 	signalsChecked time.Time // when Sync last put back the signal actions a library changed
 
@@ -292,8 +289,9 @@ func (b *backend) init() (err error) {
 	// (kernels.UsesWGQuarters); TFD_CUDA_WG_QUARTERS=0 never, =1 wherever the warpgroup's tile
 	// runs (with TFD_CUDA_MMA_TILE=64, every launch). The bits are the same either way.
 	b.wgQuarters = os.Getenv("TFD_CUDA_WG_QUARTERS")
-	// A one-matrix matmul in quarters whose output the next op, an AddRMSNorm, reads leaves the
-	// sum of its quarters to the norm (b.pendingSum); TFD_CUDA_FOLD_QUARTERS=0 launches
+	// A matmul in quarters whose outputs the next op reads leaves the sum of its quarters to it
+	// (b.pendingSum) where it can add them: an AddRMSNorm of one matrix's output, a
+	// SiLUMulMatMul of a gate and up matmul's; TFD_CUDA_FOLD_QUARTERS=0 launches
 	// mma_sum_quarters for every one. The bits are the same either way.
 	b.foldQuarters = os.Getenv("TFD_CUDA_FOLD_QUARTERS") != "0"
 	// Where the warpgroup's tile splits x for the down projection, the SwiGLU's product goes

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -127,9 +128,10 @@ func TestFoldedQuartersEqualOps(t *testing.T) {
 	}
 }
 
-// TestFoldedQuartersKeepEngineBits runs prompts of 64 and 100 rows through the bundled model with
-// the norms adding the quarters of o and down and without, and demands the same logits, every
-// row's, bit for bit.
+// TestFoldedQuartersKeepEngineBits runs prompts of 64 and 100 rows through the bundled model and
+// the qwen3 oracle model (q and k norms: QKRoPEWrite) with the ops after the matmuls adding their
+// quarters (the norms o's and down's, the SwiGLU's split gate's and up's, QKRoPEWrite q's, k's and
+// v's) and without, and demands the same logits, every row's, bit for bit.
 func TestFoldedQuartersKeepEngineBits(t *testing.T) {
 	b := openCUDA(t)
 	c := b.(*backend)
@@ -137,27 +139,191 @@ func TestFoldedQuartersKeepEngineBits(t *testing.T) {
 		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
 	}
 	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
-	m := enginetest.Load(t, b, "models/gopher", engine.Options{MaxRows: 128, Slots: 1024})
-	run := func(on bool) [][]float32 {
-		c.foldQuarters = on
-		r := rand.New(rand.NewPCG(7, 8))
-		var out [][]float32
-		for i, n := range []int{64, 100} {
-			rows := make([]batch.Row, n)
-			for p := range rows {
-				rows[p] = batch.Row{Base: 256 * i, Pos: p, Token: int32(r.IntN(m.Vocab())), Logits: true}
+	for _, name := range []string{"gopher", "qwen3"} {
+		t.Run(name, func(t *testing.T) {
+			m := enginetest.Load(t, b, enginetest.Read(t, name).Model, engine.Options{MaxRows: 128, Slots: 1024})
+			run := func(on bool) [][]float32 {
+				c.foldQuarters = on
+				r := rand.New(rand.NewPCG(7, 8))
+				var out [][]float32
+				for i, n := range []int{64, 100} {
+					rows := make([]batch.Row, n)
+					for p := range rows {
+						rows[p] = batch.Row{Base: 256 * i, Pos: p, Token: int32(r.IntN(m.Vocab())), Logits: true}
+					}
+					logits, err := m.Forward(context.Background(), rows)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, slices.Clone(logits))
+				}
+				return out
 			}
-			logits, err := m.Forward(context.Background(), rows)
-			if err != nil {
-				t.Fatal(err)
+			want := run(false)
+			got := run(true)
+			for i := range got {
+				computetest.SameBits(t, fmt.Sprintf("prompt %d, folded against launched", i), got[i], want[i])
 			}
-			out = append(out, slices.Clone(logits))
-		}
-		return out
+		})
 	}
-	want := run(false)
-	got := run(true)
-	for i := range got {
-		computetest.SameBits(t, fmt.Sprintf("prompt %d, folded against launched", i), got[i], want[i])
+}
+
+// TestFoldedGateUpEqualOps checks a gate and up matmul in quarters followed by SiLUMulMatMul of its
+// outputs, the split adding the quarters itself (mma_split_silu_wg with quarters set), against the
+// same with mma_sum_quarters launched (TFD_CUDA_FOLD_QUARTERS=0), bit for bit: gate, up and the
+// down projection's output, with biases on gate and up and without, for rows in whole tiles and
+// ragged ones; and that a gate and up read by another op first still get their sum.
+func TestFoldedGateUpEqualOps(t *testing.T) {
+	b := openCUDA(t)
+	c := b.(*backend)
+	if !c.wgmma {
+		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
+	}
+	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
+	const hidden, inter = 1024, 2048
+	upload := func(seed uint64, shape ...int) compute.Tensor {
+		w, err := b.Upload(compute.BF16, shape, computetest.Encode(compute.BF16, computetest.Randn(seed, shape[0]*shape[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	wg, wu, wd := upload(50, inter, hidden), upload(51, inter, hidden), upload(52, hidden, inter)
+	bg, bu := computetest.UploadF32(t, b, computetest.Randn(53, inter), inter), computetest.UploadF32(t, b, computetest.Randn(54, inter), inter)
+	read := func(x compute.Tensor, n int) []float32 {
+		got := make([]float32, n)
+		if err := b.ReadFloat32(x, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	alloc := func(rows, n int) compute.Tensor {
+		x, err := b.Alloc(compute.F32, rows, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	for _, rows := range []int{64, 100} {
+		if !kernels.UsesWGQuarters(rows, [3]int{inter, inter}, c.sms) {
+			t.Fatalf("%d rows of a %d-output gate and up: no quarters on this GPU's %d SMs", rows, inter, c.sms)
+		}
+		for bi, biases := range [][3]compute.Tensor{{}, {bg, bu}, {nil, bu}} {
+			xv := computetest.Randn(uint64(rows), rows*hidden)
+			run := func(fold, between bool) (gate, up, out []float32) {
+				c.foldQuarters = fold
+				x := computetest.UploadF32(t, b, xv, rows, hidden)
+				g, u, o, scratch := alloc(rows, inter), alloc(rows, inter), alloc(rows, hidden), alloc(rows, inter)
+				b.(compute.MultiMatMul).MatMuls([3]compute.Tensor{g, u}, x, [3]compute.Tensor{wg, wu}, biases, rows)
+				if fold && c.pendingSum.l.Kernel == "" {
+					t.Fatalf("%d rows: the gate and up matmul's quarters were summed before the split", rows)
+				}
+				if between {
+					b.Add(scratch, g, u, rows) // reads gate and up: their sum must have run
+				}
+				if !b.(compute.SiLUMulMatMuler).SiLUMulMatMul(o, g, u, wd, nil, rows) {
+					t.Fatalf("%d rows: SiLUMulMatMul declined", rows)
+				}
+				// What may be pending now is the down projection's own sum, never gate's and up's.
+				if p := c.pendingSum; p.l.Kernel != "" && p.dst[0] == ptr(c.asTensor(g, "test", "gate")) {
+					t.Fatalf("%d rows: gate and up's sum still pending after SiLUMulMatMul", rows)
+				}
+				return read(g, rows*inter), read(u, rows*inter), read(o, rows*hidden)
+			}
+			wantG, wantU, wantO := run(false, false)
+			for _, between := range []bool{false, true} {
+				gotG, gotU, gotO := run(true, between)
+				what := fmt.Sprintf("%d rows, biases %s, an op between %v", rows, [...]string{"none", "both", "up's"}[bi], between)
+				computetest.SameBits(t, what+": gate", gotG, wantG)
+				computetest.SameBits(t, what+": up", gotU, wantU)
+				computetest.SameBits(t, what+": the down projection", gotO, wantO)
+			}
+		}
+	}
+}
+
+// TestFoldedQKVEqualOps checks a q, k and v matmul in quarters followed by QKRoPEWrite of its
+// outputs, qk_rope_write adding the quarters itself, against the same with mma_sum_quarters
+// launched (TFD_CUDA_FOLD_QUARTERS=0), bit for bit: q, k and v, and the attention over the keys
+// and values written, with biases and without, for rows in whole tiles and ragged ones.
+func TestFoldedQKVEqualOps(t *testing.T) {
+	b := openCUDA(t)
+	c := b.(*backend)
+	if !c.wgmma {
+		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
+	}
+	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
+	const hidden, heads, kvHeads, hd = 1024, 8, 2, 128
+	qn, kn := heads*hd, kvHeads*hd
+	upload := func(seed uint64, shape ...int) compute.Tensor {
+		w, err := b.Upload(compute.BF16, shape, computetest.Encode(compute.BF16, computetest.Randn(seed, shape[0]*shape[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	wq, wk, wv := upload(60, qn, hidden), upload(61, kn, hidden), upload(62, kn, hidden)
+	bq, bk, bv := computetest.UploadF32(t, b, computetest.Randn(63, qn), qn), computetest.UploadF32(t, b, computetest.Randn(64, kn), kn), computetest.UploadF32(t, b, computetest.Randn(65, kn), kn)
+	qNorm, kNorm := computetest.UploadF32(t, b, computetest.Randn(66, hd), hd), computetest.UploadF32(t, b, computetest.Randn(67, hd), hd)
+	freqs := make([]float32, hd/2)
+	for j := range freqs {
+		freqs[j] = float32(1 / math.Pow(1e6, float64(2*j)/float64(hd)))
+	}
+	invFreq := computetest.UploadF32(t, b, freqs, hd/2)
+	read := func(x compute.Tensor, n int) []float32 {
+		got := make([]float32, n)
+		if err := b.ReadFloat32(x, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	alloc := func(rows, n int) compute.Tensor {
+		x, err := b.Alloc(compute.F32, rows, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	for _, rows := range []int{64, 100} {
+		if !kernels.UsesWGQuarters(rows, [3]int{qn, kn, kn}, c.sms) {
+			t.Fatalf("%d rows of q, k and v of %d, %d and %d outputs: no quarters on this GPU's %d SMs", rows, qn, kn, kn, c.sms)
+		}
+		pos := make([]int32, rows)
+		for i := range pos {
+			pos[i] = int32(i)
+		}
+		positions, bases := computetest.UploadI32(t, b, pos), computetest.UploadI32(t, b, make([]int32, rows))
+		for bi, biases := range [][3]compute.Tensor{{}, {bq, bk, bv}, {nil, nil, bv}} {
+			xv := computetest.Randn(uint64(rows), rows*hidden)
+			run := func(fold bool) (q, k, v, att []float32) {
+				c.foldQuarters = fold
+				kv, err := b.NewKV(compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: rows})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.FreeKV(kv)
+				x := computetest.UploadF32(t, b, xv, rows, hidden)
+				qt, kt, vt, out := alloc(rows, qn), alloc(rows, kn), alloc(rows, kn), alloc(rows, qn)
+				b.(compute.MultiMatMul).MatMuls([3]compute.Tensor{qt, kt, vt}, x, [3]compute.Tensor{wq, wk, wv}, biases, rows)
+				if fold && c.pendingSum.l.Kernel == "" {
+					t.Fatalf("%d rows: the q, k and v matmul's quarters were summed before QKRoPEWrite", rows)
+				}
+				if !b.(compute.QKRoPEWriter).QKRoPEWrite(qt, kt, vt, qNorm, kNorm, positions, invFreq, kv, 0, bases, positions, rows, heads, 1e-6) {
+					t.Fatalf("%d rows: QKRoPEWrite declined", rows)
+				}
+				if fold && c.pendingSum.l.Kernel != "" {
+					t.Fatalf("%d rows: a sum still pending after QKRoPEWrite", rows)
+				}
+				b.Attention(out, qt, kv, 0, bases, positions, nil, rows, heads, float32(1/math.Sqrt(hd)))
+				return read(qt, rows*qn), read(kt, rows*kn), read(vt, rows*kn), read(out, rows*qn)
+			}
+			wantQ, wantK, wantV, wantA := run(false)
+			gotQ, gotK, gotV, gotA := run(true)
+			what := fmt.Sprintf("%d rows, biases %s", rows, [...]string{"none", "all", "v's"}[bi])
+			computetest.SameBits(t, what+": q", gotQ, wantQ)
+			computetest.SameBits(t, what+": k", gotK, wantK)
+			computetest.SameBits(t, what+": v", gotV, wantV)
+			computetest.SameBits(t, what+": attention over the keys and values written", gotA, wantA)
+		}
 	}
 }

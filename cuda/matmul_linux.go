@@ -66,7 +66,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		}
 	}
 	if mma && (packed || rowMajor) {
-		if r, ok := b.mmaLaunch(packed, rows, in, outs, xp, 0); ok {
+		if r, ok := b.mmaLaunch(packed, rows, in, outs, xp, 0, quarterSum{}); ok {
 			b.launchMMA(r, dps, wps, bps, rows, in, outs, hasBias)
 		}
 		return
@@ -78,7 +78,7 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 		case wt.dtype.Quantized():
 			b.matmulQuant(dst[m], x, wt, bias[m], rows)
 		case b.mma && kernels.UsesMMA(weightSuffix[weightIndex(wt.dtype)], in):
-			if r, ok := b.mmaLaunch(wt.packed, rows, in, [3]int{outs[m]}, xp, 0); ok {
+			if r, ok := b.mmaLaunch(wt.packed, rows, in, [3]int{outs[m]}, xp, 0, quarterSum{}); ok {
 				b.launchMMA(r, [3]uint64{dps[m]}, [3]uint64{wps[m]}, [3]uint64{bps[m]}, rows, in, [3]int{outs[m]}, hasBias>>m&1)
 			}
 		default:
@@ -90,7 +90,9 @@ func (b *backend) MatMuls(dst [3]compute.Tensor, x compute.Tensor, w, bias [3]co
 
 // SiLUMulMatMul runs MatMul(dst, silu(gate)·up, w, bias, rows) where that matmul would split x
 // for the warpgroup's tile: the split reads gate and up (mma_split_silu_wg), with the bits of
-// SiLUMul then that split, so the product never goes through memory and silu_mul's launch goes.
+// SiLUMul then that split, so the product never goes through memory and silu_mul's launch goes;
+// where gate and up are the outputs of the matmul just before, still in quarters, the split adds
+// them too (and writes their sums to gate and up), so mma_sum_quarters's launch goes as well.
 // Elsewhere it reports false. It implements compute.SiLUMulMatMuler.
 func (b *backend) SiLUMulMatMul(dst, gate, up, w, bias compute.Tensor, rows int) bool {
 	wt := b.asTensor(w, "SiLUMulMatMul", "w")
@@ -109,7 +111,10 @@ func (b *backend) SiLUMulMatMul(dst, gate, up, w, bias compute.Tensor, rows int)
 	if bias != nil {
 		bp, hasBias = ptr(b.tensorOf(bias, "SiLUMulMatMul", "bias", compute.F32, outs[0])), 1
 	}
-	if r, ok := b.mmaLaunch(true, rows, in, outs, gp, upp); ok {
+	// gate and up may still be the quarters of the matmul just before (b.pendingSum): the split
+	// adds them itself.
+	q, _ := b.takeSum([3]uint64{gp, upp}, rows, [3]int{in, in})
+	if r, ok := b.mmaLaunch(true, rows, in, outs, gp, upp, q); ok {
 		b.launchMMA(r, [3]uint64{dp}, [3]uint64{ptr(wt)}, [3]uint64{bp}, rows, in, outs, hasBias)
 	}
 	return true
@@ -154,8 +159,10 @@ func (b *backend) wgSplits(rows int, outs [3]int) bool {
 // groups would be too few (kernels.UsesWGQuarters) a group a quarter of K and a sum of the
 // quarters. Where up is not zero, x is a SwiGLU's gate and the matmul's x is silu(gate)·up,
 // which only the warpgroup's split makes (mma_split_silu_wg; wgSplits says when). False, with
-// the error kept for the next Sync, if the device has no room for a scratch.
-func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp, up uint64) (mmaRun, bool) {
+// the error kept for the next Sync, if the device has no room for a scratch. Where gate names a
+// sum (gate.l not ""), x and up are still the quarters of a gate and up matmul, which the split
+// adds (mma_split_silu_wg with quarters set), writing the sums where gate.dst says.
+func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp, up uint64, gate quarterSum) (mmaRun, bool) {
 	s, quarters := b.mmaPlan(packed, rows, outs)
 	if up != 0 && !(packed && s == kernels.WGRows && b.wgmma) {
 		panic("cuda: a SwiGLU product for a matmul that does not split x for the warpgroup's tile")
@@ -167,22 +174,29 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp, up uint6
 		if !ok {
 			return mmaRun{}, false
 		}
-		if up != 0 {
-			b.launchAs(kernels.SplitSiLUWGLaunch(rows, in), xs, xp, up, i32(rows), i32(in))
-		} else {
+		switch {
+		case gate.l.Kernel != "":
+			// The quarters: gate's four partials, then up's (mma_sum_quarters's part).
+			b.launchAs(kernels.SplitSiLUWGLaunch(rows, in), xs, gate.part, gate.part+uint64(16*rows*in), i32(rows), i32(in),
+				gate.dst[0], gate.dst[1], gate.bias[0], gate.bias[1], 1, gate.bits)
+		case up != 0:
+			b.launchAs(kernels.SplitSiLUWGLaunch(rows, in), xs, xp, up, i32(rows), i32(in), 0, 0, 0, 0, 0, 0)
+		default:
 			b.launchAs(split, xs, xp, i32(rows), i32(in))
 		}
 		return mmaRun{l: l, xa: xs}, true
 	}
 	switch {
 	case packed && s == kernels.WGRows && b.wgmma && quarters:
-		part, ok := b.scratch(&b.wgParts, kernels.WGQuarterWords(rows, outs), "MatMul: the scratch for its quarters")
+		// The split first: it may read the quarters of the matmul before (gate), which a
+		// larger scratch for this one's would free.
+		l, sum := kernels.MatMulsWGQuartersLaunch(rows, outs)
+		r, ok := split(kernels.SplitWGLaunch(rows, in), l)
 		if !ok {
 			return mmaRun{}, false
 		}
-		l, sum := kernels.MatMulsWGQuartersLaunch(rows, outs)
-		r, ok := split(kernels.SplitWGLaunch(rows, in), l)
-		r.sum, r.part = sum, part
+		r.sum = sum
+		r.part, ok = b.scratch(&b.wgParts, kernels.WGQuarterWords(rows, outs), "MatMul: the scratch for its quarters")
 		return r, ok
 	case packed && s == kernels.WGRows && b.wgmma:
 		return split(kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs))
@@ -210,20 +224,47 @@ func (b *backend) launchMMA(r mmaRun, dst, w, bias [3]uint64, rows, in int, outs
 		i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
 	switch {
 	case r.sum.Kernel == "":
-	case b.foldQuarters && outs[1] == 0 && outs[2] == 0:
-		// One matrix: an AddRMSNorm of its output may add the quarters itself (rmsnorm).
-		b.pendingSum.l, b.pendingSum.dst, b.pendingSum.part, b.pendingSum.bias = r.sum, dst[0], r.part, bias[0]
-		b.pendingSum.bits, b.pendingSum.rows, b.pendingSum.out = hasBias&1, rows, outs[0]
+	case b.foldQuarters:
+		// The next op may add the quarters itself: an AddRMSNorm of one matrix's output
+		// (rmsnorm), a SiLUMulMatMul of a gate and up (SiLUMulMatMul), a QKRoPEWrite of a q, k
+		// and v (QKRoPEWrite).
+		var bits uint64
+		for m, n := range outs {
+			if n > 0 {
+				bits |= hasBias & (1 << m)
+			}
+		}
+		b.pendingSum = quarterSum{l: r.sum, dst: dst, part: r.part, bias: bias, bits: bits, rows: rows, outs: outs}
 	default:
-		b.launchSum(r.sum, dst, r.part, bias, rows, outs, hasBias)
+		b.launchSum(quarterSum{l: r.sum, dst: dst, part: r.part, bias: bias, bits: hasBias, rows: rows, outs: outs})
 	}
 }
 
-// launchSum launches sum (mma_sum_quarters), adding the quarters at part into up to three
-// matrices' outputs, with their biases.
-func (b *backend) launchSum(sum kernels.Launch, dst [3]uint64, part uint64, bias [3]uint64, rows int, outs [3]int, hasBias uint64) {
-	b.launchAs(sum, dst[0], dst[1], dst[2], part, bias[0], bias[1], bias[2],
-		i32(rows), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+// quarterSum is mma_sum_quarters (l) of the quarters at part into up to three matrices' outputs
+// dst (0: none) of outs outputs, rows rows, with bias[m] where bits has bit m.
+type quarterSum struct {
+	l          kernels.Launch
+	dst, bias  [3]uint64
+	part, bits uint64
+	rows       int
+	outs       [3]int
+}
+
+// launchSum launches s.
+func (b *backend) launchSum(s quarterSum) {
+	b.launchAs(s.l, s.dst[0], s.dst[1], s.dst[2], s.part, s.bias[0], s.bias[1], s.bias[2],
+		i32(s.rows), i32(s.outs[0]), i32(s.outs[1]), i32(s.outs[2]), s.bits)
+}
+
+// takeSum returns the sum of quarters left pending if it is that of dst and nothing else, rows
+// rows of outs outputs, and forgets it: the caller's kernel adds the quarters instead.
+func (b *backend) takeSum(dst [3]uint64, rows int, outs [3]int) (quarterSum, bool) {
+	p := b.pendingSum
+	if p.l.Kernel == "" || p.dst != dst || p.rows != rows || p.outs != outs {
+		return quarterSum{}, false
+	}
+	b.pendingSum.l = kernels.Launch{}
+	return p, true
 }
 
 // scratch returns the address of *t, a scratch buffer of F32-sized elements grown to at least n

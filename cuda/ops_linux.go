@@ -78,12 +78,13 @@ func (b *backend) rmsnorm(op string, dst, residual, x, w compute.Tensor, n int, 
 		b.launchAs(l, ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add)
 		return
 	}
-	if p := b.pendingSum; p.l.Kernel != "" && add == 1 && p.dst == ptr(xt) && p.rows == n && p.out == d {
-		// x is the output of the matmul just before, still in quarters: the norm adds them,
-		// and writes their sum to x as the sum's launch would have.
-		b.pendingSum.l = kernels.Launch{}
-		b.launchAs(l, ptr(dt), ptr(rt), p.part, ptr(wt), i32(n), i32(d), f32(eps), add, p.dst, p.bias, 1, p.bits)
-		return
+	if add == 1 {
+		if p, ok := b.takeSum([3]uint64{ptr(xt)}, n, [3]int{d}); ok {
+			// x is the output of the matmul just before, still in quarters: the norm adds
+			// them, and writes their sum to x as the sum's launch would have.
+			b.launchAs(l, ptr(dt), ptr(rt), p.part, ptr(wt), i32(n), i32(d), f32(eps), add, p.dst[0], p.bias[0], 1, p.bits)
+			return
+		}
 	}
 	b.launchAs(l, ptr(dt), ptr(rt), ptr(xt), ptr(wt), i32(n), i32(d), f32(eps), add, 0, 0, 0, 0)
 }
@@ -118,7 +119,9 @@ func (b *backend) KVWrite(kv compute.KV, layer int, k, v, bases, positions compu
 // QKRoPEWrite runs a layer's per-head norms of q and k (none where qNorm is nil), RoPE of both
 // and KVWrite as one launch of qk_rope_write_H, with the bits of those ops, for heads of 64, 128
 // or 256 elements turned whole (invFreq of headDim/2); it reports false, launching nothing, for
-// anything else (compute.QKRoPEWriter).
+// anything else (compute.QKRoPEWriter). Where q, k and v are the outputs of the matmul just
+// before, still in quarters, the launch adds them too (writing v's sums to v), so
+// mma_sum_quarters's launch goes.
 func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq compute.Tensor, kv compute.KV, layer int, bases, positions compute.Tensor, rows, heads int, eps float32) bool {
 	p := b.asKV(kv, "QKRoPEWrite", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
@@ -139,8 +142,16 @@ func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq comp
 	bt := b.tensorOf(bases, "QKRoPEWrite", "bases", compute.I32, rows)
 	pt := b.tensorOf(positions, "QKRoPEWrite", "positions", compute.I32, rows)
 	kd, vd := p.layer(layer)
+	// q, k and v may still be the quarters of the matmul just before (b.pendingSum): the
+	// launch adds them itself, and writes v's sums to v.
+	var quarters uint64
+	sum, folded := b.takeSum([3]uint64{ptr(qt), ptr(kt), ptr(vt)}, rows, [3]int{heads * hd, st, st})
+	if folded {
+		quarters = 1
+	}
 	b.launchAs(l, ptr(qt), ptr(kt), uint64(kd), uint64(vd), ptr(vt), qw, kw, ptr(rt), ptr(ft), ptr(bt), ptr(pt),
-		i32(heads), i32(kvh), f32(eps), hasNorm, i32(p.spec.Slots), uint64(b.errWord))
+		i32(heads), i32(kvh), f32(eps), hasNorm, i32(p.spec.Slots), uint64(b.errWord),
+		sum.part, sum.bias[0], sum.bias[1], sum.bias[2], i32(rows), quarters, sum.bits)
 	return true
 }
 
@@ -259,7 +270,7 @@ func (b *backend) launchPendingSum() {
 		return
 	}
 	b.pendingSum.l = kernels.Launch{}
-	b.launchSum(p.l, [3]uint64{p.dst}, p.part, [3]uint64{p.bias}, p.rows, [3]int{p.out}, p.bits)
+	b.launchSum(p)
 }
 
 // launchAs records the launch l, which tfd/kernels made for the op.

@@ -22,8 +22,8 @@ const (
 	cmdEvent                     // args: event, recorded on the stream
 )
 
-// maxArgs is the most parameters a kernel takes.
-const maxArgs = 20
+// maxArgs is the most parameters a kernel takes (qk_rope_write_H_KV, 24).
+const maxArgs = 24
 
 // command is one op recorded for the worker. Commands live in batches, which are reused, so
 // recording one allocates nothing. Each argument is 8 bytes; a 4-byte kernel parameter reads the

@@ -180,8 +180,9 @@ func WGQuarterWords(rows int, outs [3]int) int {
 // its output is SplitXWords(rows, kdim) words too.
 func SplitWGLaunch(rows, kdim int) Launch { return splitLaunch("mma_split_wg", rows, kdim) }
 
-// SplitSiLUWGLaunch is the launch of mma_split_silu_wg (xs, gate, up, rows, kdim): SplitWGLaunch's
-// split of silu_mul(gate, up), its grid and output.
+// SplitSiLUWGLaunch is the launch of mma_split_silu_wg (xs, gate, up, rows, kdim, gsum, usum,
+// gbias, ubias, quarters, hasBias): SplitWGLaunch's split of silu_mul(gate, up), its grid and
+// output; with quarters set, gate and up are a gate and up matmul's quarters, which it adds.
 func SplitSiLUWGLaunch(rows, kdim int) Launch { return splitLaunch("mma_split_silu_wg", rows, kdim) }
 
 // The kernels' names, made once: a backend records a matmul without allocating.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,6 +84,13 @@ func TestMSLRuns(t *testing.T) {
 			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {1056, 20}} {
 				check(fmt.Sprint("mma_split_silu_wg ", c), func(o *op) { o.splitSiLU(c.in, c.rows) })
 			}
+			// The same adding gate's and up's quarters (and biases: none, gate's, up's, both).
+			for _, c := range []struct {
+				in, rows int
+				bias     int32
+			}{{32, 1, 3}, {96, 70, 0}, {1056, 20, 1}, {160, 40, 2}} {
+				check(fmt.Sprint("mma_split_silu_wg quarters ", c), func(o *op) { o.splitSiLUQuarters(c.in, c.rows, c.bias) })
+			}
 		}
 		for _, s := range []struct{ vocab, dim int }{{50, 72}, {20, 13}, {9, 300}} {
 			check(fmt.Sprint("embed ", dt, s.vocab, s.dim), func(o *op) { o.embed(dt, s.vocab, s.dim, -1) })
@@ -124,10 +132,19 @@ func TestMSLRuns(t *testing.T) {
 		}
 		for _, c := range []struct{ hd, heads, kvHeads int }{{64, 6, 2}, {128, 4, 4}, {256, 2, 1}} {
 			for _, norm := range []bool{true, false} {
-				check(fmt.Sprint("qk_rope_write ", kv, c, norm), func(o *op) { o.qkRopeWrite(c.hd, c.heads, c.kvHeads, norm, false, kv) })
+				check(fmt.Sprint("qk_rope_write ", kv, c, norm), func(o *op) { o.qkRopeWrite(c.hd, c.heads, c.kvHeads, norm, false, kv, -1) })
 			}
 		}
-		check(fmt.Sprint("qk_rope_write outside the pool ", kv), func(o *op) { o.qkRopeWrite(128, 4, 2, true, true, kv) })
+		check(fmt.Sprint("qk_rope_write outside the pool ", kv), func(o *op) { o.qkRopeWrite(128, 4, 2, true, true, kv, -1) })
+		// Adding a q, k and v matmul's quarters itself (biases: none, all, k's and v's), and
+		// writing v's sums where a row's slot is outside the pool too.
+		for _, c := range []struct {
+			hd, heads, kvHeads int
+			bias               int32
+			bad                bool
+		}{{64, 4, 2, 0, false}, {128, 8, 2, 7, false}, {256, 2, 1, 6, true}} {
+			check(fmt.Sprint("qk_rope_write quarters ", kv, c), func(o *op) { o.qkRopeWrite(c.hd, c.heads, c.kvHeads, true, c.bad, kv, c.bias) })
+		}
 		check(fmt.Sprint("kv_write and attention with sinks ", kv), func(o *op) { o.attention(shortSessions, 64, 6, 2, true, kv) })
 		check(fmt.Sprint("kv_write and attention with sinks, long ", kv), func(o *op) { o.attention(longSessions, 20, 2, 1, true, kv) })
 	}
@@ -376,8 +393,30 @@ func (o *op) splitSiLU(in, rows int) {
 	want := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
 	o.launch(kernels.SplitWGLaunch(rows, in), want, prod, int32(rows), int32(in))
 	got := &mbuf{bytes.Repeat([]byte{0xff}, len(want.b))}
-	o.launch(kernels.SplitSiLUWGLaunch(rows, in), got, gate, up, int32(rows), int32(in))
+	o.launch(kernels.SplitSiLUWGLaunch(rows, in), got, gate, up, int32(rows), int32(in), &mbuf{}, &mbuf{}, &mbuf{}, &mbuf{}, int32(0), int32(0))
 	sameBytes(o.t, "mma_split_silu_wg against silu_mul then mma_split_wg", got.b, want.b)
+}
+
+// splitSiLUQuarters checks mma_split_silu_wg on a gate and up matmul's quarters (quarters set;
+// hasBias's bits: gate's bias, up's) against mma_sum_quarters of them and then
+// mma_split_silu_wg on the sums, bit for bit: the split and the sums it writes.
+func (o *op) splitSiLUQuarters(in, rows int, hasBias int32) {
+	size := rows * in
+	gate, up := computetest.Randn(15, 4*size), computetest.Randn(16, 4*size)
+	gb, ub := &mbuf{computetest.F32Bytes(computetest.Randn(17, in))}, &mbuf{computetest.F32Bytes(computetest.Randn(18, in))}
+	wantG, wantU := &mbuf{make([]byte, 4*size)}, &mbuf{make([]byte, 4*size)}
+	_, sum := kernels.MatMulsWGQuartersLaunch(rows, [3]int{in, in})
+	o.launch(sum, wantG, wantU, &mbuf{}, &mbuf{computetest.F32Bytes(append(slices.Clone(gate), up...))}, gb, ub, &mbuf{},
+		int32(rows), int32(in), int32(in), int32(0), hasBias)
+	l := kernels.SplitSiLUWGLaunch(rows, in)
+	want := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
+	o.launch(l, want, wantG, wantU, int32(rows), int32(in), &mbuf{}, &mbuf{}, &mbuf{}, &mbuf{}, int32(0), int32(0))
+	got := &mbuf{bytes.Repeat([]byte{0xff}, len(want.b))}
+	gotG, gotU := &mbuf{make([]byte, 4*size)}, &mbuf{make([]byte, 4*size)}
+	o.launch(l, got, &mbuf{computetest.F32Bytes(gate)}, &mbuf{computetest.F32Bytes(up)}, int32(rows), int32(in), gotG, gotU, gb, ub, int32(1), hasBias)
+	computetest.SameBits(o.t, "gate's sum", floats(gotG), floats(wantG))
+	computetest.SameBits(o.t, "up's sum", floats(gotU), floats(wantU))
+	sameBytes(o.t, "mma_split_silu_wg on quarters against mma_sum_quarters then mma_split_silu_wg", got.b, want.b)
 }
 
 // embedPacked checks embed_packed_bf16 on a packed table against the cpu backend's Embed of the

@@ -14,12 +14,25 @@ import (
 // checked against the cpu backend by its own cases: rmsnorm over each head of q and of k (where
 // norm is set), rope of both, kv_write of k and v. q and k in place, the keys and the values in
 // the pool, and the error word must come out the same bits; with bad set one row's slot falls
-// outside the pool and is reported as kv_write reports it.
-func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool, kv kernels.KV) {
+// outside the pool and is reported as kv_write reports it. With hasBias ≥ 0, q, k and v come in
+// quarters (a q, k and v matmul's, hasBias its biases' bits), which mma_sum_quarters adds for the
+// ops and qk_rope_write adds itself, writing v's sums to v.
+func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool, kv kernels.KV, hasBias int32) {
 	const rows, slots, eps = 5, 64, 1e-6
 	st := kvHeads * hd
 	size := kvDType(kv).Size()
 	qs, ks, vs := computetest.Randn(21, rows*heads*hd), computetest.Randn(22, rows*st), computetest.Randn(23, rows*st)
+	quarters := hasBias >= 0
+	part, qb, kb, vb := &mbuf{}, &mbuf{}, &mbuf{}, &mbuf{}
+	if quarters {
+		parts := computetest.Randn(26, 4*rows*(heads*hd+2*st))
+		part = &mbuf{computetest.F32Bytes(parts)}
+		qb, kb, vb = &mbuf{computetest.F32Bytes(computetest.Randn(27, heads*hd))}, &mbuf{computetest.F32Bytes(computetest.Randn(28, st))}, &mbuf{computetest.F32Bytes(computetest.Randn(29, st))}
+		sq, sk, sv := &mbuf{make([]byte, 4*len(qs))}, &mbuf{make([]byte, 4*len(ks))}, &mbuf{make([]byte, 4*len(vs))}
+		_, sum := kernels.MatMulsWGQuartersLaunch(rows, [3]int{heads * hd, st, st})
+		o.launch(sum, sq, sk, sv, part, qb, kb, vb, int32(rows), int32(heads*hd), int32(st), int32(st), hasBias)
+		qs, ks, vs = floats(sq), floats(sk), floats(sv)
+	}
 	qw, kw := computetest.Randn(24, hd), computetest.Randn(25, hd)
 	freqs := make([]float32, hd/2)
 	for j := range freqs {
@@ -49,17 +62,25 @@ func (o *op) qkRopeWrite(hd, heads, kvHeads int, norm, bad bool, kv kernels.KV) 
 	if !ok {
 		o.t.Fatalf("no qk_rope_write for heads of %d", hd)
 	}
-	gotQ, gotK := buf(f32(qs)), buf(f32(ks))
+	gotQ, gotK, gotV := buf(f32(qs)), buf(f32(ks)), buf(f32(vs))
+	if quarters { // what the launch must make of the partials alone
+		gotQ, gotK, gotV = &mbuf{make([]byte, 4*len(qs))}, &mbuf{make([]byte, 4*len(ks))}, &mbuf{make([]byte, 4*len(vs))}
+	}
 	gotKd, gotVd, gotErr := &mbuf{make([]byte, size*slots*st)}, &mbuf{make([]byte, size*slots*st)}, &mbuf{make([]byte, 16)}
-	hasNorm := int32(0)
+	hasNorm, inQuarters := int32(0), int32(0)
 	if norm {
 		hasNorm = 1
 	}
-	o.launch(l, gotQ, gotK, gotKd, gotVd, buf(f32(vs)), buf(f32(qw)), buf(f32(kw)), buf(i32(ropePos)), buf(f32(freqs)),
-		buf(i32(bases)), buf(i32(positions)), int32(heads), int32(kvHeads), float32(eps), hasNorm, int32(slots), gotErr)
+	if quarters {
+		inQuarters = 1
+	}
+	o.launch(l, gotQ, gotK, gotKd, gotVd, gotV, buf(f32(qw)), buf(f32(kw)), buf(i32(ropePos)), buf(f32(freqs)),
+		buf(i32(bases)), buf(i32(positions)), int32(heads), int32(kvHeads), float32(eps), hasNorm, int32(slots), gotErr,
+		part, qb, kb, vb, int32(rows), inQuarters, max(hasBias, 0))
 
 	computetest.SameBits(o.t, "q", floats(gotQ), floats(wantQ))
 	computetest.SameBits(o.t, "k", floats(gotK), floats(wantK))
+	computetest.SameBits(o.t, "v", floats(gotV), vs)
 	sameBytes(o.t, "keys", gotKd.b, wantKd.b)
 	sameBytes(o.t, "values", gotVd.b, wantVd.b)
 	if code := binary.LittleEndian.Uint32(wantErr.b); (code != 0) != bad {

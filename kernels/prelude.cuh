@@ -152,6 +152,16 @@ FUNC void tfd_mma_load_x(tfd_mma_x& xv, const float* x, int ldx, int nx) {
 	}
 }
 
+// tfd_mma_store_x writes what tfd_mma_load_x loads back to x: rows from nx on are not written.
+FUNC void tfd_mma_store_x(const tfd_mma_x& xv, float* x, int ldx, int nx) {
+	int g = LANE >> 2, t = LANE & 3;
+	if (g < nx) {
+		float4 p = {xv.v[0], xv.v[1], xv.v[2], xv.v[3]}, q = {xv.v[4], xv.v[5], xv.v[6], xv.v[7]};
+		*(float4*)(x + (ulong)g * ldx + 8 * t) = p;
+		*(float4*)(x + (ulong)g * ldx + 8 * t + 4) = q;
+	}
+}
+
 // tfd_mma_b_of splits a lane's x into the hi and lo BF16 pairs of the B operand.
 FUNC void tfd_mma_b_of(tfd_mma_b& b, const tfd_mma_x& xv) {
 	UNROLL
@@ -278,6 +288,7 @@ FUNC void tfd_mma_store(const tfd_mma_acc& a, float* s) {
 #define MMA_STORE(acc, s) tfd_mma_store(acc, s)
 #define MMA_X tfd_mma_x
 #define MMA_LOAD_X(xv, x, ldx, nx) tfd_mma_load_x(xv, x, ldx, nx)
+#define MMA_STORE_X(xv, x, ldx, nx) tfd_mma_store_x(xv, x, ldx, nx)
 #define MMA_B_OF(b, xv, stage) tfd_mma_b_of(b, xv)
 #define MMA_LOAD_A_PACKED(a, w, nw, stage) tfd_mma_load_a_packed(a, w, nw)
 // The ring (see above): MMA_SLOT is the SHARED element type of a ring (a slot is 64 of them);

@@ -192,6 +192,14 @@ FUNC void tfd_mma_load_x(thread tfd_mma_x& xv, const device float* x, int ldx, i
 	for (int i = 0; i < 8; i++) xv.v[i] = g < nx ? x[(ulong)g * ldx + 8 * t + i] : 0.0f;
 }
 
+// tfd_mma_store_x writes what tfd_mma_load_x loads back to x: rows from nx on are not written.
+FUNC void tfd_mma_store_x(thread tfd_mma_x& xv, device float* x, int ldx, int nx, int lane) {
+	int g = lane >> 2, t = lane & 3;
+	if (g < nx) {
+		for (int i = 0; i < 8; i++) x[(ulong)g * ldx + 8 * t + i] = xv.v[i];
+	}
+}
+
 // tfd_mma_b_of stages a lane's x as s[k][row], so that each 8×8 block of K loads as the matrix
 // [k][row].
 template <typename Stage>
@@ -234,6 +242,7 @@ FUNC void tfd_mma_store(thread tfd_mma_acc& a, Stage s) {
 #define MMA_STORE(acc, s) tfd_mma_store(acc, s)
 #define MMA_X tfd_mma_x
 #define MMA_LOAD_X(xv, x, ldx, nx) tfd_mma_load_x(xv, x, ldx, nx, LANE)
+#define MMA_STORE_X(xv, x, ldx, nx) tfd_mma_store_x(xv, x, ldx, nx, LANE)
 #define MMA_B_OF(b, xv, stage) tfd_mma_b_of(b, xv, stage, LANE)
 #define MMA_LOAD_A_PACKED(a, w, nw, stage) tfd_mma_load_a_packed(a, w, nw, stage, LANE)
 
