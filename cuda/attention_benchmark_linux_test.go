@@ -78,18 +78,7 @@ func BenchmarkPrefillAttention(b *testing.B) {
 					g.Attention(dst, q, kv, 0, bases, positions[f], nil, rows, heads, scale)
 				}
 			}
-			attend() // warm up
-			if err := g.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for range b.N {
-				attend()
-			}
-			if err := g.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			s := b.Elapsed().Seconds() / float64(b.N)
+			s := timeAttention(b, g, attend)
 			b.ReportMetric(s*1e6, "µs/pass")
 			b.ReportMetric(float64(keys)*2*heads*hd/s/1e12, "TFMA/s")
 		})
@@ -146,20 +135,26 @@ func BenchmarkDecodeAttention(b *testing.B) {
 			bases, positions := computetest.UploadI32(b, g, bs), computetest.UploadI32(b, g, ps)
 			scale := float32(1 / math.Sqrt(hd))
 			attend := func() { g.Attention(dst, q, kv, 0, bases, positions, nil, c.rows, heads, scale) }
-			attend() // warm up
-			if err := g.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for range b.N {
-				attend()
-			}
-			if err := g.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			s := b.Elapsed().Seconds() / float64(b.N)
+			s := timeAttention(b, g, attend)
 			b.ReportMetric(s*1e6, "µs/launch")
 			b.ReportMetric(float64(c.rows*n*2*st*4)/s/1e9, "GB/s")
 		})
 	}
+}
+
+// timeAttention runs attend once to warm up, then b.N times, and returns the seconds one took,
+// the GPU's work waited for at both ends.
+func timeAttention(b *testing.B, g compute.Backend, attend func()) float64 {
+	attend()
+	if err := g.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		attend()
+	}
+	if err := g.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	return b.Elapsed().Seconds() / float64(b.N)
 }

@@ -23,29 +23,12 @@ import (
 func TestSiLUMulMatMulEqualsOps(t *testing.T) {
 	b := openCUDA(t)
 	const in, out = 2048, 1000
-	w, err := b.Upload(compute.BF16, []int{out, in}, computetest.Encode(compute.BF16, computetest.Randn(20, out*in)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := uploadBF16(t, b, 20, out, in)
 	bias := computetest.UploadF32(t, b, computetest.Randn(21, out), out)
-	read := func(x compute.Tensor, n int) []float32 {
-		got := make([]float32, n)
-		if err := b.ReadFloat32(x, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	alloc := func(rows, n int) compute.Tensor {
-		x, err := b.Alloc(compute.F32, rows, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
 	for _, rows := range []int{1, 64, 100} {
 		gv, uv := computetest.Randn(uint64(2*rows), rows*in), computetest.Randn(uint64(2*rows+1), rows*in)
 		gate, up := computetest.UploadF32(t, b, gv, rows, in), computetest.UploadF32(t, b, uv, rows, in)
-		got := alloc(rows, out)
+		got := allocF32(t, b, rows, out)
 		fused := b.(compute.SiLUMulMatMuler).SiLUMulMatMul(got, gate, up, w, bias, rows)
 		if want := b.(*backend).wgmma && rows >= kernels.WGFrom; fused != want {
 			t.Fatalf("%d rows: SiLUMulMatMul reports %v, want %v", rows, fused, want)
@@ -53,12 +36,12 @@ func TestSiLUMulMatMulEqualsOps(t *testing.T) {
 		if !fused {
 			continue
 		}
-		computetest.SameBits(t, fmt.Sprintf("%d rows: gate after SiLUMulMatMul", rows), read(gate, rows*in), gv)
-		computetest.SameBits(t, fmt.Sprintf("%d rows: up after SiLUMulMatMul", rows), read(up, rows*in), uv)
-		prod, want := alloc(rows, in), alloc(rows, out)
+		computetest.SameBits(t, fmt.Sprintf("%d rows: gate after SiLUMulMatMul", rows), readF32(t, b, gate, rows*in), gv)
+		computetest.SameBits(t, fmt.Sprintf("%d rows: up after SiLUMulMatMul", rows), readF32(t, b, up, rows*in), uv)
+		prod, want := allocF32(t, b, rows, in), allocF32(t, b, rows, out)
 		b.SiLUMul(prod, gate, up, rows)
 		b.MatMul(want, prod, w, bias, rows)
-		computetest.SameBits(t, fmt.Sprintf("%d rows: SiLUMulMatMul against SiLUMul then MatMul", rows), read(got, rows*out), read(want, rows*out))
+		computetest.SameBits(t, fmt.Sprintf("%d rows: SiLUMulMatMul against SiLUMul then MatMul", rows), readF32(t, b, got, rows*out), readF32(t, b, want, rows*out))
 	}
 }
 
@@ -75,19 +58,9 @@ func TestFoldedQuartersEqualOps(t *testing.T) {
 	}
 	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
 	const in, d = 2048, 4096
-	w, err := b.Upload(compute.BF16, []int{d, in}, computetest.Encode(compute.BF16, computetest.Randn(40, d*in)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := uploadBF16(t, b, 40, d, in)
 	bias := computetest.UploadF32(t, b, computetest.Randn(41, d), d)
 	norm := computetest.UploadF32(t, b, computetest.Randn(42, d), d)
-	read := func(x compute.Tensor, n int) []float32 {
-		got := make([]float32, n)
-		if err := b.ReadFloat32(x, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
 	for _, rows := range []int{64, 100} {
 		for _, withBias := range []bool{true, false} {
 			xv, rv := computetest.Randn(uint64(rows), rows*in), computetest.Randn(uint64(rows+1), rows*d)
@@ -114,7 +87,7 @@ func TestFoldedQuartersEqualOps(t *testing.T) {
 					b.Add(hn, o, o, rows) // reads the matmul's output: its sum must have run
 				}
 				b.AddRMSNorm(hn, r, o, norm, rows, 1e-6)
-				return read(o, rows*d), read(r, rows*d), read(hn, rows*d)
+				return readF32(t, b, o, rows*d), readF32(t, b, r, rows*d), readF32(t, b, hn, rows*d)
 			}
 			wantOut, wantRes, wantH := run(false, false)
 			for _, between := range []bool{false, true} {
@@ -181,29 +154,8 @@ func TestFoldedGateUpEqualOps(t *testing.T) {
 	}
 	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
 	const hidden, inter = 1024, 2048
-	upload := func(seed uint64, shape ...int) compute.Tensor {
-		w, err := b.Upload(compute.BF16, shape, computetest.Encode(compute.BF16, computetest.Randn(seed, shape[0]*shape[1])))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	wg, wu, wd := upload(50, inter, hidden), upload(51, inter, hidden), upload(52, hidden, inter)
+	wg, wu, wd := uploadBF16(t, b, 50, inter, hidden), uploadBF16(t, b, 51, inter, hidden), uploadBF16(t, b, 52, hidden, inter)
 	bg, bu := computetest.UploadF32(t, b, computetest.Randn(53, inter), inter), computetest.UploadF32(t, b, computetest.Randn(54, inter), inter)
-	read := func(x compute.Tensor, n int) []float32 {
-		got := make([]float32, n)
-		if err := b.ReadFloat32(x, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	alloc := func(rows, n int) compute.Tensor {
-		x, err := b.Alloc(compute.F32, rows, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
 	for _, rows := range []int{64, 100} {
 		if !kernels.UsesWGQuarters(rows, [3]int{inter, inter}, c.sms) {
 			t.Fatalf("%d rows of a %d-output gate and up: no quarters on this GPU's %d SMs", rows, inter, c.sms)
@@ -213,7 +165,7 @@ func TestFoldedGateUpEqualOps(t *testing.T) {
 			run := func(fold, between bool) (gate, up, out []float32) {
 				c.foldQuarters = fold
 				x := computetest.UploadF32(t, b, xv, rows, hidden)
-				g, u, o, scratch := alloc(rows, inter), alloc(rows, inter), alloc(rows, hidden), alloc(rows, inter)
+				g, u, o, scratch := allocF32(t, b, rows, inter), allocF32(t, b, rows, inter), allocF32(t, b, rows, hidden), allocF32(t, b, rows, inter)
 				b.(compute.MultiMatMul).MatMuls([3]compute.Tensor{g, u}, x, [3]compute.Tensor{wg, wu}, biases, rows)
 				if fold && c.pendingSum.l.Kernel == "" {
 					t.Fatalf("%d rows: the gate and up matmul's quarters were summed before the split", rows)
@@ -228,7 +180,7 @@ func TestFoldedGateUpEqualOps(t *testing.T) {
 				if p := c.pendingSum; p.l.Kernel != "" && p.dst[0] == ptr(c.asTensor(g, "test", "gate")) {
 					t.Fatalf("%d rows: gate and up's sum still pending after SiLUMulMatMul", rows)
 				}
-				return read(g, rows*inter), read(u, rows*inter), read(o, rows*hidden)
+				return readF32(t, b, g, rows*inter), readF32(t, b, u, rows*inter), readF32(t, b, o, rows*hidden)
 			}
 			wantG, wantU, wantO := run(false, false)
 			for _, between := range []bool{false, true} {
@@ -255,14 +207,7 @@ func TestFoldedQKVEqualOps(t *testing.T) {
 	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
 	const hidden, heads, kvHeads, hd = 1024, 8, 2, 128
 	qn, kn := heads*hd, kvHeads*hd
-	upload := func(seed uint64, shape ...int) compute.Tensor {
-		w, err := b.Upload(compute.BF16, shape, computetest.Encode(compute.BF16, computetest.Randn(seed, shape[0]*shape[1])))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	wq, wk, wv := upload(60, qn, hidden), upload(61, kn, hidden), upload(62, kn, hidden)
+	wq, wk, wv := uploadBF16(t, b, 60, qn, hidden), uploadBF16(t, b, 61, kn, hidden), uploadBF16(t, b, 62, kn, hidden)
 	bq, bk, bv := computetest.UploadF32(t, b, computetest.Randn(63, qn), qn), computetest.UploadF32(t, b, computetest.Randn(64, kn), kn), computetest.UploadF32(t, b, computetest.Randn(65, kn), kn)
 	qNorm, kNorm := computetest.UploadF32(t, b, computetest.Randn(66, hd), hd), computetest.UploadF32(t, b, computetest.Randn(67, hd), hd)
 	freqs := make([]float32, hd/2)
@@ -270,20 +215,6 @@ func TestFoldedQKVEqualOps(t *testing.T) {
 		freqs[j] = float32(1 / math.Pow(1e6, float64(2*j)/float64(hd)))
 	}
 	invFreq := computetest.UploadF32(t, b, freqs, hd/2)
-	read := func(x compute.Tensor, n int) []float32 {
-		got := make([]float32, n)
-		if err := b.ReadFloat32(x, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	alloc := func(rows, n int) compute.Tensor {
-		x, err := b.Alloc(compute.F32, rows, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
 	for _, rows := range []int{64, 100} {
 		if !kernels.UsesWGQuarters(rows, [3]int{qn, kn, kn}, c.sms) {
 			t.Fatalf("%d rows of q, k and v of %d, %d and %d outputs: no quarters on this GPU's %d SMs", rows, qn, kn, kn, c.sms)
@@ -303,7 +234,7 @@ func TestFoldedQKVEqualOps(t *testing.T) {
 				}
 				defer b.FreeKV(kv)
 				x := computetest.UploadF32(t, b, xv, rows, hidden)
-				qt, kt, vt, out := alloc(rows, qn), alloc(rows, kn), alloc(rows, kn), alloc(rows, qn)
+				qt, kt, vt, out := allocF32(t, b, rows, qn), allocF32(t, b, rows, kn), allocF32(t, b, rows, kn), allocF32(t, b, rows, qn)
 				b.(compute.MultiMatMul).MatMuls([3]compute.Tensor{qt, kt, vt}, x, [3]compute.Tensor{wq, wk, wv}, biases, rows)
 				if fold && c.pendingSum.l.Kernel == "" {
 					t.Fatalf("%d rows: the q, k and v matmul's quarters were summed before QKRoPEWrite", rows)
@@ -315,7 +246,7 @@ func TestFoldedQKVEqualOps(t *testing.T) {
 					t.Fatalf("%d rows: a sum still pending after QKRoPEWrite", rows)
 				}
 				b.Attention(out, qt, kv, 0, bases, positions, nil, rows, heads, float32(1/math.Sqrt(hd)))
-				return read(qt, rows*qn), read(kt, rows*kn), read(vt, rows*kn), read(out, rows*qn)
+				return readF32(t, b, qt, rows*qn), readF32(t, b, kt, rows*kn), readF32(t, b, vt, rows*kn), readF32(t, b, out, rows*qn)
 			}
 			wantQ, wantK, wantV, wantA := run(false)
 			gotQ, gotK, gotV, gotA := run(true)
@@ -326,4 +257,34 @@ func TestFoldedQKVEqualOps(t *testing.T) {
 			computetest.SameBits(t, what+": attention over the keys and values written", gotA, wantA)
 		}
 	}
+}
+
+// readF32 reads the first n floats of x.
+func readF32(t *testing.T, b compute.Backend, x compute.Tensor, n int) []float32 {
+	t.Helper()
+	got := make([]float32, n)
+	if err := b.ReadFloat32(x, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// allocF32 allocates an F32 tensor of rows rows of n.
+func allocF32(t *testing.T, b compute.Backend, rows, n int) compute.Tensor {
+	t.Helper()
+	x, err := b.Alloc(compute.F32, rows, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// uploadBF16 uploads a BF16 matrix of outs rows of in, random from seed.
+func uploadBF16(t *testing.T, b compute.Backend, seed uint64, outs, in int) compute.Tensor {
+	t.Helper()
+	w, err := b.Upload(compute.BF16, []int{outs, in}, computetest.Encode(compute.BF16, computetest.Randn(seed, outs*in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
