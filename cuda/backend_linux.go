@@ -81,7 +81,8 @@ type backend struct {
 	// pendingSum is mma_sum_quarters of a matmul's quarters, recorded but not yet launched, where
 	// the next op may add them itself and write the sums as the launch would: an AddRMSNorm of a
 	// one-matrix matmul's output (rmsnorm_row with quarters set), a SiLUMulMatMul of a gate and up
-	// matmul's two (mma_split_silu_wg with quarters set). Any other command launches it first
+	// matmul's two (mma_split_silu_wg with quarters set), a QKRoPEWrite of a q, k and v matmul's
+	// three (qk_rope_write_H with quarters set). Any other command launches it first
 	// (b.record, b.wait, b.flush), so the stream does the same work in the same order either way.
 	// Launch.Kernel "" when none.
 	pendingSum quarterSum
@@ -291,7 +292,8 @@ func (b *backend) init() (err error) {
 	b.wgQuarters = os.Getenv("TFD_CUDA_WG_QUARTERS")
 	// A matmul in quarters whose outputs the next op reads leaves the sum of its quarters to it
 	// (b.pendingSum) where it can add them: an AddRMSNorm of one matrix's output, a
-	// SiLUMulMatMul of a gate and up matmul's; TFD_CUDA_FOLD_QUARTERS=0 launches
+	// SiLUMulMatMul of a gate and up matmul's, a QKRoPEWrite of a q, k and v matmul's;
+	// TFD_CUDA_FOLD_QUARTERS=0 launches
 	// mma_sum_quarters for every one. The bits are the same either way.
 	b.foldQuarters = os.Getenv("TFD_CUDA_FOLD_QUARTERS") != "0"
 	// Where the warpgroup's tile splits x for the down projection, the SwiGLU's product goes

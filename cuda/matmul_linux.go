@@ -177,7 +177,8 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp, up uint6
 		switch {
 		case gate.l.Kernel != "":
 			// The quarters: gate's four partials, then up's (mma_sum_quarters's part).
-			b.launchAs(kernels.SplitSiLUWGLaunch(rows, in), xs, gate.part, gate.part+uint64(16*rows*in), i32(rows), i32(in),
+			ups := gate.part + 4*uint64(kernels.WGQuarterWords(rows, [3]int{in}))
+			b.launchAs(kernels.SplitSiLUWGLaunch(rows, in), xs, gate.part, ups, i32(rows), i32(in),
 				gate.dst[0], gate.dst[1], gate.bias[0], gate.bias[1], 1, gate.bits)
 		case up != 0:
 			b.launchAs(kernels.SplitSiLUWGLaunch(rows, in), xs, xp, up, i32(rows), i32(in), 0, 0, 0, 0, 0, 0)
@@ -222,22 +223,23 @@ func (b *backend) launchMMA(r mmaRun, dst, w, bias [3]uint64, rows, in int, outs
 	}
 	b.launchAs(r.l, d[0], d[1], d[2], r.xa, w[0], w[1], w[2], bias[0], bias[1], bias[2],
 		i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
-	switch {
-	case r.sum.Kernel == "":
-	case b.foldQuarters:
+	if r.sum.Kernel == "" {
+		return
+	}
+	s := quarterSum{l: r.sum, dst: dst, part: r.part, bias: bias, rows: rows, outs: outs}
+	for m, n := range outs {
+		if n > 0 {
+			s.bits |= hasBias & (1 << m) // only existing matrices' bits: rmsnorm_row tests it whole
+		}
+	}
+	if b.foldQuarters {
 		// The next op may add the quarters itself: an AddRMSNorm of one matrix's output
 		// (rmsnorm), a SiLUMulMatMul of a gate and up (SiLUMulMatMul), a QKRoPEWrite of a q, k
 		// and v (QKRoPEWrite).
-		var bits uint64
-		for m, n := range outs {
-			if n > 0 {
-				bits |= hasBias & (1 << m)
-			}
-		}
-		b.pendingSum = quarterSum{l: r.sum, dst: dst, part: r.part, bias: bias, bits: bits, rows: rows, outs: outs}
-	default:
-		b.launchSum(quarterSum{l: r.sum, dst: dst, part: r.part, bias: bias, bits: hasBias, rows: rows, outs: outs})
+		b.pendingSum = s
+		return
 	}
+	b.launchSum(s)
 }
 
 // quarterSum is mma_sum_quarters (l) of the quarters at part into up to three matrices' outputs
