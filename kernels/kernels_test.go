@@ -13,8 +13,12 @@ import (
 
 // TestEveryKernelWaitsForTheOneBefore checks that every kernel body calls GRID_WAIT exactly once,
 // and that a body calling it itself indexes or offsets no argument before it but its weights
-// (choosing among pointers is no access): under programmatic dependent launch a kernel that read an
-// activation, or wrote anything, before GRID_WAIT could race the kernel before it.
+// (choosing among pointers is no access), except inside a hint block: under programmatic dependent
+// launch a kernel that read an activation, or wrote anything, before GRID_WAIT could race the
+// kernel before it. A hint block is a block of the body's own, before GRID_WAIT, that asks for
+// lines in L2 (PREFETCH_L2) and whose values die with it: it stores nothing and assigns only the
+// variables it declares, so what it reads can aim a prefetch (which reads nothing into the kernel)
+// and nothing else.
 func TestEveryKernelWaitsForTheOneBefore(t *testing.T) {
 	for _, k := range All() {
 		body := commentRE.ReplaceAllString(waitFirst(k.Body), "")
@@ -23,15 +27,76 @@ func TestEveryKernelWaitsForTheOneBefore(t *testing.T) {
 			continue
 		}
 		before, _, _ := strings.Cut(body, "GRID_WAIT()")
+		outside, hints := hintBlocks(before)
+		for _, h := range hints {
+			if why := hintBlockFault(h, k.Params); why != "" {
+				t.Errorf("%s: a block before GRID_WAIT reads activations but %s", k.Name, why)
+			}
+		}
 		for _, p := range k.Params {
 			if p.Kind == Scalar || strings.HasPrefix(p.Name, "w") {
 				continue // scalars and weights (w, w0, w1, w2) may be read first
 			}
-			if regexp.MustCompile(`\b` + p.Name + `\s*[\[+]`).MatchString(before) {
+			if regexp.MustCompile(`\b` + p.Name + `\s*[\[+]`).MatchString(outside) {
 				t.Errorf("%s: %s is used before GRID_WAIT", k.Name, p.Name)
 			}
 		}
 	}
+}
+
+// hintBlocks splits the part of a body before GRID_WAIT into the text outside its hint blocks
+// (the blocks one level in that call PREFETCH_L2) and those blocks.
+func hintBlocks(before string) (outside string, hints []string) {
+	depth, start := 0, -1
+	var out strings.Builder
+	last := 0
+	for i, c := range before {
+		switch c {
+		case '{':
+			depth++
+			if depth == 2 {
+				start = i
+			}
+		case '}':
+			if depth == 2 && strings.Contains(before[start:i], "PREFETCH_L2") {
+				out.WriteString(before[last:start])
+				hints = append(hints, before[start:i+1])
+				last = i + 1
+			}
+			depth--
+		}
+	}
+	out.WriteString(before[last:])
+	return out.String(), hints
+}
+
+var (
+	declRE   = regexp.MustCompile(`\b(?:int|uint|ulong|float|bool)\s+(\w+)\s*=`)
+	assignRE = regexp.MustCompile(`(\w+)\s*(?:[-+*/%&|^]|<<|>>)?=[^=]|(\w+)\s*(?:\+\+|--)`)
+	storeRE  = regexp.MustCompile(`[\])]\s*(?:[-+*/%&|^]|<<|>>)?=[^=]`)
+)
+
+// hintBlockFault says why a hint block could pass a value on or write memory, or "" if it cannot.
+func hintBlockFault(block string, params []Param) string {
+	if storeRE.MatchString(block) {
+		return "stores through a pointer"
+	}
+	for _, p := range params {
+		if p.Kind == Out && regexp.MustCompile(`\b`+p.Name+`\b`).MatchString(block) {
+			return "names the output " + p.Name
+		}
+	}
+	declared := map[string]bool{}
+	for _, m := range declRE.FindAllStringSubmatch(block, -1) {
+		declared[m[1]] = true
+	}
+	for _, m := range assignRE.FindAllStringSubmatch(block, -1) {
+		v := m[1] + m[2]
+		if !declared[v] {
+			return "assigns " + v + ", which it does not declare"
+		}
+	}
+	return ""
 }
 
 // TestEveryKernelIsEmittedTwice checks that each kernel appears in both emissions with its
@@ -190,5 +255,27 @@ func TestResidentGroups(t *testing.T) {
 	ks, err = parseFile("x.kern", "kernel f(int n) threads(64)\n{\n}\n")
 	if err != nil || ks[0].Resident != 0 || !strings.Contains(cudaSignature(ks[0]), "__launch_bounds__(64) f(") {
 		t.Errorf("threads(64): %v, %+v, %q", err, ks, cudaSignature(ks[0]))
+	}
+}
+
+// TestHintBlocksPassNothingOn shows that the hint-block rule of TestEveryKernelWaitsForTheOneBefore
+// can fail: a block that stores, names an output, or hands a value to a variable outside it is
+// refused, and only blocks that prefetch count as hints.
+func TestHintBlocksPassNothingOn(t *testing.T) {
+	params := []Param{{Name: "dst", Kind: Out}, {Name: "bases", Kind: In}, {Name: "K", Kind: In}, {Name: "n", Kind: Scalar}}
+	for _, c := range []struct{ block, fault string }{
+		{"{\n\tint b = bases[0];\n\tfor (int i = 0; i < n; i += 4) PREFETCH_L2(K + b + i);\n}", ""},
+		{"{\n\tint b = bases[0];\n\tPREFETCH_L2(K + b);\n\tscratch[0] = b;\n}", "stores through a pointer"},
+		{"{\n\tint b = bases[0];\n\tPREFETCH_L2(dst + b);\n}", "names the output dst"},
+		{"{\n\tint b = bases[0];\n\tkept = b;\n\tPREFETCH_L2(K + b);\n}", "assigns kept, which it does not declare"},
+		{"{\n\tint b = bases[0];\n\tkept++;\n\tPREFETCH_L2(K + b);\n}", "assigns kept, which it does not declare"},
+	} {
+		if got := hintBlockFault(c.block, params); got != c.fault {
+			t.Errorf("%q: got %q, want %q", c.block, got, c.fault)
+		}
+	}
+	outside, hints := hintBlocks("{\n\tint r = 0;\n\t{\n\t\tint b = bases[r];\n\t}\n\t{\n\t\tPREFETCH_L2(K + bases[r]);\n\t}\n")
+	if len(hints) != 1 || !strings.Contains(outside, "int b = bases[r]") || strings.Contains(outside, "PREFETCH_L2") {
+		t.Errorf("hintBlocks: outside %q, hints %q", outside, hints)
 	}
 }

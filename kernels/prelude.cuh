@@ -58,7 +58,9 @@ typedef unsigned long long ulong;
 #define AS_UINT(f) __float_as_uint(f)
 // Round to an integer, ties to even (the default rounding mode).
 #define RINT(x) rintf(x)
-// Ask for the 128-byte line holding p in L2, ahead of its loads (a hint: it changes no result).
+// Ask for the 128-byte line holding p in L2, ahead of its loads (a hint: it changes no result). It
+// reads nothing into the kernel, so it may come before GRID_WAIT: every kernel's writes land in
+// L2, so a line asked for while the kernel before writes it is never stale there.
 #define PREFETCH_L2(p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p))
 // The sum of the four products of the signed bytes of a and b, exactly (quantized weights).
 #define DOT4_I8(a, b) __dp4a((int)(a), (int)(b), 0)
