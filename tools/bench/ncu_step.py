@@ -10,7 +10,7 @@ this sum is what launches, gaps and overlap cost.
       ./cuda.test -test.run '^$' -test.bench '^BenchmarkEight$/^decode$' -test.benchtime 1x > ncu.csv
   python3 tools/bench/ncu_step.py ncu.csv          # the last whole forward
   python3 tools/bench/ncu_step.py --all ncu.csv    # every kernel from the first forward on
-  python3 tools/bench/ncu_step.py docs/ncu/step-decode-89c3b55.csv.gz   # a committed one, gzipped
+  python3 tools/bench/ncu_step.py docs/ncu/step-decode-f7f99b2.csv.gz   # a committed one, gzipped
 
 A forward starts with its embedding kernel (embed_*); the last forward profiled whole (between
 the last two embeddings) is summed by kernel, largest first, and the matmuls again by grid (one
