@@ -8,23 +8,31 @@
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o bin/cuda.test ./cuda && xz -T0 -9 -c bin/cuda.test >bin/a.test.xz
 #   # there, from the repository root, bin/ carried:
 #   OUT=/tmp/out KERNELS='TileSizes/.*/rows=(32|64|256)/S=4$' EIGHT='^(streams=(32|64)|prefill=4096)$' bash tools/bench/ab.sh
+#   # one build, dependent launch as it is and for every forward:
+#   OUT=/tmp/out EIGHT='^streams=(32|64)$' ENVS='; TFD_CUDA_PDL_ROWS=0 TFD_CUDA_SERIAL_HEAVY=1' bash tools/bench/ab.sh
 #
 # KERNELS is a -test.bench pattern run without the checkpoint; EIGHT a pattern of BenchmarkEight's
 # sub-benchmarks on the 8B checkpoint, which make_8b.py writes meanwhile (either may be empty).
 # ROUNDS (2 unless set) is how many times each benchmark runs on each build.
+# ENVS, environments separated by ';' (each 'VAR=value …', no value holding '/', ',' or ' '), runs
+# the benchmarks of each build under each environment in turn, as the run BUILD[VAR=value,…]
+# (a run of the build as it is where an environment is empty): one build under two settings of a
+# knob, or each build under each. The first run is the baseline either way.
 # TESTS, a -test.run pattern, runs on every build but the first, or on those TESTED names (the
 # whole binary, TESTS='.', takes about 170 s on the H200, within its 300 s; on several builds, a
 # call's 600 s go fast: TESTED=d tests only the last of a, b, c, d). The log keeps the top-level
 # results, the binary's exit status and a tally of tests and subtests passed, failed and skipped;
 # $OUT/NAME-tests.txt.gz the whole -test.v output.
-# Each line is logged to $OUT/log.txt as NAME/…; last, a line a benchmark sums its rounds: each
-# build's mean time an op, and the first build's mean over it (above 1: faster than the first).
+# Each line is logged to $OUT/log.txt as RUN/… (NAME/… without ENVS); last, a line a benchmark
+# sums its rounds: each run's mean time an op, and the first run's mean over it (above 1: faster
+# than the first).
 set -u
 OUT=${OUT:-/tmp/tfd-ab}
 M=${TFD_BENCH_DIR:-/tmp/q8b}
 KERNELS=${KERNELS:-}
 EIGHT=${EIGHT:-}
 TESTS=${TESTS:-}
+ENVS=${ENVS:-}
 TESTED=${TESTED:-}
 ROUNDS=${ROUNDS:-2}
 L=$OUT/log.txt
@@ -70,10 +78,29 @@ for f in bin/*.test.xz; do
 	x=$(basename "$f" .test.xz)
 	xz -dc "$f" >"$D/$x.test" && chmod +x "$D/$x.test" && builds+=("$x")
 done
-if [ ${#builds[@]} -lt 2 ]; then
-	echo "want two or more bin/NAME.test.xz, found: ${builds[*]:-none}" | tee -a "$L"
+# The runs: each build under each environment of ENVS, named BUILD[VAR=value,…].
+IFS=';' read -ra envs <<<"$ENVS"
+[ ${#envs[@]} -gt 0 ] || envs=("")
+runs=()
+for x in "${builds[@]}"; do
+	for e in "${envs[@]}"; do
+		read -ra words <<<"$e"
+		e=${words[*]}
+		runs+=("$x${e:+[${e// /,}]}")
+	done
+done
+if [ ${#builds[@]} -lt 1 ] || [ ${#runs[@]} -lt 2 ]; then
+	echo "want two or more runs: bin/NAME.test.xz found: ${builds[*]:-none}; ENVS: ${ENVS:-none}" | tee -a "$L"
 	exit 1
 fi
+# bench RUN ARGS… runs RUN's build under its environment with ARGS, each Benchmark line logged as
+# RUN/….
+bench() {
+	local run=$1 e=
+	shift
+	[[ $run == *"["* ]] && e=${run#*[} && e=${e%]} && e=${e//,/ }
+	env $e timeout 60 "$D/${run%%[*}.test" "$@" 2>&1 | grep '^Benchmark' | sed "s|^|$run/|" | tee -a "$L"
+}
 if [ -n "$EIGHT" ]; then
 	(timeout 100 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
 	maker=$!
@@ -94,9 +121,8 @@ fi
 if [ -n "$KERNELS" ]; then
 	stage "kernels: $KERNELS"
 	for round in $(seq "$ROUNDS"); do
-		for x in "${builds[@]}"; do
-			timeout 60 "$D/$x.test" -test.run '^$' -test.bench "$KERNELS" -test.benchtime 100x 2>&1 |
-				grep '^Benchmark' | sed "s/^/$x\//" | tee -a "$L"
+		for run in "${runs[@]}"; do
+			bench "$run" -test.run '^$' -test.bench "$KERNELS" -test.benchtime 100x -test.timeout 55s
 		done
 	done
 fi
@@ -105,14 +131,13 @@ if [ -n "$EIGHT" ]; then
 	tee -a "$L" <"$OUT/make_8b.txt"
 	stage "8B checkpoint: $EIGHT"
 	for round in $(seq "$ROUNDS"); do
-		for x in "${builds[@]}"; do
-			TFD_BENCH_MODEL=$M timeout 60 "$D/$x.test" -test.run '^$' -test.timeout 55s \
-				-test.bench "^BenchmarkEight\$/$EIGHT" -test.benchtime 1s 2>&1 |
-				grep '^Benchmark' | sed "s/^/$x\//" | tee -a "$L"
+		for run in "${runs[@]}"; do
+			TFD_BENCH_MODEL=$M bench "$run" -test.run '^$' -test.timeout 55s \
+				-test.bench "^BenchmarkEight\$/$EIGHT" -test.benchtime 1s
 		done
 	done
 fi
 rm -rf "$D"
-stage "summary: each build's mean time an op, and the first build's over it (above 1: faster)"
-summarize "$L" "${builds[@]}" | tee -a "$L"
+stage "summary: each run's mean time an op, and the first run's over it (above 1: faster)"
+summarize "$L" "${runs[@]}" | tee -a "$L"
 stage done
