@@ -10,6 +10,39 @@ import (
 	"tfd/kernels"
 )
 
+// The 8B checkpoint's attention: 32 query heads of 128 elements, 8 kv heads.
+const (
+	heads8B   = 32
+	kvHeads8B = 8
+	hd8B      = 128
+)
+
+// pool8B returns a one-layer F32 pool of the 8B's attention shape holding slots slots of random
+// keys and values (seeds seed and seed+1), freed when the benchmark ends.
+func pool8B(b *testing.B, g compute.Backend, slots int, seed uint64) compute.KV {
+	const st = kvHeads8B * hd8B
+	kv, err := g.NewKV(compute.KVSpec{Layers: 1, KVHeads: kvHeads8B, HeadDim: hd8B, Slots: slots})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.FreeKV(kv) })
+	slotOf := make([]int32, slots)
+	for i := range slotOf {
+		slotOf[i] = int32(i)
+	}
+	k, v := computetest.UploadF32(b, g, computetest.Randn(seed, slots*st), slots, st),
+		computetest.UploadF32(b, g, computetest.Randn(seed+1, slots*st), slots, st)
+	zeros, at := computetest.UploadI32(b, g, make([]int32, slots)), computetest.UploadI32(b, g, slotOf)
+	g.KVWrite(kv, 0, k, v, zeros, at, slots)
+	if err := g.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range []compute.Tensor{k, v, zeros, at} {
+		g.Free(t)
+	}
+	return kv
+}
+
 // BenchmarkPrefillAttention times one layer's attention of the 8B checkpoint's shape (32 query
 // heads of 128, 8 kv heads, an F32 pool) for a 4,096-token prompt as BenchmarkEight's prefill
 // runs it, without loading a checkpoint: random keys and values in a pool of 4,096 slots, and
@@ -24,25 +57,14 @@ func BenchmarkPrefillAttention(b *testing.B) {
 	const (
 		prompt  = 4096
 		rows    = 256
-		heads   = 32
-		kvHeads = 8
-		hd      = 128
+		heads   = heads8B
+		kvHeads = kvHeads8B
+		hd      = hd8B
+		qw      = heads * hd
 	)
 	g := openCUDA(b)
 	setGraphs(g, false)
-	st, qw := kvHeads*hd, heads*hd
-	kv, err := g.NewKV(compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: prompt})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { g.FreeKV(kv) })
-	slotPos := make([]int32, prompt)
-	for i := range slotPos {
-		slotPos[i] = int32(i)
-	}
-	g.KVWrite(kv, 0, computetest.UploadF32(b, g, computetest.Randn(50, prompt*st), prompt, st),
-		computetest.UploadF32(b, g, computetest.Randn(51, prompt*st), prompt, st),
-		computetest.UploadI32(b, g, make([]int32, prompt)), computetest.UploadI32(b, g, slotPos), prompt)
+	kv := pool8B(b, g, prompt, 50)
 	q := computetest.UploadF32(b, g, computetest.Randn(52, rows*qw), rows, qw)
 	dst := computetest.UploadF32(b, g, make([]float32, rows*qw), rows, qw)
 	bases := computetest.UploadI32(b, g, make([]int32, rows))
@@ -96,36 +118,15 @@ func BenchmarkPrefillAttention(b *testing.B) {
 //	./bin/cuda.test -test.run '^$' -test.bench DecodeAttention -test.benchtime 200x
 func BenchmarkDecodeAttention(b *testing.B) {
 	const (
-		heads   = 32
-		kvHeads = 8
-		hd      = 128
+		st = kvHeads8B * hd8B
+		qw = heads8B * hd8B
 	)
 	g := openCUDA(b)
 	setGraphs(g, false)
-	st, qw := kvHeads*hd, heads*hd
 	for _, c := range []struct{ rows, at int }{{1, 130}, {32, 130}, {64, 130}, {64, 1000}, {1, 4000}} {
 		b.Run(fmt.Sprintf("rows=%d,at=%d", c.rows, c.at), func(b *testing.B) {
 			n := c.at + 1 // keys a row: session r's are slots r·n … r·n+n−1
-			kv, err := g.NewKV(compute.KVSpec{Layers: 1, KVHeads: kvHeads, HeadDim: hd, Slots: c.rows * n})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer g.FreeKV(kv)
-			all := c.rows * n
-			slotOf := make([]int32, all)
-			for i := range slotOf {
-				slotOf[i] = int32(i)
-			}
-			k, v := computetest.UploadF32(b, g, computetest.Randn(60, all*st), all, st),
-				computetest.UploadF32(b, g, computetest.Randn(61, all*st), all, st)
-			zeros, slots := computetest.UploadI32(b, g, make([]int32, all)), computetest.UploadI32(b, g, slotOf)
-			g.KVWrite(kv, 0, k, v, zeros, slots, all)
-			if err := g.Sync(); err != nil {
-				b.Fatal(err)
-			}
-			for _, t := range []compute.Tensor{k, v, zeros, slots} {
-				g.Free(t)
-			}
+			kv := pool8B(b, g, c.rows*n, 60)
 			bs, ps := make([]int32, c.rows), make([]int32, c.rows)
 			for r := range bs {
 				bs[r], ps[r] = int32(r*n), int32(c.at)
@@ -133,8 +134,8 @@ func BenchmarkDecodeAttention(b *testing.B) {
 			q := computetest.UploadF32(b, g, computetest.Randn(59, c.rows*qw), c.rows, qw)
 			dst := computetest.UploadF32(b, g, make([]float32, c.rows*qw), c.rows, qw)
 			bases, positions := computetest.UploadI32(b, g, bs), computetest.UploadI32(b, g, ps)
-			scale := float32(1 / math.Sqrt(hd))
-			attend := func() { g.Attention(dst, q, kv, 0, bases, positions, nil, c.rows, heads, scale) }
+			scale := float32(1 / math.Sqrt(hd8B))
+			attend := func() { g.Attention(dst, q, kv, 0, bases, positions, nil, c.rows, heads8B, scale) }
 			s := timeAttention(b, g, attend)
 			b.ReportMetric(s*1e6, "µs/launch")
 			b.ReportMetric(float64(c.rows*n*2*st*4)/s/1e9, "GB/s")

@@ -51,12 +51,7 @@ func TestSiLUMulMatMulEqualsOps(t *testing.T) {
 // the residual and the norm's output, with a bias and without, for rows in whole tiles and
 // ragged ones; and that a matmul whose output goes elsewhere first still gets its sum.
 func TestFoldedQuartersEqualOps(t *testing.T) {
-	b := openCUDA(t)
-	c := b.(*backend)
-	if !c.wgmma {
-		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
-	}
-	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
+	b, c := openFolding(t)
 	const in, d = 2048, 4096
 	w := uploadBF16(t, b, 40, d, in)
 	bias := computetest.UploadF32(t, b, computetest.Randn(41, d), d)
@@ -107,12 +102,7 @@ func TestFoldedQuartersEqualOps(t *testing.T) {
 // ops after the matmuls adding their quarters and without, and demands the same logits, every
 // row's, bit for bit.
 func TestFoldedQuartersKeepEngineBits(t *testing.T) {
-	b := openCUDA(t)
-	c := b.(*backend)
-	if !c.wgmma {
-		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
-	}
-	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
+	b, c := openFolding(t)
 	m := enginetest.Load(t, b, "models/gopher", engine.Options{MaxRows: 128, Slots: 1024})
 	run := func(on bool) [][]float32 {
 		c.foldQuarters = on
@@ -144,12 +134,7 @@ func TestFoldedQuartersKeepEngineBits(t *testing.T) {
 // down projection's output, with biases on gate and up and without, for rows in whole tiles and
 // ragged ones; and that a gate and up read by another op first still get their sum.
 func TestFoldedGateUpEqualOps(t *testing.T) {
-	b := openCUDA(t)
-	c := b.(*backend)
-	if !c.wgmma {
-		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
-	}
-	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
+	b, c := openFolding(t)
 	const hidden, inter = 1024, 2048
 	wg, wu, wd := uploadBF16(t, b, 50, inter, hidden), uploadBF16(t, b, 51, inter, hidden), uploadBF16(t, b, 52, hidden, inter)
 	bg, bu := computetest.UploadF32(t, b, computetest.Randn(53, inter), inter), computetest.UploadF32(t, b, computetest.Randn(54, inter), inter)
@@ -196,12 +181,7 @@ func TestFoldedGateUpEqualOps(t *testing.T) {
 // launched (TFD_CUDA_FOLD_QUARTERS=0), bit for bit: q, k and v, and the attention over the keys
 // and values written, with biases and without, for rows in whole tiles and ragged ones.
 func TestFoldedQKVEqualOps(t *testing.T) {
-	b := openCUDA(t)
-	c := b.(*backend)
-	if !c.wgmma {
-		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
-	}
-	defer func(on bool) { c.foldQuarters = on }(c.foldQuarters)
+	b, c := openFolding(t)
 	const hidden, heads, kvHeads, hd = 1024, 8, 2, 128
 	qn, kn := heads*hd, kvHeads*hd
 	wq, wk, wv := uploadBF16(t, b, 60, qn, hidden), uploadBF16(t, b, 61, kn, hidden), uploadBF16(t, b, 62, kn, hidden)
@@ -284,4 +264,18 @@ func uploadBF16(t *testing.T, b compute.Backend, seed uint64, outs, in int) comp
 		t.Fatal(err)
 	}
 	return w
+}
+
+// openFolding opens a cuda backend for a test of the quarters' folds, or skips the test where the
+// GPU has no warpgroup tile (so no quarters); the test may switch c.foldQuarters, which is put
+// back when it ends.
+func openFolding(t *testing.T) (compute.Backend, *backend) {
+	b := openCUDA(t)
+	c := b.(*backend)
+	if !c.wgmma {
+		t.Skip("no warpgroup tile on this GPU: no quarters to fold")
+	}
+	on := c.foldQuarters
+	t.Cleanup(func() { c.foldQuarters = on })
+	return b, c
 }

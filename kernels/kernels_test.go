@@ -72,7 +72,7 @@ func hintBlocks(before string) (outside string, hints []string) {
 
 var (
 	declRE   = regexp.MustCompile(`\b(?:int|uint|ulong|float|bool)\s+(\w+)\s*=`)
-	assignRE = regexp.MustCompile(`(\w+)\s*(?:[-+*/%&|^]|<<|>>)?=[^=]|(\w+)\s*(?:\+\+|--)`)
+	assignRE = regexp.MustCompile(`(\w+)\s*(?:[-+*/%&|^]|<<|>>)?=[^=]|(\w+)\s*(?:\+\+|--)|(?:\+\+|--)\s*(\w+)`)
 	storeRE  = regexp.MustCompile(`[\])]\s*(?:[-+*/%&|^]|<<|>>)?=[^=]`)
 )
 
@@ -91,7 +91,7 @@ func hintBlockFault(block string, params []Param) string {
 		declared[m[1]] = true
 	}
 	for _, m := range assignRE.FindAllStringSubmatch(block, -1) {
-		v := m[1] + m[2]
+		v := m[1] + m[2] + m[3]
 		if !declared[v] {
 			return "assigns " + v + ", which it does not declare"
 		}
@@ -269,6 +269,7 @@ func TestHintBlocksPassNothingOn(t *testing.T) {
 		{"{\n\tint b = bases[0];\n\tPREFETCH_L2(dst + b);\n}", "names the output dst"},
 		{"{\n\tint b = bases[0];\n\tkept = b;\n\tPREFETCH_L2(K + b);\n}", "assigns kept, which it does not declare"},
 		{"{\n\tint b = bases[0];\n\tkept++;\n\tPREFETCH_L2(K + b);\n}", "assigns kept, which it does not declare"},
+		{"{\n\tint b = bases[0];\n\t++kept;\n\tPREFETCH_L2(K + b);\n}", "assigns kept, which it does not declare"},
 	} {
 		if got := hintBlockFault(c.block, params); got != c.fault {
 			t.Errorf("%q: got %q, want %q", c.block, got, c.fault)

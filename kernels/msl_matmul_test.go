@@ -15,19 +15,27 @@ import (
 // the tensor-core tiles, the splits of x and the SwiGLU's split, each against the cpu backend or
 // against the kernels it stands for, bit for bit.
 
-func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
-	xs, ws, bs := computetest.Randn(1, rows*in), computetest.Randn(2, out*in), computetest.Randn(3, out)
-	wb := computetest.Encode(dt, ws) // ws now holds the rounded weights
+// cpuMatMul is the cpu backend's MatMul of the rows rows of xs (in long; a row of zeros past
+// them) by the weights wb of dtype dt (out × in), with bias bs where withBias: its rows+1 rows
+// of out outputs, and the bias as a kernel's arguments (an empty buffer and 0 without one, so
+// that any read of it faults).
+func (o *op) cpuMatMul(dt compute.DType, xs []float32, wb []byte, bs []float32, in, out, rows int, withBias bool) (want []float32, mbias *mbuf, hasBias int32) {
 	x := o.upload(compute.F32, computetest.F32Bytes(pad(xs, (rows+1)*in)), rows+1, in)
 	w := o.upload(dt, wb, out, in)
 	dst := o.upload(compute.F32, make([]byte, 4*(rows+1)*out), rows+1, out)
 	var bias compute.Tensor
-	mbias, hasBias := &mbuf{}, int32(0) // no bias: an empty buffer, so any read of it faults
+	mbias = &mbuf{}
 	if withBias {
 		bias, mbias, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), out), &mbuf{computetest.F32Bytes(bs)}, 1
 	}
 	o.cpu.MatMul(dst, x, w, bias, rows)
-	want := o.read(dst, (rows+1)*out)
+	return o.read(dst, (rows+1)*out), mbias, hasBias
+}
+
+func (o *op) matMul(dt compute.DType, in, out, rows int, withBias bool) {
+	xs, ws, bs := computetest.Randn(1, rows*in), computetest.Randn(2, out*in), computetest.Randn(3, out)
+	wb := computetest.Encode(dt, ws) // ws now holds the rounded weights
+	want, mbias, hasBias := o.cpuMatMul(dt, xs, wb, bs, in, out, rows, withBias)
 
 	md := &mbuf{make([]byte, 4*(rows+1)*out)}
 	mx := &mbuf{computetest.F32Bytes(pad(xs, (rows+1)*in))}

@@ -60,16 +60,7 @@ func (o *op) quantMatMul(dt compute.DType, in, out, rows int, withBias bool) {
 		xs[i] = 0 // a block of zeros: a zero scale
 	}
 	wb := computetest.QuantizedWeights(o.t, dt, out, in, uint64(out))
-	x := o.upload(compute.F32, computetest.F32Bytes(pad(xs, (rows+1)*in)), rows+1, in)
-	w := o.upload(dt, wb, out, in)
-	dst := o.upload(compute.F32, make([]byte, 4*(rows+1)*out), rows+1, out)
-	var bias compute.Tensor
-	mbias, hasBias := &mbuf{}, int32(0) // no bias: an empty buffer, so any read of it faults
-	if withBias {
-		bias, mbias, hasBias = o.upload(compute.F32, computetest.F32Bytes(bs), out), &mbuf{computetest.F32Bytes(bs)}, 1
-	}
-	o.cpu.MatMul(dst, x, w, bias, rows)
-	want := o.read(dst, (rows+1)*out)
+	want, mbias, hasBias := o.cpuMatMul(dt, xs, wb, bs, in, out, rows, withBias)
 
 	blocks := rows * in / quant.BlockSize
 	qx, dx := &mbuf{make([]byte, 32*blocks)}, &mbuf{make([]byte, 4*blocks)}
