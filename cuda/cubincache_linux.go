@@ -19,8 +19,8 @@ import (
 // process's first backend, which takes tens of seconds on the H200 machine (the first test of a
 // test process there takes 45-50 s, the same test 0.3 s after another), paid at the service's
 // every start and by every test or benchmark process, while the CUBIN depends only on what was
-// compiled and how: the source, the architecture, the options and NVRTC's version, which
-// cubinKey hashes. A file holds a header, the CUBIN's SHA-256 and the CUBIN, so a file cut short
+// compiled and how: the source, the architecture, the options and the NVRTC that compiled it
+// (nvrtcIdentity), which cubinKey hashes. A file holds a header, the CUBIN's SHA-256 and the CUBIN, so a file cut short
 // or damaged reads as absent and is compiled and written again.
 
 // cubinMagic starts every cached CUBIN file.
@@ -51,7 +51,7 @@ func cubinCacheDir(getenv func(string) string) string {
 	return filepath.Join(d, "tfd", "cuda")
 }
 
-// cubinKey names the CUBIN NVRTC version nvrtc makes of src for arch with opts.
+// cubinKey names the CUBIN the NVRTC named nvrtc makes of src for arch with opts.
 func cubinKey(src, arch string, opts []string, nvrtc string) string {
 	h := sha256.New()
 	for _, s := range append([]string{src, arch, nvrtc}, opts...) {

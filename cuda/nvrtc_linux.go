@@ -123,7 +123,7 @@ func compile(arch string) ([]byte, error) {
 	nvrtcVersion(&major, &minor)
 	src, opts := kernels.CUDA(), nvrtcOptions(arch)
 	dir := cubinCacheDir(os.Getenv)
-	key := cubinKey(src, arch, opts, fmt.Sprintf("%d.%d", major, minor))
+	key := cubinKey(src, arch, opts, nvrtcIdentity(major, minor))
 	if dir != "" {
 		if c := readCubin(dir, key); c != nil {
 			slog.Debug("cuda: kernels from the cache", "arch", arch, "file", filepath.Join(dir, key+".cubin"))
@@ -151,6 +151,17 @@ func compile(arch string) ([]byte, error) {
 	}
 	compiled[arch] = c
 	return c, nil
+}
+
+// nvrtcIdentity names the NVRTC loaded for the cache's key: its version, which says only major and
+// minor, and the library's path, size and time, which change with a patch release installed over
+// it.
+func nvrtcIdentity(major, minor int32) string {
+	id := fmt.Sprintf("%d.%d %s", major, minor, nvrtcPath)
+	if fi, err := os.Stat(nvrtcPath); err == nil {
+		id += fmt.Sprintf(" %d %d", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return id
 }
 
 // nvrtcOptions are the compile options: the device's own architecture (so the CUBIN holds its
