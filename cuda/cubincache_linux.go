@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The kernels' CUBIN is kept on disk between processes. NVRTC compiles every kernel at a
@@ -110,9 +111,16 @@ func writeCubin(dir, key string, cubin []byte) (err error) {
 	return nil
 }
 
-// pruneCubins removes all but the keep newest CUBINs in dir (by modification time), as far as it
-// can: a file another process removed first, or one it cannot remove, is left to the next prune.
+// pruneCubins removes all but the keep newest CUBINs in dir (by modification time), and the
+// temporary files of writes that died over an hour ago, as far as it can: a file another process
+// removed first, or one it cannot remove, is left to the next prune.
 func pruneCubins(dir string, keep int) {
+	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	for _, p := range tmps {
+		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			os.Remove(p)
+		}
+	}
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.cubin"))
 	type file struct {
 		path string

@@ -132,7 +132,23 @@ func TestCubinCacheKeepsTheNewest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A write that died an hour and more ago left its temporary file; one under way now has its.
+	dead, live := filepath.Join(dir, "dead-1.tmp"), filepath.Join(dir, "live-1.tmp")
+	for _, p := range []string{dead, live} {
+		if err := os.WriteFile(p, []byte{1}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(dead, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	pruneCubins(dir, cubinsKept)
+	if _, err := os.Stat(dead); err == nil {
+		t.Error("a dead write's temporary file was left")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live write's temporary file was removed: %v", err)
+	}
 	for i, key := range keys {
 		kept := readCubin(dir, key) != nil
 		if want := i >= len(keys)-cubinsKept; kept != want {
