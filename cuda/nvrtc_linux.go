@@ -4,12 +4,10 @@ package cuda
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"tfd/kernels"
 
@@ -102,14 +100,14 @@ func nvrtcCandidates() []string {
 	return append(out, "libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12")
 }
 
-// compiled holds the CUBIN of each architecture for the process: tests open many backends.
+// compiled caches the CUBIN of each architecture: NVRTC takes seconds, and tests open many
+// backends.
 var (
 	compiledMu sync.Mutex // guards compiled
 	compiled   = map[string][]byte{}
 )
 
-// compile returns the kernels as a CUBIN for arch (such as "sm_90"): the process's, else the one
-// cached on disk (cubinCacheDir), else NVRTC's, which it then caches.
+// compile returns the kernels as a CUBIN for arch (such as "sm_90"), compiling them on first use.
 func compile(arch string) ([]byte, error) {
 	compiledMu.Lock()
 	defer compiledMu.Unlock()
@@ -119,49 +117,12 @@ func compile(arch string) ([]byte, error) {
 	if err := loadNVRTC(); err != nil {
 		return nil, err
 	}
-	var major, minor int32
-	nvrtcVersion(&major, &minor)
-	src, opts := kernels.CUDA(), nvrtcOptions(arch)
-	dir := cubinCacheDir(os.Getenv)
-	key := cubinKey(src, arch, opts, nvrtcIdentity(major, minor))
-	if dir != "" {
-		if c := readCubin(dir, key); c != nil {
-			slog.Debug("cuda: kernels from the cache", "arch", arch, "file", filepath.Join(dir, key+".cubin"))
-			compiled[arch] = c
-			return c, nil
-		}
-	}
-	if dir != "" {
-		slog.Info("cuda: compiling the kernels, once for this GPU and NVRTC (up to a minute); later starts read them from the cache",
-			"arch", arch, "nvrtc", fmt.Sprintf("%d.%d", major, minor), "cache", dir)
-	} else {
-		slog.Info("cuda: compiling the kernels (up to a minute), with no cache to keep them (TFD_CUDA_CACHE names one)",
-			"arch", arch, "nvrtc", fmt.Sprintf("%d.%d", major, minor))
-	}
-	start := time.Now()
-	c, _, err := nvrtcCompile(src, arch, opts)
+	c, _, err := nvrtcCompile(kernels.CUDA(), arch, nvrtcOptions(arch))
 	if err != nil {
 		return nil, err
 	}
-	slog.Info("cuda: kernels compiled", "arch", arch, "took", time.Since(start).Round(time.Millisecond))
-	if dir != "" {
-		if err := writeCubin(dir, key, c); err != nil {
-			slog.Warn("cuda: the compiled kernels are not cached; each start compiles them again (TFD_CUDA_CACHE names another folder)", "err", err)
-		}
-	}
 	compiled[arch] = c
 	return c, nil
-}
-
-// nvrtcIdentity names the NVRTC loaded for the cache's key: its version, which says only major and
-// minor, and the library's path, size and time, which change with a patch release installed over
-// it.
-func nvrtcIdentity(major, minor int32) string {
-	id := fmt.Sprintf("%d.%d %s", major, minor, nvrtcPath)
-	if fi, err := os.Stat(nvrtcPath); err == nil {
-		id += fmt.Sprintf(" %d %d", fi.Size(), fi.ModTime().UnixNano())
-	}
-	return id
 }
 
 // nvrtcOptions are the compile options: the device's own architecture (so the CUBIN holds its

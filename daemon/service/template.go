@@ -65,8 +65,7 @@ const launchdTemplate = `<?xml version="1.0" encoding="UTF-8"?>
 //
 // tfd runs as a user systemd makes at each start (DynamicUser), in a read-only view of the
 // system: it writes only its StateDirectory (/var/lib/tfd, the working folder) and its
-// CacheDirectory (/var/cache/tfd, for prompt_cache.spill_dir and the CUDA kernels compiled at the
-// first start, which systemd names in $CACHE_DIRECTORY), and home folders are hidden.
+// CacheDirectory (/var/cache/tfd, for prompt_cache.spill_dir), and home folders are hidden.
 // Left out on purpose, since each would cut the service off from an NVIDIA GPU: PrivateDevices
 // (hides /dev/nvidia*), ProtectClock and DeviceAllow (any device rule closes the device list),
 // ProcSubset=pid (hides /proc/driver/nvidia), MemoryDenyWriteExecute (CUDA's driver maps code

@@ -23,8 +23,6 @@
 # call's 600 s go fast: TESTED=d tests only the last of a, b, c, d). The log keeps the top-level
 # results, the binary's exit status and a tally of tests and subtests passed, failed and skipped;
 # $OUT/NAME-tests.txt.gz the whole -test.v output.
-# Each build keeps its compiled kernels in a folder of its own (TFD_CUDA_CACHE), so that only its
-# first process compiles them, however many builds run.
 # Each line is logged to $OUT/log.txt as RUN/… (NAME/… without ENVS); last, a line a benchmark
 # sums its rounds: each run's mean time an op, and the first run's mean over it (above 1: faster
 # than the first).
@@ -101,7 +99,7 @@ bench() {
 	local run=$1 e=
 	shift
 	[[ $run == *"["* ]] && e=${run#*[} && e=${e%]} && e=${e//,/ }
-	TFD_CUDA_CACHE=$D/cubin-${run%%[*} env $e timeout 60 "$D/${run%%[*}.test" "$@" 2>&1 | grep '^Benchmark' | sed "s|^|$run/|" | tee -a "$L"
+	env $e timeout 60 "$D/${run%%[*}.test" "$@" 2>&1 | grep '^Benchmark' | sed "s|^|$run/|" | tee -a "$L"
 }
 if [ -n "$EIGHT" ]; then
 	(timeout 100 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
@@ -111,7 +109,7 @@ if [ -n "$TESTS" ]; then
 	[ -n "$TESTED" ] || TESTED="${builds[*]:1}"
 	for x in $TESTED; do
 		stage "tests on $x: $TESTS"
-		TFD_CUDA_CACHE=$D/cubin-$x timeout 300 "$D/$x.test" -test.v -test.run "$TESTS" -test.timeout 295s >"$D/$x-tests.txt" 2>&1
+		timeout 300 "$D/$x.test" -test.v -test.run "$TESTS" -test.timeout 295s >"$D/$x-tests.txt" 2>&1
 		echo "exit $?" >>"$D/$x-tests.txt"
 		grep -e '^--- ' -e '^ok' -e '^exit' -e FAIL -e panic "$D/$x-tests.txt" | sed "s/^/$x: /" | tee -a "$L"
 		# The tally counts subtests too (indented --- lines).
