@@ -71,7 +71,7 @@ func TestAttentionTileEqualsSplit(t *testing.T) {
 // and large enough for one.
 func TestAttentionWarpEqualsSplit(t *testing.T) {
 	t.Setenv("TFD_CUDA_ATTN_TILE", "0")
-	t.Setenv("TFD_CUDA_ATTN_WARP", "1")
+	t.Setenv("TFD_CUDA_ATTN_WARP", "") // the default: attention_warp
 	warp := openCUDA(t)
 	t.Setenv("TFD_CUDA_ATTN_WARP", "0")
 	split := openCUDA(t)

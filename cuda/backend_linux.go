@@ -38,7 +38,7 @@ type backend struct {
 	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (wherever the warpgroup's tile runs)
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
-	attnWarp     string // TFD_CUDA_ATTN_WARP: "" (attention_warp from kernels.AttentionWarpFrom rows), "0" (never), "1" (from one row)
+	attnWarp     string // TFD_CUDA_ATTN_WARP: "" (attention_warp where the tiles do not run), "0" (attention_split there)
 	// pdlRows is the most rows a forward may have for its kernels to be launched dependent
 	// (pdl_linux.go; 0: every launch), and forwardRows the rows of the forward being recorded, as
 	// its last matmul saw them.
@@ -267,15 +267,14 @@ func (b *backend) init() (err error) {
 	// a prompt cache spilled under one setting must not be read under the other.
 	b.mma = os.Getenv("TFD_CUDA_MMA") != "0"
 	// Attention runs attention_tile_H where its tiles share loads of keys
-	// (kernels.AttentionTileShares); TFD_CUDA_ATTN_TILE=0 keeps attention_split for every launch
-	// and =1 runs attention_tile_H from kernels.AttentionTileFrom rows whatever their bases, for
+	// (kernels.AttentionTileShares); TFD_CUDA_ATTN_TILE=0 runs it for no launch and =1 runs
+	// attention_tile_H from kernels.AttentionTileFrom rows whatever their bases, for
 	// measuring one against the other and testing the tiles on any rows. The bits are the same
 	// either way.
 	b.attnTile = os.Getenv("TFD_CUDA_ATTN_TILE")
-	// Where the tiles do not run, attention_warp makes the splits of rounds of
-	// kernels.AttentionWarpFrom rows or more (a SIMD group a row and head) and attention_split
-	// those of fewer (four a row and head); TFD_CUDA_ATTN_WARP=0 keeps attention_split for every
-	// such launch and =1 runs attention_warp for every one. The bits are the same either way.
+	// Where the tiles do not run, attention_warp makes the splits (a SIMD group a row and head);
+	// TFD_CUDA_ATTN_WARP=0 runs attention_split there instead (four a row and head), for
+	// measuring one against the other. The bits are the same either way.
 	b.attnWarp = os.Getenv("TFD_CUDA_ATTN_WARP")
 	// TFD_CUDA_MMA_TILE=1, 2, 4 or 64 (kernels.WGRows: matmul_wg_bf16_N, on a GPU with wgmma)
 	// runs every tensor-core matmul with tiles of that S instead of

@@ -93,8 +93,8 @@ func BenchmarkEight(b *testing.B) {
 		b.Run(fmt.Sprintf("streams=%d,hostpick", n), func(b *testing.B) { benchStreams(b, m, n, span, hostPicks) })
 	}
 	// ",picks,attention_split": attention_split for 32 and 64 rows, against the default's
-	// attention_warp (kernels.AttentionWarpFrom); ",picks,whole_tiles": no quarters
-	// (kernels.UsesWGQuarters), the matmuls on the tiles they took before.
+	// attention_warp; ",picks,whole_tiles": no quarters (kernels.UsesWGQuarters), the matmuls on
+	// the tiles they took before.
 	for _, n := range []int{32, 64} {
 		b.Run(fmt.Sprintf("streams=%d,picks,attention_split", n), func(b *testing.B) {
 			setAttentionWarp(g, "0")

@@ -38,7 +38,8 @@ func BenchmarkStepWithout(b *testing.B) {
 		{"less=qk_rope_write,serial", []string{"qk_rope_write_"}, true},
 		{"less=rmsnorm_row,serial", []string{"rmsnorm_row"}, true},
 		{"less=attention_combine,serial", []string{"attention_combine"}, true},
-		{"less=attention_split,serial", []string{"attention_split_"}, true},
+		// The splits' kernel: attention_warp, or attention_split under TFD_CUDA_ATTN_WARP=0.
+		{"less=attention_warp,serial", []string{"attention_warp_", "attention_split_"}, true},
 		{"matmuls,serial", light, true},
 		{"matmuls", light, false},
 	} {

@@ -402,12 +402,6 @@ func AttentionSplitLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 	return l
 }
 
-// AttentionWarpFrom is the fewest rows for which the CUDA backend takes attention_warp over
-// attention_split: on the H200 with the 8B's 32 heads, 32 and 64 decoding rows ran 8% and 14%
-// faster with it, and one row 3% slower (with the kernel's first, unbounded registers; 16 rows
-// not measured; docs/performance.md). The choice changes no bits.
-const AttentionWarpFrom = 32
-
 // attentionWarps is about how many SIMD groups attention_warp is given where few rows attend:
 // one group a row and head from 2,048 row-heads, a wave of four groups an SM on a 132-SM GPU. On
 // the H200 32 rows of 32 heads ran 4% faster on two groups a (row, head) and a combine than on
@@ -417,7 +411,9 @@ const attentionWarps = 2 * attentionGroups
 // AttentionWarpLaunch is the launch of attention_warp (and attention_combine): a SIMD group per
 // (row, head, g), blocks of four heads; Blocks groups per (row, head) as AttentionSplitLaunch
 // counts them, and no Combine where Blocks is 1 (each SIMD group merges its head's splits). It
-// gives every row attention_split's bits.
+// gives every row attention_split's bits. The CUDA backend takes it for every round the tiles do
+// not make: on the H200 with the 8B's 32 heads, decoding rounds of 8, 16, 32 and 64 rows ran 6%,
+// 11%, 8% and 14% faster with it than with attention_split, one row level (docs/performance.md).
 func AttentionWarpLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 	blocks := 1
 	if rows > 0 && heads > 0 {
