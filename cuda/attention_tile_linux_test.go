@@ -68,7 +68,7 @@ func TestAttentionTileEqualsSplit(t *testing.T) {
 // and 8 query heads to a kv head (3: a block's last SIMD groups past the last head), in rounds
 // as the engine makes them: one row of each of many sessions of different lengths (one chunk to
 // several a split, 2,600 keys at most), rounds small enough for several groups a row and head
-// and large enough for one.
+// (a lone stream's included) and large enough for one.
 func TestAttentionWarpEqualsSplit(t *testing.T) {
 	t.Setenv("TFD_CUDA_ATTN_TILE", "0")
 	t.Setenv("TFD_CUDA_ATTN_WARP", "") // the default: attention_warp
@@ -78,8 +78,9 @@ func TestAttentionWarpEqualsSplit(t *testing.T) {
 	for _, hd := range []int{64, 128, 256} {
 		for _, group := range []int{1, 3, 4, 8} {
 			c := tileCase{hd: hd, heads: 2 * group, kvHeads: 2, sinks: hd == 64}
-			// 17 rows: several groups a row and head; rows·heads past 2,048: one, merging.
-			for _, rows := range []int{17, (2048 + c.heads) / c.heads} {
+			// One row: a group a split (a lone stream); 17 rows: several groups a row and head;
+			// rows·heads past 2,048: one, merging.
+			for _, rows := range []int{1, 17, (2048 + c.heads) / c.heads} {
 				t.Run(fmt.Sprintf("hd=%d,group=%d,rows=%d", hd, group, rows), func(t *testing.T) {
 					r := rand.New(rand.NewPCG(uint64(hd), uint64(group*rows)))
 					var bases, positions []int32
