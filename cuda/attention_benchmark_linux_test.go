@@ -111,9 +111,8 @@ func BenchmarkPrefillAttention(b *testing.B) {
 // heads of 128, 8 kv heads, an F32 pool) for a round of decoding streams as BenchmarkEight's
 // streams=N runs it, without loading a checkpoint: rows sessions of random keys and values, each
 // row at position at of its own session (so the rows share no keys, and the round takes
-// attention_warp, not the tiles). It reports µs a
-// launch and the bytes of keys and values a second the launch reads (each kv head once: four query
-// heads share one).
+// attention_warp, not the tiles). It reports µs a launch and the bytes of keys and values a
+// second the launch reads (each kv head once: four query heads share one).
 //
 //	./bin/cuda.test -test.run '^$' -test.bench DecodeAttention -test.benchtime 200x
 func BenchmarkDecodeAttention(b *testing.B) {

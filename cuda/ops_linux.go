@@ -163,9 +163,8 @@ func (b *backend) QKRoPEWrite(q, k, v, qNorm, kNorm, ropePositions, invFreq comp
 // kernels.AttentionTileShares, from the runs the bases were written in) the splits are made by
 // attention_tile_H, a tile of rows and the query heads of a kv head sharing each load of keys
 // and values, and elsewhere by attention_warp, a SIMD group a row and head, all with the same
-// bits. A row whose slots fall outside the pool gets zeros and
-// is reported by the next Sync. With sinks, each head's sink joins the sum just before the
-// division.
+// bits. A row whose slots fall outside the pool gets zeros and is reported by the next Sync.
+// With sinks, each head's sink joins the sum just before the division.
 func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bases, positions, sinks compute.Tensor, rows, heads int, scale float32) {
 	p := b.asKV(kv, "Attention", layer)
 	hd, kvh := p.spec.HeadDim, p.spec.KVHeads
@@ -181,9 +180,9 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		sp, hasSinks = ptr(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
 	}
 	kd, vd := p.layer(layer)
-	l := kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
-	if b.attnWarp != "0" {
-		l = kernels.AttentionWarpLaunch(rows, heads, hd, p.kernels())
+	l := kernels.AttentionWarpLaunch(rows, heads, hd, p.kernels())
+	if b.attnWarp == "0" {
+		l = kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
 	}
 	runs := bt.runs
 	if runs == 0 {

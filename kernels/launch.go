@@ -412,8 +412,9 @@ const attentionWarps = 2 * attentionGroups
 // (row, head, g), blocks of four heads; Blocks groups per (row, head) as AttentionSplitLaunch
 // counts them, and no Combine where Blocks is 1 (each SIMD group merges its head's splits). It
 // gives every row attention_split's bits. The CUDA backend takes it for every round the tiles do
-// not make: on the H200 with the 8B's 32 heads, decoding rounds of 8, 16, 32 and 64 rows ran 6%,
-// 11%, 8% and 14% faster with it than with attention_split, one row level (docs/performance.md).
+// not make: on the H200 with the 8B's 32 heads, decoding rounds of 8 and 16 rows ran 6% and 11%
+// faster with it than with attention_split and one row level (the twenty-fifth session), 32 and
+// 64 rows 8% and 14% (the thirteenth; docs/performance.md).
 func AttentionWarpLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 	blocks := 1
 	if rows > 0 && heads > 0 {
