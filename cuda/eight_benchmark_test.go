@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,7 +29,9 @@ import (
 // prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows, and
 // prefill=4096,attention_split the same with attention_split for every attention launch. With
 // TFD_BENCH_KV=f16 every session keeps its keys and values in F16 (sessions.kv_cache = "f16"), so
-// two runs set the pools side by side.
+// two runs set the pools side by side. TFD_BENCH_MAX_ROWS sets the engine's MaxRows (256, the
+// daemon's, by default); prefill=4096,rows=N then also runs the prompt in forwards of N rows for
+// every N = 256, 512, … below it.
 func BenchmarkEight(b *testing.B) {
 	dir := os.Getenv("TFD_BENCH_MODEL")
 	if dir == "" {
@@ -50,7 +53,7 @@ func BenchmarkEight(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := engine.Options{Slots: streams*span + prompt, KVCache: benchKVCache(b)}
+	opts := engine.Options{Slots: streams*span + prompt, KVCache: benchKVCache(b), MaxRows: benchMaxRows(b)}
 	g := openCUDA(b)
 	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, opts)
 	if err != nil {
@@ -123,22 +126,39 @@ func BenchmarkEight(b *testing.B) {
 				defer setAttentionTile(g, "")
 				defer setAttentionWarp(g, "")
 			}
-			benchPrefill(b, m, streams*span, prompt)
+			benchPrefill(b, m, streams*span, prompt, m.MaxRows())
+		})
+	}
+	for n := 256; n < m.MaxRows(); n *= 2 {
+		b.Run(fmt.Sprintf("prefill=%d,rows=%d", prompt, n), func(b *testing.B) {
+			benchPrefill(b, m, streams*span, prompt, n)
 		})
 	}
 }
 
-// benchPrefill measures a prompt of the given length at slot base in chunks of the engine's
-// MaxRows.
-func benchPrefill(b *testing.B, m *engine.Model, base, prompt int) {
+// benchMaxRows is TFD_BENCH_MAX_ROWS, or 0 (the engine's default) where unset.
+func benchMaxRows(b *testing.B) int {
+	s := os.Getenv("TFD_BENCH_MAX_ROWS")
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("TFD_BENCH_MAX_ROWS=%q: want a count of rows", s)
+	}
+	return n
+}
+
+// benchPrefill measures a prompt of the given length at slot base in forwards of chunk rows.
+func benchPrefill(b *testing.B, m *engine.Model, base, prompt, chunk int) {
 	rows := make([]batch.Row, prompt)
 	for i := range rows {
 		rows[i] = batch.Row{Base: base, Pos: i, Token: int32((i*7 + 3) % m.Vocab()), Logits: i == prompt-1}
 	}
 	b.ResetTimer()
 	for range b.N {
-		for start := 0; start < prompt; start += m.MaxRows() {
-			if _, err := m.Forward(context.Background(), rows[start:min(start+m.MaxRows(), prompt)]); err != nil {
+		for start := 0; start < prompt; start += chunk {
+			if _, err := m.Forward(context.Background(), rows[start:min(start+chunk, prompt)]); err != nil {
 				b.Fatal(err)
 			}
 		}

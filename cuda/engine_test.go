@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/engine"
 	"tfd/engine/enginetest"
 )
 
@@ -15,6 +16,15 @@ import (
 // transformers', forwards batch-invariant bit for bit.
 func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openCUDA(t))
+}
+
+// TestLongForwardsKeepBits: the bundled model's whole context as one forward of 2,048 rows gives
+// every position the bits forwards of 256 rows (the daemon's MaxRows) and of 700 give it
+// (enginetest.CheckForwardSizes): the kernels' many-row paths (the warpgroup tile's row groups,
+// attention_tile_H's blocks) hold their order past the row counts the other tests reach.
+func TestLongForwardsKeepBits(t *testing.T) {
+	m := enginetest.Load(t, openCUDA(t), bundledDir, engine.Options{MaxRows: 2048, Slots: 2048})
+	enginetest.CheckForwardSizes(t, m, 2048, []int{256, 2048, 700})
 }
 
 // TestHalfKVEngine: the oracle checkpoints with F16 keys and values (sessions.kv_cache = "f16";

@@ -80,7 +80,7 @@ func BenchmarkPrefillWithout(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			be.leaveOut = c.leave
 			defer func() { be.leaveOut = nil }()
-			benchPrefill(b, m, 0, prompt)
+			benchPrefill(b, m, 0, prompt, m.MaxRows())
 		})
 	}
 }

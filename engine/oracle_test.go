@@ -34,6 +34,14 @@ func TestMatchesTransformers(t *testing.T) {
 	enginetest.CheckBackend(t, openCPU(t))
 }
 
+// TestForwardSizesKeepBits: a prompt of the bundled model gives every position the same bits in
+// forwards of 64, 300 and 100 rows (enginetest.CheckForwardSizes; cuda's test runs the whole
+// context in one forward).
+func TestForwardSizesKeepBits(t *testing.T) {
+	m := enginetest.Load(t, openCPU(t), "models/gopher", engine.Options{MaxRows: 300, Slots: 300})
+	enginetest.CheckForwardSizes(t, m, 300, []int{64, 300, 100})
+}
+
 // TestLoadRefusesWhatItCannotRun: a folder that is not a model, and a checkpoint whose tensors
 // do not match its config, are refused with errors that name the problem.
 func TestLoadRefusesWhatItCannotRun(t *testing.T) {
