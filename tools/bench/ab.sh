@@ -100,7 +100,8 @@ bench() {
 	local run=$1 e=
 	shift
 	[[ $run == *"["* ]] && e=${run#*[} && e=${e%]} && e=${e//,/ }
-	env $e timeout 60 "$D/${run%%[*}.test" "$@" 2>&1 | grep '^Benchmark' | sed "s|^|$run/|" | tee -a "$L"
+	# 120 s: a run that loads the checkpoint first has taken past 60 (and printed nothing).
+	env $e timeout 120 "$D/${run%%[*}.test" "$@" 2>&1 | grep '^Benchmark' | sed "s|^|$run/|" | tee -a "$L"
 }
 if [ -n "$EIGHT" ]; then
 	(timeout 100 python3 tools/bench/make_8b.py --out "$M" >"$OUT/make_8b.txt" 2>&1; echo "make_8b: exit $?" >>"$OUT/make_8b.txt") &
@@ -133,7 +134,7 @@ if [ -n "$EIGHT" ]; then
 	stage "8B checkpoint: $EIGHT"
 	for round in $(seq "$ROUNDS"); do
 		for run in "${runs[@]}"; do
-			TFD_BENCH_MODEL=$M bench "$run" -test.run '^$' -test.timeout 55s \
+			TFD_BENCH_MODEL=$M bench "$run" -test.run '^$' -test.timeout 115s \
 				-test.bench "^BenchmarkEight\$/$EIGHT" -test.benchtime 1s
 		done
 	done
