@@ -23,15 +23,16 @@
 // cached positions of 8 key/value heads (o), or SiLU(gate)·up (down). Left out: q/k norms, RoPE
 // and the KV write, the residual adds, the embedding and the pick. Each way runs twice: "bare"
 // first (no attention, x the output before clamped to ±1: the matmuls' chain alone), then whole.
-// Three more rows time the persistent kernel with its bits wrong on purpose: without its grid
+// More rows time the persistent kernel with its bits wrong on purpose: without its grid
 // barriers, without x's staging, and without both (the weights' stream through the same MMAs
-// alone). On the GPU machine:
+// alone); and without the weights (no matmul reads any: its barriers alone, and its phases, the
+// barriers with x's staging and, in the whole step, attention). On the GPU machine:
 //
 //   nvcc -O3 -arch=sm_90a -o /tmp/persistent tools/bench/persistent.cu && /tmp/persistent [steps]
 //
 // It prints the time a step for each way (the mean of steps, 20 unless given, after one to warm
 // up), beside a plain read of the same 15.1 GB, and how many of the head's 151,936 outputs differ
-// from the first way's of the same mode (0 but for the three timing-only rows).
+// from the first way's of the same mode (0 but for the timing-only rows, in parentheses).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -317,7 +318,7 @@ __global__ void __launch_bounds__(128 * QUADS, 1) persistent(const Mat* mats, in
 	// Quads in turn across the groups, so that a matrix of few tiles still spreads over every SM.
 	int group = quad * gridDim.x + blockIdx.x, groups = gridDim.x * QUADS;
 	Cursor prod;
-	bool more = first(prod, mats, nmats, group, groups);
+	bool more = !(skip & 4) && first(prod, mats, nmats, group, groups);
 	for (int f = 0; f < D - 1; f++) {
 		if (more) {
 			fetch(ring + f * 64, mats[prod.m], prod.t, prod.j);
@@ -340,7 +341,7 @@ __global__ void __launch_bounds__(128 * QUADS, 1) persistent(const Mat* mats, in
 		int mine = m.kdim / 128;
 		for (int t = firstTile(m, group, groups); t < m.n / 16; t += groups) {
 			float acc[4] = {0, 0, 0, 0};
-			for (int j = 0; j < mine; j++, used++) {
+			for (int j = 0; j < (skip & 4 ? 0 : mine); j++, used++) {
 				// The slot read last time, refilled (each lane rewrites only its own bytes); then
 				// this chunk, waited for with D − 1 behind it on the way.
 				if (more) {
@@ -603,6 +604,10 @@ int main(int argc, char** argv) {
 				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(neither) 8x4", 3);
 				persist(persistent<16, 2>, 256, ringSmem<16, 2>(XMAX), groups, "(neither) 16x2", 3);
 				persist(persistent<4, 8>, 1024, ringSmem<4, 8>(XMAX), groups, "(neither) 4x8", 3);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(barriers alone) 8x4", 6);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(phases alone) 8x4", 4);
+			} else {
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(phases alone) 8x4", 4);
 			}
 		}
 	}
