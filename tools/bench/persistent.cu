@@ -407,25 +407,7 @@ __global__ void __launch_bounds__(128) attention(Bufs b, int layer) {
 	attend(b, layer, blockIdx.x, sc, red);
 }
 
-// stream: the plain read rate of the same bytes (every uint4 once), the ceiling.
-__global__ void stream(const uint4* w, size_t n16, float* dst) {
-	uint32_t s = 0;
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
-		uint4 v = __ldg(w + i);
-		s ^= v.x ^ v.y ^ v.z ^ v.w;
-	}
-	if (s == 0x12345678u) dst[0] = 1;
-}
-
-// fill: BF16 of exponents 118 … 125 (magnitudes 2^-9 … 2^-1), random sign and mantissa.
-__global__ void fill(uint4* w, size_t n16, uint32_t seed) {
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
-		uint32_t h = mix(seed ^ (uint32_t)i ^ (uint32_t)(i >> 32) * 0x9e3779b9u);
-		auto bf = [](uint32_t r) { return (uint32_t)(((r >> 15) & 1) << 15 | (118 + r % 8) << 7 | ((r >> 4) & 0x7f)); };
-		uint32_t r0 = mix(h), r1 = mix(r0), r2 = mix(r1), r3 = mix(r2);
-		w[i] = make_uint4(bf(r0) | bf(r0 >> 8) << 16, bf(r1) | bf(r1 >> 8) << 16, bf(r2) | bf(r2 >> 8) << 16, bf(r3) | bf(r3 >> 8) << 16);
-	}
-}
+// fillf writes n random floats of [-1, 1].
 __global__ void fillf(float* v, size_t n, uint32_t seed) {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
 		v[i] = (float)(mix(seed ^ (uint32_t)i * 0x9e3779b9u) % 20001) / 10000.f - 1.f;
@@ -454,7 +436,7 @@ int main(int argc, char** argv) {
 	add(VOCAB, DIM, kHead, LAYERS);
 	uint8_t* arena;
 	CHECK(cudaMalloc(&arena, total));
-	fill<<<2048, 256>>>((uint4*)arena, total / 16, 7);
+	fillBF16<<<2048, 256>>>((uint4*)arena, total / 16, 7, 118, 8); // exponents 118 … 125
 	for (Mat& m : mats) m.w = (const uint4*)(arena + (size_t)m.w);
 	Mat* dmats;
 	CHECK(cudaMalloc(&dmats, mats.size() * sizeof(Mat)));
