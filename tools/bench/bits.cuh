@@ -1,8 +1,21 @@
 // bits.cuh: the random numbers of the GPU programs here (wgmma_bits.cu, mma_swap_bits.cu,
 // onerow.cu, persistent.cu): a hash of the draw's index, so every thread makes its own numbers
-// with no state; and what the one-row programs share, random BF16 weights and a plain read.
+// with no state; and the helpers several of them use: CHECK, BF16 pairs, the m16n8k16 BF16 MMA,
+// shared-memory addresses, random BF16 weights and a plain read.
 #pragma once
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+// CHECK ends the program, naming the call and CUDA's error, where a runtime call fails.
+#define CHECK(x)                                                                                \
+	do {                                                                                        \
+		cudaError_t e_ = (x);                                                                   \
+		if (e_ != cudaSuccess) {                                                                \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+			exit(1);                                                                            \
+		}                                                                                       \
+	} while (0)
 
 __device__ inline uint32_t mix(uint32_t x) {
 	x ^= x >> 16;
@@ -12,6 +25,23 @@ __device__ inline uint32_t mix(uint32_t x) {
 	x ^= x >> 16;
 	return x;
 }
+
+// bf16pair is a and b rounded to BF16 (to nearest, ties to even), a in the low half.
+__device__ __forceinline__ uint32_t bf16pair(float a, float b) {
+	uint32_t d;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+	return d;
+}
+
+// mma adds A·B to the 16 × 8 F32 tile c: mma.sync.m16n8k16, BF16 operands in registers.
+__device__ __forceinline__ void mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// saddr is p's address in the shared window, as cp.async takes it.
+__device__ __forceinline__ uint32_t saddr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 // fillBF16 writes n16 × 8 random BF16s to w: exponents lo … lo + span − 1 (no infinities, no
 // NaNs for lo + span ≤ 255), random sign and mantissa.

@@ -25,18 +25,6 @@ __device__ float rf(uint32_t h, int spread) {
 	return __uint_as_float(((r >> 31) << 31) | (e << 23) | (mix(r) & 0x7fffff));
 }
 
-__device__ uint32_t bf16pair(float a, float b) {
-	uint32_t d;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
-	return d;
-}
-
-__device__ void mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 __global__ void compare(int spread, int cspread, uint32_t seed, unsigned long long* bad, unsigned long long* total) {
 	int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 	uint32_t base = mix(seed ^ mix(blockIdx.x * 8 + threadIdx.x / 32));
