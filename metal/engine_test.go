@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"tfd/compute"
+	"tfd/engine"
 	"tfd/engine/enginetest"
 	"tfd/scheduler/schedulertest"
 )
@@ -18,6 +19,14 @@ import (
 // transformers', forwards batch-invariant bit for bit.
 func TestEngineMatchesOracle(t *testing.T) {
 	enginetest.CheckBackend(t, openMetal(t))
+}
+
+// TestLongForwardsKeepBits: the bundled model's whole context as one forward of 2,048 rows gives
+// every position the bits that forwards of 256 and of 700 rows give it
+// (enginetest.CheckForwardSizes), as tfd/cuda's test checks on the H200.
+func TestLongForwardsKeepBits(t *testing.T) {
+	m := enginetest.Load(t, openMetal(t), "models/gopher", engine.Options{MaxRows: 2048, Slots: 2048})
+	enginetest.CheckForwardSizes(t, m, 2048, []int{256, 2048, 700})
 }
 
 // TestHalfKVEngine: the oracle checkpoints with F16 keys and values (sessions.kv_cache = "f16";
