@@ -100,7 +100,8 @@ bench() {
 	local run=$1 e=
 	shift
 	[[ $run == *"["* ]] && e=${run#*[} && e=${e%]} && e=${e//,/ }
-	# 120 s: a run that loads the checkpoint first has taken past 60 (and printed nothing).
+	# 120 s: with 60, a first run that loads the checkpoint printed nothing (twenty-sixth
+	# session), most likely cut by it.
 	env $e timeout 120 "$D/${run%%[*}.test" "$@" 2>&1 | grep '^Benchmark' | sed "s|^|$run/|" | tee -a "$L"
 }
 if [ -n "$EIGHT" ]; then

@@ -286,6 +286,11 @@ __device__ __forceinline__ void gridBarrier(unsigned* count, unsigned target) {
 	__syncthreads();
 }
 
+// What the persistent kernel's timing-only runs leave out (skip, bits or'd; their outputs are wrong
+// on purpose): the grid barriers (and so attention's phase), x's staging, the weights (no matmul
+// reads any, its tiles' outputs written all the same).
+enum Skip { kNoBarriers = 1, kNoStaging = 2, kNoWeights = 4 };
+
 template <int D, int QUADS>
 __global__ void __launch_bounds__(128 * QUADS, 1) persistent(const Mat* mats, int nmats, Bufs b, unsigned* count, int skip) {
 	extern __shared__ uint4 dyn[];
@@ -297,7 +302,7 @@ __global__ void __launch_bounds__(128 * QUADS, 1) persistent(const Mat* mats, in
 	// Quads in turn across the groups, so that a matrix of few tiles still spreads over every SM.
 	int group = quad * gridDim.x + blockIdx.x, groups = gridDim.x * QUADS;
 	Cursor prod;
-	bool more = !(skip & 4) && first(prod, mats, nmats, group, groups);
+	bool more = !(skip & kNoWeights) && first(prod, mats, nmats, group, groups);
 	for (int f = 0; f < D - 1; f++) {
 		if (more) {
 			fetch(ring + f * 64, mats[prod.m], prod.t, prod.j);
@@ -309,18 +314,18 @@ __global__ void __launch_bounds__(128 * QUADS, 1) persistent(const Mat* mats, in
 	int used = 0;
 	for (int mi = 0; mi < nmats; mi++) {
 		const Mat& m = mats[mi];
-		if (m.kind == kO && !(skip & 1)) { // attention between q/k/v and o, its own phase
+		if (m.kind == kO && !(skip & kNoBarriers)) { // attention between q/k/v and o, its own phase
 			gridBarrier(count, ++barriers * gridDim.x);
 			if (!b.bare && quad == 0)
 				for (int h = blockIdx.x; h < HEADS; h += gridDim.x) attend(b, m.layer, h, sc, red);
 		}
-		if (mi > 0 && !(skip & 1)) gridBarrier(count, ++barriers * gridDim.x);
-		if (!(skip & 2)) stageX(m, b, xs, red);
+		if (mi > 0 && !(skip & kNoBarriers)) gridBarrier(count, ++barriers * gridDim.x);
+		if (!(skip & kNoStaging)) stageX(m, b, xs, red);
 		float* dst = m.kind == kQKV ? b.qkv : m.kind == kO ? b.o : m.kind == kGateUp ? b.gu : m.kind == kDown ? b.down : b.logits;
 		int mine = m.kdim / 128;
 		for (int t = firstTile(m, group, groups); t < m.n / 16; t += groups) {
 			float acc[4] = {0, 0, 0, 0};
-			for (int j = 0; j < (skip & 4 ? 0 : mine); j++, used++) {
+			for (int j = 0; j < (skip & kNoWeights ? 0 : mine); j++, used++) {
 				// The slot read last time, refilled (each lane rewrites only its own bytes); then
 				// this chunk, waited for with D − 1 behind it on the way.
 				if (more) {
@@ -450,15 +455,15 @@ int main(int argc, char** argv) {
 	CHECK(cudaEventCreate(&e0));
 	CHECK(cudaEventCreate(&e1));
 	std::vector<float> want(VOCAB), got(VOCAB);
-	bool first = true;
+	bool reference = true; // the next run's outputs are its mode's reference
 	auto timeIt = [&](const char* name, auto step) {
 		CHECK(cudaMemcpyAsync(b.down, x0, DIM * 4, cudaMemcpyDeviceToDevice, st));
 		step();
 		CHECK(cudaStreamSynchronize(st));
 		CHECK(cudaGetLastError());
 		CHECK(cudaMemcpy(got.data(), b.logits, VOCAB * 4, cudaMemcpyDeviceToHost));
-		if (first) want = got;
-		first = false;
+		if (reference) want = got;
+		reference = false;
 		int differ = 0;
 		for (int i = 0; i < VOCAB; i++) differ += memcmp(&want[i], &got[i], 4) != 0;
 		step(); // warm
@@ -518,7 +523,7 @@ int main(int argc, char** argv) {
 	char name[64];
 	for (int bare : {1, 0}) {
 		b.bare = bare;
-		first = true;
+		reference = true;
 		const char* mode = bare ? "bare " : "";
 		cudaGraphExec_t g4 = graphOf(false, false, runSingle(single<4>, ringSmem<4>));
 		cudaGraphExec_t g4p = graphOf(true, false, runSingle(single<4>, ringSmem<4>));
@@ -560,15 +565,15 @@ int main(int argc, char** argv) {
 			// Timing only, the bits wrong on purpose: without the barriers, without x's staging,
 			// without both (the weights' stream through the same MMAs alone).
 			if (bare) {
-				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(no barriers) 8x4", 1);
-				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(no staging) 8x4", 2);
-				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(neither) 8x4", 3);
-				persist(persistent<16, 2>, 256, ringSmem<16, 2>(XMAX), groups, "(neither) 16x2", 3);
-				persist(persistent<4, 8>, 1024, ringSmem<4, 8>(XMAX), groups, "(neither) 4x8", 3);
-				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(barriers alone) 8x4", 6);
-				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(phases alone) 8x4", 4);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(no barriers) 8x4", kNoBarriers);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(no staging) 8x4", kNoStaging);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(neither) 8x4", kNoBarriers | kNoStaging);
+				persist(persistent<16, 2>, 256, ringSmem<16, 2>(XMAX), groups, "(neither) 16x2", kNoBarriers | kNoStaging);
+				persist(persistent<4, 8>, 1024, ringSmem<4, 8>(XMAX), groups, "(neither) 4x8", kNoBarriers | kNoStaging);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(barriers alone) 8x4", kNoStaging | kNoWeights);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(phases alone) 8x4", kNoWeights);
 			} else {
-				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(phases alone) 8x4", 4);
+				persist(persistent<8, 4>, 512, ringSmem<8, 4>(XMAX), groups, "(phases alone) 8x4", kNoWeights);
 			}
 		}
 	}
