@@ -105,7 +105,7 @@ func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 		cands, sorted = s.topK(logits, set.TopK), true
 	case topP && len(logits) >= parallelDraw:
 		// top_p alone over a large vocabulary: temperature and top_p in chunks on the sampler's cores (spread).
-		cands, sorted, scaled, topP = s.topPWide(logits, t, float64(set.TopP)), true, true, false
+		cands, scaled, topP = s.topPWide(logits, t, float64(set.TopP)), true, false
 	default:
 		cands = s.all(logits)
 	}
@@ -115,7 +115,7 @@ func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 		}
 	}
 	if topP {
-		cands, sorted = s.topP(cands, float64(set.TopP), sorted), true
+		cands = s.topP(cands, float64(set.TopP), sorted)
 	}
 	if set.MinP > 0 {
 		// p_i ≥ min_p·p_max ⇔ score_i − score_max ≥ ln(min_p).
@@ -132,8 +132,9 @@ func (s *sampler) filter(logits []float32, set Sampling) []candidate {
 }
 
 // topP returns the smallest set of the best candidates whose softmax probability reaches p (at
-// least one), best first. The softmax's total is summed over cands in their order (best first
-// when sorted, else by token id), then the best are taken until their share reaches p.
+// least one): best first when cands are sorted, else in no particular order. The softmax's total
+// is summed over cands in their order (best first when sorted, else by token id); the best are
+// taken until their shares, added exactly (mass), reach p.
 func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 	top := cands[0].score
 	if sorted {
@@ -146,7 +147,7 @@ func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 	for _, c := range cands {
 		top = max(top, c.score)
 	}
-	return s.nucleus(cands, top, s.softmax(cands, top, &s.bins), &s.bins, p)
+	return s.nucleus(cands, top, s.softmax(cands, top, &s.bins), &s.bins, p, nil)
 }
 
 // softmax returns the softmax's total over unsorted candidates whose best score is top, summed
@@ -164,15 +165,28 @@ func (s *sampler) softmax(cands []candidate, top float64, bins *[topPBins]int32)
 	return total
 }
 
-// nucleus returns topP's answer for unsorted candidates, given their best score top, the
-// softmax's total and the histogram of how far below top each score is, in bins of
-// 1/topPBinsPerNat nats. A bin's terms are each at least exp of its far edge, so the scores down
-// to the far edge of the bins whose least mass reaches p·total hold every candidate of the answer,
-// and only those go through the heap. Should rounding leave the answer short of p there (the bound
-// says it cannot; this is a guard), all the candidates do. The answer is the same bits either
-// way: the best candidates come off a heap of a set that holds all of them, in better's strict
-// order, and their shares are summed in that order.
-func (s *sampler) nucleus(cands []candidate, top, total float64, bins *[topPBins]int32, p float64) []candidate {
+// nucleus returns topP's answer for unsorted candidates, in no particular order, given their
+// best score top, the softmax's total, the histogram of how far below top each score is, in bins
+// of 1/topPBinsPerNat nats, and, if the caller has them, each candidate's term of the total by id
+// (terms[id] = e^(score − top); nil: computed here).
+//
+// Better's order puts every candidate of a bin ahead of the next bin's, and the shares add up
+// exactly in any order (mass), so the answer is every candidate of the bins before the one
+// where the running sum reaches p, and the best of that bin until it does: one pass that sums
+// each bin's shares, then a sort of that bin alone. On a flat row (a nucleus of tens of thousands
+// of candidates) that is a pass where taking the nucleus off a heap, best first, was a pop a
+// candidate. Only the bins down to the first whose least mass (a bin's terms are each at least
+// e to its far edge), with the bins before it, reaches p·total are looked at: they hold the
+// answer. Should rounding leave the sum short of p there (the bound says it cannot; this is a
+// guard), or the scores be NaN or infinite (no bins), all the candidates go through a heap.
+func (s *sampler) nucleus(cands []candidate, top, total float64, bins *[topPBins]int32, p float64, terms []float64) []candidate {
+	term := func(c candidate) float64 {
+		if terms != nil {
+			return terms[c.id]
+		}
+		return math.Exp(c.score - top)
+	}
+	want := massOf(p)
 	need, least, last := p*total*(1+1e-9), 0.0, -1
 	for b, n := range bins {
 		least += float64(n) * math.Exp(-float64(b+1)/topPBinsPerNat)
@@ -182,29 +196,44 @@ func (s *sampler) nucleus(cands []candidate, top, total float64, bins *[topPBins
 		}
 	}
 	if last >= 0 {
-		// Every score at or above the cut: a prefix of the candidates in better's order.
-		cut, k := top-float64(last+1)/topPBinsPerNat, 0
-		for i, c := range cands {
-			if c.score >= cut {
-				cands[i], cands[k] = cands[k], c
-				k++
+		// The candidates of bins 0 … last, bin after bin into s.sorted (next[b]: where bin b's
+		// next one goes), and each bin's sum of shares.
+		var next [topPBins]int32
+		var sums [topPBins]mass
+		k := int32(0)
+		for b := range last + 1 {
+			next[b] = k
+			k += bins[b]
+		}
+		out := slices.Grow(s.sorted[:0], int(k))[:k]
+		for _, c := range cands {
+			if x := top - c.score; x < float64(last+1)/topPBinsPerNat { // false for NaN
+				b := int(x * topPBinsPerNat)
+				out[next[b]] = c
+				next[b]++
+				sums[b] = sums[b].plus(massOf(term(c) / total))
 			}
 		}
-		var sum float64
-		reached := false
-		out := s.best(cands[:k], k, func(c candidate) bool {
-			sum += math.Exp(c.score-top) / total
-			reached = sum >= p
-			return reached
-		})
-		if reached {
-			return out
+		s.sorted = out
+		var sum mass
+		for b, from := 0, int32(0); b <= last; b++ {
+			if whole := sum.plus(sums[b]); !whole.reaches(want) {
+				sum, from = whole, next[b]
+				continue
+			}
+			bin := out[from:next[b]]
+			slices.SortFunc(bin, better)
+			for i, c := range bin {
+				if sum = sum.plus(massOf(term(c) / total)); sum.reaches(want) {
+					return out[:int(from)+i+1]
+				}
+			}
 		}
 	}
-	var sum float64
+	var sum mass
 	return s.best(cands, len(cands), func(c candidate) bool {
-		sum += math.Exp(c.score-top) / total
-		return sum >= p
+		sum = sum.plus(massOf(term(c) / total))
+		return sum.reaches(want)
 	})
 }
 
@@ -219,10 +248,10 @@ const (
 // prefixReaching returns how many of the sorted candidates, at most n, make the smallest prefix
 // whose share of total reaches p (at least one).
 func prefixReaching(cands []candidate, top, total, p float64, n int) int {
-	var sum float64
+	var sum mass
+	want := massOf(p)
 	for i, c := range cands[:n] {
-		sum += math.Exp(c.score-top) / total
-		if sum >= p {
+		if sum = sum.plus(massOf(math.Exp(c.score-top) / total)); sum.reaches(want) {
 			return i + 1
 		}
 	}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"math/bits"
 	"sync"
 )
 
@@ -9,7 +10,7 @@ import (
 // to split (parallelDraw tokens or more): topP's answer, every bit (TestTopPWideIsTopP).
 func (s *sampler) topPWide(logits []float32, t, p float64) []candidate {
 	cands, top, total, bins := s.softmaxWide(logits, t)
-	return s.nucleus(cands, top, total, bins, p)
+	return s.nucleus(cands, top, total, bins, p, s.terms[:len(logits)])
 }
 
 // softmaxWide returns what topP computes before it takes the nucleus: the candidates with their
@@ -79,3 +80,51 @@ type widePart struct {
 	top  float64
 	bins [topPBins]int32
 }
+
+// A mass is a sum of softmax shares (terms over the total) in fixed point, massBits bits after
+// the point, each share truncated to it: top_p adds shares with integer additions, so that a sum,
+// and the nucleus it decides, does not depend on the order in which the shares are added, and a
+// nucleus can be summed bin by bin without sorting it (nucleus). A share's truncation, under
+// 2⁻¹²⁰, moves a sum of 152K shares by under 2⁻¹⁰² where a float64's rounding moved it by up to
+// 2⁻⁵³ of the sum a term.
+type mass struct{ hi, lo uint64 }
+
+const massBits = 120
+
+// massOf is v in fixed point, truncated; a NaN (a broken row's share) or a negative is zero,
+// and anything from 256 on is the largest share (no share of a softmax is above 1).
+func massOf(v float64) mass {
+	if !(v > 0) {
+		return mass{}
+	}
+	if v >= 256 {
+		return mass{hi: math.MaxUint64, lo: math.MaxUint64}
+	}
+	b := math.Float64bits(v)
+	e, m := int(b>>52), b&(1<<52-1) // v = m·2^(e−1075), the leading bit added for a normal v
+	if e == 0 {
+		e = 1
+	} else {
+		m |= 1 << 52
+	}
+	switch shift := e - 1075 + massBits; {
+	case shift <= -53:
+		return mass{}
+	case shift < 0:
+		return mass{lo: m >> -shift}
+	case shift < 64:
+		return mass{hi: m >> (64 - shift), lo: m << shift}
+	default:
+		return mass{hi: m << (shift - 64)}
+	}
+}
+
+// plus returns a + b.
+func (a mass) plus(b mass) mass {
+	lo, carry := bits.Add64(a.lo, b.lo, 0)
+	hi, _ := bits.Add64(a.hi, b.hi, carry)
+	return mass{hi, lo}
+}
+
+// reaches reports whether a ≥ b.
+func (a mass) reaches(b mass) bool { return a.hi > b.hi || a.hi == b.hi && a.lo >= b.lo }
