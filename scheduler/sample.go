@@ -17,15 +17,18 @@ type sampler struct {
 	cands  []candidate
 	sorted []candidate // the best candidates taken off the heap, best first
 	terms  []float64   // softmaxWide's and logprobsWide's terms of the softmax's total, by id
-	parts  []widePart  // softmaxWide's chunks
+	parts  []widePart  // softmax's and softmaxWide's chunks
 	// lpParts are logprobsWide's chunks.
 	lpParts []lpPart
-	bins    [topPBins]int32
+	bins    [topPBins]int32 // softmaxWide's histogram, its chunks' added
 	// penalised is a row as a stream's penalties leave it, for picks made ahead (pickJobs).
 	penalised []float32
 	// cores is how many goroutines one pick may spread over (0: GOMAXPROCS); pickJobs, which
 	// runs picks side by side, gives each its share.
 	cores int
+	// guarded counts the nuclei taken off a heap of every candidate (nucleus's guard), which a
+	// row of finite scores never needs: a test's window on the bins' sums.
+	guarded int
 }
 
 // spread returns how many goroutines one of s's picks may spread over.
@@ -147,39 +150,43 @@ func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 	for _, c := range cands {
 		top = max(top, c.score)
 	}
-	return s.nucleus(cands, top, s.softmax(cands, top, &s.bins), &s.bins, p, nil)
+	one := s.partsOf(1)
+	return s.nucleus(cands, top, s.softmax(cands, top, &one[0]), one, &one[0].bins, p, nil)
 }
 
 // softmax returns the softmax's total over unsorted candidates whose best score is top, summed
-// in their order, and counts in bins how far below top each score is (topPBins).
-func (s *sampler) softmax(cands []candidate, top float64, bins *[topPBins]int32) float64 {
-	clear(bins[:])
+// in their order, and counts in w's bins how far below top each score is (topPBins).
+func (s *sampler) softmax(cands []candidate, top float64, w *widePart) float64 {
+	clear(w.bins[:])
 	var total float64
 	for _, c := range cands {
 		x := c.score - top
 		total += math.Exp(x)
 		if -x < topPBins/topPBinsPerNat { // false for NaN
-			bins[int(-x*topPBinsPerNat)]++
+			w.bins[int(-x*topPBinsPerNat)]++
 		}
 	}
 	return total
 }
 
 // nucleus returns topP's answer for unsorted candidates, in no particular order, given their
-// best score top, the softmax's total, the histogram of how far below top each score is, in bins
-// of 1/topPBinsPerNat nats, and, if the caller has them, each candidate's term of the total by id
-// (terms[id] = e^(score − top); nil: computed here).
+// best score top, the softmax's total, the chunks that made the histogram of how far below top
+// each score is (in bins of 1/topPBinsPerNat nats; chunk i's of candidates i·n/len(parts) up to
+// (i+1)·n/len(parts)), that histogram, and, if the caller has them, each candidate's term of the
+// total by id (terms[id] = e^(score − top); nil: computed here).
 //
 // Better's order puts every candidate of a bin ahead of the next bin's, and the shares add up
 // exactly in any order (mass), so the answer is every candidate of the bins before the one
-// where the running sum reaches p, and the best of that bin until it does: one pass that sums
-// each bin's shares, then a sort of that bin alone. On a flat row (a nucleus of tens of thousands
-// of candidates) that is a pass where taking the nucleus off a heap, best first, was a pop a
-// candidate. Only the bins down to the first whose least mass (a bin's terms are each at least
-// e to its far edge), with the bins before it, reaches p·total are looked at: they hold the
-// answer. Should rounding leave the sum short of p there (the bound says it cannot; this is a
-// guard), or the scores be NaN or infinite (no bins), all the candidates go through a heap.
-func (s *sampler) nucleus(cands []candidate, top, total float64, bins *[topPBins]int32, p float64, terms []float64) []candidate {
+// where the running sum reaches p, and the best of that bin until it does: a pass, in the chunks
+// side by side, that lays the candidates out bin after bin and sums each bin's shares, then a
+// sort of that bin alone. On a flat row (a nucleus of tens of thousands of candidates) that is a
+// pass where taking the nucleus off a heap, best first, was a pop a candidate. Only the bins down
+// to the first whose least mass (a bin's terms are each at least e to its far edge), with the
+// bins before it, reaches p·total are looked at: they hold the answer; where no bin's does (a p
+// within the bins' 6.5% of 1), all of them. Only where the bins' sum falls short of p (the
+// scores are NaN or infinite, so no bins, or p is within a few billionths of 1, where the
+// scores past the bins count) do all the candidates go through a heap.
+func (s *sampler) nucleus(cands []candidate, top, total float64, parts []widePart, bins *[topPBins]int32, p float64, terms []float64) []candidate {
 	term := func(c candidate) float64 {
 		if terms != nil {
 			return terms[c.id]
@@ -187,7 +194,7 @@ func (s *sampler) nucleus(cands []candidate, top, total float64, bins *[topPBins
 		return math.Exp(c.score - top)
 	}
 	want := massOf(p)
-	need, least, last := p*total*(1+1e-9), 0.0, -1
+	need, least, last := p*total*(1+1e-9), 0.0, topPBins-1
 	for b, n := range bins {
 		least += float64(n) * math.Exp(-float64(b+1)/topPBinsPerNat)
 		if least >= need {
@@ -195,42 +202,49 @@ func (s *sampler) nucleus(cands []candidate, top, total float64, bins *[topPBins
 			break
 		}
 	}
-	if last >= 0 {
-		// The candidates of bins 0 … last, bin after bin into s.sorted (next[b]: where bin b's
-		// next one goes), and each bin's sum of shares.
-		var next [topPBins]int32
-		var sums [topPBins]mass
-		k := int32(0)
-		for b := range last + 1 {
-			next[b] = k
-			k += bins[b]
+	// The candidates of bins 0 … last, bin after bin into s.sorted, a chunk's of a bin after
+	// those of the chunks before it (so in id order, as one pass would lay them out; next[b]:
+	// where the chunk's next one of bin b goes), and each chunk's sums of its bins' shares.
+	k := int32(0)
+	for b := range last + 1 {
+		for i := range parts {
+			parts[i].next[b] = k
+			k += parts[i].bins[b]
 		}
-		out := slices.Grow(s.sorted[:0], int(k))[:k]
-		for _, c := range cands {
+	}
+	out := slices.Grow(s.sorted[:0], int(k))[:k]
+	each(parts, len(cands), func(w *widePart, lo, hi int) {
+		clear(w.sums[:last+1])
+		for _, c := range cands[lo:hi] {
 			if x := top - c.score; x < float64(last+1)/topPBinsPerNat { // false for NaN
 				b := int(x * topPBinsPerNat)
-				out[next[b]] = c
-				next[b]++
-				sums[b] = sums[b].plus(massOf(term(c) / total))
+				out[w.next[b]] = c
+				w.next[b]++
+				w.sums[b] = w.sums[b].plus(massOf(term(c) / total))
 			}
 		}
-		s.sorted = out
-		var sum mass
-		for b, from := 0, int32(0); b <= last; b++ {
-			if whole := sum.plus(sums[b]); !whole.reaches(want) {
-				sum, from = whole, next[b]
-				continue
-			}
-			bin := out[from:next[b]]
-			slices.SortFunc(bin, better)
-			for i, c := range bin {
-				if sum = sum.plus(massOf(term(c) / total)); sum.reaches(want) {
-					return out[:int(from)+i+1]
-				}
+	})
+	s.sorted = out
+	var sum mass
+	for b, from := 0, int32(0); b <= last; b++ {
+		whole, to := sum, parts[len(parts)-1].next[b]
+		for i := range parts {
+			whole = whole.plus(parts[i].sums[b])
+		}
+		if !whole.reaches(want) {
+			sum, from = whole, to
+			continue
+		}
+		bin := out[from:to]
+		slices.SortFunc(bin, better)
+		for i, c := range bin {
+			if sum = sum.plus(massOf(term(c) / total)); sum.reaches(want) {
+				return out[:int(from)+i+1]
 			}
 		}
 	}
-	var sum mass
+	s.guarded++
+	sum = mass{}
 	return s.best(cands, len(cands), func(c candidate) bool {
 		sum = sum.plus(massOf(term(c) / total))
 		return sum.reaches(want)

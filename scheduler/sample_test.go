@@ -275,7 +275,11 @@ func TestTopPIsTheWholeHeaps(t *testing.T) {
 			}
 		}
 		p := []float64{1e-6, 0.1, 0.5, 0.9, 0.95, 0.999999}[r.IntN(6)]
+		guarded := s.guarded
 		got := slices.SortedFunc(slices.Values(s.topP(slices.Clone(cands), p, false)), better)
+		if finite := !slices.ContainsFunc(cands, func(c candidate) bool { return math.IsNaN(c.score) || math.IsInf(c.score, 0) }); finite && s.guarded != guarded {
+			t.Fatalf("trial %d, %d scores of scale %g, p %g: finite scores went through the guard's heap, not the bins", trial, n, scale, p)
+		}
 		want := wholeHeap(&ref, slices.Clone(cands), p)
 		if len(got) != len(want) {
 			t.Fatalf("trial %d, %d scores of scale %g, p %g: %d candidates, the whole heap gives %d", trial, n, scale, p, len(got), len(want))
@@ -318,20 +322,21 @@ func TestTopPWideIsTopP(t *testing.T) {
 		p := []float64{1e-6, 0.5, 0.9, 0.95, 0.999999}[r.IntN(5)]
 		what := fmt.Sprintf("trial %d, %d logits of scale %g, %d cores, p %g", trial, n, scale, runtime.GOMAXPROCS(0), p)
 
-		cands, top, total, bins := s.softmaxWide(logits, temp)
+		cands, top, total, parts, bins := s.softmaxWide(logits, temp)
 		want := ref.all(logits)
 		wantTop := want[0].score / temp
 		for i := range want {
 			want[i].score /= temp
 			wantTop = max(wantTop, want[i].score)
 		}
-		var wantBins [topPBins]int32
-		wantTotal := ref.softmax(want, wantTop, &wantBins)
+		var wantPart widePart
+		wantTotal := ref.softmax(want, wantTop, &wantPart)
+		wantBins := wantPart.bins
 		sameCandidates(t, what+": the candidates", cands, want)
 		if math.Float64bits(top) != math.Float64bits(wantTop) || math.Float64bits(total) != math.Float64bits(wantTotal) || *bins != wantBins {
 			t.Fatalf("%s: best %v, total %v, bins differ %v; one by one: %v, %v", what, top, total, *bins != wantBins, wantTop, wantTotal)
 		}
-		sameCandidates(t, what+": the nucleus", s.nucleus(cands, top, total, bins, p, s.terms[:n]), ref.topP(want, p, false))
+		sameCandidates(t, what+": the nucleus", s.nucleus(cands, top, total, parts, bins, p, s.terms[:n]), ref.topP(want, p, false))
 	}
 }
 

@@ -9,37 +9,28 @@ import (
 // topPWide is filter's top_p without top_k, temperature t applied, over a vocabulary large enough
 // to split (parallelDraw tokens or more): topP's answer, every bit (TestTopPWideIsTopP).
 func (s *sampler) topPWide(logits []float32, t, p float64) []candidate {
-	cands, top, total, bins := s.softmaxWide(logits, t)
-	return s.nucleus(cands, top, total, bins, p, s.terms[:len(logits)])
+	cands, top, total, parts, bins := s.softmaxWide(logits, t)
+	return s.nucleus(cands, top, total, parts, bins, p, s.terms[:len(logits)])
 }
 
 // softmaxWide returns what topP computes before it takes the nucleus: the candidates with their
-// scores divided by t, the best score, the softmax's total and the histogram of how far below the
-// best each score is. The candidates, the scores, the terms of the total and the histogram are
-// made in chunks on the sampler's cores (spread); the total is still summed one term after another in id order,
-// and the best is a maximum, which no grouping changes, so every bit is topP's.
-func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, top, total float64, bins *[topPBins]int32) {
+// scores divided by t, the best score, the softmax's total, the chunks that made them and the
+// histogram of how far below the best each score is. The candidates, the scores, the terms of the
+// total and each chunk's histogram are made in chunks on the sampler's cores (spread); the total is
+// still summed one term after another in id order, and the best is a maximum, which no grouping
+// changes, so every bit is topP's.
+func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, top, total float64, wide []widePart, bins *[topPBins]int32) {
 	n := len(logits)
-	parts := drawParts(n, s.spread())
+	wide = s.partsOf(drawParts(n, s.spread()))
 	if cap(s.cands) < n {
 		s.cands = make([]candidate, n)
 	}
 	if cap(s.terms) < n {
 		s.terms = make([]float64, n)
 	}
-	if len(s.parts) < parts {
-		s.parts = make([]widePart, parts)
-	}
-	terms, wide := s.terms[:n], s.parts[:parts]
+	terms := s.terms[:n]
 	cands = s.cands[:n]
-	each := func(f func(w *widePart, lo, hi int)) {
-		var wg sync.WaitGroup
-		for i := range wide {
-			wg.Go(func() { f(&wide[i], i*n/parts, (i+1)*n/parts) })
-		}
-		wg.Wait()
-	}
-	each(func(w *widePart, lo, hi int) {
+	each(wide, n, func(w *widePart, lo, hi int) {
 		top := float64(logits[lo]) / t
 		for i := lo; i < hi; i++ {
 			c := candidate{id: int32(i), score: float64(logits[i]) / t}
@@ -52,7 +43,7 @@ func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, t
 	for _, w := range wide[1:] {
 		top = max(top, w.top)
 	}
-	each(func(w *widePart, lo, hi int) {
+	each(wide, n, func(w *widePart, lo, hi int) {
 		clear(w.bins[:])
 		for i := lo; i < hi; i++ {
 			x := cands[i].score - top
@@ -72,13 +63,38 @@ func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, t
 			bins[b] += c
 		}
 	}
-	return cands, top, total, bins
+	return cands, top, total, wide, bins
 }
 
-// widePart is one chunk's share of topPWide: its best score and its histogram.
+// partsOf returns the sampler's first n chunks.
+func (s *sampler) partsOf(n int) []widePart {
+	if len(s.parts) < n {
+		s.parts = make([]widePart, n)
+	}
+	return s.parts[:n]
+}
+
+// each runs f on the chunks of a pass over n candidates, chunk i on candidates i·n/len(parts) up
+// to (i+1)·n/len(parts), side by side where there are several.
+func each(parts []widePart, n int, f func(w *widePart, lo, hi int)) {
+	if len(parts) == 1 {
+		f(&parts[0], 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() { f(&parts[i], i*n/len(parts), (i+1)*n/len(parts)) })
+	}
+	wg.Wait()
+}
+
+// widePart is one chunk of a pass of top_p's: its best score, its histogram, and in nucleus,
+// where its next candidate of each bin goes and its sums of each bin's shares.
 type widePart struct {
 	top  float64
 	bins [topPBins]int32
+	next [topPBins]int32
+	sums [topPBins]mass
 }
 
 // A mass is a sum of softmax shares (terms over the total) in fixed point, massBits bits after
