@@ -107,7 +107,8 @@ var (
 	compiled   = map[string][]byte{}
 )
 
-// compile returns the kernels as a CUBIN for arch (such as "sm_90"), compiling them on first use.
+// compile returns the kernels as a CUBIN for arch (such as "sm_90"), compiling them on first use
+// in a process, or reading what an earlier start compiled from the kernel cache (kernelCacheDir).
 func compile(arch string) ([]byte, error) {
 	compiledMu.Lock()
 	defer compiledMu.Unlock()
@@ -117,7 +118,15 @@ func compile(arch string) ([]byte, error) {
 	if err := loadNVRTC(); err != nil {
 		return nil, err
 	}
-	c, _, err := nvrtcCompile(kernels.CUDA(), arch, nvrtcOptions(arch))
+	src, opts := kernels.CUDA(), nvrtcOptions(arch)
+	var major, minor int32
+	nvrtcVersion(&major, &minor)
+	// The key: everything the CUBIN depends on, NVRTC's version included.
+	key := fmt.Sprintf("NVRTC %d.%d\x00%s\x00%s\x00%s", major, minor, arch, strings.Join(opts, "\x00"), src)
+	c, err := cachedCompile(kernelCacheDir(), arch, key, func() ([]byte, error) {
+		c, _, err := nvrtcCompile(src, arch, opts)
+		return c, err
+	})
 	if err != nil {
 		return nil, err
 	}
