@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,12 +48,13 @@ func cachedCompile(dir, arch, key string, build func() ([]byte, error)) ([]byte,
 	if dir == "" {
 		return timedCompile(arch, "", build)
 	}
-	sum := sha256.Sum256([]byte(key))
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s.cubin", arch, hex.EncodeToString(sum[:12])))
+	path := filepath.Join(dir, cachedName(arch, key))
 	if b, err := os.ReadFile(path); err == nil {
 		if n := len(b) - sha256.Size; n > 0 {
 			if check := sha256.Sum256(b[:n]); bytes.Equal(check[:], b[n:]) {
 				slog.Info("cuda: kernels read from the cache", "path", path)
+				now := time.Now()
+				os.Chtimes(path, now, now) // a use, for prune; best effort
 				return b[:n], nil
 			}
 		}
@@ -66,8 +68,44 @@ func cachedCompile(dir, arch, key string, build func() ([]byte, error)) ([]byte,
 	}
 	if err := writeCached(path, cubin); err != nil {
 		slog.Warn("cuda: cannot keep the compiled kernels; the next start compiles them again", "path", path, "err", err)
+		return cubin, nil
 	}
+	prune(dir, keptKernels)
 	return cubin, nil
+}
+
+// keptKernels is how many CUBINs the kernel cache keeps: each build of tfd (or NVRTC, or GPU
+// architecture) makes one of about 12 MB, and a few let two builds on one machine (a service and
+// a newer tfd being tried) start without compiling, where keeping every one would grow the folder
+// by one with each upgrade.
+const keptKernels = 4
+
+// prune removes all but the keep most recently used CUBINs in dir (read or written: a read
+// touches its file), best effort.
+func prune(dir string, keep int) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.cubin"))
+	type used struct {
+		path string
+		at   time.Time
+	}
+	var all []used
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil {
+			all = append(all, used{f, info.ModTime()})
+		}
+	}
+	slices.SortFunc(all, func(a, b used) int { return b.at.Compare(a.at) })
+	for _, u := range all[min(keep, len(all)):] {
+		if err := os.Remove(u.path); err == nil {
+			slog.Info("cuda: removed kernels no start has used lately from the cache", "path", u.path)
+		}
+	}
+}
+
+// cachedName is the file name of the CUBIN for arch and key.
+func cachedName(arch, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return fmt.Sprintf("%s-%s.cubin", arch, hex.EncodeToString(sum[:12]))
 }
 
 // timedCompile runs build, saying before and after, since it takes most of a minute.

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 // TestKernelCacheKeepsTheCUBIN: the first start compiles and keeps the CUBIN, a start with the
@@ -87,6 +89,41 @@ func TestKernelCacheKeepsTheCUBIN(t *testing.T) {
 	get("", "source A", "cubin A")
 	if compiles != before+2 {
 		t.Fatalf("no cache folder: %d compiles for two starts, want 2", compiles-before)
+	}
+}
+
+// TestKernelCachePrunes: the cache keeps the keptKernels most recently used CUBINs, a read
+// counting as a use, and removes the rest when it writes one.
+func TestKernelCachePrunes(t *testing.T) {
+	dir := t.TempDir()
+	build := func() ([]byte, error) { return []byte("cubin"), nil }
+	get := func(key string) {
+		t.Helper()
+		if _, err := cachedCompile(dir, "sm_90a", key, build); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age := func(key string, ago time.Duration) { // backdate key's file, as if last used ago
+		t.Helper()
+		at := time.Now().Add(-ago)
+		if err := os.Chtimes(filepath.Join(dir, cachedName("sm_90a", key)), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, key := range []string{"a", "b", "c", "d"} {
+		get(key)
+		age(key, time.Duration(10-i)*time.Hour) // a oldest, d newest
+	}
+	get("a") // a read: now the newest
+	get("e") // a fifth: b, the least recently used, goes
+	var kept []string
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := os.Stat(filepath.Join(dir, cachedName("sm_90a", key))); err == nil {
+			kept = append(kept, key)
+		}
+	}
+	if want := []string{"a", "c", "d", "e"}; !slices.Equal(kept, want) {
+		t.Fatalf("the cache kept %v, want %v", kept, want)
 	}
 }
 
