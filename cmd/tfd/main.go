@@ -67,6 +67,8 @@ Flags of bench (beside those above):
   --streams LIST        concurrent replies per run (default 1,4,16)
   --prompt N            prompt tokens per reply (default 256)
   --tokens N            tokens generated per reply (default 128)
+  --temperature T       sample the replies at this temperature, reply i with seed i (default 0:
+                        greedy); with it --top-p P and --top-k K (default: every token)
   --conversation N      instead: the first token of a conversation's fourth turn of N tokens,
                         with the prompt cache off, from its memory, and from its spill folder
                         after a restart
