@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The kernels' CUBIN is kept on disk between starts. NVRTC takes 40-55 s to compile tfd's
+// The kernels' CUBIN is kept on disk between starts. NVRTC takes 36-62 s to compile tfd's
 // kernels on the H200 machine's host (TestKernelsCompile, and a profile of a benchmark's start);
 // NVRTC 12.9 and later keep their own cache, but where it cannot write (a service run by a
 // systemd DynamicUser, its home folders hidden) every start would pay that again.

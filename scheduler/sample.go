@@ -20,7 +20,6 @@ type sampler struct {
 	parts  []widePart  // softmax's and softmaxWide's chunks
 	// lpParts are logprobsWide's chunks.
 	lpParts []lpPart
-	bins    [topPBins]int32 // softmaxWide's histogram, its chunks' added
 	// penalised is a row as a stream's penalties leave it, for picks made ahead (pickJobs).
 	penalised []float32
 	// cores is how many goroutines one pick may spread over (0: GOMAXPROCS); pickJobs, which
@@ -151,7 +150,7 @@ func (s *sampler) topP(cands []candidate, p float64, sorted bool) []candidate {
 		top = max(top, c.score)
 	}
 	one := s.partsOf(1)
-	return s.nucleus(cands, top, s.softmax(cands, top, &one[0]), one, &one[0].bins, p, nil)
+	return s.nucleus(cands, top, s.softmax(cands, top, &one[0]), one, p, nil)
 }
 
 // softmax returns the softmax's total over unsorted candidates whose best score is top, summed
@@ -170,10 +169,10 @@ func (s *sampler) softmax(cands []candidate, top float64, w *widePart) float64 {
 }
 
 // nucleus returns topP's answer for unsorted candidates, in no particular order, given their
-// best score top, the softmax's total, the chunks that made the histogram of how far below top
-// each score is (in bins of 1/topPBinsPerNat nats; chunk i's of candidates i·n/len(parts) up to
-// (i+1)·n/len(parts)), that histogram, and, if the caller has them, each candidate's term of the
-// total by id (terms[id] = e^(score − top); nil: computed here).
+// best score top, the softmax's total, the chunks that counted how far below top each score is
+// (in bins of 1/topPBinsPerNat nats; chunk i's of candidates i·n/len(parts) up to
+// (i+1)·n/len(parts)), and, if the caller has them, each candidate's term of the total by id
+// (terms[id] = e^(score − top); nil: computed here).
 //
 // Better's order puts every candidate of a bin ahead of the next bin's, and the shares add up
 // exactly in any order (mass), so the answer is every candidate of the bins before the one
@@ -186,7 +185,7 @@ func (s *sampler) softmax(cands []candidate, top float64, w *widePart) float64 {
 // within the bins' 6.5% of 1), all of them. Only where the bins' sum falls short of p (the
 // scores are NaN or infinite, so no bins, or p is within a few billionths of 1, where the
 // scores past the bins count) do all the candidates go through a heap.
-func (s *sampler) nucleus(cands []candidate, top, total float64, parts []widePart, bins *[topPBins]int32, p float64, terms []float64) []candidate {
+func (s *sampler) nucleus(cands []candidate, top, total float64, parts []widePart, p float64, terms []float64) []candidate {
 	term := func(c candidate) float64 {
 		if terms != nil {
 			return terms[c.id]
@@ -195,7 +194,11 @@ func (s *sampler) nucleus(cands []candidate, top, total float64, parts []widePar
 	}
 	want := massOf(p)
 	need, least, last := p*total*(1+1e-9), 0.0, topPBins-1
-	for b, n := range bins {
+	for b := range topPBins {
+		n := int32(0)
+		for i := range parts {
+			n += parts[i].bins[b]
+		}
 		least += float64(n) * math.Exp(-float64(b+1)/topPBinsPerNat)
 		if least >= need {
 			last = b

@@ -9,17 +9,17 @@ import (
 // topPWide is filter's top_p without top_k, temperature t applied, over a vocabulary large enough
 // to split (parallelDraw tokens or more): topP's answer, every bit (TestTopPWideIsTopP).
 func (s *sampler) topPWide(logits []float32, t, p float64) []candidate {
-	cands, top, total, parts, bins := s.softmaxWide(logits, t)
-	return s.nucleus(cands, top, total, parts, bins, p, s.terms[:len(logits)])
+	cands, top, total, parts := s.softmaxWide(logits, t)
+	return s.nucleus(cands, top, total, parts, p, s.terms[:len(logits)])
 }
 
 // softmaxWide returns what topP computes before it takes the nucleus: the candidates with their
-// scores divided by t, the best score, the softmax's total, the chunks that made them and the
-// histogram of how far below the best each score is. The candidates, the scores, the terms of the
-// total and each chunk's histogram are made in chunks on the sampler's cores (spread); the total is
-// still summed one term after another in id order, and the best is a maximum, which no grouping
-// changes, so every bit is topP's.
-func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, top, total float64, wide []widePart, bins *[topPBins]int32) {
+// scores divided by t, the best score, the softmax's total and the chunks that made them, each
+// with its histogram of how far below the best its scores are. The candidates, the scores, the
+// terms of the total and each chunk's histogram are made in chunks on the sampler's cores
+// (spread); the total is still summed one term after another in id order, and the best is a
+// maximum, which no grouping changes, so every bit is topP's.
+func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, top, total float64, wide []widePart) {
 	n := len(logits)
 	wide = s.partsOf(drawParts(n, s.spread()))
 	if cap(s.cands) < n {
@@ -56,14 +56,7 @@ func (s *sampler) softmaxWide(logits []float32, t float64) (cands []candidate, t
 	for _, e := range terms {
 		total += e
 	}
-	bins = &s.bins
-	clear(bins[:])
-	for _, w := range wide {
-		for b, c := range w.bins {
-			bins[b] += c
-		}
-	}
-	return cands, top, total, wide, bins
+	return cands, top, total, wide
 }
 
 // partsOf returns the sampler's first n chunks.
