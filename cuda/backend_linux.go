@@ -39,6 +39,7 @@ type backend struct {
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
 	attnWarp     string // TFD_CUDA_ATTN_WARP: "" (attention_warp where the tiles do not run), "0" (attention_split there)
+	attnMMA      bool   // TFD_CUDA_ATTN_MMA=1: attention_mma for every row of a model it takes (kernels.AttentionMMA)
 	// pdlRows is the most rows a forward may have for its kernels to be launched dependent
 	// (pdl_linux.go; 0: every launch), and forwardRows the rows of the forward being recorded, as
 	// its last matmul saw them.
@@ -276,6 +277,11 @@ func (b *backend) init() (err error) {
 	// TFD_CUDA_ATTN_WARP=0 runs attention_split there instead (four a row and head), for
 	// measuring one against the other. The bits are the same either way.
 	b.attnWarp = os.Getenv("TFD_CUDA_ATTN_WARP")
+	// TFD_CUDA_ATTN_MMA=1 puts attention's products on the tensor cores (attention_mma, whose
+	// arithmetic is its own: other bits than the kernels above, within the same tolerances of the
+	// cpu backend) for every row of a model whose heads it takes. Like TFD_CUDA_MMA, it is part of
+	// Arithmetic, so the prompt cache keeps the blocks of one setting from the other.
+	b.attnMMA = b.mma && os.Getenv("TFD_CUDA_ATTN_MMA") == "1"
 	// TFD_CUDA_MMA_TILE=1, 2, 4 or 64 (kernels.WGRows: matmul_wg_bf16_N, on a GPU with wgmma)
 	// runs every tensor-core matmul with tiles of that S instead of
 	// kernels.MMATile's choice by shape (BenchmarkTileSizes); the bits are the same.
@@ -400,13 +406,18 @@ var (
 
 func (b *backend) Name() string { return "cuda" }
 
-// Arithmetic says whether BF16 matmuls run on the tensor cores or the CUDA cores: the two give
-// different bits, so a cached block of one is not the other's (compute.Arithmetic).
+// Arithmetic says whether BF16 matmuls run on the tensor cores or the CUDA cores, and whether
+// attention does too (TFD_CUDA_ATTN_MMA=1): each way gives other bits, so a cached block of one
+// is not another's (compute.Arithmetic).
 func (b *backend) Arithmetic() string {
+	a := "cuda cores"
 	if b.mma {
-		return "tensor cores"
+		a = "tensor cores"
 	}
-	return "cuda cores"
+	if b.attnMMA {
+		a += ", attention on tensor cores"
+	}
+	return a
 }
 
 // Memory returns the device's memory in bytes (cuDeviceTotalMem).

@@ -180,23 +180,35 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		sp, hasSinks = ptr(b.tensorOf(sinks, "Attention", "sinks", compute.F32, heads)), 1
 	}
 	kd, vd := p.layer(layer)
-	l := kernels.AttentionWarpLaunch(rows, heads, hd, p.kernels())
-	if b.attnWarp == "0" {
-		l = kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
-	}
 	runs := bt.runs
 	if runs == 0 {
 		runs = rows // written on the device: nothing says the rows share bases
 	}
-	if b.attnTile == "1" || b.attnTile != "0" && kernels.AttentionTileShares(rows, runs, heads/kvh, hd) {
-		l = kernels.AttentionLaunch(rows, heads, heads/kvh, hd, p.kernels())
+	group := heads / kvh
+	var l kernels.AttentionLaunches
+	switch {
+	case b.attnMMA && kernels.AttentionMMA(group, hd):
+		l = kernels.AttentionMMALaunch(rows, runs, heads, group, hd, p.kernels())
+	case b.attnTile == "1" || b.attnTile != "0" && kernels.AttentionTileShares(rows, runs, group, hd):
+		l = kernels.AttentionLaunch(rows, heads, group, hd, p.kernels())
+	case b.attnWarp == "0":
+		l = kernels.AttentionSplitLaunch(rows, heads, hd, p.kernels())
+	default:
+		l = kernels.AttentionWarpLaunch(rows, heads, hd, p.kernels())
 	}
 	part, ok := b.scratch(&b.attnPart, l.Scratch, "Attention: the scratch for its key splits")
 	if !ok {
 		return
 	}
-	b.launchAs(l.Split, ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt), sp, hasSinks,
-		i32(rows), i32(heads), i32(heads/kvh), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), uint64(b.errWord))
+	args := [...]uint64{ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt), sp, hasSinks,
+		i32(rows), i32(heads), i32(group), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), 0, 0}
+	n := len(args) - 2
+	if l.Tile > 0 { // attention_mma's rows a tile
+		args[n] = i32(l.Tile)
+		n++
+	}
+	args[n] = uint64(b.errWord)
+	b.launchAs(l.Split, args[:n+1]...)
 	if l.Combine.Kernel != "" {
 		b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), sp, hasSinks, i32(heads), i32(hd), i32(p.spec.Slots))
 	}

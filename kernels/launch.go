@@ -315,6 +315,8 @@ type AttentionLaunches struct {
 	Split, Combine Launch
 	Blocks         int
 	Scratch        int
+	// Tile is attention_mma's rows a tile, passed after Blocks; 0 for the kernels without it.
+	Tile int
 }
 
 // AttentionTileFrom is the fewest rows for which Attention runs attention_tile_H: a tile of rows
@@ -430,6 +432,36 @@ func AttentionWarpLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 		l.Combine = Launch{}
 	}
 	return l
+}
+
+// AttentionMMA says whether attention_mma takes a model's attention: heads of a multiple of 16
+// elements up to 128, at most 64 query heads a kv head. The kernel's arithmetic is its own (the
+// matrix unit's sums, not attention_split's), so a backend that takes it must take it for every
+// row of the model, whatever the rows of a launch.
+func AttentionMMA(group, hd int) bool {
+	return hd > 0 && hd%16 == 0 && hd <= 128 && group >= 1 && group <= 64
+}
+
+// AttentionMMALaunch is the launch of attention_mma (and attention_combine) for rows rows whose
+// bases come in runs runs (as AttentionTileShares counts them), for a shape AttentionMMA allows.
+// Where runs are at least a tile long (a prompt's rows), a tile is 64/group rows, whose 64 query
+// vectors share each stage of keys, and a group per (tile, kv head, split); elsewhere (a round of
+// decoding rows of as many sessions) a tile is one row, with as many groups per (row, kv head) as
+// fill a large GPU. Neither choice changes a row's bits.
+func AttentionMMALaunch(rows, runs, heads, group, hd int, kv KV) AttentionLaunches {
+	tile, blocks := 1, AttentionSplits
+	if AttentionTileShares(rows, runs, group, hd) {
+		tile = max(64/max(group, 1), 1)
+	} else if rows > 0 && heads > 0 {
+		blocks = min(max(attentionGroups*group/(rows*heads), 1), AttentionSplits)
+	}
+	return AttentionLaunches{
+		Split:   launch("attention_mma_"+string(kv), heads/max(group, 1)*blocks, ceilDiv(rows, tile)),
+		Combine: launch("attention_combine", heads, rows),
+		Blocks:  blocks,
+		Scratch: attentionScratch(rows, heads, hd),
+		Tile:    tile,
+	}
 }
 
 func attentionScratch(rows, heads, hd int) int {

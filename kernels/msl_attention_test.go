@@ -200,8 +200,12 @@ func (o *op) attendWith(l kernels.AttentionLaunches, rows, heads, kvHeads, hd, s
 	if sinks == nil {
 		sinks, hasSinks = &mbuf{}, 0
 	}
-	o.launch(l.Split, dst, part, q, k, v, bases, positions, sinks, hasSinks,
-		int32(rows), int32(heads), int32(heads/kvHeads), int32(hd), int32(kvHeads*hd), int32(slots), scale, int32(l.Blocks), errWord)
+	args := []any{dst, part, q, k, v, bases, positions, sinks, hasSinks,
+		int32(rows), int32(heads), int32(heads / kvHeads), int32(hd), int32(kvHeads * hd), int32(slots), scale, int32(l.Blocks)}
+	if l.Tile > 0 {
+		args = append(args, int32(l.Tile))
+	}
+	o.launch(l.Split, append(args, errWord)...)
 	if l.Combine.Kernel != "" {
 		o.launch(l.Combine, dst, part, bases, positions, sinks, hasSinks, int32(heads), int32(hd), int32(slots))
 	}
@@ -302,6 +306,34 @@ func (o *op) attentionWarp(hd, heads, kvHeads int, withSinks bool, kv kernels.KV
 		computetest.SameBits(o.t, what+": the partial records", floats(gotPart), floats(wantPart))
 		o.checkError(gotErr, errors.New("outside"), true, 4, 9, 6200)
 	}
+}
+
+// attentionMMA attends from tileRows with attention_mma a row a tile (as a round of decoding rows
+// runs it) and in tiles of 64/group rows on every split's group (as a prompt's rows run), and
+// checks that the outputs, the partial records and the error word are the same bits either way,
+// and the outputs within attention_split's tolerance against the cpu backend of attention_split's.
+func (o *op) attentionMMA(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
+	rows, run := o.tileRows(hd, heads, kvHeads, withSinks, kv)
+	group := heads / kvHeads
+	if !kernels.AttentionMMA(group, hd) {
+		o.t.Fatalf("no attention_mma for %d heads (%d kv) of %d", heads, kvHeads, hd)
+	}
+	alone := kernels.AttentionMMALaunch(rows, rows, heads, group, hd, kv)
+	if alone.Tile != 1 {
+		o.t.Fatalf("%d rows of as many sessions: tiles of %d rows, want 1", rows, alone.Tile)
+	}
+	tiled := alone
+	tiled.Tile, tiled.Blocks = 64/group, kernels.AttentionSplits
+	tiled.Split.Groups = [2]int{kvHeads * kernels.AttentionSplits, (rows + tiled.Tile - 1) / tiled.Tile}
+	want, _, wantErr := run(kernels.AttentionSplitLaunch(rows, heads, hd, kv))
+	got, gotPart, gotErr := run(alone)
+	computetest.Near(o.t, "attention_mma against attention_split", floats(got), floats(want), 1e-5, 1)
+	o.checkError(gotErr, errors.New("outside"), true, 4, 9, 6200) // ERR_ATTENTION, row 9, slot 1200+5000
+	o.checkError(wantErr, errors.New("outside"), true, 4, 9, 6200)
+	tgot, tgotPart, tgotErr := run(tiled)
+	computetest.SameBits(o.t, fmt.Sprintf("attention_mma in tiles of %d rows against a row a tile", tiled.Tile), floats(tgot), floats(got))
+	computetest.SameBits(o.t, "attention_mma's partial records, either way", floats(tgotPart), floats(gotPart))
+	o.checkError(tgotErr, errors.New("outside"), true, 4, 9, 6200)
 }
 
 // Data helpers.

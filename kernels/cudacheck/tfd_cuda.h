@@ -30,6 +30,22 @@ struct __attribute__((aligned(16))) float4 {
 struct __attribute__((aligned(16))) uint4 {
 	unsigned int x, y, z, w;
 };
+struct __attribute__((aligned(8))) float2 {
+	float x, y;
+};
+struct __attribute__((aligned(8))) uint2 {
+	unsigned int x, y;
+};
+static __device__ __forceinline__ float2 make_float2(float x, float y)
+{
+	float2 v = {x, y};
+	return v;
+}
+static __device__ __forceinline__ uint2 make_uint2(unsigned int x, unsigned int y)
+{
+	uint2 v = {x, y};
+	return v;
+}
 static __device__ __forceinline__ uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w)
 {
 	uint4 v = {x, y, z, w};
