@@ -52,7 +52,7 @@ func TestLongForwardsKeepBitsWithAttentionMMA(t *testing.T) {
 	enginetest.CheckForwardSizes(t, m, 2048, []int{256, 2048, 700})
 }
 
-// TestAttentionMMAPromptTilesKeepBits: a prompt's rows attended in one launch (tiles of 64/group
+// TestAttentionMMAPromptTilesKeepBits: a prompt's rows attended in one launch (tiles of 32/group
 // rows sharing each stage of keys, a pass per base where a tile holds rows of two sessions) give
 // each row the bits it gets attended alone (a tile of one row), across the chunks and the changes
 // of a split's chunks (at 1,025 and 2,049 keys), on heads of 64 and 128 with 1, 4 and 8 query heads
@@ -68,8 +68,8 @@ func TestAttentionMMAPromptTilesKeepBits(t *testing.T) {
 				for p := range 2100 {
 					bases, positions = append(bases, 0), append(positions, int32(p))
 				}
-				if l := kernels.AttentionMMALaunch(len(bases), 4, c.heads, group, hd, kernels.KVF32); l.Tile != 64/group {
-					t.Fatalf("a prompt's rows: tiles of %d rows, want %d", l.Tile, 64/group)
+				if l := kernels.AttentionMMALaunch(len(bases), 4, c.heads, group, hd, kernels.KVF32); l.Tile != 32/group {
+					t.Fatalf("a prompt's rows: tiles of %d rows, want %d", l.Tile, 32/group)
 				}
 				at := c.attender(t, b)
 				all := at(bases, positions)

@@ -435,23 +435,23 @@ func AttentionWarpLaunch(rows, heads, hd int, kv KV) AttentionLaunches {
 }
 
 // AttentionMMA says whether attention_mma takes a model's attention: heads of a multiple of 16
-// elements up to 128, at most 64 query heads a kv head. The kernel's arithmetic is its own (the
+// elements up to 128, at most 32 query heads a kv head. The kernel's arithmetic is its own (the
 // matrix unit's sums, not attention_split's), so a backend that takes it must take it for every
 // row of the model, whatever the rows of a launch.
 func AttentionMMA(group, hd int) bool {
-	return hd > 0 && hd%16 == 0 && hd <= 128 && group >= 1 && group <= 64
+	return hd > 0 && hd%16 == 0 && hd <= 128 && group >= 1 && group <= 32
 }
 
 // AttentionMMALaunch is the launch of attention_mma (and attention_combine) for rows rows whose
 // bases come in runs runs (as AttentionTileShares counts them), for a shape AttentionMMA allows.
-// Where runs are at least a tile long (a prompt's rows), a tile is 64/group rows, whose 64 query
+// Where runs are at least a tile long (a prompt's rows), a tile is 32/group rows, whose 32 query
 // vectors share each stage of keys, and a group per (tile, kv head, split); elsewhere (a round of
 // decoding rows of as many sessions) a tile is one row, with as many groups per (row, kv head) as
 // fill a large GPU. Neither choice changes a row's bits.
 func AttentionMMALaunch(rows, runs, heads, group, hd int, kv KV) AttentionLaunches {
 	tile, blocks := 1, AttentionSplits
 	if AttentionTileShares(rows, runs, group, hd) {
-		tile = max(64/max(group, 1), 1)
+		tile = max(32/max(group, 1), 1)
 	} else if rows > 0 && heads > 0 {
 		blocks = min(max(attentionGroups*group/(rows*heads), 1), AttentionSplits)
 	}

@@ -166,11 +166,11 @@ func TestLaunches(t *testing.T) {
 		{AttentionWarpLaunch(20, 6, 64, KVF16).Combine, [2]int{6, 20}},
 		// attention_mma: a row a tile for rows of many sessions, 16 blocks a (row, kv head) at one
 		// row (1,024 groups' worth: 1024·4/32 = 128, capped), 2 at 64; a prompt's 256 rows in tiles
-		// of 64/group rows, 16 blocks.
+		// of 32/group rows, 16 blocks.
 		{AttentionMMALaunch(1, 1, 32, 4, 128, KVF32).Split, [2]int{8 * 16, 1}},
 		{AttentionMMALaunch(64, 64, 32, 4, 128, KVF32).Split, [2]int{8 * 2, 64}},
-		{AttentionMMALaunch(256, 1, 32, 4, 128, KVF16).Split, [2]int{8 * 16, 16}},
-		{AttentionMMALaunch(256, 1, 8, 1, 64, KVF32).Split, [2]int{8 * 16, 4}},
+		{AttentionMMALaunch(256, 1, 32, 4, 128, KVF16).Split, [2]int{8 * 16, 32}},
+		{AttentionMMALaunch(256, 1, 8, 1, 64, KVF32).Split, [2]int{8 * 16, 8}},
 		{SiLUMulLaunch(257), [2]int{2, 1}},
 		{GELUTanhMulLaunch(257), [2]int{2, 1}},
 		{ClampedSwiGLULaunch(257), [2]int{2, 1}},

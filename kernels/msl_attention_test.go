@@ -309,7 +309,7 @@ func (o *op) attentionWarp(hd, heads, kvHeads int, withSinks bool, kv kernels.KV
 }
 
 // attentionMMA attends from tileRows with attention_mma a row a tile (as a round of decoding rows
-// runs it) and in tiles of 64/group rows on every split's group (as a prompt's rows run), and
+// runs it) and in tiles of 32/group rows on every split's group (as a prompt's rows run), and
 // checks that the outputs, the partial records and the error word are the same bits either way,
 // and the outputs within attention_split's tolerance against the cpu backend of attention_split's.
 func (o *op) attentionMMA(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
@@ -323,7 +323,7 @@ func (o *op) attentionMMA(hd, heads, kvHeads int, withSinks bool, kv kernels.KV)
 		o.t.Fatalf("%d rows of as many sessions: tiles of %d rows, want 1", rows, alone.Tile)
 	}
 	tiled := alone
-	tiled.Tile, tiled.Blocks = 64/group, kernels.AttentionSplits
+	tiled.Tile, tiled.Blocks = 32/group, kernels.AttentionSplits
 	tiled.Split.Groups = [2]int{kvHeads * kernels.AttentionSplits, (rows + tiled.Tile - 1) / tiled.Tile}
 	want, _, wantErr := run(kernels.AttentionSplitLaunch(rows, heads, hd, kv))
 	got, gotPart, gotErr := run(alone)

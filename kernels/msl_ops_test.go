@@ -165,7 +165,7 @@ func TestMSLRuns(t *testing.T) {
 			check(fmt.Sprint("attention_warp against attention_split ", kv, c), func(o *op) { o.attentionWarp(c.hd, c.heads, c.kvHeads, false, kv) })
 		}
 		check(fmt.Sprint("attention_warp against attention_split with sinks ", kv), func(o *op) { o.attentionWarp(64, 4, 1, true, kv) })
-		// attention_mma: heads of 16 to 128, three heads a kv head (tiles of 21 rows), one (a tile
+		// attention_mma: heads of 16 to 128, three heads a kv head (tiles of 10 rows), one (a tile
 		// holds every row), with sinks.
 		for _, c := range []struct{ hd, heads, kvHeads int }{{16, 4, 1}, {64, 6, 2}, {128, 8, 2}, {128, 2, 2}} {
 			check(fmt.Sprint("attention_mma ", kv, c), func(o *op) { o.attentionMMA(c.hd, c.heads, c.kvHeads, false, kv) })

@@ -437,24 +437,26 @@ FUNC void tfd_mma_store_out(const tfd_mma_acc& a, float* dst, int ndim, int o, i
 #define MMA_FOLD(tot, cur, first, stage) tfd_mma_fold(tot, cur, first)
 #define MMA_STORE_OUT(acc, dst, ndim, o, r, rows, bias, withBias, stage) tfd_mma_store_out(acc, dst, ndim, o, r, rows, bias, withBias)
 
-// Attention on the matrix unit (src/attention_mma.kern): a SIMD group's 16 query vectors against
-// a stage of ATT_KEYS = 16 keys, then against the stage's values. Every product is of two F32
+// Attention on the matrix unit (src/attention_mma.kern): a stage of ATT_KEYS = 16 keys against a
+// SIMD group's 8 query vectors, then the stage's values, by m16n8k16 MMAs with the keys (or the
+// dims) as the MMA's 16 rows and the query vectors as its 8 columns. Every product is of two F32
 // numbers, each split exactly into three BF16 pieces (tfd_att_split3: hi, mid and lo, 24 bits of
-// it, all an F32 holds), as six m16n8k16 MMAs in the order hi·hi, hi·mid, mid·hi, hi·lo, lo·hi,
-// mid·mid (the three left out are within 2⁻²⁴ of the product). An accumulator holds its 16 × 8
-// tile as mma.sync lays it out (tfd_mma_acc: c[i] is row g + 8(i/2), column 2t + i%2 of lane
-// 4g + t); the kernel's masks, maxima and sums read it so, on every backend. The stage
-// (ATT_STAGE4 uint4s of SHARED memory) is two buffers, each the stage's keys as F32 rows of 136
-// floats, then its values as rows of 132, copied by cp.async (ATT_FETCH_*, a buffer filled while
-// the other is read); the padding puts a lane's loads of a fragment in different banks. The
-// pieces are cut from the stage as each SIMD group loads its fragments. (Two BF16 pieces, three
-// MMAs, fell short of the oracle tests' tolerances on the H200; two TF32 pieces spilled
-// registers and ran slower: docs/performance.md.)
+// it, all an F32 holds), as six MMAs in the order hi·hi, hi·mid, mid·hi, hi·lo, lo·hi, mid·mid
+// (the three left out are within 2⁻²⁴ of the product). An accumulator holds its 16 × 8 tile as
+// mma.sync lays it out (tfd_mma_acc): the scores' c[i] is key g + 8(i/2) of the stage by query
+// vector 2t + i%2 of the SIMD group, for lane 4g + t; an output tile's c[i] is dim 16n + g + 8(i/2)
+// by vector 2t + i%2; the kernel's masks, maxima and sums read them so, on every backend. The
+// stage (ATT_STAGE4 uint4s of SHARED memory) is two buffers, each the stage's keys as F32 rows of
+// 136 floats, then its values as rows of 132, copied by cp.async (ATT_FETCH_*, a buffer filled
+// while the other is read); the padding puts a lane's loads of a fragment in different banks.
+// The keys' and values' pieces are cut as each SIMD group loads its fragments; q's once.
+// (Two BF16 pieces, three MMAs, fell short of the oracle tests' tolerances on the H200; query
+// vectors as the MMA's 16 rows held twice the registers: docs/performance.md.)
 #define ATT_KEYS 16
 #define ATT_STAGE4 2144
 #define ATT_STAGED 1
 struct tfd_att_q {
-	float2 v[8][4]; // dims 16k … 16k+15 as the A operand of step k, in F32
+	uint b[8][2][3]; // vector g's dims 16k+2t, +1 and 16k+8+2t, +1 as the B operand of step k: pieces
 };
 #define ATT_Q tfd_att_q
 #define ATT_ACC tfd_mma_acc
@@ -466,18 +468,18 @@ FUNC void tfd_att_split3(uint* x, float a, float b) {
 	x[2] = tfd_bf16_pair(__fsub_rn(ra, __uint_as_float(x[1] << 16)), __fsub_rn(rb, __uint_as_float(x[1] & 0xffff0000u)));
 }
 
-// tfd_att_load_q loads query vectors g and g+8 of the SIMD group (at q + oa and q + ob; zeros where
-// not live), dims below hd.
-FUNC void tfd_att_load_q(tfd_att_q& f, const float* q, ulong oa, bool la, ulong ob, bool lb, int hd) {
+// tfd_att_load_q loads and cuts query vector g of the SIMD group (at q + og; zeros if not lg), dims
+// below hd. (Metal's reads vectors 2t and 2t+1, at o0 and o1.)
+FUNC void tfd_att_load_q(tfd_att_q& f, const float* q, ulong og, bool lg, int hd) {
 	int t = LANE & 3;
 	UNROLL
 	for (int k = 0; k < 8; k++) {
 		UNROLL
-		for (int i = 0; i < 4; i++) {
-			bool live = (i & 1) != 0 ? lb : la;
-			int d = 16 * k + 8 * (i >> 1) + 2 * t;
-			f.v[k][i] = make_float2(0.0f, 0.0f);
-			if (live && d < hd) f.v[k][i] = *(const float2*)(q + ((i & 1) != 0 ? ob : oa) + d);
+		for (int h = 0; h < 2; h++) {
+			int d = 16 * k + 8 * h + 2 * t;
+			float2 v = make_float2(0.0f, 0.0f);
+			if (lg && d < hd) v = *(const float2*)(q + og + d);
+			tfd_att_split3(f.b[k][h], v.x, v.y);
 		}
 	}
 }
@@ -492,101 +494,103 @@ FUNC void tfd_att_put(uint4* stage, int buf, bool value, int j, int d, float4 v)
 	*(float4*)(stage + tfd_att_at(buf, value, j, d)) = v;
 }
 
-// tfd_att_mma6 adds the six products of a's and b's pieces for tiles n = 0 … N−1 (a[n], b0[n],
-// b1[n]) to d[n], each in the order hi·hi, hi·mid, mid·hi, hi·lo, lo·hi, mid·mid, the tiles' MMAs
-// interleaved so that consecutive ones do not wait on each other (on the H200 a tile's six in a
-// row left the warps waiting on them most of the time). With small, hi·hi goes to d[n] and the
-// other five to small[n], for the caller to add after its last step.
-template <int N>
-FUNC void tfd_att_mma6(tfd_mma_acc* d, tfd_mma_acc* small, uint (*a)[3][4], uint (*b0)[3], uint (*b1)[3]) {
-	const int pa[6] = {0, 0, 1, 0, 2, 1};
-	const int pb[6] = {0, 1, 0, 2, 0, 1};
-	UNROLL
-	for (int k = 0; k < 6; k++) {
-		UNROLL
-		for (int n = 0; n < N; n++) {
-			tfd_mma_acc& acc = small != 0 && k > 0 ? small[n] : d[n];
-			const uint* x = a[n][pa[k]];
-			tfd_mma16816(acc, x[0], x[1], x[2], x[3], b0[n][pb[k]], b1[n][pb[k]]);
-		}
-	}
-}
-
-// tfd_att_scores makes s[b], the tile of the 16 query vectors by keys 8b … 8b+7 of buffer buf: dims
-// in steps of 16 from 0, each step's hi·hi product into s[b] and its five others into a second
-// accumulator (both from zero, each step's in tfd_att_mma6's order), then s[b] += the second.
-FUNC void tfd_att_scores(tfd_mma_acc* s, const tfd_att_q& f, const uint4* stage, int buf, int hd) {
+// tfd_att_scores makes s, the tile of buffer buf's 16 keys by the SIMD group's 8 query vectors:
+// dims in steps of 16 from 0; step k's hi·hi product into big[k%2] and its five others into
+// small[k%2] (all from zero, each step's in order, two steps' MMAs interleaved); then
+// s = (big[0] + big[1]) + (small[0] + small[1]).
+FUNC void tfd_att_scores(tfd_mma_acc& s, const tfd_att_q& f, const uint4* stage, int buf, int hd) {
 	const float* k = (const float*)(stage + 1072 * buf);
 	int g = LANE >> 2, t = LANE & 3;
-	tfd_mma_acc small[2];
+	const int pa[6] = {0, 0, 1, 0, 2, 1}; // the six MMAs' pieces of A and of B, in order
+	const int pb[6] = {0, 1, 0, 2, 0, 1};
+	tfd_mma_acc big[2], small[2];
 	UNROLL
-	for (int b = 0; b < 2; b++) {
-		tfd_mma_zero(s[b]);
-		tfd_mma_zero(small[b]);
+	for (int p = 0; p < 2; p++) {
+		tfd_mma_zero(big[p]);
+		tfd_mma_zero(small[p]);
 	}
 	UNROLL
-	for (int kk = 0; kk < 8; kk++) {
-		if (16 * kk < hd) {
+	for (int k2 = 0; k2 < 4; k2++) {
+		if (32 * k2 < hd) {
 			uint a[2][3][4];
 			UNROLL
-			for (int i = 0; i < 4; i++) {
-				uint x[3];
-				tfd_att_split3(x, f.v[kk][i].x, f.v[kk][i].y);
+			for (int p = 0; p < 2; p++) {
+				int kk = 2 * k2 + p;
 				UNROLL
-				for (int b = 0; b < 2; b++) {
-					a[b][0][i] = x[0]; a[b][1][i] = x[1]; a[b][2][i] = x[2];
+				for (int i = 0; i < 4; i++) {
+					// A: key g (i even) or g+8 (odd), dims 16kk + 2t (+8 for i ≥ 2).
+					float2 x = *(const float2*)(k + 136 * (g + 8 * (i & 1)) + 16 * kk + 8 * (i >> 1) + 2 * t);
+					uint y[3];
+					tfd_att_split3(y, x.x, x.y);
+					a[p][0][i] = y[0]; a[p][1][i] = y[1]; a[p][2][i] = y[2];
 				}
 			}
-			uint b0[2][3], b1[2][3];
 			UNROLL
-			for (int b = 0; b < 2; b++) {
-				const float* kr = k + 136 * (8 * b + g) + 16 * kk + 2 * t;
-				float2 k0 = *(const float2*)kr, k1 = *(const float2*)(kr + 8);
-				tfd_att_split3(b0[b], k0.x, k0.y);
-				tfd_att_split3(b1[b], k1.x, k1.y);
+			for (int m = 0; m < 6; m++) {
+				UNROLL
+				for (int p = 0; p < 2; p++) {
+					int kk = 2 * k2 + p;
+					if (16 * kk < hd) {
+						const uint* x = a[p][pa[m]];
+						tfd_mma16816(m == 0 ? big[p] : small[p], x[0], x[1], x[2], x[3], f.b[kk][0][pb[m]], f.b[kk][1][pb[m]]);
+					}
+				}
 			}
-			tfd_att_mma6<2>(s, small, a, b0, b1);
 		}
 	}
 	UNROLL
-	for (int b = 0; b < 2; b++) {
-		UNROLL
-		for (int i = 0; i < 4; i++) s[b].c[i] = __fadd_rn(s[b].c[i], small[b].c[i]);
-	}
+	for (int i = 0; i < 4; i++) s.c[i] = __fadd_rn(__fadd_rn(big[0].c[i], big[1].c[i]), __fadd_rn(small[0].c[i], small[1].c[i]));
 }
 
-// tfd_att_pv adds to o[n] (dims 8n … 8n+7) the products of p (the 16 query vectors' weights of
-// the stage's 16 keys, laid out as tfd_att_scores's s) with buffer buf's values, six MMAs a tile in
-// tfd_att_mma6's order, eight tiles at a time.
-FUNC void tfd_att_pv(tfd_mma_acc* o, const tfd_mma_acc* p, const uint4* stage, int buf, int hd) {
+// tfd_att_pv adds to o[n] (dims 16n … 16n+15 by the 8 query vectors) the products of buffer buf's
+// values with p (the vectors' weights of its 16 keys, laid out as tfd_att_scores's s): six MMAs a
+// tile in order, four tiles' MMAs interleaved.
+FUNC void tfd_att_pv(tfd_mma_acc* o, const tfd_mma_acc& p, const uint4* stage, int buf, int hd) {
 	const float* v = (const float*)(stage + 1072 * buf) + 2176;
 	int g = LANE >> 2, t = LANE & 3;
-	uint a[8][3][4];
+	const int pa[6] = {0, 0, 1, 0, 2, 1}; // the six MMAs' pieces of A and of B, in order
+	const int pb[6] = {0, 1, 0, 2, 0, 1};
+	// B: vector g's weights of keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1), from the lanes holding them:
+	// key j of vector u is lane 4(j%8) + u/2's c[2(j/8) + u%2].
+	int s0 = 4 * (2 * t) + (g >> 1), s1 = s0 + 4;
+	float w[8];
 	UNROLL
 	for (int i = 0; i < 4; i++) {
-		uint x[3];
-		tfd_att_split3(x, p[i >> 1].c[2 * (i & 1)], p[i >> 1].c[2 * (i & 1) + 1]);
-		UNROLL
-		for (int n = 0; n < 8; n++) {
-			a[n][0][i] = x[0]; a[n][1][i] = x[1]; a[n][2][i] = x[2];
-		}
+		w[i] = __shfl_sync(0xffffffffu, p.c[i], s0);
+		w[4 + i] = __shfl_sync(0xffffffffu, p.c[i], s1);
 	}
+	int e = g & 1;
+	uint b0[3], b1[3];
+	tfd_att_split3(b0, e ? w[1] : w[0], e ? w[5] : w[4]);
+	tfd_att_split3(b1, e ? w[3] : w[2], e ? w[7] : w[6]);
 	UNROLL
 	for (int h = 0; h < 2; h++) {
 		if (64 * h < hd) {
-			uint b0[8][3], b1[8][3];
+			uint a[4][3][4];
 			UNROLL
-			for (int n = 0; n < 8; n++) {
-				const float* vr = v + 132 * (2 * t) + 64 * h + 8 * n + g;
-				tfd_att_split3(b0[n], vr[0], vr[132]);
-				tfd_att_split3(b1[n], vr[8 * 132], vr[9 * 132]);
+			for (int n = 0; n < 4; n++) {
+				UNROLL
+				for (int i = 0; i < 4; i++) {
+					// A: dim 16(4h+n) + g (+8 for odd i), keys 2t, 2t+1 (+8 for i ≥ 2).
+					const float* vr = v + 132 * (2 * t + 8 * (i >> 1)) + 16 * (4 * h + n) + g + 8 * (i & 1);
+					uint y[3];
+					tfd_att_split3(y, vr[0], vr[132]);
+					a[n][0][i] = y[0]; a[n][1][i] = y[1]; a[n][2][i] = y[2];
+				}
 			}
-			tfd_att_mma6<8>(o + 8 * h, (tfd_mma_acc*)0, a, b0, b1);
+			UNROLL
+			for (int m = 0; m < 6; m++) {
+				UNROLL
+				for (int n = 0; n < 4; n++) {
+					const uint* x = a[n][pa[m]];
+					tfd_mma16816(o[4 * h + n], x[0], x[1], x[2], x[3], b0[pb[m]], b1[pb[m]]);
+				}
+			}
 		}
 	}
 }
 
-#define ATT_LOAD_Q(f, q, oa, la, ob, lb, hd) tfd_att_load_q(f, q, oa, la, ob, lb, hd)
+#define ATT_LOAD_Q(f, q, o0, l0, o1, l1, og, lg, hd) tfd_att_load_q(f, q, og, lg, hd)
 #define ATT_FETCH_K(stage, buf, j, d, src, ok) tfd_att_fetch(stage, buf, false, j, d, src, ok)
 #define ATT_FETCH_V(stage, buf, j, d, src, ok) tfd_att_fetch(stage, buf, true, j, d, src, ok)
 #define ATT_PUT_K(stage, buf, j, d, v) tfd_att_put(stage, buf, false, j, d, v)

@@ -369,17 +369,19 @@ FUNC void tfd_mma_store_out(thread tfd_mma_acc& a, device float* dst, int ndim, 
 #define MMA_STORE_OUT(acc, dst, ndim, o, r, rows, bias, withBias, stage) tfd_mma_store_out(acc, dst, ndim, o, r, rows, bias, withBias, stage, LANE)
 
 // Attention on the matrix unit (src/attention_mma.kern), emulated. The tiles and their layout are
-// CUDA's (prelude.cuh): an accumulator's c[i] is query vector g + 8(i/2) by key (or dim) 2t + i%2
-// of lane 4g + t. A score is a dot product in F32: lane t of a quad sums dims t, t+4, … of its two
-// query vectors with fused multiply-adds, and the quad adds the four partial sums by xor 1 then 2;
-// a value's term is a fused multiply-add of the key's weight, the weights passed around the quad
-// by xor 0 … 3. Keys and values are read where they are, in device memory (zeros past the
-// stage's kc): nothing is staged (ATT_STAGED 0).
+// CUDA's (prelude.cuh): the scores' c[i] is key g + 8(i/2) of the stage by query vector 2t + i%2
+// of the SIMD group, an output tile's c[i] dim 16n + g + 8(i/2) by vector 2t + i%2, for lane
+// 4g + t. A score is a dot product in F32, fused multiply-adds in dim order; a value's term a
+// fused multiply-add of the key's weight, the weights passed among the lanes of the same t by
+// xor 0, 4, …, 28. Queries, keys and values are read where they are, in device memory (zeros past
+// the stage's kc): nothing is staged (ATT_STAGED 0).
 #define ATT_KEYS 16
 #define ATT_STAGE4 1
 #define ATT_STAGED 0
 struct tfd_att_q {
-	float v[2][32]; // query vectors g and g+8: dims t, t+4, …
+	const device float* q;
+	ulong o[2];    // vectors 2t and 2t+1
+	bool live[2];
 };
 struct tfd_att_acc {
 	float c[4];
@@ -387,68 +389,45 @@ struct tfd_att_acc {
 #define ATT_Q tfd_att_q
 #define ATT_ACC tfd_att_acc
 
-FUNC void tfd_att_load_q(thread tfd_att_q& f, const device float* q, ulong oa, bool la, ulong ob, bool lb, int hd, int lane) {
-	int t = lane & 3;
-	for (int i = 0; i < 32; i++) {
-		int d = t + 4 * i;
-		f.v[0][i] = la && d < hd ? q[oa + d] : 0.0f;
-		f.v[1][i] = lb && d < hd ? q[ob + d] : 0.0f;
-	}
-}
-
 // tfd_att_kv reads element i of an F32 or F16 pool, widened exactly.
 FUNC float tfd_att_kv(const device float* p, ulong i) { return p[i]; }
 FUNC float tfd_att_kv(const device ushort* p, ulong i) { return f16_to_f32(p[i]); }
 
 template <typename KV>
-FUNC void tfd_att_scores(thread tfd_att_acc* s, thread const tfd_att_q& f, KV kb, int st, int key0, int kc, int hd, int lane) {
-	int t = lane & 3;
-	for (int b = 0; b < 2; b++) {
-		for (int c = 0; c < 8; c++) {
-			int j = 8 * b + c;
-			float p0 = 0.0f;
-			float p1 = 0.0f;
-			for (int i = 0; 4 * i < hd; i++) {
-				float k = j < kc ? tfd_att_kv(kb, (ulong)(key0 + j) * st + 4 * i + t) : 0.0f;
-				p0 = FMA(f.v[0][i], k, p0);
-				p1 = FMA(f.v[1][i], k, p1);
-			}
-			p0 = ADD(p0, SHFL_XOR(p0, 1));
-			p0 = ADD(p0, SHFL_XOR(p0, 2));
-			p1 = ADD(p1, SHFL_XOR(p1, 1));
-			p1 = ADD(p1, SHFL_XOR(p1, 2));
-			if ((c >> 1) == t) {
-				s[b].c[c & 1] = p0;
-				s[b].c[2 + (c & 1)] = p1;
-			}
+FUNC void tfd_att_scores(thread tfd_att_acc& s, thread const tfd_att_q& f, KV kb, int st, int key0, int kc, int hd, int lane) {
+	int g = lane >> 2;
+	for (int i = 0; i < 4; i++) {
+		int j = g + 8 * (i >> 1);
+		int e = i & 1;
+		float a = 0.0f;
+		if (j < kc && f.live[e]) {
+			for (int d = 0; d < hd; d++) a = FMA(f.q[f.o[e] + d], tfd_att_kv(kb, (ulong)(key0 + j) * st + d), a);
 		}
+		s.c[i] = a;
 	}
 }
 
 template <typename KV>
-FUNC void tfd_att_pv(thread tfd_att_acc* o, thread const tfd_att_acc* p, KV vb, int st, int key0, int kc, int hd, int lane) {
-	int t = lane & 3;
-	for (int m = 0; m < 4; m++) {
-		int u = t ^ m; // the lane of the quad whose weights arrive
-		for (int b = 0; b < 2; b++) {
-			float w[4];
-			for (int i = 0; i < 4; i++) w[i] = SHFL_XOR(p[b].c[i], m);
-			for (int e = 0; e < 2; e++) {
-				int j = 8 * b + 2 * u + e;
-				for (int n = 0; 8 * n < hd; n++) {
-					for (int x = 0; x < 2; x++) {
-						int d = 8 * n + 2 * t + x;
-						float v = j < kc ? tfd_att_kv(vb, (ulong)(key0 + j) * st + d) : 0.0f;
-						o[n].c[x] = FMA(w[e], v, o[n].c[x]);
-						o[n].c[2 + x] = FMA(w[2 + e], v, o[n].c[2 + x]);
-					}
+FUNC void tfd_att_pv(thread tfd_att_acc* o, thread const tfd_att_acc& p, KV vb, int st, int key0, int kc, int hd, int lane) {
+	int g = lane >> 2;
+	for (int m = 0; m < 8; m++) {
+		float w[4];
+		for (int i = 0; i < 4; i++) w[i] = SHFL_XOR(p.c[i], m << 2);
+		for (int i = 0; i < 4; i++) {
+			int j = (g ^ m) + 8 * (i >> 1); // the key of the weight w[i], of vector 2t + i%2
+			if (j >= kc) continue;
+			for (int n = 0; 16 * n < hd; n++) {
+				for (int y = 0; y < 2; y++) {
+					int d = 16 * n + g + 8 * y;
+					float v = d < hd ? tfd_att_kv(vb, (ulong)(key0 + j) * st + d) : 0.0f;
+					o[n].c[2 * y + (i & 1)] = FMA(w[i], v, o[n].c[2 * y + (i & 1)]);
 				}
 			}
 		}
 	}
 }
 
-#define ATT_LOAD_Q(f, q, oa, la, ob, lb, hd) tfd_att_load_q(f, q, oa, la, ob, lb, hd, LANE)
+#define ATT_LOAD_Q(f, q_, o0, l0, o1, l1, og, lg, hd) { f.q = q_; f.o[0] = o0; f.o[1] = o1; f.live[0] = l0; f.live[1] = l1; }
 #define ATT_FETCH_K(stage, buf, j, d, src, ok) ((void)(stage), (void)(src))
 #define ATT_FETCH_V(stage, buf, j, d, src, ok) ((void)(stage), (void)(src))
 #define ATT_PUT_K(stage, buf, j, d, v) ((void)(stage), (void)(v))

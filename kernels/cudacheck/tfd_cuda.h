@@ -67,6 +67,10 @@ static __device__ __forceinline__ float __shfl_xor_sync(unsigned int mask, float
 {
 	return __nvvm_shfl_sync_bfly_f32(mask, v, m, 31);
 }
+static __device__ __forceinline__ float __shfl_sync(unsigned int mask, float v, int lane)
+{
+	return __nvvm_shfl_sync_idx_f32(mask, v, lane, 31);
+}
 
 // The sum of the four products of the signed bytes of a and b, plus c: PTX's dp4a.
 static __device__ __forceinline__ int __dp4a(int a, int b, int c)
