@@ -83,40 +83,12 @@ func TestAttentionMMAPromptTilesKeepBits(t *testing.T) {
 	}
 }
 
-// attender returns a function that attends from the given rows on b over a pool of 8,000 slots of
-// random keys and values (tileCase.compare's), each row's query its index's in a fixed random
-// set, and returns the outputs.
+// attender returns a function that attends from the given rows on b over c's pool (tileCase.pool),
+// each row's query its own (base, position)'s, and returns the outputs.
 func (c tileCase) attender(t *testing.T, b compute.Backend) func(bases, positions []int32) []float32 {
-	const slots = 8000
-	st, qw := c.kvHeads*c.hd, c.heads*c.hd
-	up := func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
-		x, err := b.Upload(dt, shape, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Free(x) })
-		return x
-	}
-	ks, vs := computetest.Randn(40, slots*st), computetest.Randn(41, slots*st)
-	sinks := computetest.Randn(43, c.heads)
-	for h := range sinks {
-		sinks[h] *= 4
-	}
-	slotPos := make([]int32, slots)
-	for i := range slotPos {
-		slotPos[i] = int32(i)
-	}
-	kv, err := b.NewKV(compute.KVSpec{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: slots})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.FreeKV(kv) })
-	b.KVWrite(kv, 0, up(compute.F32, computetest.F32Bytes(ks), slots, st), up(compute.F32, computetest.F32Bytes(vs), slots, st),
-		up(compute.I32, computetest.I32Bytes(make([]int32, slots)), slots), up(compute.I32, computetest.I32Bytes(slotPos), slots), slots)
-	var sk compute.Tensor
-	if c.sinks {
-		sk = up(compute.F32, computetest.F32Bytes(sinks), c.heads)
-	}
+	qw := c.heads * c.hd
+	up := uploader(t, b)
+	kv, sk := c.pool(t, b)
 	// Each row's query is keyed by its (base, position), so a row alone gets the query it has
 	// among others.
 	query := func(base, pos int32) []float32 { return computetest.Randn(uint64(base)<<20|uint64(pos), qw) }
@@ -137,7 +109,6 @@ func (c tileCase) attender(t *testing.T, b compute.Backend) func(bases, position
 		if err := b.ReadFloat32(dst, out); err != nil {
 			t.Fatal(err)
 		}
-		b.Free(q)
 		return out
 	}
 }

@@ -98,8 +98,8 @@ func TestAttentionWarpEqualsSplit(t *testing.T) {
 	}
 }
 
-// tileCase is one shape of TestAttentionTileEqualsSplit: a pool of 8,000 slots of random keys
-// and values.
+// tileCase is one shape of TestAttentionTileEqualsSplit: a pool of tileSlots slots of random
+// keys and values.
 type tileCase struct {
 	hd, heads, kvHeads int
 	sinks              bool
@@ -109,43 +109,17 @@ type tileCase struct {
 // (attention_tile_H or attention_warp), the second attention_split, and checks the outputs and the
 // partial records of every split of each row of several, bit for bit.
 func (c tileCase) compare(t *testing.T, kernel string, other, split compute.Backend, bases, positions []int32) {
-	const slots = 8000
-	rows, st, qw := len(bases), c.kvHeads*c.hd, c.heads*c.hd
+	rows, qw := len(bases), c.heads*c.hd
 	if kernel == "attention_tile_H" {
 		if l := kernels.AttentionLaunch(rows, c.heads, c.heads/c.kvHeads, c.hd, kernels.KVF32); !strings.HasPrefix(l.Split.Kernel, "attention_tile_") {
 			t.Fatalf("%d rows run %s, not attention_tile_H", rows, l.Split.Kernel)
 		}
 	}
-	ks, vs, qs := computetest.Randn(40, slots*st), computetest.Randn(41, slots*st), computetest.Randn(42, rows*qw)
-	sinks := computetest.Randn(43, c.heads)
-	for h := range sinks {
-		sinks[h] *= 4 // some above a head's scores, some below
-	}
-	slotPos := make([]int32, slots)
-	for i := range slotPos {
-		slotPos[i] = int32(i)
-	}
+	qs := computetest.Randn(42, rows*qw)
 	var outs, parts [2][]float32
 	for i, b := range []compute.Backend{other, split} {
-		up := func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
-			x, err := b.Upload(dt, shape, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Free(x) })
-			return x
-		}
-		kv, err := b.NewKV(compute.KVSpec{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: slots})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.FreeKV(kv) })
-		b.KVWrite(kv, 0, up(compute.F32, computetest.F32Bytes(ks), slots, st), up(compute.F32, computetest.F32Bytes(vs), slots, st),
-			up(compute.I32, computetest.I32Bytes(make([]int32, slots)), slots), up(compute.I32, computetest.I32Bytes(slotPos), slots), slots)
-		var sk compute.Tensor
-		if c.sinks {
-			sk = up(compute.F32, computetest.F32Bytes(sinks), c.heads)
-		}
+		up := uploader(t, b)
+		kv, sk := c.pool(t, b)
 		dst := up(compute.F32, make([]byte, 4*rows*qw), rows, qw)
 		b.Attention(dst, up(compute.F32, computetest.F32Bytes(qs), rows, qw), kv, 0,
 			up(compute.I32, computetest.I32Bytes(bases), rows), up(compute.I32, computetest.I32Bytes(positions), rows), sk, rows, c.heads, float32(1/math.Sqrt(float64(c.hd))))
@@ -181,6 +155,48 @@ func (c tileCase) compare(t *testing.T, kernel string, other, split compute.Back
 		t.Fatal("no row of several splits")
 	}
 	computetest.SameBits(t, fmt.Sprintf("%d partial records", records), got, want)
+}
+
+// tileSlots is the size of a tileCase's pool.
+const tileSlots = 8000
+
+// pool makes c's pool on b: random keys and values in every slot (the same on every backend), and
+// a sink per head (some above a head's scores, some below) where c has them, else nil.
+func (c tileCase) pool(t *testing.T, b compute.Backend) (compute.KV, compute.Tensor) {
+	st := c.kvHeads * c.hd
+	up := uploader(t, b)
+	ks, vs := computetest.Randn(40, tileSlots*st), computetest.Randn(41, tileSlots*st)
+	slotPos := make([]int32, tileSlots)
+	for i := range slotPos {
+		slotPos[i] = int32(i)
+	}
+	kv, err := b.NewKV(compute.KVSpec{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, Slots: tileSlots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.FreeKV(kv) })
+	b.KVWrite(kv, 0, up(compute.F32, computetest.F32Bytes(ks), tileSlots, st), up(compute.F32, computetest.F32Bytes(vs), tileSlots, st),
+		up(compute.I32, computetest.I32Bytes(make([]int32, tileSlots)), tileSlots), up(compute.I32, computetest.I32Bytes(slotPos), tileSlots), tileSlots)
+	if !c.sinks {
+		return kv, nil
+	}
+	sinks := computetest.Randn(43, c.heads)
+	for h := range sinks {
+		sinks[h] *= 4
+	}
+	return kv, up(compute.F32, computetest.F32Bytes(sinks), c.heads)
+}
+
+// uploader returns a function that uploads a tensor to b, freed when the test ends.
+func uploader(t *testing.T, b compute.Backend) func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
+	return func(dt compute.DType, data []byte, shape ...int) compute.Tensor {
+		x, err := b.Upload(dt, shape, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Free(x) })
+		return x
+	}
 }
 
 // setAttentionTile sets a cuda backend's choice of attention kernel as TFD_CUDA_ATTN_TILE would
