@@ -19,7 +19,9 @@
 // Matmuls with BF16 weights whose rows are a multiple of 32 long run on the tensor cores
 // (mma.sync, kernels/src/mma.kern), faster than the CUDA cores in an 8B model's forward at every
 // row count measured (docs/performance.md); TFD_CUDA_MMA=0 puts them on the CUDA cores, as every
-// other matmul.
+// other matmul. Attention runs on the CUDA cores in F32; TFD_CUDA_ATTN_MMA=1 puts its products on
+// the tensor cores at F32's precision (kernels/src/attention_mma.kern, its own bits, for every row
+// of a model), off by default while decoding rows run slower with it.
 //
 // Memory: 2-D F16 and BF16 weights stay F16 and BF16 on the device; F32 weights stay F32; 1-D
 // tensors (norm weights, biases) are widened to F32 when uploaded. Activations are F32 and the KV
