@@ -201,14 +201,12 @@ func (b *backend) Attention(dst, q compute.Tensor, kv compute.KV, layer int, bas
 		return
 	}
 	args := [...]uint64{ptr(dt), part, ptr(qt), uint64(kd), uint64(vd), ptr(bt), ptr(pt), sp, hasSinks,
-		i32(rows), i32(heads), i32(group), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), 0, 0}
-	n := len(args) - 2
-	if l.Tile > 0 { // attention_mma's rows a tile
-		args[n] = i32(l.Tile)
-		n++
+		i32(rows), i32(heads), i32(group), i32(hd), i32(p.stride()), i32(p.spec.Slots), f32(scale), i32(l.Blocks), i32(l.Tile), uint64(b.errWord)}
+	a := args[:]
+	if l.Tile == 0 { // only attention_mma takes its rows a tile
+		a = append(a[:len(a)-2], uint64(b.errWord))
 	}
-	args[n] = uint64(b.errWord)
-	b.launchAs(l.Split, args[:n+1]...)
+	b.launchAs(l.Split, a...)
 	if l.Combine.Kernel != "" {
 		b.launchAs(l.Combine, ptr(dt), part, ptr(bt), ptr(pt), sp, hasSinks, i32(heads), i32(hd), i32(p.spec.Slots))
 	}

@@ -468,6 +468,23 @@ FUNC void tfd_att_split3(uint* x, float a, float b) {
 	x[2] = tfd_bf16_pair(__fsub_rn(ra, __uint_as_float(x[1] << 16)), __fsub_rn(rb, __uint_as_float(x[1] & 0xffff0000u)));
 }
 
+// tfd_att_cut cuts the pair (x, y) into its three pieces, as column i of the A operands a[0], a[1]
+// and a[2].
+FUNC void tfd_att_cut(uint (*a)[4], int i, float x, float y) {
+	uint z[3];
+	tfd_att_split3(z, x, y);
+	a[0][i] = z[0]; a[1][i] = z[1]; a[2][i] = z[2];
+}
+
+// tfd_att_mma adds MMA m of a product's six to d: the pieces of A (a) and of B (b0, b1) in the
+// order hi·hi, hi·mid, mid·hi, hi·lo, lo·hi, mid·mid.
+FUNC void tfd_att_mma(tfd_mma_acc& d, const uint (*a)[4], const uint* b0, const uint* b1, int m) {
+	const int pa[6] = {0, 0, 1, 0, 2, 1};
+	const int pb[6] = {0, 1, 0, 2, 0, 1};
+	const uint* x = a[pa[m]];
+	tfd_mma16816(d, x[0], x[1], x[2], x[3], b0[pb[m]], b1[pb[m]]);
+}
+
 // tfd_att_load_q loads and cuts query vector g of the SIMD group (at q + og; zeros if not lg), dims
 // below hd. (Metal's reads vectors 2t and 2t+1, at o0 and o1.)
 FUNC void tfd_att_load_q(tfd_att_q& f, const float* q, ulong og, bool lg, int hd) {
@@ -501,8 +518,6 @@ FUNC void tfd_att_put(uint4* stage, int buf, bool value, int j, int d, float4 v)
 FUNC void tfd_att_scores(tfd_mma_acc& s, const tfd_att_q& f, const uint4* stage, int buf, int hd) {
 	const float* k = (const float*)(stage + 1072 * buf);
 	int g = LANE >> 2, t = LANE & 3;
-	const int pa[6] = {0, 0, 1, 0, 2, 1}; // the six MMAs' pieces of A and of B, in order
-	const int pb[6] = {0, 1, 0, 2, 0, 1};
 	tfd_mma_acc big[2], small[2];
 	UNROLL
 	for (int p = 0; p < 2; p++) {
@@ -520,9 +535,7 @@ FUNC void tfd_att_scores(tfd_mma_acc& s, const tfd_att_q& f, const uint4* stage,
 				for (int i = 0; i < 4; i++) {
 					// A: key g (i even) or g+8 (odd), dims 16kk + 2t (+8 for i ≥ 2).
 					float2 x = *(const float2*)(k + 136 * (g + 8 * (i & 1)) + 16 * kk + 8 * (i >> 1) + 2 * t);
-					uint y[3];
-					tfd_att_split3(y, x.x, x.y);
-					a[p][0][i] = y[0]; a[p][1][i] = y[1]; a[p][2][i] = y[2];
+					tfd_att_cut(a[p], i, x.x, x.y);
 				}
 			}
 			UNROLL
@@ -530,10 +543,7 @@ FUNC void tfd_att_scores(tfd_mma_acc& s, const tfd_att_q& f, const uint4* stage,
 				UNROLL
 				for (int p = 0; p < 2; p++) {
 					int kk = 2 * k2 + p;
-					if (16 * kk < hd) {
-						const uint* x = a[p][pa[m]];
-						tfd_mma16816(m == 0 ? big[p] : small[p], x[0], x[1], x[2], x[3], f.b[kk][0][pb[m]], f.b[kk][1][pb[m]]);
-					}
+					if (16 * kk < hd) tfd_att_mma(m == 0 ? big[p] : small[p], a[p], f.b[kk][0], f.b[kk][1], m);
 				}
 			}
 		}
@@ -548,8 +558,6 @@ FUNC void tfd_att_scores(tfd_mma_acc& s, const tfd_att_q& f, const uint4* stage,
 FUNC void tfd_att_pv(tfd_mma_acc* o, const tfd_mma_acc& p, const uint4* stage, int buf, int hd) {
 	const float* v = (const float*)(stage + 1072 * buf) + 2176;
 	int g = LANE >> 2, t = LANE & 3;
-	const int pa[6] = {0, 0, 1, 0, 2, 1}; // the six MMAs' pieces of A and of B, in order
-	const int pb[6] = {0, 1, 0, 2, 0, 1};
 	// B: vector g's weights of keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1), from the lanes holding them:
 	// key j of vector u is lane 4(j%8) + u/2's c[2(j/8) + u%2].
 	int s0 = 4 * (2 * t) + (g >> 1), s1 = s0 + 4;
@@ -573,18 +581,13 @@ FUNC void tfd_att_pv(tfd_mma_acc* o, const tfd_mma_acc& p, const uint4* stage, i
 				for (int i = 0; i < 4; i++) {
 					// A: dim 16(4h+n) + g (+8 for odd i), keys 2t, 2t+1 (+8 for i ≥ 2).
 					const float* vr = v + 132 * (2 * t + 8 * (i >> 1)) + 16 * (4 * h + n) + g + 8 * (i & 1);
-					uint y[3];
-					tfd_att_split3(y, vr[0], vr[132]);
-					a[n][0][i] = y[0]; a[n][1][i] = y[1]; a[n][2][i] = y[2];
+					tfd_att_cut(a[n], i, vr[0], vr[132]);
 				}
 			}
 			UNROLL
 			for (int m = 0; m < 6; m++) {
 				UNROLL
-				for (int n = 0; n < 4; n++) {
-					const uint* x = a[n][pa[m]];
-					tfd_mma16816(o[4 * h + n], x[0], x[1], x[2], x[3], b0[pb[m]], b1[pb[m]]);
-				}
+				for (int n = 0; n < 4; n++) tfd_att_mma(o[4 * h + n], a[n], b0, b1, m);
 			}
 		}
 	}
