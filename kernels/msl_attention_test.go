@@ -311,7 +311,8 @@ func (o *op) attentionWarp(hd, heads, kvHeads int, withSinks bool, kv kernels.KV
 // attentionMMA attends from tileRows with attention_mma a row a tile (as a round of decoding rows
 // runs it) and in tiles of 32/group rows on every split's group (as a prompt's rows run), and
 // checks that the outputs, the partial records and the error word are the same bits either way,
-// and the outputs within attention_split's tolerance against the cpu backend of attention_split's.
+// and the outputs within attention's tolerance (1e-5) of attention_split's. The tiled launch is
+// built here: tileRows' 30 rows are fewer than AttentionMMALaunch tiles (AttentionTileFrom).
 func (o *op) attentionMMA(hd, heads, kvHeads int, withSinks bool, kv kernels.KV) {
 	rows, run := o.tileRows(hd, heads, kvHeads, withSinks, kv)
 	group := heads / kvHeads
