@@ -3,7 +3,8 @@
 # from each, interleaved (a, b, …, a, b, …), so that the machine's drift between calls (10-15% on a
 # kernel) cannot pass for a difference. The binaries travel compressed, bin/NAME.test.xz, one per
 # build: two at 6.4 MB each and the tree do not fit the 64 MiB a call carries. With the tree at
-# about 56 MB, four builds of about 2.3 MB compressed fit and five do not (checked 2026-12-04).
+# about 56 MB, four builds of about 2.3 MB compressed fit and five do not (checked 2026-12-04);
+# bin/ must hold nothing else when it is carried (`make run`'s bin/tfd, 58 MB, alone passes it).
 #
 #   # here, on each commit (a: the baseline, b, c, …: the changes):
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o bin/cuda.test ./cuda && xz -T0 -9 -c bin/cuda.test >bin/a.test.xz
