@@ -86,30 +86,16 @@ func TestAttentionMMAPromptTilesKeepBits(t *testing.T) {
 // attender returns a function that attends from the given rows on b over c's pool (tileCase.pool),
 // each row's query its own (base, position)'s, and returns the outputs.
 func (c tileCase) attender(t *testing.T, b compute.Backend) func(bases, positions []int32) []float32 {
-	qw := c.heads * c.hd
-	up := uploader(t, b)
 	kv, sk := c.pool(t, b)
 	// Each row's query is keyed by its (base, position), so a row alone gets the query it has
 	// among others.
-	query := func(base, pos int32) []float32 { return computetest.Randn(uint64(base)<<20|uint64(pos), qw) }
+	query := func(base, pos int32) []float32 { return computetest.Randn(uint64(base)<<20|uint64(pos), c.heads*c.hd) }
 	return func(bases, positions []int32) []float32 {
-		rows := len(bases)
 		var qs []float32
-		for i := range rows {
+		for i := range bases {
 			qs = append(qs, query(bases[i], positions[i])...)
 		}
-		dst, err := b.Alloc(compute.F32, rows, qw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Free(dst)
-		q, bt, pt := up(compute.F32, computetest.F32Bytes(qs), rows, qw), up(compute.I32, computetest.I32Bytes(bases), rows), up(compute.I32, computetest.I32Bytes(positions), rows)
-		b.Attention(dst, q, kv, 0, bt, pt, sk, rows, c.heads, float32(1/math.Sqrt(float64(c.hd))))
-		out := make([]float32, rows*qw)
-		if err := b.ReadFloat32(dst, out); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return c.attend(t, b, kv, sk, qs, bases, positions)
 	}
 }
 

@@ -118,15 +118,8 @@ func (c tileCase) compare(t *testing.T, kernel string, other, split compute.Back
 	qs := computetest.Randn(42, rows*qw)
 	var outs, parts [2][]float32
 	for i, b := range []compute.Backend{other, split} {
-		up := uploader(t, b)
 		kv, sk := c.pool(t, b)
-		dst := up(compute.F32, make([]byte, 4*rows*qw), rows, qw)
-		b.Attention(dst, up(compute.F32, computetest.F32Bytes(qs), rows, qw), kv, 0,
-			up(compute.I32, computetest.I32Bytes(bases), rows), up(compute.I32, computetest.I32Bytes(positions), rows), sk, rows, c.heads, float32(1/math.Sqrt(float64(c.hd))))
-		outs[i] = make([]float32, rows*qw)
-		if err := b.ReadFloat32(dst, outs[i]); err != nil {
-			t.Fatal(err)
-		}
+		outs[i] = c.attend(t, b, kv, sk, qs, bases, positions)
 		parts[i] = make([]float32, rows*c.heads*kernels.AttentionSplits*(c.hd+2))
 		if err := b.ReadFloat32(b.(*backend).attnPart, parts[i]); err != nil {
 			t.Fatal(err)
@@ -155,6 +148,25 @@ func (c tileCase) compare(t *testing.T, kernel string, other, split compute.Back
 		t.Fatal("no row of several splits")
 	}
 	computetest.SameBits(t, fmt.Sprintf("%d partial records", records), got, want)
+}
+
+// attend attends on b from the given rows, with queries qs ([rows][heads·hd]), over c's pool kv
+// and sinks (tileCase.pool), and returns the outputs.
+func (c tileCase) attend(t *testing.T, b compute.Backend, kv compute.KV, sinks compute.Tensor, qs []float32, bases, positions []int32) []float32 {
+	rows, qw := len(bases), c.heads*c.hd
+	up := uploader(t, b)
+	dst, err := b.Alloc(compute.F32, rows, qw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free(dst)
+	q, bt, pt := up(compute.F32, computetest.F32Bytes(qs), rows, qw), up(compute.I32, computetest.I32Bytes(bases), rows), up(compute.I32, computetest.I32Bytes(positions), rows)
+	b.Attention(dst, q, kv, 0, bt, pt, sinks, rows, c.heads, float32(1/math.Sqrt(float64(c.hd))))
+	out := make([]float32, rows*qw)
+	if err := b.ReadFloat32(dst, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // tileSlots is the size of a tileCase's pool.
