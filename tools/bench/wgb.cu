@@ -9,6 +9,7 @@
 // On the GPU machine:
 //
 //   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/wgb tools/bench/wgb.cu -lcuda && /tmp/wgb
+//   (with -DROWS=64 or -DROWS=128 for forwards of that many rows)
 //
 // tfd's arithmetic, as mma.kern and mmawg.kern make it: x split into BF16 hi and lo; a chunk of 32
 // elements is two k16 steps, step s taking elements 8t+4s, 8t+4s+1 (k-slots 2t, 2t+1) and 8t+4s+2,
@@ -36,7 +37,9 @@
 
 #include "bits.cuh"
 
-constexpr int ROWS = 256; // a forward of the prefill
+#ifndef ROWS
+#define ROWS 256 // a forward of the prefill (-DROWS=64 or 128: the 64-stream decode's, the prompt's last)
+#endif
 constexpr int TR = 128;   // rows a block
 constexpr int XS = 16384; // bytes of x a stage: 4 pieces × 128 rows × 16 k-slots × 2
 
@@ -70,6 +73,15 @@ __device__ __forceinline__ void wgStep(float* d, uint64_t a, uint64_t b, int add
 		wg128(d, a, b, add);
 }
 
+// wgr64 adds one k16 step of A (64 rows in mma.sync's A registers a) times B (64 columns,
+// descriptor b) to d.
+__device__ __forceinline__ void wgr64(float* d, uint4 a, uint64_t b) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+	             : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b));
+}
+
 // wgr128 adds one k16 step of A (64 rows in mma.sync's A registers a) times B (128 columns,
 // descriptor b) to d.
 __device__ __forceinline__ void wgr128(float* d, uint4 a, uint64_t b) {
@@ -93,8 +105,10 @@ template <int NR>
 __device__ __forceinline__ void wgrStep(float* d, uint4 a, uint64_t b) {
 	if constexpr (NR == 256)
 		wgr256(d, a, b);
-	else
+	else if constexpr (NR == 128)
 		wgr128(d, a, b);
+	else
+		wgr64(d, a, b);
 }
 
 __device__ __forceinline__ uint64_t desc(uint32_t saddr, int lbo, int sbo) {
@@ -580,33 +594,23 @@ int main() {
 		fillBF16<<<2048, 256>>>((uint4*)w, (size_t)n * k / 8, 7 + n, 120, 8);
 		randX<<<1024, 256>>>(x, (size_t)ROWS * k, 11 + k);
 		split<<<1024, 256>>>(x, hi, lo, (size_t)ROWS * k);
-		packX<<<1024, 256>>>(hi, lo, xg, k);
+		if (ROWS >= 128) packX<<<1024, 256>>>(hi, lo, xg, k);
 		int warps = n / 16 * (ROWS / 8);
 		reference<<<(warps + 3) / 4, 128>>>(w, hi, lo, ref, n, k);
 		CHECK(cudaDeviceSynchronize());
-		run<128, 4, 4, 0>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
-		run<128, 4, 4, 0, 1>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
-		run<128, 6, 1, 0>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
-		run<256, 4, 1, 0>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
+		if (ROWS >= 128) run<128, 4, 4, 0>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
 		uint32_t *wp, *xs;
 		CHECK(cudaMalloc(&wp, (size_t)n * k * 2));
 		CHECK(cudaMalloc(&xs, (size_t)ROWS * k * 4));
 		packMMA<<<2048, 256>>>(w, wp, n, k);
 		splitWG<<<1024, 256>>>(hi, lo, xs, k);
-		runA<128, 4, 4, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
-		runA<128, 6, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
-		runA<256, 4, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
-		uint4 *wt, *xt;
-		CHECK(cudaMalloc(&wt, (size_t)n * k * 2));
-		CHECK(cudaMalloc(&xt, (size_t)ROWS * k * 4));
-		tileMMA<<<2048, 256>>>((const uint4*)wp, wt, n, k);
-		tileWG<<<1024, 256>>>((const uint4*)xs, xt, k, 128);
-		runA<128, 4, 4, 1>(sh.name, n, k, (const uint8_t*)wt, (const uint8_t*)xt, ref, D, part, bad);
-		runA<128, 6, 1, 1>(sh.name, n, k, (const uint8_t*)wt, (const uint8_t*)xt, ref, D, part, bad);
-		tileWG<<<1024, 256>>>((const uint4*)xs, xt, k, 256);
-		runA<256, 4, 1, 1>(sh.name, n, k, (const uint8_t*)wt, (const uint8_t*)xt, ref, D, part, bad);
-		CHECK(cudaFree(wt));
-		CHECK(cudaFree(xt));
+		runA<64, 6, 4, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+		runA<64, 8, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+		if (ROWS >= 128) {
+			runA<128, 4, 4, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+			runA<128, 6, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+		}
+		if (ROWS >= 256) runA<256, 4, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
 		CHECK(cudaFree(wp));
 		CHECK(cudaFree(xs));
 		CHECK(cudaDeviceSynchronize());
