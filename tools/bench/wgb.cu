@@ -34,6 +34,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <initializer_list>
+#include <type_traits>
 
 #include "bits.cuh"
 
@@ -296,7 +297,9 @@ __device__ __forceinline__ uint32_t pair(const uint16_t* p) { return (uint32_t)p
 // slots, one after another, so that a stage is two bulk copies. TILED 2: tfd's layouts as they
 // are, a stage two copies of the tensor unit (TMA) through the maps tw (the packed weights as
 // [bands][chunks·256 words]) and tx (the split as [slots][chunks·256 words]), a box of 8 bands,
-// or NR/8 slots, by a chunk's 256 words.
+// or NR/8 slots, by a chunk's 256 words. TILED 3: tfd's layouts copied by the producer warp's 32
+// lanes with cp.async, 16 bytes each, each lane's copies counted on the full barrier as they land
+// (cp.async.mbarrier.arrive.noinc; the barrier then waits for 32 arrivals, not one).
 template <int NR, int ST, int P, int TILED>
 __global__ void __launch_bounds__(288, 1) wgbA(const uint8_t* xs, const uint8_t* wp, float* D, int n, int chunks, const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx) {
 	constexpr int WS = 8 * 1024, XB = NR / 8 * 1024, SS = WS + XB;
@@ -308,7 +311,7 @@ __global__ void __launch_bounds__(288, 1) wgbA(const uint8_t* xs, const uint8_t*
 	int rt = blockIdx.x, ot = blockIdx.y;
 	if (tid == 0) {
 		for (int s = 0; s < ST; s++) {
-			mbarInit(full + 8 * s, 1);
+			mbarInit(full + 8 * s, TILED == 3 ? 32 : 1);
 			mbarInit(empty + 8 * s, 8);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -323,6 +326,15 @@ __global__ void __launch_bounds__(288, 1) wgbA(const uint8_t* xs, const uint8_t*
 		for (int j = 0; j < steps; j++) {
 			int c = q0 + j / per + 4 * (j % per), s = j % ST;
 			if (j >= ST) mbarWait(empty + 8 * s, (j / ST - 1) & 1);
+			if (TILED == 3) {
+				for (int u = lane; u < SS / 16; u += 32) {
+					int b = u / 64; // a 1 KiB piece: bands first, then slots
+					const uint8_t* src = b < 8 ? wp + ((size_t)(8 * ot + b) * chunks + c) * 1024 : xs + ((size_t)(NR / 8 * rt + b - 8) * chunks + c) * 1024;
+					asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(base + s * SS + 16 * u), "l"(src + 16 * (u % 64)) : "memory");
+				}
+				asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full + 8 * s) : "memory");
+				continue;
+			}
 			if (lane == 0) mbarExpect(full + 8 * s, SS);
 			__syncwarp();
 			if (TILED == 2) {
@@ -356,6 +368,8 @@ __global__ void __launch_bounds__(288, 1) wgbA(const uint8_t* xs, const uint8_t*
 			for (int u = 0; u < 2; u++) {
 				int j = q * per + i + u, s = j % ST;
 				mbarWait(full + 8 * s, (j / ST) & 1);
+				// cp.async writes through the generic proxy; wgmma reads through the async one.
+				if (TILED == 3) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 				const uint8_t* band = sm + s * SS + (4 * w + warp % 4) * 1024 + 16 * lane;
 				a[u][0] = *(const uint4*)band;
 				a[u][1] = *(const uint4*)(band + 512);
@@ -569,7 +583,7 @@ void runA(const char* name, int n, int k, const uint8_t* wp, const uint8_t* xs, 
 	CHECK(cudaEventElapsedTime(&ms, e0, e1));
 	double us = 1000.0 * ms / reps, macs = 2.0 * ROWS * n * k;
 	printf("%-8s %5d x %5d, rows %d, %s, weights as A, 128 outputs by %3d rows, %d stages, P %d, %6d B smem, %4d blocks: %8.1f us, %6.1f TFLOP/s of the matrix unit; %llu of %d outputs differ from tfd's order\n",
-	       name, n, k, ROWS, TILED == 2 ? "tfd's layouts by TMA" : TILED ? "tiled layouts" : "tfd's layouts", NR, ST, P, SMEM, grid.x * grid.y * grid.z, us, 2 * macs / us * 1e-6, hb, (int)count);
+	       name, n, k, ROWS, TILED == 3 ? "tfd's layouts by cp.async" : TILED == 2 ? "tfd's layouts by TMA" : TILED ? "tiled layouts" : "tfd's layouts", NR, ST, P, SMEM, grid.x * grid.y * grid.z, us, 2 * macs / us * 1e-6, hb, (int)count);
 }
 
 int main() {
@@ -604,13 +618,20 @@ int main() {
 		CHECK(cudaMalloc(&xs, (size_t)ROWS * k * 4));
 		packMMA<<<2048, 256>>>(w, wp, n, k);
 		splitWG<<<1024, 256>>>(hi, lo, xs, k);
-		runA<64, 6, 4, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
-		runA<64, 8, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
-		if (ROWS >= 128) {
-			runA<128, 4, 4, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
-			runA<128, 6, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+		for (int how = 2; how <= 3; how++) {
+			auto ra = [&](auto nr, auto st, auto p) {
+				if (how == 2) runA<decltype(nr)::value, decltype(st)::value, decltype(p)::value, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+				else runA<decltype(nr)::value, decltype(st)::value, decltype(p)::value, 3>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+			};
+			using std::integral_constant;
+			ra(integral_constant<int, 64>(), integral_constant<int, 6>(), integral_constant<int, 4>());
+			ra(integral_constant<int, 64>(), integral_constant<int, 8>(), integral_constant<int, 1>());
+			if (ROWS >= 128) {
+				ra(integral_constant<int, 128>(), integral_constant<int, 4>(), integral_constant<int, 4>());
+				ra(integral_constant<int, 128>(), integral_constant<int, 6>(), integral_constant<int, 1>());
+			}
+			if (ROWS >= 256) ra(integral_constant<int, 256>(), integral_constant<int, 4>(), integral_constant<int, 1>());
 		}
-		if (ROWS >= 256) runA<256, 4, 1, 2>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
 		CHECK(cudaFree(wp));
 		CHECK(cudaFree(xs));
 		CHECK(cudaDeviceSynchronize());
