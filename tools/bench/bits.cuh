@@ -1,7 +1,7 @@
-// bits.cuh: the random numbers of the GPU programs here (wgmma_bits.cu, mma_swap_bits.cu,
-// onerow.cu, persistent.cu): a hash of the draw's index, so every thread makes its own numbers
-// with no state; and the helpers several of them use: CHECK, BF16 pairs, the m16n8k16 BF16 MMA,
-// shared-memory addresses, random BF16 weights and a plain read.
+// bits.cuh: the random numbers of the GPU programs here (wgmma_bits.cu, wgmma_swap_bits.cu,
+// mma_swap_bits.cu, onerow.cu, persistent.cu, wgb.cu): a hash of the draw's index, so every thread
+// makes its own numbers with no state; and the helpers several of them use: CHECK, random BF16s,
+// BF16 pairs, the m16n8k16 BF16 MMA, shared-memory addresses, random BF16 weights and a plain read.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +25,16 @@ __device__ inline uint32_t mix(uint32_t x) {
 	x ^= x >> 16;
 	return x;
 }
+
+// rbf16 is a BF16 of random sign and mantissa, its exponent 127 ± spread; bf its value; pack
+// two BF16s into a pair, lo in the low half.
+__device__ inline uint16_t rbf16(uint32_t h, int spread) {
+	uint32_t r = mix(h);
+	int e = 127 + (int)(r % (2 * spread + 1)) - spread;
+	return (uint16_t)(((r >> 31) << 15) | (e << 7) | ((r >> 8) & 0x7f));
+}
+__device__ inline float bf(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
+__device__ inline uint32_t pack(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
 
 // bf16pair is a and b rounded to BF16 (to nearest, ties to even), a in the low half.
 __device__ __forceinline__ uint32_t bf16pair(float a, float b) {

@@ -495,23 +495,11 @@ __global__ void differ(const float* a, const float* b, size_t count, unsigned lo
 		if (__float_as_uint(a[i]) != __float_as_uint(b[i])) atomicAdd(bad, 1ull);
 }
 
-template <int BN, int ST, int P, int SETD, int PIECES = 0>
-void run(const char* name, int n, int k, const uint16_t* w, const uint8_t* xg, const float* ref, float* D, float* part, unsigned long long* bad) {
-	constexpr int SMEM = ST * (XS + BN * 64) + (P == 4 ? BN / 2 * 256 * 4 : 0) + 16 * ST;
-	uint16_t* wg;
-	CHECK(cudaMalloc(&wg, (size_t)n * k * 2));
-	packW<<<2048, 256>>>(w, wg, n, k, BN);
-	CHECK(cudaFuncSetAttribute(wgb<BN, ST, P, SETD, PIECES>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-	dim3 grid(ROWS / TR, n / BN, P == 4 ? 1 : 4);
-	size_t count = (size_t)ROWS * n;
-	auto launch = [&] {
-		if (P == 4) {
-			wgb<BN, ST, P, SETD, PIECES><<<grid, 288, SMEM>>>(xg, (const uint8_t*)wg, D, n, k / 32);
-		} else {
-			wgb<BN, ST, P, SETD, PIECES><<<grid, 288, SMEM>>>(xg, (const uint8_t*)wg, part, n, k / 32);
-			sumParts<<<1024, 256>>>(part, D, count);
-		}
-	};
+// measure runs launch once into D (first filled with NaNs) and counts the outputs whose bits
+// differ from ref's, then times 50 launches back to back: the differing outputs, and *us the
+// microseconds a launch.
+template <class F>
+unsigned long long measure(F launch, float* D, const float* ref, size_t count, unsigned long long* bad, double* us) {
 	CHECK(cudaMemset(D, 0xff, count * 4));
 	launch();
 	CHECK(cudaGetLastError());
@@ -529,7 +517,32 @@ void run(const char* name, int n, int k, const uint16_t* w, const uint8_t* xg, c
 	CHECK(cudaEventSynchronize(e1));
 	float ms;
 	CHECK(cudaEventElapsedTime(&ms, e0, e1));
-	double us = 1000.0 * ms / reps, macs = 2.0 * ROWS * n * k;
+	CHECK(cudaEventDestroy(e0));
+	CHECK(cudaEventDestroy(e1));
+	*us = 1000.0 * ms / reps;
+	return hb;
+}
+
+template <int BN, int ST, int P, int SETD, int PIECES = 0>
+void run(const char* name, int n, int k, const uint16_t* w, const uint8_t* xg, const float* ref, float* D, float* part, unsigned long long* bad) {
+	constexpr int SMEM = ST * (XS + BN * 64) + (P == 4 ? BN / 2 * 256 * 4 : 0) + 16 * ST;
+	uint16_t* wg;
+	CHECK(cudaMalloc(&wg, (size_t)n * k * 2));
+	packW<<<2048, 256>>>(w, wg, n, k, BN);
+	CHECK(cudaFuncSetAttribute(wgb<BN, ST, P, SETD, PIECES>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+	dim3 grid(ROWS / TR, n / BN, P == 4 ? 1 : 4);
+	size_t count = (size_t)ROWS * n;
+	auto launch = [&] {
+		if (P == 4) {
+			wgb<BN, ST, P, SETD, PIECES><<<grid, 288, SMEM>>>(xg, (const uint8_t*)wg, D, n, k / 32);
+		} else {
+			wgb<BN, ST, P, SETD, PIECES><<<grid, 288, SMEM>>>(xg, (const uint8_t*)wg, part, n, k / 32);
+			sumParts<<<1024, 256>>>(part, D, count);
+		}
+	};
+	double us;
+	unsigned long long hb = measure(launch, D, ref, count, bad, &us);
+	double macs = 2.0 * ROWS * n * k;
 	printf("%-8s %5d x %5d, rows %d, BN %3d, %d stages, P %d, %s%s, %6d B smem, %4d blocks: %8.1f us, %6.1f TFLOP/s of the matrix unit; %llu of %d outputs differ from tfd's order\n",
 	       name, n, k, ROWS, BN, ST, P, SETD ? "scale-d 0" : "zeroed", PIECES ? ", 1 KiB copies" : "", SMEM, grid.x * grid.y * grid.z, us, 2 * macs / us * 1e-6, hb, (int)count);
 	CHECK(cudaFree(wg));
@@ -564,24 +577,9 @@ void runA(const char* name, int n, int k, const uint8_t* wp, const uint8_t* xs, 
 			sumParts<<<1024, 256>>>(part, D, count);
 		}
 	};
-	CHECK(cudaMemset(D, 0xff, count * 4));
-	launch();
-	CHECK(cudaGetLastError());
-	CHECK(cudaMemset(bad, 0, 8));
-	differ<<<1024, 256>>>(D, ref, count, bad);
-	unsigned long long hb;
-	CHECK(cudaMemcpy(&hb, bad, 8, cudaMemcpyDeviceToHost));
-	cudaEvent_t e0, e1;
-	CHECK(cudaEventCreate(&e0));
-	CHECK(cudaEventCreate(&e1));
-	const int reps = 50;
-	CHECK(cudaEventRecord(e0));
-	for (int i = 0; i < reps; i++) launch();
-	CHECK(cudaEventRecord(e1));
-	CHECK(cudaEventSynchronize(e1));
-	float ms;
-	CHECK(cudaEventElapsedTime(&ms, e0, e1));
-	double us = 1000.0 * ms / reps, macs = 2.0 * ROWS * n * k;
+	double us;
+	unsigned long long hb = measure(launch, D, ref, count, bad, &us);
+	double macs = 2.0 * ROWS * n * k;
 	printf("%-8s %5d x %5d, rows %d, %s, weights as A, 128 outputs by %3d rows, %d stages, P %d, %6d B smem, %4d blocks: %8.1f us, %6.1f TFLOP/s of the matrix unit; %llu of %d outputs differ from tfd's order\n",
 	       name, n, k, ROWS, TILED == 3 ? "tfd's layouts by cp.async" : TILED == 2 ? "tfd's layouts by TMA" : TILED ? "tiled layouts" : "tfd's layouts", NR, ST, P, SMEM, grid.x * grid.y * grid.z, us, 2 * macs / us * 1e-6, hb, (int)count);
 }

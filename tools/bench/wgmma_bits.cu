@@ -19,17 +19,6 @@
 
 constexpr int STEPS = 4;
 
-// A BF16 of random sign and mantissa, exponent 127 ± spread.
-__device__ uint16_t rbf16(uint32_t h, int spread) {
-	uint32_t r = mix(h);
-	int e = 127 + (int)(r % (2 * spread + 1)) - spread;
-	return (uint16_t)(((r >> 31) << 15) | (e << 7) | ((r >> 8) & 0x7f));
-}
-
-__device__ float bf(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
-
-__device__ uint32_t pack(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
-
 // Shared layouts without swizzle: 8×8 core matrices of 128 contiguous bytes. A (64 rows by 16
 // k): core (row/8, k/8) at (row/8)·256 + (k/8)·128 bytes; B (8 n by 16 k): core k/8 at (k/8)·128.
 __device__ int aAt(int row, int k) { return (row / 8) * 128 + (k / 8) * 64 + (row % 8) * 8 + (k % 8); }

@@ -24,17 +24,6 @@
 
 constexpr int STEPS = 4;
 
-// A BF16 of random sign and mantissa, exponent 127 ± spread.
-__device__ uint16_t rbf16(uint32_t h, int spread) {
-	uint32_t r = mix(h);
-	int e = 127 + (int)(r % (2 * spread + 1)) - spread;
-	return (uint16_t)(((r >> 31) << 15) | (e << 7) | ((r >> 8) & 0x7f));
-}
-
-__device__ float bf(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
-
-__device__ uint32_t pack(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
-
 // A 64 × 16 operand in shared memory, K-major without swizzle: 8×8 core matrices of 128
 // contiguous bytes, core (i/8, k/8) at (i/8)·256 + (k/8)·128 bytes. W and X are both laid out so.
 __device__ int at(int i, int k) { return (i / 8) * 128 + (k / 8) * 64 + (i % 8) * 8 + (k % 8); }
