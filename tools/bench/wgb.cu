@@ -362,7 +362,12 @@ __global__ void __launch_bounds__(288, 1) wgbA(const uint8_t* xs, const uint8_t*
 	uint4 a[2][2]; // [chunk j % 2][step]: the A registers stay the MMAs' until they are done
 	for (int q = 0; q < P; q++) {
 #pragma unroll
-		for (int i = 0; i < NR / 2; i++) d[i] = 0.0f;
+		for (int i = 0; i < NR / 2; i++) {
+			d[i] = 0.0f;
+			// Pinned here: without it ptxas moved the zeroing of P = 1's one partial in among the
+			// MMAs and serialized them (C7515).
+			asm volatile("" : "+f"(d[i])::"memory");
+		}
 		for (int i = 0; i < per; i += 2) {
 #pragma unroll
 			for (int u = 0; u < 2; u++) {
