@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "bits.cuh"
+#include "wgmma.cuh"
 
 #ifndef ROWS
 #define ROWS 256 // a forward of the prefill (-DROWS=64 or 128: the 64-stream decode's, the prompt's last)
@@ -47,58 +48,13 @@ constexpr int XS = 16384; // bytes of x a stage: 4 pieces × 128 rows × 16 k-sl
 // elem is the element of a chunk at k-slot j of step s.
 __host__ __device__ inline int elem(int s, int j) { return 8 * ((j % 8) / 2) + 4 * s + 2 * (j / 8) + j % 2; }
 
-// wg128 adds one k16 step of A (64 rows, descriptor a) times B (128 columns, descriptor b) to d,
-// or (add 0) sets d to it.
-__device__ __forceinline__ void wg128(float* d, uint64_t a, uint64_t b, int add) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-	             : "l"(a), "l"(b), "r"(add));
-}
-
-// wg256 adds one k16 step of A (64 rows, descriptor a) times B (256 columns, descriptor b) to d,
-// or (add 0) sets d to it.
-__device__ __forceinline__ void wg256(float* d, uint64_t a, uint64_t b, int add) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-	             : "l"(a), "l"(b), "r"(add));
-}
-
 // wgStep is one k16 step of a warpgroup's 64 rows by BN outputs.
 template <int BN>
 __device__ __forceinline__ void wgStep(float* d, uint64_t a, uint64_t b, int add) {
 	if constexpr (BN == 256)
-		wg256(d, a, b, add);
+		wgs256(d, a, b, add);
 	else
-		wg128(d, a, b, add);
-}
-
-// wgr64 adds one k16 step of A (64 rows in mma.sync's A registers a) times B (64 columns,
-// descriptor b) to d.
-__device__ __forceinline__ void wgr64(float* d, uint4 a, uint64_t b) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-	             : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b));
-}
-
-// wgr128 adds one k16 step of A (64 rows in mma.sync's A registers a) times B (128 columns,
-// descriptor b) to d.
-__device__ __forceinline__ void wgr128(float* d, uint4 a, uint64_t b) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-	             : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b));
-}
-
-// wgr256 adds one k16 step of A (64 rows in mma.sync's A registers a) times B (256 columns,
-// descriptor b) to d.
-__device__ __forceinline__ void wgr256(float* d, uint4 a, uint64_t b) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-	             : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b));
+		wgs128(d, a, b, add);
 }
 
 // wgrStep is one k16 step of a warpgroup's 64 outputs by NR rows.
@@ -112,9 +68,6 @@ __device__ __forceinline__ void wgrStep(float* d, uint4 a, uint64_t b) {
 		wgr64(d, a, b);
 }
 
-__device__ __forceinline__ uint64_t desc(uint32_t saddr, int lbo, int sbo) {
-	return ((uint64_t)(saddr & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
-}
 __device__ __forceinline__ void mbarInit(uint32_t bar, int count) {
 	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -197,19 +150,19 @@ __global__ void __launch_bounds__(288, 1) wgb(const uint8_t* xg, const uint8_t* 
 			int j = q * per + i, s = j % ST;
 			mbarWait(full + 8 * s, (j / ST) & 1);
 			uint32_t xa = base + s * SS + w * 8 * 256, wa = base + s * SS + XS;
-			asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+			wgFence();
 			wgStep<BN>(d, desc(xa, 128, 256), desc(wa, 128, 256), !SETD || i > 0);     // hi, step 0
 			wgStep<BN>(d, desc(xa + 4096, 128, 256), desc(wa, 128, 256), 1);            // lo, step 0
 			wgStep<BN>(d, desc(xa + 8192, 128, 256), desc(wa + BN * 32, 128, 256), 1);  // hi, step 1
 			wgStep<BN>(d, desc(xa + 12288, 128, 256), desc(wa + BN * 32, 128, 256), 1); // lo, step 1
-			asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-			asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+			wgCommit();
+			wgWait<1>();
 			if (j > 0) {
 				__syncwarp();
 				if (lane == 0) mbarArrive(empty + 8 * ((j - 1) % ST));
 			}
 		}
-		asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+		wgWait<0>();
 		if (P == 4 && q < 3) {
 #pragma unroll
 			for (int i = 0; i < BN / 2; i++) {
@@ -379,20 +332,20 @@ __global__ void __launch_bounds__(288, 1) wgbA(const uint8_t* xs, const uint8_t*
 				a[u][0] = *(const uint4*)band;
 				a[u][1] = *(const uint4*)(band + 512);
 				uint32_t xa = base + s * SS + WS;
-				asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+				wgFence();
 				wgrStep<NR>(d, a[u][0], desc(xa, 128, 1024));       // hi, step 0
 				wgrStep<NR>(d, a[u][0], desc(xa + 256, 128, 1024)); // lo, step 0
 				wgrStep<NR>(d, a[u][1], desc(xa + 512, 128, 1024)); // hi, step 1
 				wgrStep<NR>(d, a[u][1], desc(xa + 768, 128, 1024)); // lo, step 1
-				asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-				asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+				wgCommit();
+				wgWait<1>();
 				if (j > 0) {
 					__syncwarp();
 					if (lane == 0) mbarArrive(empty + 8 * ((j - 1) % ST));
 				}
 			}
 		}
-		asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+		wgWait<0>();
 		if (P == 4 && q < 3) {
 #pragma unroll
 			for (int i = 0; i < NR / 2; i++) {

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "bits.cuh"
+#include "wgmma.cuh"
 
 constexpr int STEPS = 4;
 
@@ -28,30 +29,12 @@ constexpr int STEPS = 4;
 // contiguous bytes, core (i/8, k/8) at (i/8)·256 + (k/8)·128 bytes. W and X are both laid out so.
 __device__ int at(int i, int k) { return (i / 8) * 128 + (k / 8) * 64 + (i % 8) * 8 + (k % 8); }
 
-__device__ uint64_t desc(const void* p) {
-	uint64_t a = (uint64_t)__cvta_generic_to_shared(p);
-	return ((a & 0x3ffff) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(256 >> 4) << 32);
-}
-
-// wg64 is one wgmma m64n64k16 step, D += A·B, A from shared memory (desc a) and B at desc b.
-__device__ void wg64(float* d, uint64_t a, uint64_t b) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-	             : "l"(a), "l"(b));
-}
-
-// wg64r is wg64 with A from registers (mma.sync's A layout, each warp its 16 rows).
-__device__ void wg64r(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t b) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b));
-}
+// wg64s adds the step of 64 × 16 operands a and b, both laid out by at, to d.
+__device__ void wg64s(float* d, const uint16_t* a, const uint16_t* b) { wgs64(d, desc(saddr(a), 128, 256), desc(saddr(b), 128, 256), 1); }
 
 __device__ void commitWait() {
-	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+	wgCommit();
+	wgWait<0>();
 }
 
 // A thread's 32 accumulators of an m64n64 tile, in mma.sync's layout tile by tile: element 4j + e
@@ -101,16 +84,16 @@ __global__ void compare(int spread, int cspread, uint32_t seed, float* outs, uns
 			mma(m + 4 * j, a0, a1, a2, a3, b0, b1);
 		}
 		// Traded: X as A (rows 16·warp … of X), W as B.
-		asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-		wg64(w, desc(X[s]), desc(W[s]));
+		wgFence();
+		wg64s(w, X[s], W[s]);
 		commitWait();
 		int r0 = 16 * warp + g;
 		uint32_t x0 = pack(X[s][at(r0, 2 * t)], X[s][at(r0, 2 * t + 1)]);
 		uint32_t x1 = pack(X[s][at(r0 + 8, 2 * t)], X[s][at(r0 + 8, 2 * t + 1)]);
 		uint32_t x2 = pack(X[s][at(r0, 2 * t + 8)], X[s][at(r0, 2 * t + 9)]);
 		uint32_t x3 = pack(X[s][at(r0 + 8, 2 * t + 8)], X[s][at(r0 + 8, 2 * t + 9)]);
-		asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-		wg64r(r, x0, x1, x2, x3, desc(W[s]));
+		wgFence();
+		wgr64(r, make_uint4(x0, x1, x2, x3), desc(saddr(W[s]), 128, 256));
 		commitWait();
 	}
 	// Every way's outputs by (o, r).
