@@ -89,6 +89,28 @@ __device__ __forceinline__ void bulk(uint32_t dst, const void* src, int bytes, u
 	             : "memory");
 }
 
+// commitAndRelease closes chunk j's group of MMAs and waits for chunk j − 1's, whose stage each
+// warp then gives back to the producer (the empty barrier counts a warp each).
+__device__ __forceinline__ void commitAndRelease(int j, uint32_t empty, int st, int lane) {
+	wgCommit();
+	wgWait<1>();
+	if (j > 0) {
+		__syncwarp();
+		if (lane == 0) mbarArrive(empty + 8 * ((j - 1) % st));
+	}
+}
+
+// fold adds partial q's accumulators d into the total in shared memory (partial 0 starts it),
+// thread tid's words R apart: tfd's ((p0 + p1) + p2) + p3, the last added where it is stored.
+template <int R>
+__device__ __forceinline__ void fold(float* tot, const float* d, int q, int tid) {
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		float* p = tot + i * 256 + tid;
+		*p = q == 0 ? d[i] : __fadd_rn(*p, d[i]);
+	}
+}
+
 // wgb makes D[row][output] for rows TR·blockIdx.x … and outputs BN·blockIdx.y …; K = 32·chunks.
 // P = 4: the block makes all four partials and D; P = 1: block z makes partial z alone and
 // writes it to D as the scratch [4][ROWS][n], which sumParts adds. SETD (1): a partial's first
@@ -155,21 +177,10 @@ __global__ void __launch_bounds__(288, 1) wgb(const uint8_t* xg, const uint8_t* 
 			wgStep<BN>(d, desc(xa + 4096, 128, 256), desc(wa, 128, 256), 1);            // lo, step 0
 			wgStep<BN>(d, desc(xa + 8192, 128, 256), desc(wa + BN * 32, 128, 256), 1);  // hi, step 1
 			wgStep<BN>(d, desc(xa + 12288, 128, 256), desc(wa + BN * 32, 128, 256), 1); // lo, step 1
-			wgCommit();
-			wgWait<1>();
-			if (j > 0) {
-				__syncwarp();
-				if (lane == 0) mbarArrive(empty + 8 * ((j - 1) % ST));
-			}
+			commitAndRelease(j, empty, ST, lane);
 		}
 		wgWait<0>();
-		if (P == 4 && q < 3) {
-#pragma unroll
-			for (int i = 0; i < BN / 2; i++) {
-				float* p = tot + i * 256 + tid;
-				*p = q == 0 ? d[i] : __fadd_rn(*p, d[i]);
-			}
-		}
+		if (P == 4 && q < 3) fold<BN / 2>(tot, d, q, tid);
 	}
 	// Element 4i + e: row 16·(warp%4) + g + 8·(e/2) of the warpgroup's 64, output 8i + 2t + e%2.
 	int g = lane / 4, t = lane % 4;
@@ -337,22 +348,11 @@ __global__ void __launch_bounds__(288, 1) wgbA(const uint8_t* xs, const uint8_t*
 				wgrStep<NR>(d, a[u][0], desc(xa + 256, 128, 1024)); // lo, step 0
 				wgrStep<NR>(d, a[u][1], desc(xa + 512, 128, 1024)); // hi, step 1
 				wgrStep<NR>(d, a[u][1], desc(xa + 768, 128, 1024)); // lo, step 1
-				wgCommit();
-				wgWait<1>();
-				if (j > 0) {
-					__syncwarp();
-					if (lane == 0) mbarArrive(empty + 8 * ((j - 1) % ST));
-				}
+				commitAndRelease(j, empty, ST, lane);
 			}
 		}
 		wgWait<0>();
-		if (P == 4 && q < 3) {
-#pragma unroll
-			for (int i = 0; i < NR / 2; i++) {
-				float* p = tot + i * 256 + tid;
-				*p = q == 0 ? d[i] : __fadd_rn(*p, d[i]);
-			}
-		}
+		if (P == 4 && q < 3) fold<NR / 2>(tot, d, q, tid);
 	}
 	// Element 4i + e: output 16·(warp%4) + g + 8·(e/2) of the warpgroup's 64, row 8i + 2t + e%2.
 	int g = lane / 4, t = lane % 4;
