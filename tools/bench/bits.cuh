@@ -36,6 +36,18 @@ __device__ inline uint16_t rbf16(uint32_t h, int spread) {
 __device__ inline float bf(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
 __device__ inline uint32_t pack(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
 
+// The bit checks' cases (wgmma_bits.cu, wgmma_swap_bits.cu): the octaves the operands' exponents
+// spread over, and the accumulators'; and farFrom, whether got is farther from a double-precision
+// exact sum than the MMA's own rounding allows with operands spread over `spread` octaves (beyond
+// 2^(2·spread − 10) plus 1e-3 of the sum means a layout, not a rounding, is wrong).
+struct spreads {
+	int spread, cspread;
+};
+constexpr spreads kSpreads[] = {{0, 0}, {3, 3}, {8, 8}, {20, 20}, {8, 30}, {30, 2}};
+__device__ inline bool farFrom(float got, double exact, int spread) {
+	return fabs((double)got - exact) > 1e-3 * (fabs(exact) + 1e-30) + ldexp(1.0, 2 * spread - 10);
+}
+
 // bf16pair is a and b rounded to BF16 (to nearest, ties to even), a in the low half.
 __device__ __forceinline__ uint32_t bf16pair(float a, float b) {
 	uint32_t d;

@@ -9,7 +9,8 @@
 // On the GPU machine:
 //
 //   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/wgb tools/bench/wgb.cu -lcuda && /tmp/wgb
-//   (with -DROWS=64 or -DROWS=128 for forwards of that many rows)
+//   (with -DROWS=64 or -DROWS=128 for forwards of that many rows; `/tmp/wgb all` also runs the
+//   variants measured and dropped)
 //
 // tfd's arithmetic, as mma.kern and mmawg.kern make it: x split into BF16 hi and lo; a chunk of 32
 // elements is two k16 steps, step s taking elements 8t+4s, 8t+4s+1 (k-slots 2t, 2t+1) and 8t+4s+2,
@@ -34,6 +35,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <initializer_list>
+#include <cstring>
 #include <type_traits>
 
 #include "bits.cuh"
@@ -542,7 +544,10 @@ void runA(const char* name, int n, int k, const uint8_t* wp, const uint8_t* xs, 
 	       name, n, k, ROWS, TILED == 3 ? "tfd's layouts by cp.async" : TILED == 2 ? "tfd's layouts by TMA" : TILED ? "tiled layouts" : "tfd's layouts", NR, ST, P, SMEM, grid.x * grid.y * grid.z, us, 2 * macs / us * 1e-6, hb, (int)count);
 }
 
-int main() {
+int main(int argc, char** argv) {
+	// "all": also the variants docs/performance.md measured and dropped (scale-d zeroing, 1 KiB
+	// copies, the model's quarters, tfd's buffers by 1 KiB bulk copies and from tile-major copies).
+	bool all = argc > 1 && strcmp(argv[1], "all") == 0;
 	struct {
 		const char* name;
 		int n, k;
@@ -569,6 +574,12 @@ int main() {
 		reference<<<(warps + 3) / 4, 128>>>(w, hi, lo, ref, n, k);
 		CHECK(cudaDeviceSynchronize());
 		if (ROWS >= 128) run<128, 4, 4, 0>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
+		if (ROWS >= 128 && all) {
+			run<128, 4, 4, 1>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
+			run<128, 4, 4, 0, 1>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
+			run<128, 6, 1, 0>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
+			if (ROWS >= 256) run<256, 4, 1, 0>(sh.name, n, k, w, (const uint8_t*)xg, ref, D, part, bad);
+		}
 		uint32_t *wp, *xs;
 		CHECK(cudaMalloc(&wp, (size_t)n * k * 2));
 		CHECK(cudaMalloc(&xs, (size_t)ROWS * k * 4));
@@ -587,6 +598,17 @@ int main() {
 				ra(integral_constant<int, 128>(), integral_constant<int, 6>(), integral_constant<int, 1>());
 			}
 			if (ROWS >= 256) ra(integral_constant<int, 256>(), integral_constant<int, 4>(), integral_constant<int, 1>());
+		}
+		if (ROWS >= 128 && all) {
+			runA<128, 4, 4, 0>(sh.name, n, k, (const uint8_t*)wp, (const uint8_t*)xs, ref, D, part, bad);
+			uint4 *wt, *xt;
+			CHECK(cudaMalloc(&wt, (size_t)n * k * 2));
+			CHECK(cudaMalloc(&xt, (size_t)ROWS * k * 4));
+			tileMMA<<<2048, 256>>>((const uint4*)wp, wt, n, k);
+			tileWG<<<1024, 256>>>((const uint4*)xs, xt, k, 128);
+			runA<128, 4, 4, 1>(sh.name, n, k, (const uint8_t*)wt, (const uint8_t*)xt, ref, D, part, bad);
+			CHECK(cudaFree(wt));
+			CHECK(cudaFree(xt));
 		}
 		CHECK(cudaFree(wp));
 		CHECK(cudaFree(xs));
