@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -35,6 +36,7 @@ type backend struct {
 	wgmma        bool   // many rows run matmul_wgP_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
 	fusedSiLU    bool   // SiLUMulMatMul takes what it can unless TFD_CUDA_FUSED_SILU=0
 	foldQuarters bool   // AddRMSNorm adds a matmul's quarters itself where it can unless TFD_CUDA_FOLD_QUARTERS=0
+	wgt          string // TFD_CUDA_WGT: "" (matmul_wgtP_bf16_N where kernels.UsesWGT), "0" (never), "N:P" (that one wherever the warpgroup's tile runs); set "0" where the device or driver lacks it
 	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (wherever the warpgroup's tile runs)
 	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
 	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
@@ -88,6 +90,8 @@ type backend struct {
 	// Launch.Kernel "" when none.
 	pendingSum quarterSum
 
+	maps tensorMaps // the copy engine's matmul's maps of x and the weights (tma_linux.go)
+
 	signalsChecked time.Time // when Sync last put back the signal actions a library changed
 
 	live    map[any]struct{} // tensors and pools not yet freed; Close frees them
@@ -122,7 +126,8 @@ type kernel struct {
 	fn      cuFunction
 	threads int
 	params  int
-	heavy   bool // heavy(name): a matmul or attention, which another must not start under
+	heavy   bool   // heavy(name): a matmul or attention, which another must not start under
+	maps    uint32 // bit i: parameter i is a tensor map (kernels.Map), passed as the address of its host copy
 }
 
 // The weight dtypes the kernels come in, by index, and their suffix in kernel names.
@@ -229,6 +234,19 @@ func (b *backend) init() (err error) {
 	if err := b.resolve(); err != nil {
 		return err
 	}
+	// The copy engine's matmul (kernels.UsesWGT) runs where the warpgroup's tile does and the
+	// driver encodes tensor maps, unless TFD_CUDA_WGT=0; "N:P" (128:4, 128:1, 64:4, 64:1) runs
+	// matmul_wgtP_bf16_N wherever the warpgroup's tile runs, for tests and benchmarks. The bits
+	// are the same either way.
+	b.wgt = os.Getenv("TFD_CUDA_WGT")
+	if !slices.Contains([]string{"", "0", "128:4", "128:1", "64:4", "64:1"}, b.wgt) {
+		return fmt.Errorf("cuda: TFD_CUDA_WGT=%q: want 0, or N:P of 128:4, 128:1, 64:4, 64:1", b.wgt)
+	}
+	if b.arch != "sm_90a" || !tmaAvailable() {
+		b.wgt = "0"
+	} else if err := b.allowDynamicShared(); err != nil {
+		return err
+	}
 	if b.errWord, err = deviceAlloc(16); err != nil {
 		return err
 	}
@@ -322,6 +340,11 @@ func (b *backend) resolve() error {
 			return fmt.Errorf("cuda: kernel %s takes %d parameters; commands hold %d (maxArgs)", def.Name, len(def.Params), maxArgs)
 		}
 		k := &kernel{name: def.Name, threads: def.Threads, params: len(def.Params), heavy: heavy(def.Name)}
+		for i, p := range def.Params {
+			if p.Kind == kernels.Map {
+				k.maps |= 1 << i
+			}
+		}
 		if err := check("cuModuleGetFunction "+def.Name, cuModuleGetFunction(&k.fn, b.module, def.Name)); err != nil {
 			return err
 		}

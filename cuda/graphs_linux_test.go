@@ -42,6 +42,14 @@ func setSplitX(b compute.Backend, on bool) { b.(*backend).splitX = on }
 // setWGQuarters sets a cuda backend's choice of matmul_wg1_bf16_N as TFD_CUDA_WG_QUARTERS would.
 func setWGQuarters(b compute.Backend, mode string) { b.(*backend).wgQuarters = mode }
 
+// setWGT sets a cuda backend's choice of matmul_wgtP_bf16_N as TFD_CUDA_WGT would, where the
+// device and driver have it.
+func setWGT(b compute.Backend, mode string) {
+	if cb := b.(*backend); cb.arch == "sm_90a" && tmaAvailable() {
+		cb.wgt = mode
+	}
+}
+
 // setQKRoPE lets QKRoPEWrite fuse (on) or makes it decline, so that the engine runs the norms,
 // RoPE and KVWrite one by one.
 func setQKRoPE(b compute.Backend, on bool) { b.(*backend).qkRoPEOff = !on }

@@ -20,6 +20,8 @@ func setSplitX(b compute.Backend, on bool) {}
 
 func setWGQuarters(b compute.Backend, mode string) {}
 
+func setWGT(b compute.Backend, mode string) {}
+
 func setQKRoPE(b compute.Backend, on bool) {}
 
 func setStagedReads(b compute.Backend, on bool) {}

@@ -181,6 +181,8 @@ func openDriver() {
 	// Without it (a driver before CUDA 12.0) fnLaunchKernelEx stays 0 and every launch waits
 	// for the kernel before it (pdl_linux.go).
 	_ = bind(lib, path, []binding{{name: "cuLaunchKernelEx", addr: &fnLaunchKernelEx}})
+	// Without these (before CUDA 12.0) the copy engine's matmul stays off (tma_linux.go).
+	_ = bind(lib, path, tmaBindings)
 	if r := cuInit(0); r == cudaErrorNoDevice {
 		driverErr = fmt.Errorf("%w: cuda: cuInit with %s: %w", compute.ErrNoDevice, path, cuError(r))
 	} else if r != 0 {

@@ -125,6 +125,7 @@ func (b *backend) SiLUMulMatMul(dst, gate, up, w, bias compute.Tensor, rows int)
 type mmaRun struct {
 	l, sum   kernels.Launch
 	xa, part uint64
+	wgt      int // matmul_wgtP_bf16_N's N (its x and weights passed as maps), or 0
 }
 
 // mmaPlan is the tile of the tensor cores' matmul of rows rows against matrices of outs outputs,
@@ -187,18 +188,26 @@ func (b *backend) mmaLaunch(packed bool, rows, in int, outs [3]int, xp, up uint6
 		}
 		return mmaRun{l: l, xa: xs}, true
 	}
-	switch {
-	case packed && s == kernels.WGRows && b.wgmma && quarters:
+	// inQuarters plans l on the split, then sum of its quarters where sum names a kernel.
+	inQuarters := func(l, sum kernels.Launch) (mmaRun, bool) {
 		// The split first: it may read the quarters of the matmul before (gate), which a
 		// larger scratch for this one's would free.
-		l, sum := kernels.MatMulsWGQuartersLaunch(rows, outs)
 		r, ok := split(kernels.SplitWGLaunch(rows, in), l)
-		if !ok {
-			return mmaRun{}, false
+		if !ok || sum.Kernel == "" {
+			return r, ok
 		}
 		r.sum = sum
 		r.part, ok = b.scratch(&b.wgParts, kernels.WGQuarterWords(rows, outs), "MatMul: the scratch for its quarters")
 		return r, ok
+	}
+	n, p, wgt := b.wgtPlan(rows, in, outs)
+	switch {
+	case packed && s == kernels.WGRows && b.wgmma && wgt:
+		r, ok := inQuarters(kernels.MatMulsWGTLaunch(rows, outs, n, p))
+		r.wgt = n
+		return r, ok
+	case packed && s == kernels.WGRows && b.wgmma && quarters:
+		return inQuarters(kernels.MatMulsWGQuartersLaunch(rows, outs))
 	case packed && s == kernels.WGRows && b.wgmma:
 		return split(kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs))
 	case s == kernels.WGRows: // no wgmma here, or weights not packed: the largest tile instead
@@ -221,8 +230,20 @@ func (b *backend) launchMMA(r mmaRun, dst, w, bias [3]uint64, rows, in int, outs
 	if r.sum.Kernel != "" {
 		d = [3]uint64{r.part}
 	}
-	b.launchAs(r.l, d[0], d[1], d[2], r.xa, w[0], w[1], w[2], bias[0], bias[1], bias[2],
-		i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+	if r.wgt > 0 {
+		xa, wa, err := b.wgtMaps(r, w, rows, in, outs)
+		if err != nil {
+			if b.pending == nil {
+				b.pending = err
+			}
+			return
+		}
+		b.launchAs(r.l, d[0], d[1], d[2], xa, wa[0], wa[1], wa[2], bias[0], bias[1], bias[2],
+			i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias, uint64(kernels.WGTStages(r.wgt)))
+	} else {
+		b.launchAs(r.l, d[0], d[1], d[2], r.xa, w[0], w[1], w[2], bias[0], bias[1], bias[2],
+			i32(rows), i32(in), i32(outs[0]), i32(outs[1]), i32(outs[2]), hasBias)
+	}
 	if r.sum.Kernel == "" {
 		return
 	}
@@ -288,4 +309,37 @@ func (b *backend) scratch(t **tensor, n int, what string) (uint64, bool) {
 	}
 	*t = nt.(*tensor)
 	return ptr(*t), true
+}
+
+// wgtPlan says whether rows rows against packed matrices of outs outputs run the copy engine's
+// tile where the warpgroup's would, and which: kernels.UsesWGT's, or TFD_CUDA_WGT's N:P.
+func (b *backend) wgtPlan(rows, in int, outs [3]int) (n, p int, ok bool) {
+	switch b.wgt {
+	case "0":
+		return 0, 0, false
+	case "":
+		return kernels.UsesWGT(rows, in, outs, b.sms)
+	}
+	_, err := fmt.Sscanf(b.wgt, "%d:%d", &n, &p)
+	return n, p, err == nil
+}
+
+// wgtMaps are the maps of r's x and of the matrices at w (an absent one: the first's, which the
+// kernel never reads for it).
+func (b *backend) wgtMaps(r mmaRun, w [3]uint64, rows, in int, outs [3]int) (xa uint64, wa [3]uint64, err error) {
+	xs, _ := kernels.WGTMaps(rows, in, outs[0], r.wgt)
+	if xa, err = b.tensorMap(r.xa, xs); err != nil {
+		return 0, wa, err
+	}
+	for m := range w {
+		if w[m] == 0 {
+			wa[m] = wa[0]
+			continue
+		}
+		_, ws := kernels.WGTMaps(rows, in, outs[m], r.wgt)
+		if wa[m], err = b.tensorMap(w[m], ws); err != nil {
+			return 0, wa, err
+		}
+	}
+	return xa, wa, nil
 }

@@ -139,27 +139,35 @@ func TestTileSizesKeepBits(t *testing.T) {
 		w[m] = t0
 	}
 	bias := computetest.UploadF32(t, b, computetest.Randn(4, outs[1]), outs[1])
-	for _, rows := range []int{1, 9, 32, 70} {
+	for _, rows := range []int{1, 9, 32, 70, 130} {
 		x := computetest.UploadF32(t, b, computetest.Randn(uint64(30+rows), rows*in), rows, in)
 		run := func(s int) [3][]float32 {
 			setMMATile(b, s)
 			return matMuls(t, b, x, w, [3]compute.Tensor{nil, bias, nil}, outs, rows)
 		}
 		want := run(1)
-		for _, s := range []int{0, 2, 4, -2, kernels.WGRows, -kernels.WGRows} {
+		for _, c := range []struct {
+			s   int
+			wgt string
+		}{{0, ""}, {2, ""}, {4, ""}, {-2, ""}, {kernels.WGRows, "0"}, {-kernels.WGRows, "0"},
+			{kernels.WGRows, "128:4"}, {kernels.WGRows, "128:1"}, {kernels.WGRows, "64:4"}, {kernels.WGRows, "64:1"}} {
 			// -2: S = 2 splitting x in every group rather than once (mma_split_x); kernels.WGRows:
 			// the warpgroup's tile (matmul_wg4_bf16_N, S = 4 where the GPU has no wgmma), and
 			// -kernels.WGRows the same a quarter of K a group (matmul_wg1_bf16_N and
-			// mma_sum_quarters).
+			// mma_sum_quarters); with wgt N:P, the copy engine's tile instead
+			// (matmul_wgtP_bf16_N).
+			s := c.s
 			setSplitX(b, s > 0 || s == -kernels.WGRows)
 			if s == -kernels.WGRows {
 				setWGQuarters(b, "1")
 			}
+			setWGT(b, c.wgt)
 			got := run(max(s, -s))
 			setSplitX(b, true)
 			setWGQuarters(b, "")
+			setWGT(b, "")
 			for m := range outs {
-				computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d, S = %d against S = 1 (0: the default; -2: x split in every group; -%d: quarters)", rows, m, s, kernels.WGRows), got[m], want[m])
+				computetest.SameBits(t, fmt.Sprintf("%d rows, matrix %d, S = %d, TFD_CUDA_WGT=%q against S = 1 (0: the default; -2: x split in every group; -%d: quarters)", rows, m, s, c.wgt, kernels.WGRows), got[m], want[m])
 			}
 		}
 		b.Free(x)

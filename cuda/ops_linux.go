@@ -288,12 +288,17 @@ func (b *backend) launchAs(l kernels.Launch, args ...uint64) {
 	if k == nil || k.threads != l.Threads {
 		panic(fmt.Sprintf("cuda: no kernel %s of %d threads", l.Kernel, l.Threads))
 	}
-	b.launch(k, l.Groups[0], l.Groups[1], args...)
+	b.launchShared(k, l.Groups[0], l.Groups[1], l.Shared, args...)
 }
 
 // launch records a launch of k on a gx × gy grid of k.threads-thread blocks. Nothing is recorded
 // for an empty grid.
 func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {
+	b.launchShared(k, gx, gy, 0, args...)
+}
+
+// launchShared is launch with shared bytes of dynamic shared memory a block.
+func (b *backend) launchShared(k *kernel, gx, gy, shared int, args ...uint64) {
 	if b.closed {
 		panic("cuda: op on a closed backend")
 	}
@@ -314,7 +319,7 @@ func (b *backend) launch(k *kernel, gx, gy int, args ...uint64) {
 	c := b.record()
 	c.kind, c.k, c.nargs = cmdLaunch, k, uint8(len(args))
 	c.grid = [3]uint32{uint32(gx), uint32(gy), 1}
-	c.block = uint32(k.threads)
+	c.block, c.shared = uint32(k.threads), uint32(shared)
 	c.dependent = (b.pdlRows == 0 || b.forwardRows <= b.pdlRows) && !(b.serialHeavy && k.heavy && b.lastHeavy)
 	b.lastHeavy = k.heavy
 	copy(c.args[:], args)

@@ -120,6 +120,7 @@ func (w *worker) launchDependent(c *command) cuResult {
 	p := &w.pdl.cfg
 	p.gridX, p.gridY, p.gridZ = uint32(c.grid[0]), uint32(c.grid[1]), uint32(c.grid[2])
 	p.blockX, p.blockY, p.blockZ = uint32(c.block), 1, 1
+	p.sharedMemBytes = c.shared
 	p.stream = w.stream
 	w.call[0], w.call[1], w.call[2], w.call[3] = uintptr(unsafe.Pointer(p)), uintptr(c.k.fn), uintptr(unsafe.Pointer(&w.params[0])), 0
 	r, _, _ := purego.SyscallN(fnLaunchKernelEx, w.call[:4]...)

@@ -104,9 +104,17 @@ func BenchmarkTileSizes(b *testing.B) {
 	}
 	for _, rows := range []int{16, 32, 64, 128, 256} {
 		for _, sh := range shapes {
-			for _, s := range []string{"1", "2", "2,xsplit=0", "4", "64", "64,quarters"} {
+			for _, s := range []string{"1", "2", "2,xsplit=0", "4", "64", "64,quarters", "wgt=128:4", "wgt=128:1", "wgt=64:4", "wgt=64:1"} {
 				b.Run(fmt.Sprintf("%s/rows=%d/S=%s", sh.name, rows, s), func(b *testing.B) {
-					tile, noSplit := strings.CutSuffix(s, ",xsplit=0")
+					// wgt=N:P: the copy engine's tile (matmul_wgtP_bf16_N); the others not.
+					tile := s
+					wgt, ok := strings.CutPrefix(s, "wgt=")
+					b.Setenv("TFD_CUDA_WGT", "0")
+					if ok {
+						b.Setenv("TFD_CUDA_WGT", wgt)
+						tile = "64"
+					}
+					tile, noSplit := strings.CutSuffix(tile, ",xsplit=0")
 					tile, quarters := strings.CutSuffix(tile, ",quarters")
 					b.Setenv("TFD_CUDA_MMA_TILE", tile)
 					if noSplit {

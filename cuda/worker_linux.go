@@ -29,12 +29,13 @@ const maxArgs = 24
 // recording one allocates nothing. Each argument is 8 bytes; a 4-byte kernel parameter reads the
 // low half, which is where a little-endian machine keeps it.
 type command struct {
-	kind  cmdKind
-	nargs uint8
-	block uint32
-	grid  [3]uint32
-	k     *kernel
-	args  [maxArgs]uint64
+	kind   cmdKind
+	nargs  uint8
+	block  uint32
+	shared uint32 // bytes of dynamic shared memory
+	grid   [3]uint32
+	k      *kernel
+	args   [maxArgs]uint64
 	// dependent lets a launch start while the kernel before it ends, where the worker's
 	// programmatic dependent launch is on (pdl_linux.go).
 	dependent bool
@@ -203,12 +204,15 @@ func (w *worker) exec(c *command) {
 func (w *worker) launch(c *command) cuResult {
 	for i := range int(c.nargs) {
 		w.params[i] = uintptr(unsafe.Pointer(&c.args[i]))
+		if c.k.maps&(1<<i) != 0 {
+			w.params[i] = uintptr(c.args[i]) // the map's host copy (tma_linux.go), which the driver copies
+		}
 	}
 	if w.pdl.on && c.dependent {
 		return w.launchDependent(c)
 	}
 	w.call = [11]uintptr{uintptr(c.k.fn), uintptr(c.grid[0]), uintptr(c.grid[1]), uintptr(c.grid[2]),
-		uintptr(c.block), 1, 1, 0, uintptr(w.stream), uintptr(unsafe.Pointer(&w.params[0])), 0}
+		uintptr(c.block), 1, 1, uintptr(c.shared), uintptr(w.stream), uintptr(unsafe.Pointer(&w.params[0])), 0}
 	r, _, _ := purego.SyscallN(fnLaunchKernel, w.call[:11]...)
 	return cuResult(int32(r))
 }

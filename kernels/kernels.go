@@ -29,7 +29,7 @@ import (
 	"sync"
 )
 
-//go:embed prelude.cuh prelude.metal common.h src/*.kern
+//go:embed prelude.cuh prelude_tma.cuh prelude.metal common.h src/*.kern
 var files embed.FS
 
 // ParamKind says how a kernel parameter is passed.
@@ -44,6 +44,10 @@ const (
 	Scalar
 	// Err is the error word, four int32: [code, a, b, unused]; the first report wins.
 	Err
+	// Map is a buffer the kernel reads through the copy engine: on CUDA a tensor map of it
+	// (CUtensorMap, 128 bytes passed by value; the backend makes it with cuTensorMapEncodeTiled),
+	// on Metal the buffer itself.
+	Map
 )
 
 // Param is one kernel parameter.
@@ -59,6 +63,7 @@ type Kernel struct {
 	Params   []Param
 	Threads  int    // the threadgroup size every launch uses
 	Resident int    // threads(N, G)'s G, or 0: CUDA's launch bound, which caps registers so G groups fit an SM
+	Dynamic  bool   // the body declares DYNAMIC_SHARED: on CUDA a launch says its bytes (Launch.Shared)
 	Body     string // the body, braces included
 	File     string // the .kern file it came from
 }
@@ -93,14 +98,17 @@ func Lookup(name string) (Kernel, bool) {
 
 // CUDA returns the whole CUDA C translation unit: the prelude, common.h and every kernel.
 func CUDA() string {
-	return emit("prelude.cuh", cudaSignature)
+	return emit(cudaSignature, cudaPreludes...)
 }
+
+// cudaPreludes are the CUDA prelude's files, in order.
+var cudaPreludes = []string{"prelude.cuh", "prelude_tma.cuh"}
 
 // Metal returns the whole Metal Shading Language source: the prelude, common.h and every kernel.
 // It has not yet been compiled by Apple's compiler; the package's tests compile it with clang
 // against a shim and run every kernel on the CPU (see README.md, "What is verified").
 func Metal() string {
-	return emit("prelude.metal", metalSignature)
+	return emit(metalSignature, "prelude.metal")
 }
 
 // Prelude returns the named backend prelude or common.h, as embedded.
@@ -112,10 +120,12 @@ func Prelude(name string) string {
 	return string(b)
 }
 
-func emit(prelude string, signature func(Kernel) string) string {
+func emit(signature func(Kernel) string, preludes ...string) string {
 	var b strings.Builder
-	b.WriteString(Prelude(prelude))
-	b.WriteString("\n")
+	for _, p := range preludes {
+		b.WriteString(Prelude(p))
+		b.WriteString("\n")
+	}
 	b.WriteString(Prelude("common.h"))
 	for _, k := range All() {
 		fmt.Fprintf(&b, "\n// %s, from %s\n%s\n%s\n", k.Name, k.File, signature(k), waitFirst(k.Body))
@@ -144,6 +154,8 @@ func cudaSignature(k Kernel) string {
 			params[i] = p.Type + " " + p.Name
 		case Err:
 			params[i] = "ERRPTR " + p.Name
+		case Map:
+			params[i] = "const __grid_constant__ tfd_tensor_map " + p.Name
 		}
 	}
 	bounds := strconv.Itoa(k.Threads)
@@ -162,7 +174,7 @@ func metalSignature(k Kernel) string {
 		switch p.Kind {
 		case Out:
 			s = "device " + p.Type + "* " + p.Name
-		case In:
+		case In, Map:
 			s = "const device " + p.Type + "* " + p.Name
 		case Scalar:
 			s = "constant " + p.Type + "& " + p.Name
@@ -190,9 +202,9 @@ var metalThreadArgs = []struct {
 	param string
 }{
 	{regexp.MustCompile(`\bGROUP_[XY]\b`), "uint3 tfd_group [[threadgroup_position_in_grid]]"},
-	{regexp.MustCompile(`\bLOCAL_X\b`), "uint3 tfd_local [[thread_position_in_threadgroup]]"},
+	{regexp.MustCompile(`\b(LOCAL_X|WGT_READY)\b`), "uint3 tfd_local [[thread_position_in_threadgroup]]"}, // Metal's WGT_READY copies with every thread
 	{regexp.MustCompile(`\bGROUP_SIZE_X\b`), "uint3 tfd_size [[threads_per_threadgroup]]"},
-	{regexp.MustCompile(`\b(LANE|MMA_LOAD_[ABX]|MMA_LOAD_A_PACKED|MMA_B_OF|MMA_FETCH_A_PACKED|MMA_FETCH_X|MMA_[AX]_OF)\b`), "ushort tfd_lane [[thread_index_in_simdgroup]]"}, // the matrix unit's loads pass LANE
+	{regexp.MustCompile(`\b(LANE|MMA_LOAD_[ABX]|MMA_LOAD_A_PACKED|MMA_B_OF|MMA_FETCH_A_PACKED|MMA_FETCH_X|MMA_[AX]_OF|WGT_LOAD_A|WGT_STEP)\b`), "ushort tfd_lane [[thread_index_in_simdgroup]]"}, // the matrix unit's loads pass LANE
 	{regexp.MustCompile(`\bWARP\b`), "ushort tfd_simd [[simdgroup_index_in_threadgroup]]"},
 }
 
@@ -201,6 +213,7 @@ var (
 	variantRE = regexp.MustCompile(`\$[A-Za-z_][A-Za-z0-9_]*`)
 	identRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 	commentRE = regexp.MustCompile(`//[^\n]*`)
+	dynamicRE = regexp.MustCompile(`\bDYNAMIC_SHARED\(`)
 )
 
 func parseAll(fsys fs.FS) ([]Kernel, error) {
@@ -325,21 +338,19 @@ func instantiate(file, name, params, body string, threads int, env map[string]st
 		return s
 	}
 	k := Kernel{Name: subst(name), Threads: threads, Body: subst(body), File: file}
+	k.Dynamic = dynamicRE.MatchString(commentRE.ReplaceAllString(k.Body, ""))
 	for _, p := range strings.Split(subst(params), ",") {
 		f := strings.Fields(p)
 		var q Param
 		switch {
-		case len(f) == 3 && (f[0] == "out" || f[0] == "in"):
-			q = Param{Kind: Out, Type: f[1], Name: f[2]}
-			if f[0] == "in" {
-				q.Kind = In
-			}
+		case len(f) == 3 && (f[0] == "out" || f[0] == "in" || f[0] == "map"):
+			q = Param{Kind: map[string]ParamKind{"out": Out, "in": In, "map": Map}[f[0]], Type: f[1], Name: f[2]}
 		case len(f) == 2 && f[0] == "err":
 			q = Param{Kind: Err, Name: f[1]}
 		case len(f) == 2 && scalarTypes[f[0]]:
 			q = Param{Kind: Scalar, Type: f[0], Name: f[1]}
 		default:
-			return Kernel{}, fmt.Errorf("kernel %s: bad parameter %q: want \"out T name\", \"in T name\", \"err name\" or a scalar \"int|uint|float|ulong name\"", k.Name, strings.TrimSpace(p))
+			return Kernel{}, fmt.Errorf("kernel %s: bad parameter %q: want \"out T name\", \"in T name\", \"map T name\", \"err name\" or a scalar \"int|uint|float|ulong name\"", k.Name, strings.TrimSpace(p))
 		}
 		if !identRE.MatchString(q.Name) || (q.Type != "" && !identRE.MatchString(q.Type)) {
 			return Kernel{}, fmt.Errorf("kernel %s: bad parameter %q", k.Name, strings.TrimSpace(p))

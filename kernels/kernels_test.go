@@ -138,7 +138,11 @@ func TestPreludesDefineTheDialect(t *testing.T) {
 		}
 		return m
 	}
-	cudaDefs, metalDefs, commonDefs := defines(Prelude("prelude.cuh")), defines(Prelude("prelude.metal")), defines(Prelude("common.h"))
+	var cuda string
+	for _, p := range cudaPreludes {
+		cuda += Prelude(p)
+	}
+	cudaDefs, metalDefs, commonDefs := defines(cuda), defines(Prelude("prelude.metal")), defines(Prelude("common.h"))
 	for name := range cudaDefs {
 		if !metalDefs[name] {
 			t.Errorf("prelude.cuh defines %s, prelude.metal does not", name)

@@ -11,6 +11,7 @@ type Launch struct {
 	Kernel  string
 	Groups  [2]int // threadgroups along x and y; none when either is 0
 	Threads int    // threads per threadgroup: the kernel's threads(N)
+	Shared  int    // bytes of dynamic shared memory (CUDA; kernels that declare DYNAMIC_SHARED)
 }
 
 // MatMulRows are the row-group sizes of the matmul kernels: matmul_W_R makes R rows per weight load.

@@ -98,6 +98,33 @@ func (o *op) matMuls(rows int) {
 // for matmul_wg4_bf16_N, and with −kernels.WGRows for matmul_wg1_bf16_N and mma_sum_quarters.
 func (o *op) matMulsPacked(in, rows, split int) {
 	outs := [3]int{37, 16, 50}
+	switch split {
+	case 0:
+		o.packedAgainstRowMajor(in, rows, outs, kernels.Launch{}, kernels.MatMulsPackedLaunch(rows, outs), kernels.Launch{})
+	case kernels.WGRows:
+		o.packedAgainstRowMajor(in, rows, outs, kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs), kernels.Launch{})
+	case -kernels.WGRows:
+		ml, sum := kernels.MatMulsWGQuartersLaunch(rows, outs)
+		o.packedAgainstRowMajor(in, rows, outs, kernels.SplitWGLaunch(rows, in), ml, sum)
+	default:
+		o.packedAgainstRowMajor(in, rows, outs, kernels.SplitXLaunch(rows, in), kernels.MatMulsSplitLaunch(rows, outs, split), kernels.Launch{})
+	}
+}
+
+// matMulsCopied is matMulsPacked for matmul_wgtP_bf16_N (x split by mma_split_wg; the maps,
+// on Metal, the buffers), its ring of stages last.
+func (o *op) matMulsCopied(in, rows, n, p int) {
+	outs := [3]int{37, 16, 50}
+	ml, sum := kernels.MatMulsWGTLaunch(rows, outs, n, p)
+	o.packedAgainstRowMajor(in, rows, outs, kernels.SplitWGLaunch(rows, in), ml, sum, int32(kernels.WGTStages(n)))
+}
+
+// packedAgainstRowMajor runs matrices of outs outputs (the second with a bias) in the packed order
+// against one x of rows rows by in in one launch, ml (after the split sl of x, unless sl is
+// empty; then sum adding ml's quarters, unless sum is empty; extra: ml's arguments past the
+// others), and checks each against the row-major kernel's launch of the same matrices, bit for
+// bit; each packed matrix is a buffer of its whole bands, so a read past them faults.
+func (o *op) packedAgainstRowMajor(in, rows int, outs [3]int, sl, ml, sum kernels.Launch, extra ...any) {
 	mx := &mbuf{computetest.F32Bytes(computetest.Randn(1, rows*in))}
 	bias := &mbuf{computetest.F32Bytes(computetest.Randn(2, outs[1]))}
 	var ws, packed, got, want [3]*mbuf
@@ -111,32 +138,20 @@ func (o *op) matMulsPacked(in, rows, split int) {
 		return []any{dst[0], dst[1], dst[2], mx, w[0], w[1], w[2], &mbuf{}, bias, &mbuf{},
 			int32(rows), int32(in), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2)}
 	}
-	if split == 0 {
-		o.launch(kernels.MatMulsPackedLaunch(rows, outs), args(packed, got)...)
-	} else {
-		var sl, ml, sum kernels.Launch
-		switch split {
-		case kernels.WGRows:
-			sl, ml = kernels.SplitWGLaunch(rows, in), kernels.MatMulsWGLaunch(rows, outs)
-		case -kernels.WGRows:
-			sl = kernels.SplitWGLaunch(rows, in)
-			ml, sum = kernels.MatMulsWGQuartersLaunch(rows, outs)
-		default:
-			sl, ml = kernels.SplitXLaunch(rows, in), kernels.MatMulsSplitLaunch(rows, outs, split)
-		}
+	a := append(args(packed, got), extra...)
+	if sl.Kernel != "" {
 		xs := &mbuf{make([]byte, 4*kernels.SplitXWords(rows, in))}
 		o.launch(sl, xs, mx, int32(rows), int32(in))
-		a := args(packed, got)
 		a[3] = xs
-		if sum.Kernel == "" {
-			o.launch(ml, a...)
-		} else {
-			part := &mbuf{make([]byte, 4*kernels.WGQuarterWords(rows, outs))}
-			a[0], a[1], a[2] = part, &mbuf{}, &mbuf{}
-			o.launch(ml, a...)
-			o.launch(sum, got[0], got[1], got[2], part, &mbuf{}, bias, &mbuf{},
-				int32(rows), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2))
-		}
+	}
+	if sum.Kernel == "" {
+		o.launch(ml, a...)
+	} else {
+		part := &mbuf{make([]byte, 4*kernels.WGQuarterWords(rows, outs))}
+		a[0], a[1], a[2] = part, &mbuf{}, &mbuf{}
+		o.launch(ml, a...)
+		o.launch(sum, got[0], got[1], got[2], part, &mbuf{}, bias, &mbuf{},
+			int32(rows), int32(outs[0]), int32(outs[1]), int32(outs[2]), int32(2))
 	}
 	o.launch(kernels.MatMulsLaunch(rows, outs), args(ws, want)...)
 	for m := range outs {

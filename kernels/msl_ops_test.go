@@ -78,6 +78,11 @@ func TestMSLRuns(t *testing.T) {
 			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {160, 40}, {1056, 20}} {
 				check(fmt.Sprint("matmul_wg quarters ", c), func(o *op) { o.matMulsPacked(c.in, c.rows, -kernels.WGRows) })
 			}
+			// The copy engine's tile (matmul_wgtP_bf16_N) for each P and N: one chunk, uneven
+			// partials, rows over two tiles, many chunks.
+			for _, c := range []struct{ in, rows, n, p int }{{32, 1, 64, 4}, {96, 70, 64, 1}, {160, 140, 128, 4}, {1056, 20, 128, 1}, {96, 130, 128, 1}, {1056, 3, 64, 4}} {
+				check(fmt.Sprint("matmul_wgt ", c), func(o *op) { o.matMulsCopied(c.in, c.rows, c.n, c.p) })
+			}
 			// silu_mul folded into the split (mma_split_silu_wg): ragged rows, one chunk and many.
 			for _, c := range []struct{ in, rows int }{{32, 1}, {96, 70}, {1056, 20}} {
 				check(fmt.Sprint("mma_split_silu_wg ", c), func(o *op) { o.splitSiLU(c.in, c.rows) })

@@ -368,6 +368,39 @@ FUNC void tfd_mma_store_out(thread tfd_mma_acc& a, device float* dst, int ndim, 
 #define MMA_FOLD(tot, cur, first, stage) tfd_mma_fold(tot, cur, first, stage, LANE)
 #define MMA_STORE_OUT(acc, dst, ndim, o, r, rows, bias, withBias, stage) tfd_mma_store_out(acc, dst, ndim, o, r, rows, bias, withBias, stage, LANE)
 
+// The copy engine's matmul (kernels/src/mmawgt.kern; prelude_tma.cuh says what it is for), in
+// lock step: a SIMD group that spins on threadgroup memory for a producer's flag has no promise
+// of progress here, so there is no producer (WGT_PRODUCER is false) and the whole group, its
+// ninth SIMD group too, copies each chunk's x into a single stage between two barriers
+// (WGT_READY); each SIMD group's weights come from the buffer as mma.kern's do. The stage of 128
+// rows (16 KiB) and the eight SIMD groups' MMA_STAGEs (16 KiB) fill the 32 KiB an Apple GPU has.
+#define MAP(T) const device T*
+#define MAP_OF(m) (m)
+#define DYNAMIC_SHARED(name, metalBytes) threadgroup uint4 name[(metalBytes) / 16]
+#define WGT_PRODUCER false
+#define WGT_CONSUMER (WARP < 8) // the ninth SIMD group only copies
+#define WG_PIN(acc) ((void)0)
+
+// tfd_wgt_ready copies chunk c of slots slot0 … slot0+n/8−1 of x (zeros from row rows) into the
+// stage, the kernel's 288 threads a uint4 each in turn, once every SIMD group is done with the
+// chunk before.
+template <typename Ring>
+FUNC void tfd_wgt_ready(Ring ring, int n, const device uint* x, int slot0, int c, int rows, int chunks, uint tid) {
+	BARRIER();
+	for (int i = tid; i < n / 8 * 64; i += 288) {
+		int g = slot0 + i / 64;
+		ring[i] = 8 * g < rows ? VLOAD(uint4, x + ((ulong)g * chunks + c) * 256 + (i % 64) * 4) : tfd_zero4();
+	}
+	BARRIER();
+}
+#define WGT_START(ring, stages, n) ((void)(stages))
+#define WGT_FETCH(ring, stages, n, j, s, ph, w, band0, x, slot0, c) ((void)0)
+#define WGT_READY(ring, stages, n, s, ph, xs, slot0, c, rows, chunks) ((void)(ph), tfd_wgt_ready(ring, n, xs, slot0, c, rows, chunks, tfd_local.x))
+#define WGT_LOAD_A(a, ring, stages, n, s, w, band, chunks, c, stage) MMA_LOAD_A_PACKED(a, (w) + ((ulong)(band) * (chunks) + (c)) * 512, 16, stage)
+#define WGT_STEP(acc, a, ring, stages, n, s, stage) \
+	for (int tfd_h = 0; tfd_h < (n) / 64; tfd_h++) tfd_wg_step64((acc) + 8 * tfd_h, a, (ring) + 512 * tfd_h, stage, LANE)
+#define WGT_RELEASE(ring, stages, n, sp) ((void)(sp))
+
 // Attention on the matrix unit (src/attention_mma.kern), emulated. The tiles and their layout are
 // CUDA's (prelude.cuh): the scores' c[i] is key g + 8(i/2) of the stage by query vector 2t + i%2
 // of the SIMD group, an output tile's c[i] dim 16n + g + 8(i/2) by vector 2t + i%2, for lane

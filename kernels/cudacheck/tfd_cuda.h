@@ -11,6 +11,8 @@
 #define __constant__ __attribute__((constant))
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__ // a kernel parameter read in place (sm_70 on); clang 14 has no spelling of it
 
 // What clang's headers take from the C library.
 typedef __SIZE_TYPE__ size_t;

@@ -1,0 +1,79 @@
+package kernels
+
+import "fmt"
+
+// The copy engine's matmul, matmul_wgtP_bf16_N (src/mmawgt.kern): the warpgroup's tile with both
+// operands brought into a ring of shared memory by TMA copies, on compute capability 9.0.
+
+// WGTStages is the ring's stages for a tile of n rows: a stage holds 8 KiB of weights and n/8
+// KiB of x, and at one group a multiprocessor (the group's 288 threads hold 224 registers each)
+// the stages may take most of the H200's 227 KiB; the model (tools/bench/wgb.cu) ran its best
+// tiles at 4 to 8 stages.
+func WGTStages(n int) int {
+	if n <= 64 {
+		return 8
+	}
+	return 6
+}
+
+// WGTShared is the dynamic shared memory of a tile of n rows with its ring of stages: the stages,
+// then a full and an empty barrier (8 bytes each) a stage (prelude_tma.cuh's layout).
+func WGTShared(n, stages int) int { return stages*(8192+128*n) + 16*stages }
+
+// UsesWGT says which matmul_wgtP_bf16_N the backend gives rows rows of kdim against matrices of
+// outs outputs on a GPU of sms multiprocessors that has it (ok false: none), where it measured
+// faster than matmul_wg4/1_bf16_64 on the H200 (BenchmarkTileSizes on an 8B layer's matrices, µs
+// a launch against the warpgroup tile's best, docs/performance.md):
+//
+//   - From 65 rows, tiles of 128 rows; each group its four partials where the whole tiles make at
+//     least half a group a multiprocessor: gate and up at 128 and 256 rows (107.9 against 134.4,
+//     159.5 against 235.7), q, k and v at 256 (58.9 against 76.8).
+//   - Otherwise a quarter a group from 129 rows, or where K is long enough (8,192 or more) that a
+//     quarter's chunks fill its ring many times: o and down at 256 rows (49.3 against 54.2, 98.4
+//     against 129.7), down at 128 (56.6 against 70.3); but q, k and v at 128 rows (49.6 against
+//     the warpgroup's quarters' 45.8) and o at 128 (30.6 against 30.8) stay.
+//   - At 48 to 64 rows, quarters on tiles of 64 rows for matrices of fewer than a third of a tile
+//     a multiprocessor (o and down).
+func UsesWGT(rows, kdim int, outs [3]int, sms int) (n, p int, ok bool) {
+	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
+	switch {
+	case rows < WGFrom:
+		return 0, 0, false
+	case rows <= 64:
+		return 64, 1, 3*tiles < sms
+	case 2*tiles*ceilDiv(rows, 128) >= sms:
+		return 128, 4, true
+	}
+	return 128, 1, rows > 128 || kdim >= 8192
+}
+
+// MatMulsWGTLaunch is the launch of matmul_wgtP_bf16_N for rows rows against matrices of outs
+// outputs: matmul_wgP_bf16_64's arguments (x split by SplitWGLaunch), x and the weights as maps
+// (WGTMaps), then the ring's stages (WGTStages(n)), which set Shared. For P = 1, dst0 is a
+// scratch of WGQuarterWords floats and sum adds its quarters (MatMulsWGQuartersLaunch's sum).
+func MatMulsWGTLaunch(rows int, outs [3]int, n, p int) (matmul, sum Launch) {
+	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
+	groups := ceilDiv(rows, n) * 4 / p
+	matmul = launch(fmt.Sprintf("matmul_wgt%d_bf16_%d", p, n), groups, tiles)
+	matmul.Shared = WGTShared(n, WGTStages(n))
+	if p == 1 {
+		_, sum = MatMulsWGQuartersLaunch(rows, outs)
+	}
+	return matmul, sum
+}
+
+// WGTMap is the shape of a map argument of matmul_wgtP_bf16_N: Rows rows (bands of 16 weight
+// rows, or slots of 8 rows of x) of Chunks · 256 32-bit words, copied in boxes of Box rows by
+// 256 words; rows past Rows land as zeros.
+type WGTMap struct {
+	Rows, Chunks, Box int
+}
+
+// WGTMaps are the maps of a tile of n rows: x, split by mma_split_wg for rows rows of kdim
+// (SplitXWords: its rows rounded up to 32), and a packed matrix of out outputs (PackMMA's whole
+// bands).
+func WGTMaps(rows, kdim, out, n int) (x, w WGTMap) {
+	chunks := kdim / MMAChunk
+	return WGTMap{Rows: SplitXWords(rows, kdim) / kdim / 8, Chunks: chunks, Box: n / 8},
+		WGTMap{Rows: ceilDiv(out, 16), Chunks: chunks, Box: 8}
+}
