@@ -317,3 +317,46 @@ func TestMMATileChoosesTheMeasuredBest(t *testing.T) {
 		}
 	}
 }
+
+// TestUsesWGT pins the copy engine's tile to where it measured faster on the H200 (132
+// multiprocessors; kernels.UsesWGT's figures): an 8B layer's matrices at 48 to 256 rows.
+func TestUsesWGT(t *testing.T) {
+	qkv, o, gateUp, down := [3]int{4096, 1024, 1024}, [3]int{4096}, [3]int{12288, 12288}, [3]int{4096}
+	for _, c := range []struct {
+		rows, kdim int
+		outs       [3]int
+		n, p       int // 0: not the copy engine's tile
+	}{
+		{47, 4096, gateUp, 0, 0},
+		{64, 4096, gateUp, 64, 4}, {64, 4096, qkv, 0, 0}, {64, 4096, o, 64, 1}, {64, 12288, down, 64, 1},
+		{128, 4096, gateUp, 128, 4}, {128, 4096, qkv, 0, 0}, {128, 4096, o, 0, 0}, {128, 12288, down, 128, 1},
+		{256, 4096, gateUp, 128, 4}, {256, 4096, qkv, 128, 4}, {256, 4096, o, 128, 1}, {256, 12288, down, 128, 1},
+	} {
+		n, p, ok := UsesWGT(c.rows, c.kdim, c.outs, 132)
+		if !ok {
+			n, p = 0, 0
+		}
+		if n != c.n || p != c.p {
+			t.Errorf("UsesWGT(%d, %d, %v, 132) = %d, %d, %v; want %d, %d", c.rows, c.kdim, c.outs, n, p, ok, c.n, c.p)
+		}
+	}
+}
+
+// TestMatMulsWGTLaunch checks the grid and shared memory of matmul_wgtP_bf16_N: row tiles of N
+// (four times for quarters) by the matrices' tiles of 128 outputs, and the ring's bytes.
+func TestMatMulsWGTLaunch(t *testing.T) {
+	l, sum := MatMulsWGTLaunch(130, [3]int{37, 16, 300}, 128, 1)
+	if l.Kernel != "matmul_wgt1_bf16_128" || l.Groups != [2]int{8, 5} || l.Threads != 288 || l.Shared != WGTShared(128, WGTStages(128)) {
+		t.Errorf("P = 1: %+v", l)
+	}
+	if sum.Kernel != "mma_sum_quarters" {
+		t.Errorf("P = 1: sum %+v, want mma_sum_quarters", sum)
+	}
+	l, sum = MatMulsWGTLaunch(256, [3]int{4096}, 64, 4)
+	if l.Kernel != "matmul_wgt4_bf16_64" || l.Groups != [2]int{4, 32} || l.Shared != 8*(8192+64*128)+8*16 || sum.Kernel != "" {
+		t.Errorf("P = 4: %+v, sum %+v", l, sum)
+	}
+	if k, _ := Lookup(l.Kernel); !k.Dynamic {
+		t.Errorf("%s does not declare DYNAMIC_SHARED", l.Kernel)
+	}
+}
