@@ -4,6 +4,8 @@ package cuda
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"tfd/compute"
 	"tfd/kernels"
@@ -320,8 +322,11 @@ func (b *backend) wgtPlan(rows, in int, outs [3]int) (n, p int, ok bool) {
 	case "":
 		return kernels.UsesWGT(rows, in, outs, b.sms)
 	}
-	_, err := fmt.Sscanf(b.wgt, "%d:%d", &n, &p)
-	return n, p, err == nil
+	// Open allowed only N:P of the kernels' variants; parsed here without allocating.
+	ns, ps, _ := strings.Cut(b.wgt, ":")
+	n, _ = strconv.Atoi(ns)
+	p, _ = strconv.Atoi(ps)
+	return n, p, true
 }
 
 // wgtMaps are the maps of r's x and of the matrices at w (an absent one: the first's, which the

@@ -33,9 +33,9 @@ func WGTShared(n, stages int) int { return stages*(8192+128*n) + 16*stages }
 //     against 129.7), down at 128 (56.6 against 70.3); but q, k and v at 128 rows (49.6 against
 //     the warpgroup's quarters' 45.8) and o at 128 (30.6 against 30.8) stay.
 //   - At 48 to 64 rows, tiles of 64 rows: each group its four partials where the tiles make at
-//     least half a group a multiprocessor (gate and up, 79.2 against 82.3), a quarter a group for
-//     matrices of fewer than a third of a tile a multiprocessor (o and down, 21.2 against 22.0,
-//     43.3 against 49.2); q, k and v between them stay (34.3 against the quarters' 28.5).
+//     least half a group a multiprocessor (gate and up, 79.6 against 83.2), a quarter a group for
+//     matrices of fewer than a third of a tile a multiprocessor (o and down, 21.7 against 22.4,
+//     43.7 against 50.4); q, k and v between them stay (35.3 against the quarters' 28.5).
 func UsesWGT(rows, kdim int, outs [3]int, sms int) (n, p int, ok bool) {
 	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
 	switch {
