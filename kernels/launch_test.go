@@ -107,6 +107,15 @@ func TestLaunches(t *testing.T) {
 		add(sum).Kernel != "mma_sum_quarters" || sum.Groups != [2]int{(70*5136 + 255) / 256, 1} || WGQuarterWords(70, [3]int{4096, 1000, 40}) != 4*70*5136 {
 		t.Errorf("MatMulsWGQuartersLaunch(70, {4096, 1000, 40}) = %+v, %+v", l, sum)
 	}
+	// The copy engine's tile (TestMatMulsWGTLaunch checks its grid and bytes).
+	for _, n := range []int{64, 128} {
+		for _, p := range []int{4, 1} {
+			l, _ := MatMulsWGTLaunch(70, [3]int{4096, 1000, 40}, n, p)
+			if add(l).Kernel != fmt.Sprintf("matmul_wgt%d_bf16_%d", p, n) {
+				t.Errorf("MatMulsWGTLaunch(70, {4096, 1000, 40}, %d, %d) = %+v", n, p, l)
+			}
+		}
+	}
 	if l := add(SplitWGLaunch(70, 4096)); l.Kernel != "mma_split_wg" || l.Groups != [2]int{96 * 128 / 8 / 4, 1} {
 		t.Errorf("SplitWGLaunch(70, 4096) = %+v", l)
 	}

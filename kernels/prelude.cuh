@@ -382,18 +382,23 @@ FUNC void tfd_wg64(tfd_mma_acc* d, uint a0, uint a1, uint a2, uint a3, ulong des
 	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
 }
 
-// tfd_wg_step64 starts adding a chunk of x (the 8 slots at slot) to d with tfd_mma_step's four
-// steps, one group of wgmma; d, the weights in a and the slots are the MMAs' until WG_WAIT says
-// the group is done.
-FUNC void tfd_wg_step64(tfd_mma_acc* d, const tfd_mma_a& a, const uint4* slot) {
+// tfd_wg_chunk starts adding a chunk of x (the slots at slot) to d with tfd_mma_step's four
+// steps, each an MMA of 64 weight rows by all of the slots' rows (tfd_wg64, or prelude_tma.cuh's
+// tfd_wg128), one group of wgmma; d, the weights in a and the slots are the MMAs' until WG_WAIT
+// says the group is done.
+template <void (*MMA)(tfd_mma_acc*, uint, uint, uint, uint, ulong)>
+FUNC void tfd_wg_chunk(tfd_mma_acc* d, const tfd_mma_a& a, const uint4* slot) {
 	ulong desc = tfd_wg_desc(slot);
 	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-	tfd_wg64(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc);
-	tfd_wg64(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc + (256 >> 4));
-	tfd_wg64(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (512 >> 4));
-	tfd_wg64(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (768 >> 4));
+	MMA(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc);
+	MMA(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc + (256 >> 4));
+	MMA(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (512 >> 4));
+	MMA(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (768 >> 4));
 	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
+
+// tfd_wg_step64 is a chunk of 64 rows (8 slots).
+FUNC void tfd_wg_step64(tfd_mma_acc* d, const tfd_mma_a& a, const uint4* slot) { tfd_wg_chunk<tfd_wg64>(d, a, slot); }
 // WG_WAIT(n) waits until at most n of this warpgroup's groups of wgmma are still running.
 #define WG_WAIT(n) asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(n) : "memory")
 #else

@@ -101,16 +101,8 @@ FUNC void tfd_wg128(tfd_mma_acc* d, uint a0, uint a1, uint a2, uint a3, ulong de
 	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
 }
 
-// tfd_wg_step128 is tfd_wg_step64 on 128 rows (16 slots).
-FUNC void tfd_wg_step128(tfd_mma_acc* d, const tfd_mma_a& a, const uint4* slot) {
-	ulong desc = tfd_wg_desc(slot);
-	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-	tfd_wg128(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc);
-	tfd_wg128(d, a.w[0].x, a.w[0].y, a.w[0].z, a.w[0].w, desc + (256 >> 4));
-	tfd_wg128(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (512 >> 4));
-	tfd_wg128(d, a.w[1].x, a.w[1].y, a.w[1].z, a.w[1].w, desc + (768 >> 4));
-	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
+// tfd_wg_step128 is a chunk of 128 rows (16 slots).
+FUNC void tfd_wg_step128(tfd_mma_acc* d, const tfd_mma_a& a, const uint4* slot) { tfd_wg_chunk<tfd_wg128>(d, a, slot); }
 #else
 FUNC void tfd_wgt_start(const uint4*, int, int) { __trap(); }
 FUNC void tfd_mbar_wait(uint, int) { __trap(); }
