@@ -130,8 +130,9 @@ const WGFrom = 48
 // (132) with an 8B layer's matrices (BenchmarkTileSizes, µs a launch, against S = 4's tiles):
 // gate and up at 64 rows (192 groups) 103 against 121, at 256 rows 315 against 446; q/k/v at
 // 256 rows (192) 108 against 117; but q/k/v at 64 rows (48 groups) 86 against 51, o and down at
-// 64 rows (32) 85 and 249 against 40 and 116. The backend asks UsesWGQuarters first: where the
-// whole tiles make fewer than two groups a multiprocessor, their quarters run instead.
+// 64 rows (32) 85 and 249 against 40 and 116. The backend asks UsesWGT first (where the copy
+// engine's tile, launch_wgt.go, runs instead), then UsesWGQuarters: where the whole tiles make
+// fewer than two groups a multiprocessor, their quarters run instead.
 func UsesWG(rows int, outs [3]int, sms int) bool {
 	tiles, rowGroups := wgGroups(rows, outs)
 	return rows >= WGFrom && tiles*rowGroups >= sms
