@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -29,19 +28,19 @@ type backend struct {
 	sms          int
 	total        uint64
 	k            kernelSet
-	mma          bool   // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (matmul_linux.go, MatMuls)
-	pdlAllowed   bool   // the device and driver have programmatic dependent launch
-	mmaTile      int    // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
-	splitX       bool   // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
-	wgmma        bool   // many rows run matmul_wgP_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
-	fusedSiLU    bool   // SiLUMulMatMul takes what it can unless TFD_CUDA_FUSED_SILU=0
-	foldQuarters bool   // AddRMSNorm adds a matmul's quarters itself where it can unless TFD_CUDA_FOLD_QUARTERS=0
-	wgt          string // TFD_CUDA_WGT: "" (matmul_wgtP_bf16_N where kernels.UsesWGT), "0" (never), "N:P" (that one wherever the warpgroup's tile runs); set "0" where the device or driver lacks it
-	wgQuarters   string // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (wherever the warpgroup's tile runs)
-	qkRoPEOff    bool   // QKRoPEWrite declines (tests: the five ops against the one launch)
-	attnTile     string // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
-	attnWarp     string // TFD_CUDA_ATTN_WARP: "" (attention_warp where the tiles do not run), "0" (attention_split there)
-	attnMMA      bool   // TFD_CUDA_ATTN_MMA=1: attention_mma for every row of a model it takes (kernels.AttentionMMA)
+	mma          bool       // BF16 matmuls on the tensor cores unless TFD_CUDA_MMA=0 (matmul_linux.go, MatMuls)
+	pdlAllowed   bool       // the device and driver have programmatic dependent launch
+	mmaTile      int        // TFD_CUDA_MMA_TILE: the tensor-core matmuls' S, or 0 for kernels.MMATile's
+	splitX       bool       // S = 2 reads x split once (mma_split_x) unless TFD_CUDA_XSPLIT=0
+	wgmma        bool       // many rows run matmul_wgP_bf16_N (sm_90a) unless TFD_CUDA_WGMMA=0
+	fusedSiLU    bool       // SiLUMulMatMul takes what it can unless TFD_CUDA_FUSED_SILU=0
+	foldQuarters bool       // AddRMSNorm adds a matmul's quarters itself where it can unless TFD_CUDA_FOLD_QUARTERS=0
+	wgt          wgtSetting // TFD_CUDA_WGT (parseWGT); off where the device or driver lacks matmul_wgtP_bf16_N
+	wgQuarters   string     // TFD_CUDA_WG_QUARTERS: "" (matmul_wg1_bf16_N where kernels.UsesWGQuarters), "0" (never), "1" (wherever the warpgroup's tile runs)
+	qkRoPEOff    bool       // QKRoPEWrite declines (tests: the five ops against the one launch)
+	attnTile     string     // TFD_CUDA_ATTN_TILE: "" (attention_tile_H where it shares), "0" (never), "1" (from 64 rows)
+	attnWarp     string     // TFD_CUDA_ATTN_WARP: "" (attention_warp where the tiles do not run), "0" (attention_split there)
+	attnMMA      bool       // TFD_CUDA_ATTN_MMA=1: attention_mma for every row of a model it takes (kernels.AttentionMMA)
 	// pdlRows is the most rows a forward may have for its kernels to be launched dependent
 	// (pdl_linux.go; 0: every launch), and forwardRows the rows of the forward being recorded, as
 	// its last matmul saw them.
@@ -238,12 +237,11 @@ func (b *backend) init() (err error) {
 	// driver encodes tensor maps, unless TFD_CUDA_WGT=0; "N:P" (128:4, 128:1, 64:4, 64:1) runs
 	// matmul_wgtP_bf16_N wherever the warpgroup's tile runs, for tests and benchmarks. The bits
 	// are the same either way.
-	b.wgt = os.Getenv("TFD_CUDA_WGT")
-	if !slices.Contains([]string{"", "0", "128:4", "128:1", "64:4", "64:1"}, b.wgt) {
-		return fmt.Errorf("cuda: TFD_CUDA_WGT=%q: want 0, or N:P of 128:4, 128:1, 64:4, 64:1", b.wgt)
+	if b.wgt, err = parseWGT(os.Getenv("TFD_CUDA_WGT")); err != nil {
+		return err
 	}
 	if b.arch != "sm_90a" || !tmaAvailable() {
-		b.wgt = "0"
+		b.wgt = wgtSetting{off: true}
 	} else if err := b.allowDynamicShared(); err != nil {
 		return err
 	}

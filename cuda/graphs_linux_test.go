@@ -46,7 +46,10 @@ func setWGQuarters(b compute.Backend, mode string) { b.(*backend).wgQuarters = m
 // device and driver have it.
 func setWGT(b compute.Backend, mode string) {
 	if cb := b.(*backend); cb.arch == "sm_90a" && tmaAvailable() {
-		cb.wgt = mode
+		var err error
+		if cb.wgt, err = parseWGT(mode); err != nil {
+			panic(err) // the tests' own modes
+		}
 	}
 }
 

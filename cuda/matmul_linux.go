@@ -313,27 +313,46 @@ func (b *backend) scratch(t **tensor, n int, what string) (uint64, bool) {
 	return ptr(*t), true
 }
 
+// wgtSetting is TFD_CUDA_WGT as Open read it: off, or the variant N:P forced wherever the
+// warpgroup's tile runs (n and p; 0: kernels.UsesWGT's choice).
+type wgtSetting struct {
+	off  bool
+	n, p int
+}
+
+// parseWGT reads a value of TFD_CUDA_WGT: "" (kernels.UsesWGT's choice), "0" (off), or one of
+// the kernel's variants as N:P.
+func parseWGT(s string) (wgtSetting, error) {
+	switch s {
+	case "":
+		return wgtSetting{}, nil
+	case "0":
+		return wgtSetting{off: true}, nil
+	case "128:4", "128:1", "64:4", "64:1":
+		ns, ps, _ := strings.Cut(s, ":")
+		n, _ := strconv.Atoi(ns)
+		p, _ := strconv.Atoi(ps)
+		return wgtSetting{n: n, p: p}, nil
+	}
+	return wgtSetting{}, fmt.Errorf("cuda: TFD_CUDA_WGT=%q: want 0, or N:P of 128:4, 128:1, 64:4, 64:1", s)
+}
+
 // wgtPlan says whether rows rows against packed matrices of outs outputs run the copy engine's
 // tile where the warpgroup's would, and which: kernels.UsesWGT's, or TFD_CUDA_WGT's N:P.
 func (b *backend) wgtPlan(rows, in int, outs [3]int) (n, p int, ok bool) {
-	switch b.wgt {
-	case "0":
+	switch {
+	case b.wgt.off:
 		return 0, 0, false
-	case "":
+	case b.wgt.n == 0:
 		return kernels.UsesWGT(rows, in, outs, b.sms)
 	}
-	// Open allowed only N:P of the kernels' variants; parsed here without allocating.
-	ns, ps, _ := strings.Cut(b.wgt, ":")
-	n, _ = strconv.Atoi(ns)
-	p, _ = strconv.Atoi(ps)
-	return n, p, true
+	return b.wgt.n, b.wgt.p, true
 }
 
 // wgtMaps are the maps of r's x and of the matrices at w (an absent one: the first's, which the
 // kernel never reads for it).
 func (b *backend) wgtMaps(r mmaRun, w [3]uint64, rows, in int, outs [3]int) (xa uint64, wa [3]uint64, err error) {
-	xs, _ := kernels.WGTMaps(rows, in, outs[0], r.wgt)
-	if xa, err = b.tensorMap(r.xa, xs); err != nil {
+	if xa, err = b.tensorMap(r.xa, kernels.WGTXMap(rows, in, r.wgt)); err != nil {
 		return 0, wa, err
 	}
 	for m := range w {
@@ -341,8 +360,7 @@ func (b *backend) wgtMaps(r mmaRun, w [3]uint64, rows, in int, outs [3]int) (xa 
 			wa[m] = wa[0]
 			continue
 		}
-		_, ws := kernels.WGTMaps(rows, in, outs[m], r.wgt)
-		if wa[m], err = b.tensorMap(w[m], ws); err != nil {
+		if wa[m], err = b.tensorMap(w[m], kernels.WGTWeightMap(outs[m], in)); err != nil {
 			return 0, wa, err
 		}
 	}

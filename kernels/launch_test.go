@@ -365,6 +365,9 @@ func TestMatMulsWGTLaunch(t *testing.T) {
 	if l.Kernel != "matmul_wgt4_bf16_64" || l.Groups != [2]int{4, 32} || l.Shared != 8*(8192+64*128)+8*16 || sum.Kernel != "" {
 		t.Errorf("P = 4: %+v, sum %+v", l, sum)
 	}
+	if x, w := WGTXMap(70, 4096, 128), WGTWeightMap(37, 96); x != (WGTMap{Rows: 12, Chunks: 128, Box: 16}) || w != (WGTMap{Rows: 3, Chunks: 3, Box: 8}) {
+		t.Errorf("WGTXMap(70, 4096, 128) = %+v, WGTWeightMap(37, 96) = %+v", x, w)
+	}
 	if k, _ := Lookup(l.Kernel); !k.Dynamic {
 		t.Errorf("%s does not declare DYNAMIC_SHARED", l.Kernel)
 	}

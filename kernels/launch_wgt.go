@@ -53,7 +53,7 @@ func UsesWGT(rows, kdim int, outs [3]int, sms int) (n, p int, ok bool) {
 
 // MatMulsWGTLaunch is the launch of matmul_wgtP_bf16_N for rows rows against matrices of outs
 // outputs: matmul_wgP_bf16_64's arguments (x split by SplitWGLaunch), x and the weights as maps
-// (WGTMaps), then the ring's stages (WGTStages(n)), which set Shared. For P = 1, dst0 is a
+// (WGTXMap, WGTWeightMap), then the ring's stages (WGTStages(n)), which set Shared. For P = 1, dst0 is a
 // scratch of WGQuarterWords floats and sum adds its quarters (MatMulsWGQuartersLaunch's sum).
 func MatMulsWGTLaunch(rows int, outs [3]int, n, p int) (matmul, sum Launch) {
 	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
@@ -73,11 +73,13 @@ type WGTMap struct {
 	Rows, Chunks, Box int
 }
 
-// WGTMaps are the maps of a tile of n rows: x, split by mma_split_wg for rows rows of kdim
-// (SplitXWords: its rows rounded up to 32), and a packed matrix of out outputs (PackMMA's whole
-// bands).
-func WGTMaps(rows, kdim, out, n int) (x, w WGTMap) {
-	chunks := kdim / MMAChunk
-	return WGTMap{Rows: SplitXWords(rows, kdim) / kdim / 8, Chunks: chunks, Box: n / 8},
-		WGTMap{Rows: ceilDiv(out, 16), Chunks: chunks, Box: 8}
+// WGTXMap is the map of x for a tile of n rows: x split by mma_split_wg for rows rows of kdim
+// (SplitXWords: its rows rounded up to 32), in slots of 8 rows.
+func WGTXMap(rows, kdim, n int) WGTMap {
+	return WGTMap{Rows: SplitXWords(rows, kdim) / kdim / 8, Chunks: kdim / MMAChunk, Box: n / 8}
+}
+
+// WGTWeightMap is the map of a packed matrix of out outputs by kdim (PackMMA's whole bands of 16).
+func WGTWeightMap(out, kdim int) WGTMap {
+	return WGTMap{Rows: ceilDiv(out, 16), Chunks: kdim / MMAChunk, Box: 8}
 }

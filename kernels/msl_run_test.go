@@ -126,9 +126,10 @@ var (
 	dynamicDeclRE = regexp.MustCompile(`(?m)^(\s*)DYNAMIC_SHARED\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,([^;]+)\)\s*;`)
 )
 
-// execSource turns an MSL source into the runner's kernel file: threadgroup declarations become
-// TFD_SHARED (memory of the group being run; Metal's DYNAMIC_SHARED too), and a thunk per kernel binds its arguments, buffer
-// i to args[i] and each thread-position attribute to the thread's position.
+// execSource turns an MSL source into the runner's kernel file: threadgroup declarations, and
+// Metal's DYNAMIC_SHARED, become TFD_SHARED (memory of the group being run), and a thunk per
+// kernel binds its arguments, buffer i to args[i] and each thread-position attribute to the
+// thread's position.
 func execSource(msl string) (string, error) {
 	src := sharedDeclRE.ReplaceAllString(msl, "${1}TFD_SHARED(${2}, ${3}, ${4});")
 	src = dynamicDeclRE.ReplaceAllString(src, "${1}TFD_SHARED(uint4, ${2}, (${3}) / 16);")
