@@ -23,19 +23,25 @@ func WGTShared(n, stages int) int { return stages*(8192+128*n) + 16*stages }
 // UsesWGT says which matmul_wgtP_bf16_N the backend gives rows rows of kdim against matrices of
 // outs outputs on a GPU of sms multiprocessors that has it (ok false: none), where it measured
 // faster than matmul_wg4/1_bf16_64 on the H200 (BenchmarkTileSizes on an 8B layer's matrices, µs
-// a launch against the warpgroup tile's best, docs/performance.md):
+// a launch against the warpgroup tile's best, the thirty-second session's call, P = 1 with its
+// sum of quarters; docs/performance.md):
 //
-//   - From 65 rows, tiles of 128 rows; each group its four partials where the whole tiles make at
-//     least half a group a multiprocessor: gate and up at 128 and 256 rows (107.9 against 134.4,
-//     159.5 against 235.7), q, k and v at 256 (58.9 against 76.8).
-//   - Otherwise a quarter a group from 129 rows, or where K is long enough (8,192 or more) that a
-//     quarter's chunks fill its ring many times: o and down at 256 rows (49.3 against 54.2, 98.4
-//     against 129.7), down at 128 (56.6 against 70.3); but q, k and v at 128 rows (49.6 against
-//     the warpgroup's quarters' 45.8) and o at 128 (30.6 against 30.8) stay.
+//   - From 65 rows, tiles of 128 rows, each group its four partials, where those groups make at
+//     least half a group a multiprocessor: gate and up at 128 and 256 rows (105.9 against 133.4,
+//     155.9 against 233.4), q, k and v at 256 (55.6 against 76.5).
+//   - Otherwise a quarter a group on tiles of 128 rows where K is long enough (8,192 or more)
+//     that a quarter's chunks fill its ring many times: down at 128 and 256 rows (54.1 against
+//     69.3, 95.9 against 128.4).
+//   - Otherwise tiles of 64 rows, each group its four partials, where those groups make at least
+//     two thirds of a group a multiprocessor, so one wave nearly fills the GPU: o at 256 rows (128
+//     groups: 40.8 against 53.2, where its quarters on tiles of 128 rows, 256 groups in two
+//     waves, took 46.7) and q, k and v at 128 (96 groups: 42.5 against the quarters' 46.5).
+//   - Otherwise, from 129 rows, a quarter a group on tiles of 128 rows; o at 128 rows stays on the
+//     warpgroup's quarters (29.6 against 28.6 with the sum the engine folds away).
 //   - At 48 to 64 rows, tiles of 64 rows: each group its four partials where the tiles make at
-//     least half a group a multiprocessor (gate and up, 79.6 against 83.2), a quarter a group for
-//     matrices of fewer than a third of a tile a multiprocessor (o and down, 21.7 against 22.4,
-//     43.7 against 50.4); q, k and v between them stay (35.3 against the quarters' 28.5).
+//     least half a group a multiprocessor (gate and up, 76.9 against 81.8), a quarter a group for
+//     matrices of fewer than a third of a tile a multiprocessor (o and down, 21.0 against 21.9,
+//     43.5 against 50.4); q, k and v between them stay (34.2 against the quarters' 30.3).
 func UsesWGT(rows, kdim int, outs [3]int, sms int) (n, p int, ok bool) {
 	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
 	switch {
@@ -47,8 +53,12 @@ func UsesWGT(rows, kdim int, outs [3]int, sms int) (n, p int, ok bool) {
 		return 64, 1, 3*tiles < sms
 	case 2*tiles*ceilDiv(rows, 128) >= sms:
 		return 128, 4, true
+	case kdim >= 8192:
+		return 128, 1, true
+	case 3*tiles*ceilDiv(rows, 64) >= 2*sms:
+		return 64, 4, true
 	}
-	return 128, 1, rows > 128 || kdim >= 8192
+	return 128, 1, rows > 128
 }
 
 // MatMulsWGTLaunch is the launch of matmul_wgtP_bf16_N for rows rows against matrices of outs
