@@ -27,11 +27,11 @@ func WGTShared(n, stages int) int { return stages*(8192+128*n) + 16*stages }
 // sum of quarters; docs/performance.md):
 //
 //   - From 65 rows, tiles of 128 rows, each group its four partials, where those groups make at
-//     least half a group a multiprocessor: gate and up at 128 and 256 rows (105.9 against 133.4,
-//     155.9 against 233.4), q, k and v at 256 (55.6 against 76.5).
+//     least half a group a multiprocessor: gate and up at 128 and 256 rows (105.8 against 133.4,
+//     155.9 against 233.4), q, k and v at 256 (55.5 against 76.5).
 //   - Otherwise a quarter a group on tiles of 128 rows where K is long enough (8,192 or more)
 //     that a quarter's chunks fill its ring many times: down at 128 and 256 rows (54.1 against
-//     69.3, 95.9 against 128.4).
+//     69.2, 95.9 against 128.3).
 //   - Otherwise tiles of 64 rows, each group its four partials, where those groups make at least
 //     two thirds of a group a multiprocessor, so one wave nearly fills the GPU: o at 256 rows (128
 //     groups: 40.8 against 53.2, where its quarters on tiles of 128 rows, 256 groups in two
@@ -39,9 +39,15 @@ func WGTShared(n, stages int) int { return stages*(8192+128*n) + 16*stages }
 //   - Otherwise, from 129 rows, a quarter a group on tiles of 128 rows; o at 128 rows stays on the
 //     warpgroup's quarters (29.6 against 28.6 with the sum the engine folds away).
 //   - At 48 to 64 rows, tiles of 64 rows: each group its four partials where the tiles make at
-//     least half a group a multiprocessor (gate and up, 76.9 against 81.8), a quarter a group for
-//     matrices of fewer than a third of a tile a multiprocessor (o and down, 21.0 against 21.9,
+//     least half a group a multiprocessor (gate and up, 76.8 against 81.8), a quarter a group for
+//     matrices of fewer than a third of a tile a multiprocessor (o and down, 20.9 against 21.9,
 //     43.5 against 50.4); q, k and v between them stay (34.2 against the quarters' 30.3).
+//
+// It was measured at the 8B's K (4,096 and 12,288) only; smaller models' matrices get the same
+// counts unmeasured. The bundled model's (K of 384 and 1,024: a quarter's chunks never fill the
+// ring) ran 6% and 12% slower in forwards of 64 and 256 rows in the thirty-second session's run
+// than in the twenty-seventh's, two runs not side by side (docs/performance.md, "The bundled
+// model"): a floor on K waits for that measurement.
 func UsesWGT(rows, kdim int, outs [3]int, sms int) (n, p int, ok bool) {
 	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
 	switch {
