@@ -144,7 +144,8 @@ func (b *backend) pickDevice() error {
 // compile builds every kernel of tfd/kernels from kernels.Metal(): MSL 3.1, the newest version
 // macOS 14 (the oldest macOS tfd computes on) has, pinned so that every macOS compiles the same
 // language; safe math (MTLMathModeSafe and precise functions on macOS 15 and later, fast math
-// off before), so the kernels' explicit operations keep their order and rounding.
+// off before), so the kernels' explicit operations keep their order and rounding. It makes the
+// pipelines of the kernels this backend launches (launched).
 func (b *backend) compile() error {
 	start := time.Now()
 	opts := newCompileOptions()
@@ -166,6 +167,9 @@ func (b *backend) compile() error {
 		b.logger.Info("metal: the MSL compiler warned", "warnings", warnings)
 	}
 	for _, k := range kernels.All() {
+		if !launched(k.Name) {
+			continue
+		}
 		if err := b.newPipeline(k); err != nil {
 			return err
 		}
