@@ -1,8 +1,16 @@
 package cuda
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
+	"tfd/batch"
+	"tfd/compute/computetest"
+	"tfd/engine"
+	"tfd/engine/enginetest"
 	"tfd/kernels"
 )
 
@@ -31,6 +39,47 @@ func TestWGTPlan(t *testing.T) {
 	for _, bad := range []string{"1", "256:1", "128:2", "128"} {
 		if _, err := parseWGT(bad); err == nil {
 			t.Errorf("TFD_CUDA_WGT=%q accepted", bad)
+		}
+	}
+}
+
+// TestWGTKeepsEngineBits runs the bundled model's forwards with each of the copy engine's tiles
+// forced (TFD_CUDA_WGT=N:P) against the warpgroup's tile, which kernels.UsesWGT gives its short
+// K, bit for bit: every matmul of a layer through the engine, o's and down's quarters folded
+// into the norm where P = 1, at rows in whole tiles and ragged ones.
+func TestWGTKeepsEngineBits(t *testing.T) {
+	b, c := openFolding(t)
+	if c.arch != "sm_90a" || !tmaAvailable() {
+		t.Skip("no copy engine's tile on this GPU or driver")
+	}
+	m := enginetest.Load(t, b, "models/gopher", engine.Options{MaxRows: 256, Slots: 1024})
+	setWGT(b, "") // kernels.UsesWGT's choice, whatever TFD_CUDA_WGT said
+	if n, p, ok := c.wgtPlan(256, m.Config().Hidden, [3]int{m.Config().Intermediate}); ok {
+		t.Fatalf("the bundled model's K of %d runs matmul_wgt%d_bf16_%d by default: nothing to compare against", m.Config().Hidden, p, n)
+	}
+	run := func(mode string) [][]float32 {
+		setWGT(b, mode)
+		defer setWGT(b, "")
+		r := rand.New(rand.NewPCG(9, 10))
+		var out [][]float32
+		for i, n := range []int{64, 100, 256} {
+			rows := make([]batch.Row, n)
+			for p := range rows {
+				rows[p] = batch.Row{Base: 256 * i, Pos: p, Token: int32(r.IntN(m.Vocab())), Logits: p%7 == 0 || p == n-1}
+			}
+			logits, err := m.Forward(context.Background(), rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, slices.Clone(logits))
+		}
+		return out
+	}
+	want := run("")
+	for _, mode := range []string{"128:4", "128:1", "64:4", "64:1"} {
+		got := run(mode)
+		for i := range got {
+			computetest.SameBits(t, fmt.Sprintf("prompt %d, TFD_CUDA_WGT=%s against the warpgroup's tile", i, mode), got[i], want[i])
 		}
 	}
 }

@@ -328,7 +328,8 @@ func TestMMATileChoosesTheMeasuredBest(t *testing.T) {
 }
 
 // TestUsesWGT pins the copy engine's tile to where it measured faster on the H200 (132
-// multiprocessors; kernels.UsesWGT's figures): an 8B layer's matrices at 48 to 256 rows.
+// multiprocessors; kernels.UsesWGT's figures): an 8B layer's matrices at 48 to 256 rows, and
+// none for the bundled model's K of 384 and 1,024, where it measured slower.
 func TestUsesWGT(t *testing.T) {
 	qkv, o, gateUp, down := [3]int{4096, 1024, 1024}, [3]int{4096}, [3]int{12288, 12288}, [3]int{4096}
 	for _, c := range []struct {
@@ -341,6 +342,7 @@ func TestUsesWGT(t *testing.T) {
 		{128, 4096, gateUp, 128, 4}, {128, 4096, qkv, 64, 4}, {128, 4096, o, 0, 0}, {128, 12288, down, 128, 1},
 		{192, 4096, o, 64, 4}, {200, 4096, [3]int{1024}, 128, 1},
 		{256, 4096, gateUp, 128, 4}, {256, 4096, qkv, 128, 4}, {256, 4096, o, 64, 4}, {256, 12288, down, 128, 1},
+		{256, 384, [3]int{1024, 1024}, 0, 0}, {256, 1024, [3]int{384}, 0, 0}, {256, 4095, gateUp, 0, 0},
 	} {
 		n, p, ok := UsesWGT(c.rows, c.kdim, c.outs, 132)
 		if !ok {

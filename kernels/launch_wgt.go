@@ -20,6 +20,9 @@ func WGTStages(n int) int {
 // then a full and an empty barrier (8 bytes each) a stage (prelude_tma.cuh's layout).
 func WGTShared(n, stages int) int { return stages*(8192+128*n) + 16*stages }
 
+// WGTFromK is the shortest K that UsesWGT gives the copy engine's tile.
+const WGTFromK = 4096
+
 // UsesWGT says which matmul_wgtP_bf16_N the backend gives rows rows of kdim against matrices of
 // outs outputs on a GPU of sms multiprocessors that has it (ok false: none), where it measured
 // faster than matmul_wg4/1_bf16_64 on the H200 (BenchmarkTileSizes on an 8B layer's matrices, µs
@@ -43,15 +46,15 @@ func WGTShared(n, stages int) int { return stages*(8192+128*n) + 16*stages }
 //     matrices of fewer than a third of a tile a multiprocessor (o and down, 20.9 against 21.9,
 //     43.5 against 50.4); q, k and v between them stay (34.2 against the quarters' 30.3).
 //
-// It was measured at the 8B's K (4,096 and 12,288) only; smaller models' matrices get the same
-// counts unmeasured. The bundled model's (K of 384 and 1,024: a quarter's chunks never fill the
-// ring) ran 6% and 12% slower in forwards of 64 and 256 rows in the thirty-second session's run
-// than in the twenty-seventh's, two runs not side by side (docs/performance.md, "The bundled
-// model"): a floor on K waits for that measurement.
+// and none where K is under 4,096 (WGTFromK): measured at the 8B's K (4,096 and 12,288), and
+// slower at the bundled model's (384 and 1,024, where a quarter's chunks never fill the ring):
+// its prefill of 256 rows 0.845 ms with the copy engine's tile against 0.737 without it, three
+// interleaved rounds in one call (thirty-third session, docs/performance.md). K between 1,024
+// and 4,096 is unmeasured and stays on the warpgroup's tile.
 func UsesWGT(rows, kdim int, outs [3]int, sms int) (n, p int, ok bool) {
 	tiles := ceilDiv(outs[0], 128) + ceilDiv(outs[1], 128) + ceilDiv(outs[2], 128)
 	switch {
-	case rows < WGFrom:
+	case rows < WGFrom || kdim < WGTFromK:
 		return 0, 0, false
 	case rows <= 64 && 2*tiles >= sms:
 		return 64, 4, true
