@@ -374,6 +374,13 @@ type SiLUMulMatMuler interface {
 	SiLUMulMatMul(dst, gate, up, w, bias Tensor, rows int) bool
 }
 
+// ForwardSizer is an optional interface of a Backend whose forwards run faster with more rows
+// than the engine's default: a prompt alone then takes fewer, larger forwards.
+type ForwardSizer interface {
+	// ForwardRows returns the rows a forward should take where the model allows.
+	ForwardRows() int
+}
+
 // HostBuffers is an optional interface of a Backend that reads into host memory of its own
 // faster than into other memory (CUDA: page-locked memory the GPU copies into directly, where
 // other memory takes a second copy, through a staging buffer, on the CPU).

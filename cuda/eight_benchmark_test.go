@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -29,9 +30,9 @@ import (
 // prefill=4096 is a 4096-token prompt in chunks of the engine's MaxRows, and
 // prefill=4096,attention_split the same with attention_split for every attention launch. With
 // TFD_BENCH_KV=f16 every session keeps its keys and values in F16 (sessions.kv_cache = "f16"), so
-// two runs set the pools side by side. TFD_BENCH_MAX_ROWS sets the engine's MaxRows (256, the
-// daemon's, by default); prefill=4096,rows=N then also runs the prompt in forwards of N rows for
-// every N = 256, 512, … below it.
+// two runs set the pools side by side. TFD_BENCH_MAX_ROWS sets the engine's MaxRows (by default
+// the daemon's, engine.ForwardRows: 512 for a dense model on CUDA); prefill=4096,rows=N then
+// also runs the prompt in forwards of N rows for every N = 256, 512, … below it.
 func BenchmarkEight(b *testing.B) {
 	dir := os.Getenv("TFD_BENCH_MODEL")
 	if dir == "" {
@@ -53,8 +54,8 @@ func BenchmarkEight(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := engine.Options{Slots: streams*span + prompt, KVCache: benchKVCache(b), MaxRows: benchMaxRows(b)}
 	g := openCUDA(b)
+	opts := engine.Options{Slots: streams*span + prompt, KVCache: benchKVCache(b), MaxRows: cmp.Or(benchMaxRows(b), engine.ForwardRows(g, c))}
 	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, opts)
 	if err != nil {
 		b.Fatal(err)
@@ -136,7 +137,8 @@ func BenchmarkEight(b *testing.B) {
 	}
 }
 
-// benchMaxRows is TFD_BENCH_MAX_ROWS, or 0 (the engine's default) where unset.
+// benchMaxRows is TFD_BENCH_MAX_ROWS, or 0 where unset (then the rows the daemon would choose,
+// engine.ForwardRows).
 func benchMaxRows(b *testing.B) int {
 	s := os.Getenv("TFD_BENCH_MAX_ROWS")
 	if s == "" {

@@ -7,6 +7,7 @@ import (
 	"tfd/compute"
 	"tfd/compute/computetest"
 	_ "tfd/cpu"
+	"tfd/engine"
 )
 
 // openCUDA opens a cuda backend closed when the test ends, or skips the test, saying why, where
@@ -40,4 +41,15 @@ func newPair(t testing.TB) *computetest.Pair {
 	}
 	t.Cleanup(func() { c.Close() })
 	return computetest.NewPair(t, g, c)
+}
+
+// daemonRows is the rows a forward of the model at src takes in the daemon on g
+// (engine.ForwardRows), so that a benchmark of the daemon's work loads the model as it does.
+func daemonRows(tb testing.TB, g compute.Backend, src engine.Source) int {
+	tb.Helper()
+	c, _, err := engine.Inspect(src, engine.NoQuantization)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return engine.ForwardRows(g, c)
 }

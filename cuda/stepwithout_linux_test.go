@@ -93,7 +93,8 @@ func loadWithout(b *testing.B, slots int) (*backend, *engine.Model) {
 		b.Skip("TFD_BENCH_MODEL names no model folder; tools/bench/make_8b.py writes one")
 	}
 	g := openCUDA(b)
-	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{Slots: slots})
+	src := engine.Source{Dir: dir}
+	m, err := engine.Load(context.Background(), src, g, engine.Options{MaxRows: daemonRows(b, g, src), Slots: slots})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,9 +24,9 @@ import (
 	"tfd/scheduler"
 )
 
-// MaxRows is the rows one forward takes: the engine's default, named here because the memory
-// plan sizes the scratch for it. bench loads with it too.
-const MaxRows = 256
+// MaxRows is the rows one forward takes where the backend states no preference: the engine's
+// default (engine.ForwardRows chooses a model's).
+const MaxRows = engine.DefaultMaxRows
 
 // instance is one served model: its backend, its weights and KV pool, the scheduler host that
 // runs its requests and the API Handler that feeds the host. A model switch builds a new
@@ -96,7 +96,7 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 		Parallel:     parallel,
 		Grow:         cfg.Sessions.Grow,
 		Layout:       layout,
-		MaxRows:      MaxRows,
+		MaxRows:      engine.ForwardRows(backend, mcfg),
 
 		PromptCacheGiB: cfg.PromptCache.GiB,
 		StateDepth:     stateDepth(cfg.Drafts),
@@ -164,7 +164,7 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize, KVCache: in.plan.KVCache,
+		Context: in.plan.Context, MaxRows: in.plan.MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize, KVCache: in.plan.KVCache,
 		Sessions: len(in.plan.Layout), StateDepth: in.plan.StateDepth, Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {

@@ -37,7 +37,8 @@ type Source struct {
 type Options struct {
 	// Context caps the sequence length; 0 or more than the model's window means the window.
 	Context int
-	// MaxRows is the most rows one forward takes (prefill chunk plus decode rows); default 256.
+	// MaxRows is the most rows one forward takes (prefill chunk plus decode rows); default
+	// DefaultMaxRows (ForwardRows chooses it for a backend).
 	MaxRows int
 	// Slots is the KV pool's size in tokens, shared by all sessions; default Context.
 	Slots int
@@ -333,7 +334,7 @@ func (m *Model) allocate(opts Options) error {
 	}
 	m.maxRows = opts.MaxRows
 	if m.maxRows <= 0 {
-		m.maxRows = 256
+		m.maxRows = DefaultMaxRows
 	}
 	m.slots = opts.Slots
 	if m.slots <= 0 {

@@ -69,7 +69,7 @@ type PlanInput struct {
 	Grow int
 	// Layout, if not empty, gives the session capacities in tokens and overrides Parallel.
 	Layout batch.Layout
-	// MaxRows is the most rows one forward takes; 0: 256, as Load defaults.
+	// MaxRows is the most rows one forward takes; 0: DefaultMaxRows, as Load defaults.
 	MaxRows int
 	// AutoCap bounds the sessions auto makes; 0: DefaultAutoCap.
 	AutoCap int
@@ -252,7 +252,7 @@ func (p *Plan) promptCache(in PlanInput, avail int64) error {
 
 func (in PlanInput) withDefaults() PlanInput {
 	if in.MaxRows <= 0 {
-		in.MaxRows = 256
+		in.MaxRows = DefaultMaxRows
 	}
 	if in.AutoCap <= 0 {
 		in.AutoCap = DefaultAutoCap

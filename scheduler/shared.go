@@ -14,6 +14,12 @@ import (
 	"tfd/promptcache"
 )
 
+// DefaultPrefillChunk is the most prompt rows a round takes while other streams decode unless
+// SharedOptions.PrefillChunk says otherwise: a quarter of the 256 rows a forward took when it was
+// chosen, kept where a backend runs larger forwards for prompts alone (daemon.LargeForwardRows),
+// so that a decoding reply's wait for a round stays what it was.
+const DefaultPrefillChunk = 64
+
 // SharedOptions configures a shared host.
 type SharedOptions struct {
 	// Layout lists the session capacities in tokens, in any order; their sum must not exceed the
@@ -24,7 +30,8 @@ type SharedOptions struct {
 	// Queue bounds the streams waiting for a session; 0 means 64.
 	Queue int
 	// PrefillChunk caps the prompt rows a round takes while other streams decode, so replies keep
-	// moving while a long prompt fills; 0 means a quarter of the model's MaxRows.
+	// moving while a long prompt fills; 0 means a quarter of the model's MaxRows, at most
+	// DefaultPrefillChunk.
 	PrefillChunk int
 	// KeepWarm is how long after its last forward an idle host keeps ticking a model that offers
 	// Warmer (a GPU); 0 turns the tick off.
@@ -215,7 +222,7 @@ func (h *Shared) apply(opts SharedOptions) {
 		opts.Queue = 64
 	}
 	if opts.PrefillChunk <= 0 {
-		opts.PrefillChunk = max(1, h.model.MaxRows()/4)
+		opts.PrefillChunk = min(DefaultPrefillChunk, max(1, h.model.MaxRows()/4))
 	}
 	h.lane.pool.relayout(opts.Layout)
 	h.lane.applyCache(opts)
