@@ -427,13 +427,13 @@ var (
 
 func (b *backend) Name() string { return "cuda" }
 
-// ForwardRows implements compute.ForwardSizer: 512 rows a forward. On the H200 the 8B-shaped
+// ForwardRows implements compute.ForwardSizer: 1,024 rows a forward. On the H200 the 8B-shaped
 // checkpoint's 4,096-token prompt took 481.3 ms in forwards of 256 rows, 453.2 in forwards of 512
-// and 445.3 in forwards of 1,024 (one call, docs/performance.md, "The prefill in larger
-// forwards"): the small matrices' tiles fill the GPU and a prompt makes half the launches. 512
-// takes most of that for 0.4 GB more of scratch than 256 where 1,024 would take 1.1 GB more:
-// every row's logits have their place in it (151,936 floats a row for that checkpoint).
-func (b *backend) ForwardRows() int { return 512 }
+// and 445.3 in forwards of 1,024 (the thirty-second session's call; the twenty-sixth's: 562,
+// 543, 529 and 533 at 2,048): the small matrices' tiles fill the GPU, and a prompt makes a
+// quarter of the launches. The scratch grows by the activations alone (0.17 GB for that
+// checkpoint): the daemon keeps the rows that may ask for logits at 256.
+func (b *backend) ForwardRows() int { return 1024 }
 
 // Arithmetic says whether BF16 matmuls run on the tensor cores or the CUDA cores, and whether
 // attention does too (TFD_CUDA_ATTN_MMA=1): each way gives other bits, so a cached block of one

@@ -31,7 +31,8 @@ import (
 // prefill=4096,attention_split the same with attention_split for every attention launch. With
 // TFD_BENCH_KV=f16 every session keeps its keys and values in F16 (sessions.kv_cache = "f16"), so
 // two runs set the pools side by side. TFD_BENCH_MAX_ROWS sets the engine's MaxRows (by default
-// the daemon's, engine.ForwardRows: 512 for a dense model on CUDA); prefill=4096,rows=N then
+// the daemon's, engine.ForwardRows: 1,024 for a dense model on CUDA, 256 of them asking for
+// logits at most); prefill=4096,rows=N then
 // also runs the prompt in forwards of N rows for every N = 256, 512, … below it.
 func BenchmarkEight(b *testing.B) {
 	dir := os.Getenv("TFD_BENCH_MODEL")
@@ -55,7 +56,8 @@ func BenchmarkEight(b *testing.B) {
 		b.Fatal(err)
 	}
 	g := openCUDA(b)
-	opts := engine.Options{Slots: streams*span + prompt, KVCache: benchKVCache(b), MaxRows: cmp.Or(benchMaxRows(b), engine.ForwardRows(g, c))}
+	opts := engine.Options{Slots: streams*span + prompt, KVCache: benchKVCache(b), MaxRows: cmp.Or(benchMaxRows(b), engine.ForwardRows(g, c)),
+		LogitRows: engine.DefaultMaxRows}
 	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, opts)
 	if err != nil {
 		b.Fatal(err)

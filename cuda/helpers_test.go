@@ -44,7 +44,8 @@ func newPair(t testing.TB) *computetest.Pair {
 }
 
 // daemonRows is the rows a forward of the model at src takes in the daemon on g
-// (engine.ForwardRows), so that a benchmark of the daemon's work loads the model as it does.
+// (engine.ForwardRows; the daemon lets engine.DefaultMaxRows of them ask for logits), so that a
+// benchmark of the daemon's work loads the model as it does.
 func daemonRows(tb testing.TB, g compute.Backend, src engine.Source) int {
 	tb.Helper()
 	c, _, err := engine.Inspect(src, engine.NoQuantization)

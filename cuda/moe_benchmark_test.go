@@ -45,7 +45,7 @@ func BenchmarkMoE(b *testing.B) {
 		b.Fatal(err)
 	}
 	g := openCUDA(b)
-	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{MaxRows: engine.ForwardRows(g, c), Slots: streams * span})
+	m, err := engine.Load(context.Background(), engine.Source{Dir: dir}, g, engine.Options{MaxRows: engine.ForwardRows(g, c), LogitRows: engine.DefaultMaxRows, Slots: streams * span})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func BenchmarkServed(b *testing.B) {
 	opts := replies.Options{Streams: []int{1, 8, 32, 64}, Prompt: 128, Tokens: 128}
 	layout := opts.Layout()
 	g := openCUDA(b)
-	m, err := engine.Load(context.Background(), src, g, engine.Options{Context: layout[0], MaxRows: daemonRows(b, g, src), Slots: layout[0] * len(layout), Sessions: len(layout), KVCache: benchKVCache(b)})
+	m, err := engine.Load(context.Background(), src, g, engine.Options{Context: layout[0], MaxRows: daemonRows(b, g, src), LogitRows: engine.DefaultMaxRows, Slots: layout[0] * len(layout), Sessions: len(layout), KVCache: benchKVCache(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

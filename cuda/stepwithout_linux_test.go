@@ -94,7 +94,7 @@ func loadWithout(b *testing.B, slots int) (*backend, *engine.Model) {
 	}
 	g := openCUDA(b)
 	src := engine.Source{Dir: dir}
-	m, err := engine.Load(context.Background(), src, g, engine.Options{MaxRows: daemonRows(b, g, src), Slots: slots})
+	m, err := engine.Load(context.Background(), src, g, engine.Options{MaxRows: daemonRows(b, g, src), LogitRows: engine.DefaultMaxRows, Slots: slots})
 	if err != nil {
 		b.Fatal(err)
 	}

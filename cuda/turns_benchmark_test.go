@@ -27,7 +27,7 @@ func BenchmarkCachedTurn(b *testing.B) {
 	}
 	g := openCUDA(b)
 	session := turns.Session(tokens)
-	m, err := engine.Load(context.Background(), src, g, engine.Options{Context: session, MaxRows: daemonRows(b, g, src), Slots: session})
+	m, err := engine.Load(context.Background(), src, g, engine.Options{Context: session, MaxRows: daemonRows(b, g, src), LogitRows: engine.DefaultMaxRows, Slots: session})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,8 +24,9 @@ import (
 	"tfd/scheduler"
 )
 
-// MaxRows is the rows one forward takes where the backend states no preference: the engine's
-// default (engine.ForwardRows chooses a model's).
+// MaxRows is the rows one forward takes where the backend states no preference (the engine's
+// default; engine.ForwardRows chooses a model's), and always the most of them that ask for
+// logits: larger forwards are a prompt's alone.
 const MaxRows = engine.DefaultMaxRows
 
 // instance is one served model: its backend, its weights and KV pool, the scheduler host that
@@ -97,6 +98,7 @@ func PlanConfig(cfg config.Config, backend compute.Backend) (engine.Plan, error)
 		Grow:         cfg.Sessions.Grow,
 		Layout:       layout,
 		MaxRows:      engine.ForwardRows(backend, mcfg),
+		LogitRows:    MaxRows,
 
 		PromptCacheGiB: cfg.PromptCache.GiB,
 		StateDepth:     stateDepth(cfg.Drafts),
@@ -164,7 +166,7 @@ func startInstance(ctx context.Context, cfg config.Config, plan *engine.Plan, ho
 func (in *instance) load(ctx context.Context, cfg config.Config, logger *slog.Logger, report func(where string, err error)) error {
 	start := time.Now()
 	m, err := engine.Load(ctx, ModelSource(cfg.Model), in.backend, engine.Options{
-		Context: in.plan.Context, MaxRows: in.plan.MaxRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize, KVCache: in.plan.KVCache,
+		Context: in.plan.Context, MaxRows: in.plan.MaxRows, LogitRows: in.plan.LogitRows, Slots: in.plan.Slots(), Quantize: in.plan.Quantize, KVCache: in.plan.KVCache,
 		Sessions: len(in.plan.Layout), StateDepth: in.plan.StateDepth, Progress: loadProgress(logger, start)})
 	if err != nil {
 		if cfg.Model.Path == "" {

@@ -65,8 +65,8 @@ func (c *DraftChains) StartDraftChain(ctx context.Context, row batch.Row, drafts
 	}
 	c.untaken, c.first = 0, 0
 	rows := 1 + len(drafts)
-	if len(drafts) == 0 || rows > min(c.m.maxRows, maxDraftRows) {
-		return fmt.Errorf("engine: a drafted chain takes 1 to %d drafts, got %d", min(c.m.maxRows, maxDraftRows)-1, len(drafts))
+	if len(drafts) == 0 || rows > min(c.m.logitRows, maxDraftRows) {
+		return fmt.Errorf("engine: a drafted chain takes 1 to %d drafts, got %d", min(c.m.logitRows, maxDraftRows)-1, len(drafts))
 	}
 	staged := make([]batch.Row, 0, maxDraftRows)
 	row.Logits = true

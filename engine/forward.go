@@ -30,7 +30,7 @@ type activations struct {
 	gate   compute.Tensor // [maxRows, inter]
 	up     compute.Tensor // [maxRows, inter]
 	final  compute.Tensor // [maxRows, hidden]: the rows whose logits are wanted, normed
-	logits compute.Tensor // [maxRows, vocab]
+	logits compute.Tensor // [logitRows, vocab]: the wanted rows' logits
 	warm   compute.Tensor // [1, 4]: what Warm's kernel works on
 	chain  compute.Tensor // [maxRows] I32: a greedy chain's step writes its token into the first
 	picks  compute.Tensor // [maxRows] I32: the greedy picks of ForwardPicks (compute.Picker)
@@ -73,7 +73,9 @@ type activations struct {
 	pinnedLogits bool
 }
 
-func newActivations(b compute.Backend, c Config, maxRows int) (*activations, error) {
+// newActivations allocates the scratch for forwards of maxRows rows of which at most logitRows ask
+// for their logits or picks.
+func newActivations(b compute.Backend, c Config, maxRows, logitRows int) (*activations, error) {
 	a := &activations{
 		hostTokens:        make([]int32, maxRows),
 		hostPositions:     make([]int32, maxRows),
@@ -91,12 +93,12 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 	if hb, ok := b.(compute.HostBuffers); ok {
 		// Where the backend cannot give it, the logits take ordinary memory: slower reads, the
 		// same bits.
-		if buf, err := hb.HostFloat32(maxRows * c.Vocab); err == nil {
+		if buf, err := hb.HostFloat32(logitRows * c.Vocab); err == nil {
 			a.hostLogits, a.pinnedLogits = buf, true
 		}
 	}
 	if a.hostLogits == nil {
-		a.hostLogits = make([]float32, maxRows*c.Vocab)
+		a.hostLogits = make([]float32, logitRows*c.Vocab)
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	specs := []struct {
@@ -113,7 +115,7 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		{&a.q, compute.F32, q}, {&a.k, compute.F32, kv}, {&a.v, compute.F32, kv},
 		{&a.attn, compute.F32, q}, {&a.out, compute.F32, c.Hidden},
 		{&a.gate, compute.F32, c.Intermediate}, {&a.up, compute.F32, c.Intermediate},
-		{&a.final, compute.F32, c.Hidden}, {&a.logits, compute.F32, c.Vocab},
+		{&a.final, compute.F32, c.Hidden},
 		{&a.warm, compute.F32, 4}, {&a.chain, compute.I32, 1}, {&a.picks, compute.I32, 1},
 	}
 	for _, s := range specs {
@@ -124,6 +126,9 @@ func newActivations(b compute.Backend, c Config, maxRows int) (*activations, err
 		if err := a.alloc(b, s.dst, s.dtype, shape...); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.alloc(b, &a.logits, compute.F32, logitRows, c.Vocab); err != nil {
+		return nil, err
 	}
 	if err := a.alloc(b, &a.verdict, compute.I32, compute.VerdictLen(maxRows)); err != nil {
 		return nil, err
@@ -300,6 +305,9 @@ func (m *Model) stageRows(rows []batch.Row) (logits, picks int, err error) {
 			a.hostWanted[logits+picks] = int32(i)
 			picks++
 		}
+	}
+	if logits+picks > m.logitRows {
+		return 0, 0, fmt.Errorf("engine: %d of a forward's rows ask for their logits or picks; at most %d may (Options.LogitRows)", logits+picks, m.logitRows)
 	}
 	m.backend.WriteInt32(a.tokens, a.hostTokens[:len(rows)])
 	m.backend.WriteInt32(a.positions, a.hostPositions[:len(rows)])

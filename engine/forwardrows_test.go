@@ -1,9 +1,16 @@
 package engine
 
 import (
+	"context"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 
+	"tfd/batch"
 	"tfd/compute"
+	_ "tfd/cpu"
+	"tfd/models"
 )
 
 // sizedBackend is a backend that states the rows its forwards should take.
@@ -35,4 +42,57 @@ func TestForwardRows(t *testing.T) {
 			t.Errorf("%s: %d rows a forward, want %d", c.name, got, c.want)
 		}
 	}
+}
+
+// TestLogitRowsBound: a forward of more rows than may ask for logits (Options.LogitRows) gives
+// the rows that ask the bits of a model whose every row may, and one that asks for more is refused
+// with an error that names the limit.
+func TestLogitRowsBound(t *testing.T) {
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	load := func(logitRows int) *Model {
+		m, err := Load(context.Background(), Source{FS: models.FS(), Name: models.Name}, b, Options{Context: 256, MaxRows: 40, LogitRows: logitRows, Slots: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		return m
+	}
+	rows := func(m *Model, ask int) []batch.Row {
+		rows := make([]batch.Row, m.MaxRows())
+		for p := range rows {
+			rows[p] = batch.Row{Pos: p, Token: int32(p*37) % int32(m.Vocab()), Logits: p >= len(rows)-ask}
+		}
+		return rows
+	}
+	few, all := load(4), load(0)
+	if few.LogitRows() != 4 || all.LogitRows() != all.MaxRows() {
+		t.Fatalf("LogitRows %d and %d, want 4 and MaxRows (%d)", few.LogitRows(), all.LogitRows(), all.MaxRows())
+	}
+	got, err := few.Forward(context.Background(), rows(few, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := all.Forward(context.Background(), rows(all, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(math32Bits(got), math32Bits(want)) {
+		t.Errorf("the last 4 rows' logits differ between LogitRows 4 and LogitRows MaxRows")
+	}
+	if _, err := few.Forward(context.Background(), rows(few, 5)); err == nil || !strings.Contains(err.Error(), "at most 4 may (Options.LogitRows)") {
+		t.Errorf("5 rows asking for logits with LogitRows 4: %v, want an error naming the limit", err)
+	}
+}
+
+// math32Bits returns the bits of each float, so that slices.Equal compares them exactly.
+func math32Bits(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, f := range v {
+		out[i] = math.Float32bits(f)
+	}
+	return out
 }

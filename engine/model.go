@@ -40,6 +40,11 @@ type Options struct {
 	// MaxRows is the most rows one forward takes (prefill chunk plus decode rows); default
 	// DefaultMaxRows (ForwardRows chooses it for a backend).
 	MaxRows int
+	// LogitRows is the most rows of one forward, or of one step of the MTP head, that ask for
+	// their logits or their picks; default MaxRows, and never more. Their logits are most of
+	// the scratch (a vocabulary's floats a row), so forwards larger than DefaultMaxRows, which
+	// only a prompt alone fills, keep it at DefaultMaxRows.
+	LogitRows int
 	// Slots is the KV pool's size in tokens, shared by all sessions; default Context.
 	Slots int
 	// Sessions is the most sessions whose state a model keeps at once, beyond their keys and
@@ -99,6 +104,7 @@ type Model struct {
 	fullIndex []int
 
 	maxRows, slots, context int
+	logitRows               int // at most maxRows (Options.LogitRows)
 	lastRows                int // rows of the last Forward whose hidden states a.x holds
 	lastDrafts              int // logits rows of the last Draft whose MTP outputs (pre-norm) a.h holds
 }
@@ -336,6 +342,10 @@ func (m *Model) allocate(opts Options) error {
 	if m.maxRows <= 0 {
 		m.maxRows = DefaultMaxRows
 	}
+	m.logitRows = m.maxRows
+	if opts.LogitRows > 0 {
+		m.logitRows = min(opts.LogitRows, m.maxRows)
+	}
 	m.slots = opts.Slots
 	if m.slots <= 0 {
 		m.slots = m.context
@@ -394,7 +404,7 @@ func (m *Model) allocate(opts Options) error {
 	if m.kv, err = m.backend.NewKV(m.kvSpec); err != nil {
 		return fmt.Errorf("engine: allocate KV pool of %d slots: %w", m.slots, err)
 	}
-	if m.act, err = newActivations(m.backend, c, m.maxRows); err != nil {
+	if m.act, err = newActivations(m.backend, c, m.maxRows, m.logitRows); err != nil {
 		return err
 	}
 	if c.Next.Enabled {
@@ -473,6 +483,9 @@ func (m *Model) Vocab() int { return m.cfg.Vocab }
 
 // MaxRows returns the most rows one Forward takes.
 func (m *Model) MaxRows() int { return m.maxRows }
+
+// LogitRows returns the most rows of one Forward (or Draft) that ask for their logits or picks.
+func (m *Model) LogitRows() int { return m.logitRows }
 
 // Slots returns the size of the KV pool in tokens.
 func (m *Model) Slots() int { return m.slots }

@@ -201,6 +201,9 @@ func (m *Model) stageDraftRows(rows []batch.DraftRow) (int, error) {
 			n++
 		}
 	}
+	if n > m.logitRows {
+		return 0, fmt.Errorf("engine: %d draft rows ask for their logits; at most %d may (Options.LogitRows)", n, m.logitRows)
+	}
 	b := m.backend
 	b.WriteInt32(a.tokens, a.hostTokens[:len(rows)])
 	b.WriteInt32(a.positions, a.hostPositions[:len(rows)])

@@ -71,6 +71,8 @@ type PlanInput struct {
 	Layout batch.Layout
 	// MaxRows is the most rows one forward takes; 0: DefaultMaxRows, as Load defaults.
 	MaxRows int
+	// LogitRows is the most of them that ask for logits (Options.LogitRows); 0: MaxRows.
+	LogitRows int
 	// AutoCap bounds the sessions auto makes; 0: DefaultAutoCap.
 	AutoCap int
 	// PromptCacheGiB is the prompt cache's memory, reserved before the sessions are sized: N GiB,
@@ -89,7 +91,7 @@ type Plan struct {
 	Weights int64
 	// Quantize is the quantization at load the weights take (model.quantize); "" for none.
 	Quantize Quantization
-	Scratch  int64 // activations and logits for MaxRows rows
+	Scratch  int64 // activations for MaxRows rows, logits for LogitRows
 	Margin   int64
 	Cache    int64 // the prompt cache's own memory
 	KV       int64 // all sessions' keys and values
@@ -110,8 +112,9 @@ type Plan struct {
 	Layout batch.Layout
 	// Parallel is "auto", "layout" or the number asked for, as the plan read its input.
 	Parallel string
-	// MaxRows is the rows the scratch is sized for.
-	MaxRows int
+	// MaxRows and LogitRows are the rows the scratch is sized for: of a forward, and of those
+	// the rows that ask for logits.
+	MaxRows, LogitRows int
 	// KVCache is the dtype keys and values are stored in: F32 or F16.
 	KVCache compute.DType
 	// KVPerToken is the KV memory of one token of one session: every layer's, or, where the
@@ -161,14 +164,14 @@ func MakePlan(in PlanInput) (Plan, error) {
 	if err := in.check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{MaxRows: in.MaxRows, CachePerToken: kvPerToken(in.Model, in.KVCache), CacheStatePerBlock: in.Model.StateBytes(1),
+	p := Plan{MaxRows: in.MaxRows, LogitRows: in.LogitRows, CachePerToken: kvPerToken(in.Model, in.KVCache), CacheStatePerBlock: in.Model.StateBytes(1),
 		Memory: int64(min(in.DeviceMemory, math.MaxInt64)), WorkingSet: int64(min(in.WorkingSet, math.MaxInt64))}
 	var err error
 	if p.Limit, p.LimitFrom, err = in.limit(); err != nil {
 		return Plan{}, err
 	}
 	p.Weights, p.Quantize, p.KVCache = in.WeightBytes, in.Quantize, in.KVCache
-	p.Scratch = ScratchBytes(in.Model, in.MaxRows)
+	p.Scratch = ScratchBytes(in.Model, in.MaxRows, in.LogitRows)
 	p.Margin = int64(in.MarginGB * GiB)
 	avail := p.Limit - p.Weights - p.Scratch - p.Margin
 	if avail <= 0 {
@@ -253,6 +256,9 @@ func (p *Plan) promptCache(in PlanInput, avail int64) error {
 func (in PlanInput) withDefaults() PlanInput {
 	if in.MaxRows <= 0 {
 		in.MaxRows = DefaultMaxRows
+	}
+	if in.LogitRows <= 0 || in.LogitRows > in.MaxRows {
+		in.LogitRows = in.MaxRows
 	}
 	if in.AutoCap <= 0 {
 		in.AutoCap = DefaultAutoCap
@@ -478,14 +484,14 @@ func kvPerToken(c Config, kvCache compute.DType) int64 {
 	return compute.KVSpec{Layers: c.KVLayers() + min(c.MTPLayers, 1), KVHeads: c.KVHeads, HeadDim: c.HeadDim, Slots: 1, DType: kvCache}.Bytes()
 }
 
-// ScratchBytes estimates the forward's scratch for maxRows rows: the F32 activations Load
-// allocates (hidden states, q, k, v, attention output, the MLP's gate and up, logits, row
-// metadata) plus the host's copy of the logits; and for a mixture of experts, the router's
+// ScratchBytes estimates the forward's scratch for maxRows rows of which logitRows ask for logits:
+// the F32 activations Load allocates (hidden states, q, k, v, attention output, the MLP's gate
+// and up, row metadata), the logits and the host's copy of them; and for a mixture of experts, the router's
 // scores, each row's experts and weights, the pairs grouped by expert, each pair's gate, up and
 // output, and the pairs' inputs and outputs the cpu backend gathers for an expert's matrix.
-func ScratchBytes(c Config, maxRows int) int64 {
+func ScratchBytes(c Config, maxRows, logitRows int) int64 {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	perRow := 4 + 5*c.Hidden + 2*q + 2*kv + 2*c.Intermediate + 2*c.Vocab
+	perRow := 4 + 5*c.Hidden + 2*q + 2*kv + 2*c.Intermediate
 	fixed := 0
 	if moe := c.MoE; moe.Experts > 0 {
 		k := moe.PerToken
@@ -497,5 +503,5 @@ func ScratchBytes(c Config, maxRows int) int64 {
 		// attention's gate, and the shared expert's gate, up, output and score
 		perRow += 2*n.ConvChannels() + 2*n.VHeads*n.VDim + 2*n.VHeads + 3 + q + 2*n.SharedIntermediate + c.Hidden + 1
 	}
-	return (int64(maxRows)*int64(perRow) + int64(fixed)) * 4
+	return (int64(maxRows)*int64(perRow) + int64(logitRows)*2*int64(c.Vocab) + int64(fixed)) * 4
 }

@@ -85,7 +85,7 @@ func TestPlanQwen3MoE30BShaped(t *testing.T) {
 	if p.KVPerToken != kvPerToken || p.Weights != 2*params || p.Context != 40960 {
 		t.Errorf("KV %d a token, weights %d, context %d; want %d, %d, 40960", p.KVPerToken, p.Weights, p.Context, kvPerToken, int64(2*params))
 	}
-	if want := ScratchBytes(Config{Hidden: 2048, Intermediate: 6144, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936}, 256); p.Scratch <= want {
+	if want := ScratchBytes(Config{Hidden: 2048, Intermediate: 6144, Heads: 32, KVHeads: 4, HeadDim: 128, Vocab: 151936}, 256, 256); p.Scratch <= want {
 		t.Errorf("scratch %d, no more than a dense model's %d: the experts' pairs are not counted", p.Scratch, want)
 	}
 	// A session of the whole context: 40,960 tokens of 192 KiB, 7.5 GiB.

@@ -39,7 +39,11 @@ func (p Plan) String() string {
 		weights += fmt.Sprintf(", quantized at load (model.quantize = %s)", p.Quantize)
 	}
 	row("weights", p.Weights, weights)
-	row("scratch", p.Scratch, fmt.Sprintf("activations and logits for %d rows", p.MaxRows))
+	what := fmt.Sprintf("activations and logits for %d rows", p.MaxRows)
+	if p.LogitRows > 0 && p.LogitRows < p.MaxRows {
+		what = fmt.Sprintf("activations for %d rows, logits for %d", p.MaxRows, p.LogitRows)
+	}
+	row("scratch", p.Scratch, what)
 	row("margin", p.Margin, "memory.margin_gb")
 	host := "shared host"
 	if p.Serial() {

@@ -43,6 +43,9 @@ func (l *laneState) calibrate() (Priced, error) {
 	if len(rows) == 0 {
 		return p, nil
 	}
+	for i := logitLimit(l.h.model); i < len(rows); i++ {
+		rows[i].Logits = false // a prompt's rows, which the rounds past logitLimit are
+	}
 	if _, err := l.timeForward(rows[:1]); err != nil {
 		return p, err
 	}

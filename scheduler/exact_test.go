@@ -505,3 +505,65 @@ func TestNextTurnReusesTheSession(t *testing.T) {
 	}
 	sameReply(t, "the next turn", r2, solo(t, m, []scheduler.Request{next})[0])
 }
+
+// logitCounter is the bundled model with a record of the most rows one forward took and the most
+// of them that asked for their logits or picks.
+type logitCounter struct {
+	*engine.Model
+	mu                sync.Mutex
+	mostRows, mostAsk int
+}
+
+func (m *logitCounter) Forward(ctx context.Context, rows []batch.Row) ([]float32, error) {
+	logits, _, err := m.ForwardPicks(ctx, rows)
+	return logits, err
+}
+
+func (m *logitCounter) ForwardPicks(ctx context.Context, rows []batch.Row) ([]float32, []int32, error) {
+	ask := 0
+	for _, r := range rows {
+		if r.Logits || r.Pick {
+			ask++
+		}
+	}
+	m.mu.Lock()
+	m.mostRows, m.mostAsk = max(m.mostRows, len(rows)), max(m.mostAsk, ask)
+	m.mu.Unlock()
+	return m.Model.ForwardPicks(ctx, rows)
+}
+
+// TestFewLogitRowsEqualSolo: where a forward takes more rows than may ask for logits
+// (engine.Options.LogitRows, as larger forwards for prompts keep it), rounds keep their decoding
+// rows and drafts within the limit and stop a prompt one token short of a logits row past it, and
+// every reply is still the one it makes alone and undrafted.
+func TestFewLogitRowsEqualSolo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the bundled model; skipped with -short")
+	}
+	b, err := compute.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const logitRows = 3
+	em, err := engine.Load(context.Background(), engine.Source{FS: models.FS(), Name: models.Name}, b,
+		engine.Options{Context: 512, MaxRows: 64, LogitRows: logitRows, Slots: 6 * 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { em.Close(); b.Close() })
+	reqs := requests(em, 6)
+	want := solo(t, em, reqs)
+	m := &logitCounter{Model: em}
+	h, err := scheduler.NewShared(m, schedulertest.Equip(em, scheduler.SharedOptions{Layout: slices.Repeat([]int{512}, 6), Clock: schedulertest.StillClock()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	for i, r := range drainAll(submitAll(t, h, reqs, scheduler.Drafts{MTP: 3, NGram: 4})) {
+		sameReply(t, fmt.Sprintf("stream %d (sampled %v)", i, !reqs[i].Sampling.Greedy()), r, want[i])
+	}
+	t.Logf("the most rows a forward took: %d, of which %d asked for logits or picks", m.mostRows, m.mostAsk)
+	if m.mostRows <= logitRows || m.mostAsk != logitRows {
+		t.Errorf("forwards of up to %d rows, up to %d asking for logits or picks: want forwards past %d rows and %d asking", m.mostRows, m.mostAsk, logitRows, logitRows)
+	}
+}

@@ -25,6 +25,23 @@ type Model interface {
 	MoveKV(dst, src, n int) error
 }
 
+// LogitRower is an optional interface of a Model whose forwards take more rows than may ask for
+// their logits or picks (engine.Options.LogitRows): rows past that are a prompt's, which ask for
+// none but the newest token's.
+type LogitRower interface {
+	// LogitRows returns the most rows of one Forward, or of one step of the MTP head, that
+	// ask for their logits or picks; at most MaxRows.
+	LogitRows() int
+}
+
+// logitLimit is the most rows of one forward of m that may ask for their logits or picks.
+func logitLimit(m Model) int {
+	if r, ok := m.(LogitRower); ok {
+		return min(r.LogitRows(), m.MaxRows())
+	}
+	return m.MaxRows()
+}
+
 // Host admits requests and runs them on a model.
 type Host interface {
 	// Submit queues req and returns the channel its events arrive on; the channel is closed after

@@ -139,7 +139,7 @@ func (l *laneState) handOff(a *active) {
 // run over the positions that stood, for the next forward's chain. It skips what a shared round
 // does for many streams (planning over every active stream, prompt chunks, migration).
 func (l *laneState) loneDrafted(a *active) {
-	spare := l.h.model.MaxRows() - 1
+	spare := logitLimit(l.h.model) - 1
 	l.propose(a, spare)
 	if a.constrained != nil {
 		a.drafts = a.constrained.cut(a.drafts, a.req.StopTokens)

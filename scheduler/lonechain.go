@@ -40,7 +40,7 @@ func (l *laneState) chainsDrafts(a *active) bool {
 // with the head's drafts after the newest token would index that token's n-grams, after which
 // the index finds no earlier copy there (copying).
 func (l *laneState) pricedChainDepth(a *active) int {
-	spare := l.h.model.MaxRows() - 1
+	spare := logitLimit(l.h.model) - 1
 	k := max(l.draftRoom(a, spare), 0)
 	a.drafts = append(a.drafts[:0], a.mtpDrafts[:min(len(a.mtpDrafts), k)]...)
 	a.fromHead = len(a.drafts)

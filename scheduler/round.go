@@ -48,11 +48,13 @@ func (l *laneState) forward(ctx context.Context) ([]float32, []int32, error) {
 func (l *laneState) picksAlone(a *active) bool { return l.picker != nil && rawArgmax(a) }
 
 // plan builds the round's rows. Decoding streams come first, one row each, so they move every
-// round, with the drafts that pay for their rows (price); prompts share the rest, capped at
-// prefillChunk rows while anyone decodes.
+// round, with the drafts that pay for their rows (price): all of them ask for logits or picks, so
+// they take at most the model's logitLimit rows. Prompts share the rest of MaxRows, capped at
+// prefillChunk rows while anyone decodes; a prompt whose newest token would need a logits row
+// past logitLimit stops one token short of it, which the next round feeds.
 func (l *laneState) plan() {
 	l.rows, l.shares, l.logitRows, l.pickRows = l.rows[:0], l.shares[:0], 0, 0
-	budget := l.h.model.MaxRows()
+	budget := logitLimit(l.h.model)
 	decoding := l.decoding[:0]
 	for _, a := range l.active {
 		if budget > 0 && a.ready() && a.decoding() {
@@ -72,12 +74,21 @@ func (l *laneState) plan() {
 		l.add(a, 1)
 		budget -= len(a.drafts)
 	}
+	budget = l.h.model.MaxRows() - len(l.rows)
 	if len(l.rows) > 0 {
 		budget = min(budget, l.prefillChunk)
 	}
+	logitsLeft := logitLimit(l.h.model) - l.logitRows - l.pickRows
 	for _, a := range l.active {
 		if budget > 0 && a.ready() && !a.decoding() {
 			n := min(budget, len(a.tokens)-a.fed, a.sess.capacity-a.fed)
+			if n > 0 && a.fed+n == len(a.tokens) { // its newest token's row asks for logits
+				if logitsLeft > 0 {
+					logitsLeft--
+				} else if n--; n == 0 {
+					continue
+				}
+			}
 			a.drafts = a.drafts[:0] // drafts follow a decoding stream's newest token only
 			l.add(a, n)
 			budget -= n

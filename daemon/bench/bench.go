@@ -57,7 +57,7 @@ func load(ctx context.Context, cfg config.Config, logger *slog.Logger) (*engine.
 		return nil, nil, plan, fmt.Errorf("bench: sessions %s: %w", cfg.Sessions.Layout, err)
 	}
 	logger.Info("bench: loading the model", "backend", backend.Name(), "sessions", plan.LayoutString())
-	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: plan.MaxRows, Slots: plan.Slots(), Quantize: plan.Quantize,
+	m, err := engine.Load(ctx, daemon.ModelSource(cfg.Model), backend, engine.Options{Context: plan.Context, MaxRows: plan.MaxRows, LogitRows: plan.LogitRows, Slots: plan.Slots(), Quantize: plan.Quantize,
 		KVCache: plan.KVCache, Sessions: len(plan.Layout), StateDepth: plan.StateDepth})
 	if err != nil {
 		backend.Close()
