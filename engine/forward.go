@@ -13,6 +13,7 @@ import (
 // allocates nothing.
 type activations struct {
 	tokens, positions, bases, wanted compute.Tensor // I32 [maxRows]
+	wantedBases, wantedPositions     compute.Tensor // I32 [logitRows]: the wanted rows' (prune.go)
 	ropePositions, sources           compute.Tensor // I32 [maxRows], for the MTP forward
 	// A sliding layer's view of the KV pool (Gemma): each row's first slot in its window and its
 	// position within the window, so that Attention reads the window's keys alone.
@@ -62,6 +63,7 @@ type activations struct {
 
 	// Host staging, reused every call.
 	hostTokens, hostPositions, hostBases, hostWanted []int32
+	hostWantedBases, hostWantedPositions             []int32
 	hostPicks                                        []int32
 	hostRopePositions, hostSources                   []int32
 	hostWinBases, hostWinPositions                   []int32
@@ -77,18 +79,20 @@ type activations struct {
 // for their logits or picks.
 func newActivations(b compute.Backend, c Config, maxRows, logitRows int) (*activations, error) {
 	a := &activations{
-		hostTokens:        make([]int32, maxRows),
-		hostPositions:     make([]int32, maxRows),
-		hostBases:         make([]int32, maxRows),
-		hostWanted:        make([]int32, maxRows),
-		hostPicks:         make([]int32, maxRows),
-		hostRopePositions: make([]int32, maxRows),
-		hostSources:       make([]int32, maxRows),
-		hostWinBases:      make([]int32, maxRows),
-		hostWinPositions:  make([]int32, maxRows),
-		hostRingBases:     make([]int32, maxRows),
-		hostRingMirrors:   make([]int32, maxRows),
-		hostRingPos:       make([]int32, maxRows),
+		hostTokens:          make([]int32, maxRows),
+		hostPositions:       make([]int32, maxRows),
+		hostBases:           make([]int32, maxRows),
+		hostWanted:          make([]int32, maxRows),
+		hostWantedBases:     make([]int32, logitRows),
+		hostWantedPositions: make([]int32, logitRows),
+		hostPicks:           make([]int32, maxRows),
+		hostRopePositions:   make([]int32, maxRows),
+		hostSources:         make([]int32, maxRows),
+		hostWinBases:        make([]int32, maxRows),
+		hostWinPositions:    make([]int32, maxRows),
+		hostRingBases:       make([]int32, maxRows),
+		hostRingMirrors:     make([]int32, maxRows),
+		hostRingPos:         make([]int32, maxRows),
 	}
 	if hb, ok := b.(compute.HostBuffers); ok {
 		// Where the backend cannot give it, the logits take ordinary memory: slower reads, the
@@ -128,6 +132,12 @@ func newActivations(b compute.Backend, c Config, maxRows, logitRows int) (*activ
 		}
 	}
 	if err := a.alloc(b, &a.logits, compute.F32, logitRows, c.Vocab); err != nil {
+		return nil, err
+	}
+	if err := a.alloc(b, &a.wantedBases, compute.I32, logitRows); err != nil {
+		return nil, err
+	}
+	if err := a.alloc(b, &a.wantedPositions, compute.I32, logitRows); err != nil {
 		return nil, err
 	}
 	if err := a.alloc(b, &a.verdict, compute.I32, compute.VerdictLen(maxRows)); err != nil {
@@ -201,7 +211,7 @@ func (a *activations) free(b compute.Backend) {
 	}
 	for _, t := range []compute.Tensor{a.tokens, a.positions, a.bases, a.wanted, a.ropePositions, a.sources,
 		a.winBases, a.winPositions, a.ringBases, a.ringMirrors, a.ringPositions, a.x, a.h, a.q,
-		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.warm, a.chain, a.picks, a.verdict,
+		a.k, a.v, a.attn, a.out, a.gate, a.up, a.final, a.logits, a.wantedBases, a.wantedPositions, a.warm, a.chain, a.picks, a.verdict,
 		a.router, a.expertIDs, a.expertWeights, a.groups, a.expertGate, a.expertUp, a.expertOut,
 		a.mixed, a.convOut, a.z, a.core, a.ba, a.steps, a.attnGate, a.sharedGate, a.sharedUp, a.sharedOut, a.sharedScore} {
 		if t != nil {
@@ -313,6 +323,9 @@ func (m *Model) stageRows(rows []batch.Row) (logits, picks int, err error) {
 	m.backend.WriteInt32(a.positions, a.hostPositions[:len(rows)])
 	m.backend.WriteInt32(a.bases, a.hostBases[:len(rows)])
 	m.backend.WriteInt32(a.wanted, a.hostWanted[:logits+picks])
+	if n := logits + picks; n > 0 && m.prunesLast(len(rows), n) {
+		m.stageWanted(n)
+	}
 	if m.states != nil {
 		ranges, err := m.states.stage(rows, a.hostSteps)
 		if err != nil {
@@ -354,6 +367,10 @@ func (m *Model) forwardRows(rows, wanted int) {
 	b.RMSNorm(a.h, a.x, w.layers[0].inputNorm, rows, c.NormEps)
 	for i := range w.layers {
 		l := &w.layers[i]
+		if i == len(w.layers)-1 && m.prunesLast(rows, wanted) {
+			m.lastLayerWanted(l, rows, wanted)
+			return
+		}
 		if l.delta != nil {
 			m.deltaNet(l.delta, rows)
 		} else {
@@ -395,6 +412,31 @@ func (m *Model) forwardRows(rows, wanted int) {
 // backbone, one further for the MTP layer).
 func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions compute.Tensor) {
 	b, c, a := m.backend, m.cfg, m.act
+	ring, inRing, full := m.queriesAndKeys(layer, l, rows, ropePositions)
+	switch {
+	case inRing:
+		// The session's ring: each key at its position mod R, and again R slots on, so that
+		// the window is one run of slots (window.go).
+		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringBases, a.ringPositions, rows)
+		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringMirrors, a.ringPositions, rows)
+		b.Attention(a.attn, a.q, m.rings.kv, ring, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
+	case c.Window(layer) > 0:
+		// The window's keys among all the session's.
+		b.Attention(a.attn, a.q, m.kv, full, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
+	default:
+		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, l.sinks, rows, c.Heads, m.attnScale)
+	}
+	if l.qGate != nil {
+		m.deltaOps.SigmoidMul(a.attn, a.attn, a.attnGate, rows)
+	}
+	b.MatMul(a.out, a.attn, l.o, l.oBias, rows)
+}
+
+// queriesAndKeys runs a layer's q, k and v projections, their norms and RoPE, and writes its
+// keys and values to the KV pool (full: its layer there), except for a sliding layer that keeps
+// rings (inRing: ring is its ring), whose write attention makes.
+func (m *Model) queriesAndKeys(layer int, l *layerWeights, rows int, ropePositions compute.Tensor) (ring int, inRing bool, full int) {
+	b, c, a := m.backend, m.cfg, m.act
 	// q, k, v projections: [rows, hidden] → heads of headDim.
 	m.matMuls([3]compute.Tensor{a.q, a.k, a.v}, a.h, [3]compute.Tensor{l.q, l.k, l.v}, [3]compute.Tensor{l.qBias, l.kBias, l.vBias}, rows)
 	freqs := m.invFreq
@@ -405,8 +447,8 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 		// Qwen3-Next: the second half of q_proj gates the attention's output.
 		b.MatMul(a.attnGate, a.h, l.qGate, nil, rows)
 	}
-	ring, inRing := m.rings.sliding(layer)
-	full := m.fullLayer(layer)
+	ring, inRing = m.rings.sliding(layer)
+	full = m.fullLayer(layer)
 	// Every row's keys land before any row attends, so rows of one session in this forward see
 	// each other causally through their positions.
 	written := false
@@ -425,23 +467,7 @@ func (m *Model) attention(layer int, l *layerWeights, rows int, ropePositions co
 			b.KVWrite(m.kv, full, a.k, a.v, a.bases, a.positions, rows)
 		}
 	}
-	switch {
-	case inRing:
-		// The session's ring: each key at its position mod R, and again R slots on, so that
-		// the window is one run of slots (window.go).
-		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringBases, a.ringPositions, rows)
-		b.KVWrite(m.rings.kv, ring, a.k, a.v, a.ringMirrors, a.ringPositions, rows)
-		b.Attention(a.attn, a.q, m.rings.kv, ring, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
-	case c.Window(layer) > 0:
-		// The window's keys among all the session's.
-		b.Attention(a.attn, a.q, m.kv, full, a.winBases, a.winPositions, l.sinks, rows, c.Heads, m.attnScale)
-	default:
-		b.Attention(a.attn, a.q, m.kv, full, a.bases, a.positions, l.sinks, rows, c.Heads, m.attnScale)
-	}
-	if l.qGate != nil {
-		m.deltaOps.SigmoidMul(a.attn, a.attn, a.attnGate, rows)
-	}
-	b.MatMul(a.out, a.attn, l.o, l.oBias, rows)
+	return ring, inRing, full
 }
 
 // mlp runs one layer's SwiGLU feed-forward, or its mixture of experts, on a.h into a.out.

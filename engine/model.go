@@ -104,9 +104,10 @@ type Model struct {
 	fullIndex []int
 
 	maxRows, slots, context int
-	logitRows               int // at most maxRows (Options.LogitRows)
-	lastRows                int // rows of the last Forward whose hidden states a.x holds
-	lastDrafts              int // logits rows of the last Draft whose MTP outputs (pre-norm) a.h holds
+	logitRows               int  // at most maxRows (Options.LogitRows)
+	lastPlain               bool // the last layer may run for the wanted rows alone (prune.go)
+	lastRows                int  // rows of the last Forward whose hidden states a.x holds
+	lastDrafts              int  // logits rows of the last Draft whose MTP outputs (pre-norm) a.h holds
 }
 
 // Load reads the model and places it on backend. The caller keeps ownership of backend and
@@ -174,6 +175,7 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		m.Close()
 		return nil, err
 	}
+	m.lastPlain = m.plainLast()
 	if m.rings != nil {
 		// A block of the prompt cache holds the sliding layers after the others (blockstore.go),
 		// where a model keeping every position holds them in layer order: the same bytes' worth,

@@ -369,6 +369,15 @@ func CheckBackend(t *testing.T, b compute.Backend) {
 			CheckBatchInvariance(t, m)
 		})
 	}
+	// The last layer for the rows asked for alone, in models without an MTP head (whose head
+	// reads every row): a dense one, a mixture, and GPT-OSS's sinks on its full-attention last
+	// layer.
+	for _, name := range []string{"llama", "qwen3moe", "gptoss"} {
+		t.Run("pruned/"+name, func(t *testing.T) {
+			m, _ := load(t, name, engine.Options{MaxRows: 64, Slots: 2 * 200})
+			CheckPrunedLastLayer(t, m, 200, 64)
+		})
+	}
 	// Picks (CheckPicks feeds positions twice, which a hybrid's recurrent state does not take);
 	// Gemma 3 caps its logits on the host, so its picks are the engine's.
 	for _, name := range []string{"qwen3moe", "gemma3", "gptoss", "gopher"} {

@@ -48,3 +48,69 @@ func CheckForwardSizes(t *testing.T, m *engine.Model, n int, sizes []int) {
 		}
 	}
 }
+
+// CheckPrunedLastLayer feeds one prompt of n random tokens twice, each in forwards of size rows:
+// once with every row's logits read (no row's last layer is left out), and once as a server feeds
+// a prompt, where a forward asks for the logits of a few rows or of none and its last layer runs
+// for those alone after every row's keys are written (engine's prune.go). Each row asked for
+// must get the bits it got the first time, its pick must be their argmax, and the keys and values
+// the pruned forwards leave must serve the next forward's rows as well. m must keep its last
+// layer for the rows asked for (no MTP head) and needs 2n KV slots.
+func CheckPrunedLastLayer(t *testing.T, m *engine.Model, n, size int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(9, 10))
+	tokens := make([]int32, n)
+	for i := range tokens {
+		tokens[i] = int32(r.IntN(m.Vocab()))
+	}
+	v := m.Vocab()
+	feed := func(base int, ask func(pos int) (logits, pick bool)) (map[int][]float32, map[int]int32) {
+		logits, picks := map[int][]float32{}, map[int]int32{}
+		for start := 0; start < n; start += size {
+			rows := make([]batch.Row, 0, size)
+			for pos := start; pos < min(start+size, n); pos++ {
+				l, p := ask(pos)
+				rows = append(rows, batch.Row{Base: base, Pos: pos, Token: tokens[pos], Logits: l, Pick: p})
+			}
+			got, picked, err := m.ForwardPicks(context.Background(), rows)
+			if err != nil {
+				t.Fatalf("forward of rows %d on: %v", start, err)
+			}
+			k, j := 0, 0
+			for _, row := range rows {
+				if row.Logits {
+					logits[row.Pos] = append([]float32(nil), got[k*v:(k+1)*v]...)
+					k++
+				}
+			}
+			for _, row := range rows {
+				if row.Pick {
+					picks[row.Pos] = picked[j]
+					j++
+				}
+			}
+		}
+		return logits, picks
+	}
+	all, _ := feed(0, func(int) (bool, bool) { return true, false })
+	// Some forwards ask for no row (the first), others for a row or two and a pick.
+	logits, picks := feed(n, func(pos int) (bool, bool) {
+		at := pos % size
+		return pos >= size && (at == size-1 || at == size/3), pos >= size && at == size/2
+	})
+	if len(logits) == 0 || len(picks) == 0 {
+		t.Fatalf("prompt of %d in forwards of %d: no row asked for its logits or pick", n, size)
+	}
+	for pos, got := range logits {
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(all[pos][i]) {
+				t.Fatalf("position %d token %d: %v asked for among few rows, %v with every row's logits", pos, i, got[i], all[pos][i])
+			}
+		}
+	}
+	for pos, p := range picks {
+		if want := batch.Argmax(all[pos]); p != want {
+			t.Fatalf("position %d: pick %d asked for among few rows, the argmax of every row's logits %d", pos, p, want)
+		}
+	}
+}
