@@ -24,6 +24,13 @@ import (
 
 func loadBundled(t testing.TB, slots int) *engine.Model {
 	t.Helper()
+	return loadBundledLogits(t, slots, 0)
+}
+
+// loadBundledLogits is loadBundled with at most logitRows rows of a forward asking for logits
+// (engine.Options.LogitRows; 0: every row may).
+func loadBundledLogits(t testing.TB, slots, logitRows int) *engine.Model {
+	t.Helper()
 	if testing.Short() {
 		// make test runs these once in full; its race pass (-short) keeps to the toy model, whose
 		// tests take the lane through the same goroutines in a fraction of the time.
@@ -34,7 +41,7 @@ func loadBundled(t testing.TB, slots int) *engine.Model {
 		t.Fatal(err)
 	}
 	m, err := engine.Load(context.Background(), engine.Source{FS: models.FS(), Name: models.Name}, b,
-		engine.Options{Context: 512, MaxRows: 64, Slots: slots})
+		engine.Options{Context: 512, MaxRows: 64, LogitRows: logitRows, Slots: slots})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +119,17 @@ func sameReply(t *testing.T, name string, got, want reply) {
 
 // TestStaggeredStreamsEqualSolo starts 8 streams one after another, each once the previous one has
 // sent a few tokens, so the first begins on the lone driver and is handed to shared rounds when
-// the second arrives, and later streams prefill while earlier ones decode.
+// the second arrives, and later streams prefill while earlier ones decode; once where every row
+// of a forward may ask for logits, once where only 3 may (engine.Options.LogitRows), so that
+// rounds leave decoding streams and prompts' last tokens for later rounds.
 func TestStaggeredStreamsEqualSolo(t *testing.T) {
-	m := loadBundled(t, 8*512)
+	for _, logitRows := range []int{0, 3} {
+		t.Run(fmt.Sprintf("logit_rows=%d", logitRows), func(t *testing.T) { staggered(t, logitRows) })
+	}
+}
+
+func staggered(t *testing.T, logitRows int) {
+	m := loadBundledLogits(t, 8*512, logitRows)
 	reqs := requests(m, 8)
 	want := solo(t, m, reqs)
 
@@ -153,8 +168,13 @@ func TestStaggeredStreamsEqualSolo(t *testing.T) {
 	if s := h.Stats(); s.SessionsInUse != 0 || s.Waiting != 0 {
 		t.Errorf("after every stream ended: %+v", s)
 	}
-	if rec.maxSessions < 6 || !rec.mixed {
-		t.Errorf("the rounds never shared much: at most %d sessions in one forward, prefill beside decode: %v", rec.maxSessions, rec.mixed)
+	// With 3 logit rows a round holds at most 3 decoding streams beside the prompt arriving.
+	shared := 6
+	if logitRows > 0 {
+		shared = min(shared, logitRows+1)
+	}
+	if rec.maxSessions < shared || !rec.mixed {
+		t.Errorf("the rounds never shared much: at most %d sessions in one forward (want %d), prefill beside decode: %v", rec.maxSessions, shared, rec.mixed)
 	}
 	total := 0
 	for _, r := range got {
