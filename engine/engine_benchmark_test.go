@@ -2,11 +2,15 @@ package engine_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"tfd/batch"
+	"tfd/compute"
 	"tfd/engine"
 	"tfd/engine/enginetest"
+	"tfd/models"
 )
 
 // The bundled model's prefill and decode speed on the CPU backend:
@@ -62,4 +66,32 @@ func benchDecode(b *testing.B, q engine.Quantization) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkPrefillNoHead is BenchmarkPrefill on the bundled model's F16 GGUF export, which has no
+// MTP head (GGUF has no name for one), so that a forward's last layer runs for the rows asked for
+// alone (prune.go) as it does for most models people run; the bundled model's own head reads
+// every row's last hidden state.
+func BenchmarkPrefillNoHead(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "gopher-f16.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = engine.ExportGGUF(engine.Source{FS: models.FS(), Name: models.Name}, compute.F16, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := engine.Load(context.Background(), engine.Source{Dir: path}, openCPU(b), engine.Options{MaxRows: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	if m.MTP() != nil {
+		b.Fatal("the GGUF export has an MTP head")
+	}
+	enginetest.BenchPrefill(b, m, 256)
 }

@@ -5,7 +5,7 @@ package engine
 // only for the rows whose logits or picks are wanted. A prompt's chunk wants one row, or none, so
 // the last layer runs those rows alone (llama.cpp prunes the same way), which saves a layer's
 // attention and feed-forward for the rest: the bundled model's 8-layer GGUF export (no MTP head)
-// prefills 1.10 times as fast on the CPU (docs/choices.md), the 8B's 36 layers about 1/36. Each op's rows keep
+// prefills 1.11 times as fast on the CPU (BenchmarkPrefillNoHead), the 8B's 36 layers about 1/36. Each op's rows keep
 // their bits whatever rows share it, so the logits are the unpruned forward's, bit for bit
 // (enginetest.CheckPrunedLastLayer).
 //
