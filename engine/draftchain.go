@@ -146,7 +146,7 @@ func (c *DraftChains) run() {
 		if step == 0 {
 			rows = c.rows // the head's entries for every position the forward fed
 		}
-		m.draftRows(rows, 1, step > 0)
+		m.draftRows(rows, 1, step > 0, false)
 		c.ops.DraftNext(a.logits, a.tokens, a.positions, a.ropePositions, a.sources, a.wanted, a.verdict, c.rows, vocab, step)
 	}
 	m.lastRows, m.lastDrafts = 0, 0 // the hidden states are a chain step's, which no caller knows

@@ -95,3 +95,30 @@ func BenchmarkPrefillNoHead(b *testing.B) {
 	}
 	enginetest.BenchPrefill(b, m, 256)
 }
+
+// BenchmarkPrefillHead runs a 256-token prompt in one forward and then the MTP head over it, as a
+// stream that drafts with the head has its prompt run (the head's keys and values at every
+// position, the draft logits of the newest), and reports prompt tokens per second.
+func BenchmarkPrefillHead(b *testing.B) {
+	m := enginetest.Load(b, openCPU(b), bundledDir, engine.Options{MaxRows: 256})
+	const n = 256
+	rows := make([]batch.Row, n)
+	for i := range rows {
+		rows[i] = batch.Row{Pos: i, Token: int32(i % m.Vocab()), Logits: i == n-1}
+	}
+	draft := make([]batch.DraftRow, n-1)
+	for i := range draft {
+		draft[i] = batch.DraftRow{Pos: i, Token: rows[i+1].Token, Source: i, Logits: i == n-2}
+	}
+	head := m.MTP()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := m.Forward(context.Background(), rows); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := head.Draft(context.Background(), draft); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tok/s")
+}

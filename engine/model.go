@@ -106,6 +106,7 @@ type Model struct {
 	maxRows, slots, context int
 	logitRows               int  // at most maxRows (Options.LogitRows)
 	lastPlain               bool // the last layer may run for the wanted rows alone (prune.go)
+	headPlain               bool // so may the MTP head's
 	lastRows                int  // rows of the last Forward whose hidden states a.x holds
 	lastDrafts              int  // logits rows of the last Draft whose MTP outputs (pre-norm) a.h holds
 }
@@ -175,7 +176,7 @@ func Load(ctx context.Context, src Source, backend compute.Backend, opts Options
 		m.Close()
 		return nil, err
 	}
-	m.lastPlain = m.plainLast()
+	m.lastPlain, m.headPlain = m.plainLast(), m.plainHead()
 	if m.rings != nil {
 		// A block of the prompt cache holds the sliding layers after the others (blockstore.go),
 		// where a model keeping every position holds them in layer order: the same bytes' worth,

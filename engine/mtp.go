@@ -150,7 +150,7 @@ func (h *MTPHead) Draft(ctx context.Context, rows []batch.DraftRow) ([]float32, 
 	if err != nil {
 		return nil, err
 	}
-	m.draftRows(len(rows), n, rows[0].Chained)
+	m.draftRows(len(rows), n, rows[0].Chained, true)
 	logits := m.act.hostLogits[:n*m.cfg.Vocab]
 	if n == 0 {
 		// Rows that only feed the head's keys and values (a copying stream's, after each
@@ -204,6 +204,9 @@ func (m *Model) stageDraftRows(rows []batch.DraftRow) (int, error) {
 	if n > m.logitRows {
 		return 0, fmt.Errorf("engine: %d draft rows ask for their logits; at most %d may (Options.LogitRows)", n, m.logitRows)
 	}
+	if n > 0 && m.prunesHead(len(rows), n) {
+		m.stageWanted(n)
+	}
 	b := m.backend
 	b.WriteInt32(a.tokens, a.hostTokens[:len(rows)])
 	b.WriteInt32(a.positions, a.hostPositions[:len(rows)])
@@ -218,7 +221,11 @@ func (m *Model) stageDraftRows(rows []batch.DraftRow) (int, error) {
 // hidden states; they are gathered out before a.x becomes the MTP layer's residual. Chained, a.h
 // holds the last draft's outputs for its logits rows; they are gathered out before the embedding
 // takes a.h.
-func (m *Model) draftRows(rows, wanted int, chained bool) {
+//
+// staged says the wanted rows' bases and positions were staged from the host (stageDraftRows),
+// so that the MTP layer may run for those rows alone (prune.go); a drafted chain's steps, whose
+// wanted row the device picks, run it for every row.
+func (m *Model) draftRows(rows, wanted int, chained, staged bool) {
 	b, c, w, a := m.backend, m.cfg, m.mtp, m.act
 	if chained {
 		b.Gather(a.final, a.h, a.sources, rows)
@@ -234,6 +241,10 @@ func (m *Model) draftRows(rows, wanted int, chained bool) {
 
 	l := &w.layer
 	b.RMSNorm(a.h, a.x, l.inputNorm, rows, c.NormEps)
+	if staged && m.prunesHead(rows, wanted) {
+		m.headLayerWanted(l, rows, wanted)
+		return
+	}
 	m.attention(c.Layers, l, rows, a.ropePositions)
 	b.AddRMSNorm(a.h, a.x, a.out, l.postNorm, rows, c.NormEps)
 	m.mlp(l, rows)

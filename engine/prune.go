@@ -12,6 +12,10 @@ package engine
 // Not pruned: a model with an MTP head, which reads every row's last hidden state, and a last
 // layer that is not plain attention over the pool: a DeltaNet layer, a sliding window (whose rows
 // attend from bases and positions of their own), Qwen3-Next's gated attention.
+//
+// The MTP head's own layer is pruned the same way (prunesHead): a call of the head feeds a
+// stream's every confirmed position, a prompt's included, for the head's keys and values, and
+// asks for the logits of its newest alone.
 
 // prunesLast reports whether a forward of rows rows, wanted of which ask for their logits or
 // picks, runs its last layer for those rows alone.
@@ -58,6 +62,38 @@ func (m *Model) lastLayerWanted(l *layerWeights, rows, wanted int) {
 	b.Add(a.final, a.final, a.out, wanted)
 	b.RMSNorm(a.h, a.final, m.w.norm, wanted, c.NormEps)
 	b.MatMul(a.logits, a.h, m.w.head, nil, wanted)
+}
+
+// prunesHead reports whether a call of the MTP head over rows rows, wanted of which ask for their
+// logits, runs the head's layer for those rows alone.
+func (m *Model) prunesHead(rows, wanted int) bool {
+	return m.headPlain && wanted < rows
+}
+
+// plainHead reports whether the model has an MTP head whose layer is plain attention.
+func (m *Model) plainHead() bool {
+	return m.mtp != nil && m.mtp.layer.delta == nil && m.mtp.layer.qGate == nil
+}
+
+// headLayerWanted enqueues the MTP head's layer l for rows rows whose residual a.x holds and whose
+// normed input a.h holds, of which the wanted rows (staged as for lastLayerWanted) go on to the
+// logits; a.h keeps their outputs before mtp.norm, for a chained call (draftRows).
+func (m *Model) headLayerWanted(l *layerWeights, rows, wanted int) {
+	b, c, a := m.backend, m.cfg, m.act
+	_, _, full := m.queriesAndKeys(c.Layers, l, rows, a.ropePositions)
+	m.lastRows, m.lastDrafts = 0, wanted // a.x no longer holds the backbone's hidden states
+	if wanted == 0 {
+		return
+	}
+	b.Gather(a.attn, a.q, a.wanted, wanted)
+	b.Attention(a.q, a.attn, m.kv, full, a.wantedBases, a.wantedPositions, l.sinks, wanted, c.Heads, m.attnScale)
+	b.MatMul(a.out, a.q, l.o, l.oBias, wanted)
+	b.Gather(a.final, a.x, a.wanted, wanted)
+	b.AddRMSNorm(a.h, a.final, a.out, l.postNorm, wanted, c.NormEps)
+	m.mlp(l, wanted)
+	b.Add(a.h, a.final, a.out, wanted)
+	b.RMSNorm(a.final, a.h, m.mtp.norm, wanted, c.NormEps)
+	b.MatMul(a.logits, a.final, m.w.head, nil, wanted)
 }
 
 // stageWanted writes the bases and positions of the wanted rows (hostWanted's first n), in that
