@@ -40,25 +40,12 @@ func (m *Model) plainLast() bool {
 // the keys' write, compacted, through the final norm to the logits head.
 func (m *Model) lastLayerWanted(l *layerWeights, rows, wanted int) {
 	b, c, a := m.backend, m.cfg, m.act
-	last := len(m.w.layers) - 1
-	_, _, full := m.queriesAndKeys(last, l, rows, a.positions)
+	_, _, full := m.queriesAndKeys(len(m.w.layers)-1, l, rows, a.positions)
 	m.lastRows, m.lastDrafts = 0, 0
 	if wanted == 0 {
 		return
 	}
-	b.Gather(a.attn, a.q, a.wanted, wanted)
-	b.Attention(a.q, a.attn, m.kv, full, a.wantedBases, a.wantedPositions, l.sinks, wanted, c.Heads, m.attnScale)
-	b.MatMul(a.out, a.q, l.o, l.oBias, wanted)
-	if l.attnOutNorm != nil {
-		b.RMSNorm(a.out, a.out, l.attnOutNorm, wanted, c.NormEps)
-	}
-	// The wanted rows of the residual stream, compacted: a.final holds them from here.
-	b.Gather(a.final, a.x, a.wanted, wanted)
-	b.AddRMSNorm(a.h, a.final, a.out, l.postNorm, wanted, c.NormEps)
-	m.mlp(l, wanted)
-	if l.mlpOutNorm != nil {
-		b.RMSNorm(a.out, a.out, l.mlpOutNorm, wanted, c.NormEps)
-	}
+	m.attendWanted(l, full, wanted)
 	b.Add(a.final, a.final, a.out, wanted)
 	b.RMSNorm(a.h, a.final, m.w.norm, wanted, c.NormEps)
 	b.MatMul(a.logits, a.h, m.w.head, nil, wanted)
@@ -70,9 +57,14 @@ func (m *Model) prunesHead(rows, wanted int) bool {
 	return m.headPlain && wanted < rows
 }
 
-// plainHead reports whether the model has an MTP head whose layer is plain attention.
+// plainHead reports whether the model has an MTP head whose layer is plain attention, and has
+// none of the output norms that draftRows would not apply (Gemma's, whose family has no head).
 func (m *Model) plainHead() bool {
-	return m.mtp != nil && m.mtp.layer.delta == nil && m.mtp.layer.qGate == nil
+	if m.mtp == nil {
+		return false
+	}
+	l := &m.mtp.layer
+	return l.delta == nil && l.qGate == nil && l.attnOutNorm == nil && l.mlpOutNorm == nil
 }
 
 // headLayerWanted enqueues the MTP head's layer l for rows rows whose residual a.x holds and whose
@@ -85,15 +77,30 @@ func (m *Model) headLayerWanted(l *layerWeights, rows, wanted int) {
 	if wanted == 0 {
 		return
 	}
-	b.Gather(a.attn, a.q, a.wanted, wanted)
-	b.Attention(a.q, a.attn, m.kv, full, a.wantedBases, a.wantedPositions, l.sinks, wanted, c.Heads, m.attnScale)
-	b.MatMul(a.out, a.q, l.o, l.oBias, wanted)
-	b.Gather(a.final, a.x, a.wanted, wanted)
-	b.AddRMSNorm(a.h, a.final, a.out, l.postNorm, wanted, c.NormEps)
-	m.mlp(l, wanted)
+	m.attendWanted(l, full, wanted)
 	b.Add(a.h, a.final, a.out, wanted)
 	b.RMSNorm(a.final, a.h, m.mtp.norm, wanted, c.NormEps)
 	b.MatMul(a.logits, a.final, m.w.head, nil, wanted)
+}
+
+// attendWanted runs layer l for the wanted rows alone, once queriesAndKeys has written every
+// row's keys and values to KV layer full: their attention, its output projection and the
+// residual add, then the feed-forward. It leaves the wanted rows' residual after the attention's
+// add in a.final, compacted, and the feed-forward's output in a.out.
+func (m *Model) attendWanted(l *layerWeights, full, wanted int) {
+	b, c, a := m.backend, m.cfg, m.act
+	b.Gather(a.attn, a.q, a.wanted, wanted)
+	b.Attention(a.q, a.attn, m.kv, full, a.wantedBases, a.wantedPositions, l.sinks, wanted, c.Heads, m.attnScale)
+	b.MatMul(a.out, a.q, l.o, l.oBias, wanted)
+	if l.attnOutNorm != nil {
+		b.RMSNorm(a.out, a.out, l.attnOutNorm, wanted, c.NormEps)
+	}
+	b.Gather(a.final, a.x, a.wanted, wanted)
+	b.AddRMSNorm(a.h, a.final, a.out, l.postNorm, wanted, c.NormEps)
+	m.mlp(l, wanted)
+	if l.mlpOutNorm != nil {
+		b.RMSNorm(a.out, a.out, l.mlpOutNorm, wanted, c.NormEps)
+	}
 }
 
 // stageWanted writes the bases and positions of the wanted rows (hostWanted's first n), in that
