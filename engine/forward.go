@@ -368,7 +368,8 @@ func (m *Model) forwardRows(rows, wanted int) {
 	for i := range w.layers {
 		l := &w.layers[i]
 		if i == len(w.layers)-1 && m.prunesLast(rows, wanted) {
-			m.lastLayerWanted(l, rows, wanted)
+			m.layerWanted(i, l, rows, wanted, a.positions, w.norm)
+			m.lastRows, m.lastDrafts = 0, 0
 			return
 		}
 		if l.delta != nil {

@@ -2,13 +2,12 @@ package engine
 
 import (
 	"context"
-	"math"
-	"slices"
 	"strings"
 	"testing"
 
 	"tfd/batch"
 	"tfd/compute"
+	"tfd/compute/computetest"
 	_ "tfd/cpu"
 	"tfd/models"
 )
@@ -80,19 +79,8 @@ func TestLogitRowsBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(math32Bits(got), math32Bits(want)) {
-		t.Errorf("the last 4 rows' logits differ between LogitRows 4 and LogitRows MaxRows")
-	}
+	computetest.SameBits(t, "the last 4 rows' logits with LogitRows 4 against LogitRows MaxRows", got, want)
 	if _, err := few.Forward(context.Background(), rows(few, 5)); err == nil || !strings.Contains(err.Error(), "at most 4 may (Options.LogitRows)") {
 		t.Errorf("5 rows asking for logits with LogitRows 4: %v, want an error naming the limit", err)
 	}
-}
-
-// math32Bits returns the bits of each float, so that slices.Equal compares them exactly.
-func math32Bits(v []float32) []uint32 {
-	out := make([]uint32, len(v))
-	for i, f := range v {
-		out[i] = math.Float32bits(f)
-	}
-	return out
 }

@@ -242,7 +242,8 @@ func (m *Model) draftRows(rows, wanted int, chained, staged bool) {
 	l := &w.layer
 	b.RMSNorm(a.h, a.x, l.inputNorm, rows, c.NormEps)
 	if staged && m.prunesHead(rows, wanted) {
-		m.headLayerWanted(l, rows, wanted)
+		m.layerWanted(c.Layers, l, rows, wanted, a.ropePositions, w.norm)
+		m.lastRows, m.lastDrafts = 0, wanted // a.x no longer holds the backbone's hidden states
 		return
 	}
 	m.attention(c.Layers, l, rows, a.ropePositions)

@@ -2,11 +2,11 @@ package engine
 
 import (
 	"context"
-	"math"
 	"testing"
 
 	"tfd/batch"
 	"tfd/compute"
+	"tfd/compute/computetest"
 	"tfd/models"
 )
 
@@ -65,14 +65,7 @@ func TestPrunedHeadKeepsBits(t *testing.T) {
 		return append(out, append([]float32(nil), logits...))
 	}
 	want, got := run(false), run(true)
-	for c := range want {
-		if len(got[c]) != len(want[c]) {
-			t.Fatalf("call %d: %d logits pruned, %d not", c, len(got[c]), len(want[c]))
-		}
-		for i := range want[c] {
-			if math.Float32bits(got[c][i]) != math.Float32bits(want[c][i]) {
-				t.Fatalf("call %d, logits row %d, token %d: %v with the head's layer pruned, %v without", c, i/v, i%v, got[c][i], want[c][i])
-			}
-		}
+	for c, name := range []string{"the prompt's call", "the chained call"} {
+		computetest.SameBits(t, name+"'s logits with the head's layer pruned against without", got[c], want[c])
 	}
 }

@@ -54,7 +54,8 @@ func (l *laneState) picksAlone(a *active) bool { return l.picker != nil && rawAr
 // past logitLimit stops one token short of it, which the next round feeds.
 func (l *laneState) plan() {
 	l.rows, l.shares, l.logitRows, l.pickRows = l.rows[:0], l.shares[:0], 0, 0
-	budget := logitLimit(l.h.model)
+	limit := logitLimit(l.h.model)
+	budget := limit
 	decoding := l.decoding[:0]
 	for _, a := range l.active {
 		if budget > 0 && a.ready() && a.decoding() {
@@ -78,7 +79,7 @@ func (l *laneState) plan() {
 	if len(l.rows) > 0 {
 		budget = min(budget, l.prefillChunk)
 	}
-	logitsLeft := logitLimit(l.h.model) - l.logitRows - l.pickRows
+	logitsLeft := limit - l.logitRows - l.pickRows
 	for _, a := range l.active {
 		if budget > 0 && a.ready() && !a.decoding() {
 			n := min(budget, len(a.tokens)-a.fed, a.sess.capacity-a.fed)

@@ -2,11 +2,13 @@ package enginetest
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"tfd/batch"
+	"tfd/compute/computetest"
 	"tfd/engine"
 )
 
@@ -102,11 +104,7 @@ func CheckPrunedLastLayer(t *testing.T, m *engine.Model, n, size int) {
 		t.Fatalf("prompt of %d in forwards of %d: no row asked for its logits or pick", n, size)
 	}
 	for pos, got := range logits {
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(all[pos][i]) {
-				t.Fatalf("position %d token %d: %v asked for among few rows, %v with every row's logits", pos, i, got[i], all[pos][i])
-			}
-		}
+		computetest.SameBits(t, fmt.Sprintf("position %d's logits asked for among few rows against every row's", pos), got, all[pos])
 	}
 	for pos, p := range picks {
 		if want := batch.Argmax(all[pos]); p != want {
